@@ -1,0 +1,57 @@
+# Peloton for Python: the two commands a newcomer needs are `make run` and
+# `make test`; both set up .venv and generate code on first use, and are
+# quick on a second call (stamps below skip work when nothing changed).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+# Installer output goes to a log that is shown only when a step fails.
+QUIET_PIP = >>$(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+GEN_STAMP := peloton/api/gen/.stamp
+PROTOS := $(shell find proto -name '*.proto' 2>/dev/null)
+PYTEST_ARGS ?=
+RUN_ARGS ?=
+
+.PHONY: run test gen lint bench clean setup system-packages
+
+setup: $(INSTALLED) $(GEN_STAMP)
+
+$(INSTALLED): pyproject.toml scripts/install_http_parser.sh
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "setting up $(VENV) (first run takes about a minute)"
+	@$(PY) -m pip install -q --upgrade pip $(QUIET_PIP)
+	@scripts/install_http_parser.sh $(VENV) $(QUIET_PIP)
+	@$(PY) -m pip install -q -e '.[dev]' $(QUIET_PIP)
+	@touch $@
+
+$(GEN_STAMP): $(INSTALLED) $(PROTOS) scripts/gen_code.py
+	@$(PY) scripts/gen_code.py
+	@touch $@
+
+gen: $(INSTALLED)
+	@$(PY) scripts/gen_code.py
+	@touch $(GEN_STAMP)
+
+run: setup
+	$(VENV)/bin/peloton up $(RUN_ARGS)
+
+system-packages:
+	@scripts/ensure_system_packages.sh
+
+test: setup system-packages
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy --strict peloton/core
+	$(VENV)/bin/lint-imports
+
+bench: setup
+	$(PY) -m tests.bench.run
+
+clean:
+	rm -rf $(VENV) peloton/api/gen peloton/api/gen.tmp .pytest_cache .mypy_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

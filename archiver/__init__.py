@@ -1,0 +1,1 @@
+"""Archiver: moves finished jobs out of hot storage into a cold archive."""

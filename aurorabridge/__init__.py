@@ -1,0 +1,1 @@
+"""The Aurora-compatible Thrift endpoint over the Peloton API."""

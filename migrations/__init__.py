@@ -1,0 +1,1 @@
+"""Schema migrations and the backend-to-backend copy and verify tool."""

@@ -1,0 +1,1 @@
+"""The local host agent: runs tasks as real processes under a per-task supervisor."""

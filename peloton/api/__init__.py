@@ -1,0 +1,1 @@
+"""The Peloton API: generated code, converters, gRPC servicers and the typed client."""

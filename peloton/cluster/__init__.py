@@ -1,0 +1,1 @@
+"""Composition roots that run several daemons in one process (`peloton up`)."""

@@ -1,0 +1,1 @@
+"""Shared daemon machinery: goal-state engine, leader election, retries, config, metrics."""

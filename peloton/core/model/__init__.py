@@ -1,0 +1,1 @@
+"""Frozen value types of the scheduling core: ids, resources, jobs, tasks, pools, hosts, updates."""

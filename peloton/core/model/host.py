@@ -1,0 +1,55 @@
+"""Hosts: what a host offers to the scheduler, and its maintenance record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from peloton.core.model.constraints import Label
+from peloton.core.model.resources import PortRange, Resources
+from peloton.core.states import HostState
+
+#: Host label that marks a host reserved for tasks that name it in a constraint.
+EXCLUSIVE_ATTRIBUTE = "peloton/exclusive"
+
+
+@dataclass(frozen=True, slots=True)
+class HostInfo:
+    """The stored record of a host (maintenance state, labels, pool)."""
+
+    hostname: str
+    ip: str = ""
+    state: HostState = HostState.UP
+    goal_state: HostState = HostState.UP
+    labels: tuple[Label, ...] = ()
+    current_pool: str = ""
+    desired_pool: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HostOffer:
+    """A read-only snapshot of one host's free capacity, as placement sees it.
+
+    `capacity` is the host's total, `available` what is free now (both
+    non-revocable); `revocable_cpu` is slack cpu free for revocable tasks.
+    `task_labels` counts labels of tasks running on or assigned to the host,
+    which task-kind constraints ("at most N per host") read.
+    """
+
+    hostname: str
+    agent_id: str
+    capacity: Resources
+    available: Resources
+    ports: tuple[PortRange, ...] = ()
+    labels: tuple[Label, ...] = ()
+    state: HostState = HostState.UP
+    revocable_cpu: float = 0.0
+    task_labels: tuple[tuple[Label, int], ...] = ()
+
+    @property
+    def has_gpu(self) -> bool:
+        """Scarce-resource hosts are kept for the tasks that need their GPUs."""
+        return self.capacity.gpu > 0
+
+    def label_count(self, label: Label) -> int:
+        """How many of this host's attributes equal `label`."""
+        return sum(1 for lb in self.labels if lb == label)

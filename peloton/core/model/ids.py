@@ -1,0 +1,82 @@
+"""Identifiers of jobs, tasks, runs and pools.
+
+A job id is a UUID string.  A task is (job id, instance id) and is written
+`<job>-<instance>`.  Every launch of a task is a *run* with an integer run
+id that only ever grows; the id a host backend sees (Mesos' TaskID) is
+`<job>-<instance>-<run>`.  Never reusing a run id is what lets a late
+status update for an old run be recognised and ignored (MESOS-2198).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from peloton.core.errors import InvalidArgument
+
+#: Id of the root resource pool (path "/").
+ROOT_POOL_ID = "root"
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def new_id() -> str:
+    """A fresh random UUID string (job, update and pool ids)."""
+    return str(uuid.uuid4())
+
+
+def validate_uuid(value: str, field: str) -> str:
+    """Return `value` lower-cased if it is a UUID, else raise InvalidArgument naming `field`."""
+    if not _UUID.match(value or ""):
+        raise InvalidArgument(f"{field} must be a UUID, got {value!r}", field=field)
+    return value.lower()
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TaskId:
+    """One instance of a job."""
+
+    job_id: str
+    instance: int
+
+    def __str__(self) -> str:
+        return f"{self.job_id}-{self.instance}"
+
+    def run(self, run_id: int) -> RunId:
+        """The id of one launch of this task."""
+        return RunId(self.job_id, self.instance, run_id)
+
+    @staticmethod
+    def parse(text: str) -> TaskId:
+        """Parse `<job uuid>-<instance>`."""
+        job, sep, inst = text.rpartition("-")
+        if not sep or not inst.isdigit():
+            raise InvalidArgument(f"invalid task id {text!r}", field="task_id")
+        return TaskId(validate_uuid(job, "task_id"), int(inst))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RunId:
+    """One launch of a task; its string form is the host backend's task id."""
+
+    job_id: str
+    instance: int
+    run: int
+
+    @property
+    def task(self) -> TaskId:
+        """The task this run belongs to."""
+        return TaskId(self.job_id, self.instance)
+
+    def __str__(self) -> str:
+        return f"{self.job_id}-{self.instance}-{self.run}"
+
+    @staticmethod
+    def parse(text: str) -> RunId:
+        """Parse `<job uuid>-<instance>-<run>`."""
+        rest, sep, run = text.rpartition("-")
+        job, sep2, inst = rest.rpartition("-")
+        if not sep or not sep2 or not run.isdigit() or not inst.isdigit():
+            raise InvalidArgument(f"invalid run id {text!r}", field="task_id")
+        return RunId(validate_uuid(job, "task_id"), int(inst), int(run))

@@ -1,0 +1,1 @@
+"""Host manager daemon: host registry, leases, launch/kill and the task status stream."""

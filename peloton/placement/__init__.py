@@ -1,0 +1,1 @@
+"""Placement engine daemon: matches ready gangs with host leases."""

@@ -1,0 +1,1 @@
+"""Resource manager daemon: pool tree, entitlement, admission queues, preemption."""

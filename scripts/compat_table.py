@@ -1,0 +1,86 @@
+"""Regenerate the README's compatibility tables from the wire manifests and our code.
+
+A method counts as implemented when the servicer class (gRPC) or handler
+class (Aurora Thrift) that serves its service defines it; everything else
+answers UNIMPLEMENTED (gRPC) or INVALID_REQUEST naming the method (Thrift).
+`python scripts/compat_table.py` rewrites the block between the
+`<!-- compat:begin -->` / `<!-- compat:end -->` markers of README.md;
+`--check` exits non-zero if the README is stale (a test runs that).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
+
+#: gRPC service -> "module:Class" of the servicer that serves it (absent = not served yet).
+GRPC_SERVICERS: dict[str, str] = {}
+#: Aurora service -> "module:Class" of the Thrift handler.
+THRIFT_HANDLERS: dict[str, str] = {}
+
+
+def _implemented(target: str | None) -> set[str]:
+    if not target:
+        return set()
+    module, _, cls_name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), cls_name)
+    except (ImportError, AttributeError):
+        return set()
+    return {name for klass in cls.__mro__ if klass is not object for name in vars(klass)
+            if not name.startswith("_") and callable(getattr(cls, name))}
+
+
+def grpc_rows() -> list[str]:
+    """One table row per gRPC service."""
+    doc = json.loads((REPO / "tests" / "wire" / "peloton_api.json").read_text())
+    rows = ["| gRPC service | implemented | UNIMPLEMENTED |", "|---|---|---|"]
+    for svc, methods in doc["services"].items():
+        have = _implemented(GRPC_SERVICERS.get(svc))
+        done = [m for m in methods if m in have]
+        missing = [m for m in methods if m not in have]
+        rows.append(f"| `{svc}` | {', '.join(done) or '—'} | {', '.join(missing) or '—'} |")
+    return rows
+
+
+def thrift_rows() -> list[str]:
+    """One table row per Aurora Thrift service (its own methods, not inherited ones)."""
+    doc = json.loads((REPO / "tests" / "wire" / "aurora_api.json").read_text())
+    rows = ["| Aurora service | implemented | answered INVALID_REQUEST (unsupported) |",
+            "|---|---|---|"]
+    for svc in ("ReadOnlyScheduler", "AuroraSchedulerManager", "AuroraAdmin"):
+        methods = list(doc["services"][svc]["methods"])
+        have = _implemented(THRIFT_HANDLERS.get("AuroraAdmin"))
+        done = [m for m in methods if m in have]
+        missing = [m for m in methods if m not in have]
+        rows.append(f"| `{svc}` | {', '.join(done) or '—'} | {', '.join(missing) or '—'} |")
+    return rows
+
+
+def render() -> str:
+    """The generated block (without markers)."""
+    return "\n".join(["", *grpc_rows(), "", *thrift_rows(), ""])
+
+
+def main(argv: list[str]) -> int:
+    text = README.read_text()
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    new = f"{head}{BEGIN}\n{render()}\n{END}{tail}"
+    if "--check" in argv:
+        if new != text:
+            print("README.md compatibility tables are stale: run python scripts/compat_table.py")
+            return 1
+        return 0
+    README.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
