@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import click
 
+from cli.agent import agent
+from cli.aurorabridge import aurorabridge
+from cli.commands import API_GROUPS
+from cli.context import PelotonGroup, global_options
+from cli.migrate import migrate
 from cli.up import up
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=PelotonGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="peloton-py")
+@global_options
 def cli() -> None:
     """Peloton for Python: run and use a cluster scheduler.
 
@@ -20,6 +26,11 @@ def cli() -> None:
 
 
 cli.add_command(up)
+cli.add_command(agent)
+cli.add_command(migrate)
+cli.add_command(aurorabridge)
+for _group in API_GROUPS:
+    cli.add_command(_group)
 
 
 def main() -> None:

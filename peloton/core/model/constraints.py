@@ -11,6 +11,7 @@ applicable" and neutral inside AND / OR, exactly as Peloton evaluates them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -103,3 +104,72 @@ def leaves(constraint: Constraint | None) -> list[LabelConstraint]:
     for child in constraint.children:
         out.extend(leaves(child))
     return out
+
+
+class Verdict(StrEnum):
+    """Outcome of evaluating a constraint for one kind of label."""
+
+    MATCH = "MATCH"
+    MISMATCH = "MISMATCH"
+    #: Only leaves of the other kind were seen; neutral inside AND / OR.
+    NOT_APPLICABLE = "NOT_APPLICABLE"
+
+
+def evaluate(constraint: Constraint, kind: LabelKind, count: Callable[[Label], int]) -> Verdict:
+    """Evaluate the leaves of `kind`, with `count(label)` giving the observed count.
+
+    Leaves of the other kind are NOT_APPLICABLE.  AND is a MISMATCH as soon as one
+    child mismatches, else MATCH if any child matched; OR is a MATCH as soon as one
+    child matches, else MISMATCH if any child mismatched (Peloton's evaluator).
+    Callers treat NOT_APPLICABLE like MATCH: a host is only rejected on MISMATCH.
+    """
+    if isinstance(constraint, LabelConstraint):
+        if constraint.kind is not kind:
+            return Verdict.NOT_APPLICABLE
+        return Verdict.MATCH if constraint.holds(count(constraint.label)) else Verdict.MISMATCH
+    if isinstance(constraint, AndConstraint):
+        result = Verdict.NOT_APPLICABLE
+        for child in constraint.children:
+            sub = evaluate(child, kind, count)
+            if sub is Verdict.MISMATCH:
+                return sub
+            if sub is Verdict.MATCH:
+                result = sub
+        return result
+    result = Verdict.NOT_APPLICABLE
+    for child in constraint.children:
+        sub = evaluate(child, kind, count)
+        if sub is Verdict.MATCH:
+            return sub
+        if sub is Verdict.MISMATCH:
+            result = sub
+    return result
+
+
+def explain_mismatch(constraint: Constraint, kind: LabelKind,
+                     count: Callable[[Label], int]) -> Constraint:
+    """The smallest sub-constraint that makes `constraint` a MISMATCH (for reason reports).
+
+    For an AND that is its first mismatching child (recursively); for an OR or a
+    leaf it is the node itself.  Only meaningful when `evaluate` gave MISMATCH.
+    """
+    if isinstance(constraint, AndConstraint):
+        for child in constraint.children:
+            if evaluate(child, kind, count) is Verdict.MISMATCH:
+                return explain_mismatch(child, kind, count)
+    return constraint
+
+
+def has_kind(constraint: Constraint | None, kind: LabelKind) -> bool:
+    """True if some leaf of the tree is of `kind` (else evaluating that kind is a no-op)."""
+    return any(leaf.kind is kind for leaf in leaves(constraint))
+
+
+def names_host_label_key(constraint: Constraint | None, key: str) -> bool:
+    """True if a HOST leaf anywhere in the tree is about label key `key`.
+
+    Placement uses it for exclusive hosts: a task may only land on a host
+    labelled `peloton/exclusive` if its constraint talks about that label.
+    """
+    return any(leaf.kind is LabelKind.HOST and leaf.label.key == key
+               for leaf in leaves(constraint))

@@ -97,3 +97,5 @@ class JobSummary:
     instance_count: int
     labels: tuple[Label, ...]
     runtime: JobRuntime
+    #: Both APIs' job summaries carry the SLA (priority, preemptible, ...).
+    sla: SlaSpec = SlaSpec()

@@ -1,0 +1,75 @@
+"""Aurora jobs and update settings as Peloton stateless JobSpec, CreateSpec and UpdateSpec.
+
+* JobSpec: name `role/env/name`, owner and owning team = TaskConfig.owner.user,
+  the job labels, instance count, the pool, SLA {priority, preemptible and
+  revocable from the tier (revocable -> both; others -> neither, as Peloton's
+  bridge: its services must not be preempted), maximum unavailable =
+  max(1, 10% of the instances)}, and the default pod spec.
+* Update settings: batch = group size (from updateStrategy when present, the
+  first batch for variable batches), retries per instance =
+  maxPerInstanceFailures + 1, tolerated failed instances =
+  maxFailedInstances + 1, start paused when pulses are required.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aurorabridge import labels
+from aurorabridge.atop.job_key import JobKey
+from peloton.api.gen.peloton.api.v1alpha import peloton_pb2
+from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
+
+REVOCABLE_TIER = "revocable"
+
+
+def sla_spec(task: Any, instance_count: int) -> Any:
+    """The job's SlaSpec."""
+    revocable = task.tier == REVOCABLE_TIER
+    return stateless_pb2.SlaSpec(priority=max(0, task.priority or 0), preemptible=revocable,
+                                 revocable=revocable,
+                                 maximum_unavailable_instances=max(1, int(0.1 * instance_count)))
+
+
+def job_spec(task: Any, key: JobKey, instance_count: int, respool_id: str, pod: Any) -> Any:
+    """The JobSpec for `instance_count` copies of `pod` (built by atop.pod_spec)."""
+    owner = task.owner.user if task.owner is not None and task.owner.user else key.role
+    return stateless_pb2.JobSpec(
+        name=key.job_name, owner=owner, owning_team=owner,
+        labels=labels.job_labels(key.role, key.environment, key.name),
+        instance_count=instance_count, sla=sla_spec(task, instance_count), default_spec=pod,
+        respool_id=peloton_pb2.ResourcePoolID(value=respool_id))
+
+
+def group_size(settings: Any) -> int:
+    """Instances updated at once, from the update strategy or updateGroupSize."""
+    strategy = settings.updateStrategy
+    if strategy is not None:
+        if strategy.queueStrategy is not None:
+            return int(strategy.queueStrategy.groupSize or 0)
+        if strategy.batchStrategy is not None:
+            return int(strategy.batchStrategy.groupSize or 0)
+        if strategy.varBatchStrategy is not None:
+            sizes = strategy.varBatchStrategy.groupSizes or [0]
+            return int(sizes[0] or 0)
+    return int(settings.updateGroupSize or 0)
+
+
+def create_spec(settings: Any) -> Any:
+    """CreateSpec of a job first deployed by an update."""
+    return stateless_pb2.CreateSpec(
+        batch_size=group_size(settings),
+        max_instance_retries=(settings.maxPerInstanceFailures or 0) + 1,
+        max_tolerable_instance_failures=(settings.maxFailedInstances or 0) + 1,
+        start_paused=(settings.blockIfNoPulsesAfterMs or 0) > 0)
+
+
+def update_spec(settings: Any, in_place: bool) -> Any:
+    """UpdateSpec of an update of an existing job."""
+    return stateless_pb2.UpdateSpec(
+        batch_size=group_size(settings),
+        rollback_on_failure=bool(settings.rollbackOnFailure),
+        max_instance_retries=(settings.maxPerInstanceFailures or 0) + 1,
+        max_tolerable_instance_failures=(settings.maxFailedInstances or 0) + 1,
+        start_paused=(settings.blockIfNoPulsesAfterMs or 0) > 0,
+        in_place=in_place, start_pods=True)

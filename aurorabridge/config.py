@@ -1,0 +1,103 @@
+"""Settings of the Aurora bridge, with defaults matching Peloton's bridge and Aurora's scheduler.
+
+Built by cli/aurorabridge.py from flags (or a YAML file) and handed to
+app.AuroraBridge; every other module takes only the fields it needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_PORT = 5396
+#: Aurora's DEFAULT_ALLOWED_JOB_ENVIRONMENTS.
+DEFAULT_ENVIRONMENTS = r"^(prod|devel|test|staging\d*)$"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolResource:
+    """One resource kind of the pool created when the bridge's pool is missing."""
+
+    kind: str
+    reservation: float
+    limit: float
+    share: float = 1.0
+
+
+#: Peloton's development `default_respool_spec` for /AuroraBridge.
+DEFAULT_POOL_RESOURCES = (
+    PoolResource("cpu", 12, 12), PoolResource("memory", 6144, 6144),
+    PoolResource("disk", 10240, 20480), PoolResource("gpu", 0, 0),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RespoolSettings:
+    """Where bridge jobs go, and what to create when the pool is missing."""
+
+    path: str = "/AuroraBridge"
+    gpu_path: str = "/GPUAuroraBridge"
+    resources: tuple[PoolResource, ...] = DEFAULT_POOL_RESOURCES
+    controller_limit_percent: float = 10.0
+    slack_limit_percent: float = 30.0
+    owning_team: str = "aurorabridge"
+    retry_interval_s: float = 1.0
+    retry_for_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationSettings:
+    """Aurora's scheduler-side limits (ConfigurationManager)."""
+
+    allowed_environments: str = DEFAULT_ENVIRONMENTS
+    max_tasks_per_job: int = 4000
+    allow_gpus: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSettings:
+    """Behaviour knobs of the handlers."""
+
+    #: Runs per instance returned by task queries (1 = current runs only, one QueryPods call).
+    pod_runs_depth: int = 1
+    #: Task queries matching at most this many pods fetch full event history per pod.
+    pod_events_max_pods: int = 20
+    #: Concurrent Peloton calls per fan-out (GetJob per job, StopPod per instance, ...).
+    workers: int = 25
+    #: Page size of QueryJobs.
+    query_jobs_limit: int = 1000
+    #: Workflows fetched per job for update queries.
+    updates_limit: int = 10
+    #: Ask Peloton for in-place updates (keep instances on their hosts).
+    in_place_updates: bool = False
+    #: How often the pulse timer looks for updates whose pulses stopped.
+    pulse_check_interval_s: float = 1.0
+    #: Set to run tasks with the Thermos executor (a Mesos cluster with Thermos installed),
+    #: as Peloton's bridge did; empty runs the Thermos processes as the container command.
+    thermos_executor_path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    """Everything app.AuroraBridge needs."""
+
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    cluster_name: str = "peloton"
+    #: Peloton daemons (gRPC `host:port`).  Empty: discovered from ZooKeeper under `zk_root`
+    #: when `zk_servers` is set, else Peloton's default ports on localhost.
+    jobmgr: str = ""
+    resmgr: str = ""
+    hostmgr: str = ""
+    zk_root: str = "/peloton"
+    #: Deadline of each Peloton call.
+    timeout_s: float = 20.0
+    #: Advertised in the ServerSet member node (defaults to this machine's name).
+    advertise_host: str = ""
+    #: ZooKeeper servers (`h1:2181,h2:2181`): Peloton discovery and the ServerSet registration.
+    zk_servers: str = ""
+    #: Aurora's `scheduler_zk_path`; Peloton's bridge used /peloton/aurora/scheduler.
+    zk_path: str = "/aurora/scheduler"
+    max_body_bytes: int = 64 * 1024 * 1024
+    respool: RespoolSettings = field(default_factory=RespoolSettings)
+    validation: ValidationSettings = field(default_factory=ValidationSettings)
+    handlers: HandlerSettings = field(default_factory=HandlerSettings)

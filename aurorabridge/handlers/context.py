@@ -1,0 +1,116 @@
+"""What every handler works with: the Peloton port, lookups, caches, settings.
+
+`BridgeContext` is built once by app.py (the composition root); handlers are
+plain functions of (context, decoded args).  The lookups here raise NotFound
+with Aurora's wording so handlers stay short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aurorabridge import opaque_data
+from aurorabridge.atop.job_key import JobKey
+from aurorabridge.atop.job_spec import job_spec
+from aurorabridge.atop.pod_spec import pod_spec
+from aurorabridge.config import HandlerSettings, ValidationSettings
+from aurorabridge.job_directory import JobDirectory
+from aurorabridge.ports import PelotonPort
+from aurorabridge.ptoa.states import TERMINAL_WORKFLOW_STATES
+from aurorabridge.ptoa.task_config import TaskConfigReader
+from aurorabridge.pulse import PulseTimer
+from aurorabridge.respool_loader import RespoolLoader
+from aurorabridge.validation import CheckedTask
+from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
+from peloton.core.errors import NotFound
+
+HandlerFn = Callable[["BridgeContext", Any], Any]
+
+
+@dataclass(slots=True)
+class Job:
+    """A resolved job: id, its GetJob response, the current workflow's opaque data."""
+
+    key: JobKey
+    job_id: str
+    info: Any  # GetJobResponse
+    data: opaque_data.OpaqueData
+
+    @property
+    def spec(self) -> Any:
+        """The current JobSpec."""
+        return self.info.job_info.spec
+
+    @property
+    def status(self) -> Any:
+        """The current JobStatus."""
+        return self.info.job_info.status
+
+    @property
+    def version(self) -> str:
+        """The entity version to send with mutating calls (compare-and-set token)."""
+        return str(self.info.job_info.status.version.value)
+
+    @property
+    def workflow(self) -> Any:
+        """The job's latest workflow (WorkflowInfo)."""
+        return self.info.workflow_info
+
+
+@dataclass(slots=True)
+class BridgeContext:
+    """Shared state of all handlers."""
+
+    port: PelotonPort
+    respools: RespoolLoader
+    handlers: HandlerSettings = field(default_factory=HandlerSettings)
+    limits: ValidationSettings = field(default_factory=ValidationSettings)
+    reader: TaskConfigReader = field(default_factory=TaskConfigReader)
+    clock: Callable[[], float] = time.monotonic
+    #: Hosts marked by startMaintenance (Peloton has no such stage; see handlers/maintenance.py).
+    scheduled_hosts: set[str] = field(default_factory=set)
+    directory: JobDirectory = field(init=False)
+    pulses: PulseTimer = field(init=False)
+    #: Set by the updates handlers: pauses an update whose pulses stopped.
+    on_pulse_expired: Callable[[str, str], None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.directory = JobDirectory(self.port, self.reader, self.handlers.query_jobs_limit)
+        self.on_pulse_expired = lambda job_id, update_id: None
+        self.pulses = PulseTimer(lambda job_id, update_id: self.on_pulse_expired(job_id, update_id),
+                                 clock=self.clock)
+
+    def find(self, key: JobKey) -> Job | None:
+        """The job named `key` with its current state, or None."""
+        job_id = self.directory.job_id(key)
+        if job_id is None:
+            return None
+        info = self.directory.get(job_id)
+        if info is None:
+            return None
+        return Job(key, job_id, info, opaque_data.parse(info.workflow_info.opaque_data.data))
+
+    def active_update(self, job: Job) -> opaque_data.OpaqueData | None:
+        """The opaque data of the job's Aurora update if one is in progress."""
+        workflow = job.workflow
+        if (job.data.update_id and workflow.status.type == stateless_pb2.WORKFLOW_TYPE_UPDATE
+                and workflow.status.state not in TERMINAL_WORKFLOW_STATES
+                and workflow.status.state != stateless_pb2.WORKFLOW_STATE_INVALID):
+            return job.data
+        return None
+
+    def job_spec(self, checked: CheckedTask, pool: str = "") -> Any:
+        """The Peloton JobSpec of a validated task; `pool` defaults to the bridge's (made if missing)."""
+        pool = pool or self.respools.load(checked.resources.wants_gpu)
+        pod = pod_spec(checked.task, checked.key, checked.resources, self.handlers.thermos_executor_path)
+        return job_spec(checked.task, checked.key, checked.instance_count, pool, pod)
+
+    def require(self, key: JobKey) -> Job:
+        """Like find, but NotFound when the job does not exist."""
+        job = self.find(key)
+        if job is None:
+            raise NotFound(f"job {key} does not exist")
+        return job

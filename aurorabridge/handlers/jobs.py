@@ -1,0 +1,211 @@
+"""Job-level methods: listings, config summaries, create, add instances, kill, restart.
+
+| Aurora | Peloton |
+|---|---|
+| getJobSummary, getJobs, getRoleSummary | QueryJobs on bridge labels (+ GetJob when a job's version moved) |
+| getConfigSummary | QueryPods, grouped by TaskConfig |
+| populateJobConfig | validation only |
+| createJob | CreateJob (or ReplaceJob restarting a killed job of the same name) |
+| addInstances | ReplaceJob with a larger instance count |
+| killTasks | StopJob (all instances) or StopPod per instance |
+| restartShards | RestartJob over the instances |
+
+Killed jobs (desired state KILLED) and jobs scaled to 0 are not listed, as
+Aurora forgets a job once it is killed.  createJob, addInstances and
+restartShards refuse jobs with an Aurora update in progress (Peloton would
+silently replace the update).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aurorabridge import validation
+from aurorabridge.atop.job_key import check_identifier, job_key
+from aurorabridge.fanout import fanout
+from aurorabridge.handlers.context import BridgeContext, HandlerFn, Job
+from aurorabridge.job_directory import is_gone
+from aurorabridge.ptoa import basics
+from aurorabridge.ptoa import jobs as ptoa_jobs
+from aurorabridge.ptoa.states import TERMINAL_POD_STATES
+from aurorabridge.responses import invalid_request, ok, updating_error
+from aurorabridge.thrift_api import api
+from aurorabridge.thrift_util import canonical
+from peloton.api.gen.peloton.api.v1alpha import peloton_pb2
+from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.core.errors import InvalidArgument
+
+NO_TASKS_TO_KILL = "No tasks to kill."
+
+
+def listed_jobs(ctx: BridgeContext, role: Any) -> list[tuple[Any, Any]]:
+    """(summary, JobConfig) of every listed bridge job of `role` (all roles if empty)."""
+    role = check_identifier(role, "role") if role else ""
+    summaries = [s for s in ctx.directory.query(role=role)
+                 if not is_gone(s.status, s.instance_count) and basics.job_key(s.name) is not None]
+    configs = [ctx.directory.cached(s) for s in summaries]
+    misses = [i for i, c in enumerate(configs) if c is None]  # fan out only what must be fetched
+    for i, config in zip(misses, fanout(ctx.directory.config, [summaries[i] for i in misses],
+                                        ctx.handlers.workers), strict=True):
+        configs[i] = config
+    return [(s, c) for s, c in zip(summaries, configs, strict=True) if c is not None]
+
+
+def get_job_summary(ctx: BridgeContext, args: Any) -> Any:
+    summaries = [ptoa_jobs.job_summary(basics.job_key(s.name), c.owner, c.task_config, s.instance_count,
+                                       s.status.pod_stats) for s, c in listed_jobs(ctx, args.role)]
+    return ok(api.Result(jobSummaryResult=api.JobSummaryResult(summaries=summaries)))
+
+
+def get_jobs(ctx: BridgeContext, args: Any) -> Any:
+    configs = [ptoa_jobs.job_configuration(basics.job_key(s.name), c.owner, c.task_config,
+                                           ptoa_jobs.active_count(s.status.pod_stats))
+               for s, c in listed_jobs(ctx, args.ownerRole)]
+    return ok(api.Result(getJobsResult=api.GetJobsResult(configs=configs)))
+
+
+def get_role_summary(ctx: BridgeContext, args: Any) -> Any:
+    counts: dict[str, int] = {}
+    for s in ctx.directory.query():
+        key = basics.job_key(s.name)
+        if key is not None and not is_gone(s.status, s.instance_count):
+            counts[key.role] = counts.get(key.role, 0) + 1
+    summaries = [api.RoleSummary(role=r, jobCount=n, cronJobCount=0) for r, n in sorted(counts.items())]
+    return ok(api.Result(roleSummaryResult=api.RoleSummaryResult(summaries=summaries)))
+
+
+def query_pods(ctx: BridgeContext, job_id: str, states: list[Any] | None = None,
+               names: list[str] | None = None, hosts: list[str] | None = None,
+               summary_only: bool = False) -> list[Any]:
+    """PodInfos of a job, optionally filtered (Peloton filters; callers re-check)."""
+    spec = pod_pb2.QuerySpec(pod_states=states or [], hosts=hosts or [],
+                             names=[peloton_pb2.PodName(value=n) for n in names or []])
+    resp = ctx.port.query_pods(job_id, spec, summary_only=summary_only)
+    return list(resp.pods)
+
+
+def get_config_summary(ctx: BridgeContext, args: Any) -> Any:
+    key = job_key(args.job)
+    job = ctx.find(key)
+    groups: dict[int, tuple[Any, list[int]]] = {}
+    if job is not None:
+        spec = job.spec
+        for pod in query_pods(ctx, job.job_id):
+            if pod.status.state in TERMINAL_POD_STATES:
+                continue
+            task = ctx.reader.task_config(pod.spec, spec.name, spec.owner, spec.sla)
+            groups.setdefault(id(task), (task, []))[1].append(basics.instance_of(pod.spec.pod_name.value))
+    config_groups = [api.ConfigGroup(config=task, instances=basics.ranges(ids))
+                     for task, ids in groups.values()]
+    summary = api.ConfigSummary(key=args.job, groups=config_groups)
+    return ok(api.Result(configSummaryResult=api.ConfigSummaryResult(summary=summary)))
+
+
+def populate_job_config(ctx: BridgeContext, args: Any) -> Any:
+    checked = validation.check_job_configuration(args.description, ctx.limits)
+    task = canonical(checked.task)
+    task.job = api.JobKey(role=checked.key.role, environment=checked.key.environment, name=checked.key.name)
+    return ok(api.Result(populateJobResult=api.PopulateJobResult(taskConfig=task)))
+
+
+def create_job(ctx: BridgeContext, args: Any) -> Any:
+    checked = validation.check_job_configuration(args.description, ctx.limits)
+    existing = ctx.find(checked.key)
+    if existing is not None and not is_gone(existing.status, existing.spec.instance_count):
+        return invalid_request(f"Job {checked.key} already exists")
+    spec = ctx.job_spec(checked)
+    if existing is None:
+        ctx.port.create_stateless_job(spec)
+        return ok()
+    # Peloton keeps the name of a killed job: bring that job back with the new config.
+    ctx.port.replace_job(existing.job_id, existing.version, spec,
+                         stateless_pb2.UpdateSpec(batch_size=0, start_pods=True))
+    return ok()
+
+
+def _not_updating(ctx: BridgeContext, job: Job) -> Any | None:
+    data = ctx.active_update(job)
+    if data is None:
+        return None
+    return updating_error(f"job {job.key} has update {data.update_id} in progress; "
+                          "finish or abort it first")
+
+
+def add_instances(ctx: BridgeContext, args: Any) -> Any:
+    if args.key is None:
+        raise InvalidArgument("instance key is required", field="key")
+    key = job_key(args.key.jobKey)
+    template, count = args.key.instanceId, args.count
+    if template is None or template < 0:
+        raise InvalidArgument("instance key needs a non-negative instanceId", field="instanceId")
+    if count is None or count <= 0:
+        raise InvalidArgument(f"count must be positive, got {count}", field="count")
+    job = ctx.require(key)
+    current = job.spec.instance_count
+    if template >= current or is_gone(job.status, current):
+        return invalid_request(f"instance {template} of {key} does not exist")
+    validation.check_instance_count(current + count, ctx.limits)
+    busy = _not_updating(ctx, job)
+    if busy is not None:
+        return busy
+    spec = stateless_pb2.JobSpec()
+    spec.CopyFrom(job.spec)
+    spec.instance_count = current + count
+    if template in spec.instance_spec:
+        for i in range(current, current + count):
+            spec.instance_spec[i].CopyFrom(spec.instance_spec[template])
+    ctx.port.replace_job(job.job_id, job.version, spec, stateless_pb2.UpdateSpec(batch_size=0))
+    return ok()
+
+
+def kill_tasks(ctx: BridgeContext, args: Any) -> Any:
+    key = job_key(args.job)
+    wanted = validation.check_instance_ids(args.instances, "instances")
+    job = ctx.find(key)
+    if job is None or is_gone(job.status, job.spec.instance_count):
+        return ok(None, NO_TASKS_TO_KILL)
+    count = job.spec.instance_count
+    ids = [i for i in wanted if i < count]
+    if wanted and not ids:
+        return ok(None, NO_TASKS_TO_KILL)
+    if not wanted or len(ids) == count:
+        ctx.port.stop_stateless_job(job.job_id, job.version)
+        return ok()
+
+    def stop(instance: int) -> None:
+        ctx.port.stop_pod(f"{job.job_id}-{instance}")
+
+    fanout(stop, ids, ctx.handlers.workers)
+    return ok()
+
+
+def restart_shards(ctx: BridgeContext, args: Any) -> Any:
+    key = job_key(args.job)
+    ids = validation.check_instance_ids(args.shardIds, "shardIds")
+    if not ids:
+        raise InvalidArgument("shardIds must name at least one instance", field="shardIds")
+    job = ctx.require(key)
+    count = job.spec.instance_count
+    if is_gone(job.status, count) or ids[-1] >= count:
+        return invalid_request("Not all requested shards are active.")
+    busy = _not_updating(ctx, job)
+    if busy is not None:
+        return busy
+    ranges = [pod_pb2.InstanceIDRange(**{"from": r.first, "to": r.last + 1}) for r in basics.ranges(ids)]
+    ctx.port.restart_stateless_job(job.job_id, job.version,
+                                   stateless_pb2.RestartSpec(batch_size=0, ranges=ranges))
+    return ok()
+
+
+HANDLERS: dict[str, HandlerFn] = {
+    "getJobSummary": get_job_summary,
+    "getJobs": get_jobs,
+    "getRoleSummary": get_role_summary,
+    "getConfigSummary": get_config_summary,
+    "populateJobConfig": populate_job_config,
+    "createJob": create_job,
+    "addInstances": add_instances,
+    "killTasks": kill_tasks,
+    "restartShards": restart_shards,
+}

@@ -1,0 +1,109 @@
+"""Quota and tiers: getQuota, setQuota (AuroraAdmin), getTierConfigs.
+
+Aurora keeps a quota per role; Peloton budgets resource pools.  All bridge
+jobs share one pool, so a role's quota is the pool's limit (cpu cores,
+memory MB, disk MB, GPUs) and setQuota changes that limit (lowering
+reservations above it), for every role at once: the reply says so.
+Consumption is computed per role from its live jobs (instances x task
+resources), production tasks apart from the others; Peloton has no
+dedicated hosts, so dedicated consumption is empty.
+
+getTierConfigs answers Peloton's bridge's tiers: clients call it to check
+the scheduler is alive and to validate tier names.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from aurorabridge.atop.job_key import check_identifier
+from aurorabridge.handlers.context import BridgeContext, HandlerFn
+from aurorabridge.handlers.jobs import listed_jobs
+from aurorabridge.responses import ok
+from aurorabridge.thrift_api import api
+from peloton.api.gen.peloton.api.v0.respool import respool_pb2
+from peloton.core.errors import InvalidArgument
+
+#: Aurora resource field -> Peloton respool kind.
+KINDS = (("numCpus", "cpu"), ("ramMb", "memory"), ("diskMb", "disk"), ("numGpus", "gpu"))
+
+
+def _aggregate(amounts: dict[str, float]) -> Any:
+    resources = [api.Resource(**{field: (amounts.get(field, 0.0) if field == "numCpus"
+                                         else int(amounts.get(field, 0)))}) for field, _ in KINDS]
+    return api.ResourceAggregate(resources=resources, numCpus=amounts.get("numCpus", 0.0),
+                                 ramMb=int(amounts.get("ramMb", 0)), diskMb=int(amounts.get("diskMb", 0)))
+
+
+def _task_amounts(task: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for res in task.resources or ():
+        for field, _ in KINDS:
+            value = getattr(res, field)
+            if value is not None:
+                out[field] = float(value)
+    for field in ("numCpus", "ramMb", "diskMb"):
+        if field not in out and getattr(task, field) is not None:
+            out[field] = float(getattr(task, field))
+    return out
+
+
+def get_quota(ctx: BridgeContext, args: Any) -> Any:
+    role = check_identifier(args.ownerRole, "ownerRole")
+    limits: dict[str, float] = {}
+    pool_id = ctx.respools.lookup(ctx.respools.path(False))
+    if pool_id is not None:
+        by_kind = {r.kind: r.limit for r in ctx.respools.get(pool_id).config.resources}
+        limits = {field: by_kind.get(kind, 0.0) for field, kind in KINDS}
+    prod: dict[str, float] = {}
+    other: dict[str, float] = {}
+    for summary, config in listed_jobs(ctx, role):
+        bucket = prod if config.task_config.production else other
+        for field, amount in _task_amounts(config.task_config).items():
+            bucket[field] = bucket.get(field, 0.0) + amount * summary.instance_count
+    result = api.GetQuotaResult(quota=_aggregate(limits), prodSharedConsumption=_aggregate(prod),
+                                nonProdSharedConsumption=_aggregate(other),
+                                prodDedicatedConsumption=_aggregate({}),
+                                nonProdDedicatedConsumption=_aggregate({}))
+    return ok(api.Result(getQuotaResult=result))
+
+
+def set_quota(ctx: BridgeContext, args: Any) -> Any:
+    check_identifier(args.ownerRole, "ownerRole")
+    if args.quota is None:
+        raise InvalidArgument("quota is required", field="quota")
+    wanted = _task_amounts(args.quota)
+    for field, value in wanted.items():
+        if not math.isfinite(value) or value < 0:
+            raise InvalidArgument(f"quota {field} must be >= 0, got {value:g}", field=field)
+    if not wanted:
+        raise InvalidArgument("quota names no resources", field="quota")
+    pool_id = ctx.respools.load(False)
+    config = respool_pb2.ResourcePoolConfig()
+    config.CopyFrom(ctx.respools.get(pool_id).config)
+    existing = {r.kind: r for r in config.resources}
+    for field, kind in KINDS:
+        if field not in wanted:
+            continue
+        res = existing.get(kind) or config.resources.add(kind=kind, share=1.0)
+        res.limit = wanted[field]
+        res.reservation = min(res.reservation, wanted[field])
+    ctx.respools.update(pool_id, config)
+    return ok(None, f"quota set on resource pool {ctx.respools.path(False)}, shared by every role "
+                    "of the Aurora bridge")
+
+
+def get_tier_configs(ctx: BridgeContext, args: Any) -> Any:
+    tiers = [api.TierConfig(name="revocable", settings={"preemptible": "true", "revocable": "true"}),
+             api.TierConfig(name="preferred", settings={"preemptible": "false", "revocable": "false"}),
+             api.TierConfig(name="preemptible", settings={"preemptible": "true", "revocable": "false"})]
+    return ok(api.Result(getTierConfigResult=api.GetTierConfigResult(defaultTierName="preemptible",
+                                                                      tiers=tiers)))
+
+
+HANDLERS: dict[str, HandlerFn] = {
+    "getQuota": get_quota,
+    "setQuota": set_quota,
+    "getTierConfigs": get_tier_configs,
+}

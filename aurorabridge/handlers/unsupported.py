@@ -1,0 +1,31 @@
+"""Methods with no Peloton counterpart: answered INVALID_REQUEST naming the method.
+
+Cron (Peloton has no cron jobs behind the stateless API), storage backups and
+recovery (Peloton's storage is its own database), task state forcing, SLA
+drains and reconciliation triggers.  The answer is a Thrift Response, never
+an HTTP error: Aurora clients retry transport errors for up to ten minutes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aurorabridge.handlers.context import BridgeContext, HandlerFn
+from aurorabridge.responses import invalid_request
+
+UNSUPPORTED = (
+    "scheduleCronJob", "descheduleCronJob", "startCronJob", "replaceCronTemplate",
+    "forceTaskState", "performBackup", "listBackups", "stageRecovery", "queryRecovery",
+    "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "slaDrainHosts", "snapshot",
+    "triggerExplicitTaskReconciliation", "triggerImplicitTaskReconciliation", "pruneTasks",
+)
+
+
+def _unsupported(method: str) -> HandlerFn:
+    def handler(ctx: BridgeContext, args: Any) -> Any:
+        return invalid_request(f"{method} is not supported by the Peloton Aurora bridge")
+
+    return handler
+
+
+HANDLERS: dict[str, HandlerFn] = {m: _unsupported(m) for m in UNSUPPORTED}

@@ -1,0 +1,110 @@
+"""Glue between an HTTP request and the handlers: decode, dispatch, encode.
+
+`ThriftProcessor.process` turns (negotiated codecs, body, headers) into an
+HTTP reply and never raises: decoding failures become TApplicationExceptions
+or INVALID_REQUEST Responses (see codec), a handler that raises is answered
+with an ERROR Response naming the exception (Aurora clients retry transport
+failures for minutes, so a bug must not look like a network problem).  The
+YARPC form gets YARPC's response headers, and its envelope-less requests,
+which cannot carry a TApplicationException, get YARPC's HTTP errors instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from thriftpy2.thrift import TApplicationException
+
+from aurorabridge import codec
+from aurorabridge.negotiation import Codec, Negotiated
+from aurorabridge.responses import error_response, invalid_request
+from aurorabridge.thrift_api import SERVICES, result_class
+
+log = logging.getLogger(__name__)
+
+#: A handler table entry: takes the decoded `<method>_args`, returns a Response struct.
+Handler = Callable[[Any], Any]
+
+
+@dataclass(slots=True)
+class Reply:
+    """An HTTP answer: status, headers, body."""
+
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+
+def text_reply(status: int, message: str, headers: list[tuple[str, str]] | None = None) -> Reply:
+    """A plain-text HTTP error."""
+    return Reply(status, [("Content-Type", "text/plain; charset=utf-8"), *(headers or [])],
+                 message.encode("utf-8"))
+
+
+class ThriftProcessor:
+    """Dispatches decoded calls to `handlers` (method name -> Handler)."""
+
+    def __init__(self, handlers: dict[str, Handler]) -> None:
+        self._handlers = handlers
+
+    def process(self, neg: Negotiated, body: bytes, yarpc_headers: list[tuple[str, str]]) -> Reply:
+        """Answer one request; `yarpc_headers` are echoed on YARPC replies (Context-*)."""
+        yarpc_method: str | None = None
+        if neg.procedure is not None:
+            service, yarpc_method = neg.procedure
+            if yarpc_method not in SERVICES.get(service, frozenset()):
+                return self._yarpc_error(501, "unimplemented",
+                                         f"unrecognized procedure {service}::{yarpc_method}",
+                                         yarpc_headers)
+        try:
+            call = codec.read_call(body, neg.input, yarpc_method)
+        except codec.BadArguments as exc:
+            response = invalid_request(exc.message)
+            call = codec.Call(exc.method, exc.seqid, None, enveloped=_enveloped(body, neg))
+            return self._reply(neg, call, response, yarpc_headers)
+        except codec.CallError as exc:
+            kind = (TApplicationException.UNKNOWN_METHOD if isinstance(exc, codec.UnknownMethod)
+                    else TApplicationException.PROTOCOL_ERROR)
+            if neg.procedure is not None and not _enveloped(body, neg):
+                return self._yarpc_error(400, "invalid-argument", exc.message, yarpc_headers)
+            out = codec.write_exception(neg.output, exc.method, exc.seqid, kind, exc.message)
+            return self._finish(neg, out, yarpc_headers)
+        return self._reply(neg, call, self.dispatch(call.method, call.args), yarpc_headers)
+
+    def dispatch(self, method: str, args: Any) -> Any:
+        """Run the handler for `method`; any exception becomes an ERROR Response."""
+        handler = self._handlers.get(method)
+        if handler is None:
+            return invalid_request(f"{method} is not supported by the Peloton Aurora bridge")
+        try:
+            return handler(args)
+        except Exception as exc:  # reported to the client, logged with the traceback
+            log.exception("handler %s failed", method)
+            return error_response(f"internal error in {method}: {type(exc).__name__}: {exc}")
+
+    def _reply(self, neg: Negotiated, call: codec.Call, response: Any,
+               yarpc_headers: list[tuple[str, str]]) -> Reply:
+        result = result_class(call.method)(success=response)
+        return self._finish(neg, codec.write_reply(neg.output, call, result), yarpc_headers)
+
+    def _finish(self, neg: Negotiated, body: bytes, yarpc_headers: list[tuple[str, str]]) -> Reply:
+        headers = [("Content-Type", neg.reply_content_type)]
+        if neg.procedure is not None:
+            headers += [("Rpc-Status", "success"), ("Rpc-Service", "peloton-aurorabridge"), *yarpc_headers]
+        return Reply(200, headers, body)
+
+    @staticmethod
+    def _yarpc_error(status: int, code: str, message: str, yarpc_headers: list[tuple[str, str]]) -> Reply:
+        return text_reply(status, message, [("Rpc-Status", "error"), ("Rpc-Error-Code", code),
+                                            ("Rpc-Error-Name", code), *yarpc_headers])
+
+
+def _enveloped(body: bytes, neg: Negotiated) -> bool:
+    """Whether the reply to this request carries an envelope (JSON always does)."""
+    if neg.input is Codec.JSON or neg.procedure is None:
+        return True
+    return bool(body) and (body[0] == 0x80 or (body[0] == 0x00 and len(body) > 1))
+

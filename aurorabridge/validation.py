@@ -1,0 +1,129 @@
+"""Aurora's input rules, checked in full before the bridge makes any Peloton call.
+
+From Aurora's ConfigurationManager and SchedulerThriftInterface:
+job keys are good identifiers and the environment matches the allowed
+pattern; the instance count is 1..max_tasks_per_job; cpu, ram and disk are
+> 0; the tier is known; a dedicated constraint belongs to the role; cron is
+not offered; update settings have a positive group size and non-negative
+failure limits, waits and pulse timeout; ranges are well-formed.  Each
+violation is an InvalidArgument naming the field, which the handlers turn
+into INVALID_REQUEST, so nothing is ever half-applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aurorabridge import labels
+from aurorabridge.atop import constraints, thermos
+from aurorabridge.atop.job_key import JobKey, check_environment, check_identifier, job_key
+from aurorabridge.atop.job_spec import group_size
+from aurorabridge.atop.resources import TaskResources, task_resources
+from aurorabridge.config import ValidationSettings
+from peloton.core.errors import InvalidArgument
+
+#: Tiers answered by getTierConfigs (Peloton's bridge's set).
+TIERS = ("preemptible", "revocable", "preferred")
+MAX_I32 = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedTask:
+    """A TaskConfig that passed validation, with what was derived on the way."""
+
+    task: Any
+    key: JobKey
+    resources: TaskResources
+    instance_count: int
+
+
+def check_instance_count(count: Any, limits: ValidationSettings) -> int:
+    """1 <= count <= max_tasks_per_job."""
+    if not isinstance(count, int) or count <= 0:
+        raise InvalidArgument(f"instanceCount must be positive, got {count}", field="instanceCount")
+    if count > limits.max_tasks_per_job:
+        raise InvalidArgument(f"instanceCount {count} exceeds the limit of {limits.max_tasks_per_job} "
+                              "tasks per job", field="instanceCount")
+    return count
+
+
+def check_task(task: Any, count: Any, limits: ValidationSettings, key: Any = None) -> CheckedTask:
+    """Validate a TaskConfig to be run `count` times (its job key, or `key` when given)."""
+    if task is None:
+        raise InvalidArgument("taskConfig is required", field="taskConfig")
+    checked_key = job_key(key if key is not None else task.job, "job key")
+    if key is not None and task.job is not None and job_key(task.job, "taskConfig.job") != checked_key:
+        raise InvalidArgument(f"taskConfig.job {job_key(task.job)} differs from the job key {checked_key}",
+                              field="taskConfig.job")
+    check_environment(checked_key, limits.allowed_environments)
+    instances = check_instance_count(count, limits)
+    if task.owner is not None and task.owner.user:
+        check_identifier(task.owner.user, "owner.user")
+    if task.tier is not None and task.tier not in TIERS:
+        raise InvalidArgument(f"unknown tier {task.tier!r}; known tiers: {', '.join(TIERS)}", field="tier")
+    if task.priority is not None and task.priority < 0:
+        raise InvalidArgument(f"priority must be >= 0, got {task.priority}", field="priority")
+    if task.maxTaskFailures is not None and task.maxTaskFailures < -1:
+        raise InvalidArgument("maxTaskFailures must be -1 (unlimited) or more", field="maxTaskFailures")
+    resources = task_resources(task, limits.allow_gpus)
+    constraints.check_dedicated(task.constraints, checked_key.role)
+    # Building the constraint rejects the forms Peloton cannot express.
+    constraints.pod_constraint(task.constraints, labels.job_key_label(*_parts(checked_key)))
+    thermos.task_command(task)
+    return CheckedTask(task, checked_key, resources, instances)
+
+
+def check_job_configuration(config: Any, limits: ValidationSettings) -> CheckedTask:
+    """Validate a JobConfiguration for createJob / populateJobConfig (no cron)."""
+    if config is None:
+        raise InvalidArgument("job configuration is required", field="description")
+    if config.cronSchedule:
+        raise InvalidArgument("cron jobs are not supported by the Peloton Aurora bridge",
+                              field="cronSchedule")
+    if config.owner is not None and config.owner.user:
+        check_identifier(config.owner.user, "owner.user")
+    return check_task(config.taskConfig, config.instanceCount, limits, key=config.key)
+
+
+def check_ranges(ranges: Any, what: str) -> list[tuple[int, int]]:
+    """Well-formed [first, last] ranges, sorted."""
+    out = []
+    for r in ranges or ():
+        if r.first is None or r.last is None or r.first < 0 or r.last < r.first:
+            raise InvalidArgument(f"{what}: range [{r.first}, {r.last}] is invalid", field=what)
+        out.append((r.first, r.last))
+    return sorted(out)
+
+
+def check_update_settings(settings: Any, instance_count: int) -> None:
+    """SchedulerThriftInterface.startJobUpdate's checks on JobUpdateSettings."""
+    if settings is None:
+        raise InvalidArgument("update settings are required", field="settings")
+    variable = settings.updateStrategy.varBatchStrategy if settings.updateStrategy is not None else None
+    if variable is not None and any((s or 0) <= 0 for s in variable.groupSizes or [0]):
+        raise InvalidArgument("every group size must be positive", field="updateStrategy")
+    if group_size(settings) <= 0:
+        raise InvalidArgument("updateGroupSize (the update group size) must be positive",
+                              field="updateGroupSize")
+    for name in ("maxPerInstanceFailures", "maxFailedInstances", "minWaitInInstanceRunningMs",
+                 "blockIfNoPulsesAfterMs"):
+        value = getattr(settings, name)
+        if value is not None and value < 0:
+            raise InvalidArgument(f"{name} must be >= 0, got {value}", field=name)
+    if (settings.maxPerInstanceFailures or 0) * instance_count > MAX_I32:
+        raise InvalidArgument("maxPerInstanceFailures * instanceCount is too large",
+                              field="maxPerInstanceFailures")
+    check_ranges(settings.updateOnlyTheseInstances, "updateOnlyTheseInstances")
+
+
+def check_instance_ids(ids: Any, what: str) -> list[int]:
+    """A sorted list of non-negative instance ids."""
+    out = sorted(set(ids or ()))
+    if any(i < 0 for i in out):
+        raise InvalidArgument(f"{what}: instance ids must be >= 0", field=what)
+    return out
+
+
+def _parts(key: JobKey) -> tuple[str, str, str]:
+    return key.role, key.environment, key.name

@@ -1,0 +1,54 @@
+"""`peloton agent`: run a local host agent in the foreground."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("agent")
+@click.option("--name", default=None, help="Hostname to register as (default: this machine's).")
+@click.option("--hostmgr", default="127.0.0.1:5391", show_default=True,
+              help="host:port of the host manager.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
+@click.option("--port", default=0, show_default=True, type=int,
+              help="Port of the agent's gRPC service (0 picks a free one).")
+@click.option("--work-dir", default="./.peloton/agent", show_default=True,
+              type=click.Path(file_okay=False), help="Sandboxes and agent state live here.")
+@click.option("--cpus", default=0.0, type=float, help="CPUs offered (default: this machine's).")
+@click.option("--mem-mb", default=0.0, type=float, help="Memory offered in MB (default: this machine's).")
+@click.option("--disk-mb", default=0.0, type=float, help="Disk offered in MB (default: free space).")
+@click.option("--gpus", default=0.0, type=float, help="GPUs offered.")
+@click.option("--ports", "port_ranges", default="31000-32000", show_default=True,
+              help="Port ranges offered to tasks, e.g. 31000-32000,40000-40099.")
+@click.option("--label", "labels", multiple=True, metavar="K=V",
+              help="Host label for placement constraints (repeatable).")
+@click.option("--kill-tasks-on-exit", is_flag=True,
+              help="Kill this agent's tasks when it stops (default: leave them to be adopted).")
+def agent(name: str | None, hostmgr: str, host: str, port: int, work_dir: str, cpus: float,
+          mem_mb: float, disk_mb: float, gpus: float, port_ranges: str, labels: tuple[str, ...],
+          kill_tasks_on_exit: bool) -> None:
+    """Run tasks on this machine for a Peloton host manager.
+
+    Registers with the host manager, runs each task as a real process in its
+    own sandbox under WORK_DIR/sandboxes, and keeps running them if the host
+    manager goes away.  Restarted with the same --work-dir, it adopts the
+    tasks still running.
+
+    \b
+    Example:
+      peloton agent --name node-1 --hostmgr 127.0.0.1:5391 \\
+          --cpus 4 --mem-mb 8192 --label zone=a --work-dir /var/lib/peloton
+    """
+    from peloton.common import geventsetup
+
+    geventsetup.setup()  # before anything imports grpc users
+    from peloton.cluster.agent import build_config, run
+    from peloton.core.errors import PelotonError
+
+    try:
+        config = build_config(work_dir=work_dir, name=name, hostmgr=hostmgr, host=host, port=port,
+                              cpus=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpus=gpus,
+                              ports=port_ranges, labels=labels)
+    except PelotonError as exc:
+        raise click.BadParameter(str(exc)) from None
+    run(config, kill_tasks_on_exit=kill_tasks_on_exit)

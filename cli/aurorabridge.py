@@ -1,0 +1,63 @@
+"""`peloton aurorabridge`: serve Aurora's Thrift API in front of a Peloton cluster."""
+
+from __future__ import annotations
+
+import click
+
+from aurorabridge.config import DEFAULT_PORT
+
+
+@click.command("aurorabridge")
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to serve HTTP on.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int,
+              help="HTTP port of the Thrift API at /api (0 picks a free port).")
+@click.option("--jobmgr", default="", help="host:port of the job manager [default: localhost:5392].")
+@click.option("--resmgr", default="", help="host:port of the resource manager [default: localhost:5394].")
+@click.option("--hostmgr", default="", help="host:port of the host manager [default: localhost:5391].")
+@click.option("--zkservers", default="", metavar="H:P[,H:P]",
+              help="ZooKeeper: register this bridge there (and find the daemons, unless all are named).")
+@click.option("--zk-root", default="/peloton", show_default=True,
+              help="Peloton's election root in ZooKeeper (leader znodes).")
+@click.option("--zk-path", default="/aurora/scheduler", show_default=True,
+              help="Where to register the ServerSet member (Aurora's scheduler_zk_path).")
+@click.option("--advertise-host", default="", help="Host name written in the ServerSet node "
+              "(default: this machine's name).")
+@click.option("--cluster-name", default="peloton", show_default=True,
+              help="Cluster name reported to Aurora clients (ServerInfo).")
+@click.option("--respool-path", default="/AuroraBridge", show_default=True,
+              help="Resource pool of bridge jobs (created when missing).")
+@click.option("--gpu-respool-path", default="/GPUAuroraBridge", show_default=True,
+              help="Resource pool of jobs that ask for GPUs.")
+@click.option("--max-tasks-per-job", default=4000, show_default=True, type=int,
+              help="Largest instance count accepted (Aurora's max_tasks_per_job).")
+@click.option("--pulse-check-interval", default=1.0, show_default=True, type=float,
+              help="Seconds between checks for updates whose pulses stopped.")
+def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str,
+                 zk_root: str, zk_path: str, advertise_host: str, cluster_name: str, respool_path: str,
+                 gpu_respool_path: str, max_tasks_per_job: int, pulse_check_interval: float) -> None:
+    """Serve Aurora's scheduler API (Thrift over HTTP at /api) backed by Peloton.
+
+    Aurora clients reach it through `scheduler_uri` in clusters.json, or
+    through ZooKeeper (`zk` and `scheduler_zk_path`) when --zkservers is set.
+
+    \b
+    Example:
+      peloton aurorabridge --port 5396 --jobmgr 127.0.0.1:5392 \\
+          --resmgr 127.0.0.1:5394 --hostmgr 127.0.0.1:5391
+      # clusters.json: [{"name": "peloton", "scheduler_uri": "http://127.0.0.1:5396"}]
+    """
+    from peloton.common import geventsetup
+
+    geventsetup.setup()  # before anything imports grpc or kazoo
+    from dataclasses import replace
+
+    from aurorabridge.app import run
+    from aurorabridge.config import BridgeConfig, HandlerSettings, RespoolSettings, ValidationSettings
+
+    config = BridgeConfig(
+        host=host, port=port, cluster_name=cluster_name, jobmgr=jobmgr, resmgr=resmgr, hostmgr=hostmgr,
+        zk_servers=zkservers, zk_root=zk_root, zk_path=zk_path, advertise_host=advertise_host,
+        respool=RespoolSettings(path=respool_path, gpu_path=gpu_respool_path),
+        validation=ValidationSettings(max_tasks_per_job=max_tasks_per_job),
+        handlers=replace(HandlerSettings(), pulse_check_interval_s=pulse_check_interval))
+    run(config)

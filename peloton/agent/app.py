@@ -1,0 +1,91 @@
+"""The agent's composition root: config -> objects -> server, and start/stop.
+
+Start order matters for adoption after a crash: the notification pipe is
+opened before anything can launch, existing sandboxes are adopted before
+the AgentService accepts calls, and only then does the agent register, so
+its first registration already lists every run it has.  `stop()` leaves
+tasks running (an agent restarted with the same work dir adopts them)
+unless asked to kill them.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from peloton.agent.config import AgentConfig
+from peloton.agent.executor import Executor
+from peloton.agent.isolation import detect
+from peloton.agent.launcher import Spawner, supervisor_command
+from peloton.agent.link import AgentIdentity, HostmgrLink
+from peloton.agent.reporter import StatusReporter
+from peloton.agent.sandbox import Sandboxes
+from peloton.agent.service import SERVICE_NAME, AgentServicer
+from peloton.agent.watch import Watcher
+from peloton.api.gen.peloton.private.agent import agent_pb2_grpc as pb_grpc
+from peloton.api.grpc_server import GrpcServer
+
+log = logging.getLogger(__name__)
+
+
+class AgentApp:
+    """One local agent: runs tasks, reports them to a host manager."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        work = config.work_dir
+        work.mkdir(parents=True, exist_ok=True)
+        self.sandboxes = Sandboxes(work)
+        self.isolation = detect(config.name)
+        self.spawner = Spawner(supervisor_command(work / "bin"), work / "supervisor.log")
+        self.fifo = work / "notify"
+        self.server = GrpcServer(f"{config.host}:{config.port}")
+        self.reporter = StatusReporter(lambda batch: self.link.send(batch), resend_secs=config.resend_secs)
+        self.executor = Executor(sandboxes=self.sandboxes, isolation=self.isolation,
+                                 spawner=self.spawner, reporter=self.reporter, fifo=self.fifo)
+        self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
+                               sandbox_ttl_secs=config.sandbox_ttl_secs)
+        identity = AgentIdentity(
+            hostname=config.name, agent_id=config.agent_id(),
+            capacity=config.effective_resources(), ports=config.ports, labels=config.labels,
+            address=f"{config.host}:{self.server.port}")
+        self.link = HostmgrLink(config.hostmgr, identity, self.executor.snapshot, self.reporter)
+        pb_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.executor, self.reporter),
+                                                   self.server.server)
+        self.server.register_names([SERVICE_NAME])
+
+    @property
+    def address(self) -> str:
+        """host:port of this agent's AgentService."""
+        return self.link.identity.address
+
+    @property
+    def work_dir(self) -> Path:
+        """Where sandboxes and the agent's own files live."""
+        return self.config.work_dir
+
+    def start(self) -> None:
+        """Adopt what is on disk, serve, then register with the host manager."""
+        if self.spawner.python_fallback:
+            log.error("*** peloton agent %s: using the slow PYTHON task supervisor ***", self.config.name)
+        self.watcher.open_pipe()
+        adopted = self.watcher.adopt_all()
+        self.watcher.start()
+        self.reporter.start()
+        self.server.start()
+        self.link.start()
+        log.info("agent %s serving on %s (%s; %d runs adopted); host manager %s", self.config.name,
+                 self.address, self.isolation.kind, adopted, self.config.hostmgr)
+
+    def stop(self, kill_tasks: bool = False, grace_secs: float = 5.0) -> None:
+        """Stop serving and reporting; tasks keep running unless `kill_tasks`."""
+        if kill_tasks:
+            live = [run_id for run_id, run in self.executor.tasks() if not run.state.terminal]
+            self.executor.kill(live, grace_secs)
+        self.reporter.stop()
+        self.link.stop()
+        self.server.stop()
+        self.executor.stop()
+        self.watcher.stop()
+        self.spawner.stop()
+        self.isolation.release()

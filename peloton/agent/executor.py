@@ -1,0 +1,284 @@
+"""The agent's runs: launching them through supervisors, killing them, and
+turning supervisor records into status updates.
+
+Every run the agent has not forgotten is in the table.  A run is forgotten
+once its terminal update was acknowledged; it is then listed in the work
+dir's acked.log, so an agent restarted later does not report it again.
+Records arrive from the notification pipe and from sandbox scans (see
+watch.py); both go through `on_record`, which ignores anything that would
+move a run backwards, so duplicates and races are harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from peloton.agent import outcome
+from peloton.agent.health import HealthChecker
+from peloton.agent.isolation import MemoryIsolation
+from peloton.agent.launcher import Spawner, encode_request
+from peloton.agent.model import RunSpec, Update, stable_uuid
+from peloton.agent.reporter import StatusReporter
+from peloton.agent.sandbox import Sandboxes, SupervisorRecord
+from peloton.core.errors import PelotonError
+from peloton.core.model.ids import RunId
+from peloton.core.states import HealthState, TaskState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Run:
+    """What the agent knows about one run."""
+
+    spec: RunSpec | None
+    state: TaskState
+    since: float  # monotonic time of the last state change
+    supervisor_pid: int = 0
+    pid: int = 0
+    killing: bool = False
+    last: Update | None = None
+    checker: HealthChecker | None = None
+
+
+class Executor:
+    """Launch, kill and track runs; publish their updates."""
+
+    def __init__(self, *, sandboxes: Sandboxes, isolation: MemoryIsolation, spawner: Spawner,
+                 reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time) -> None:
+        self.sandboxes = sandboxes
+        self.isolation = isolation
+        self.spawner = spawner
+        self.reporter = reporter
+        self.fifo = fifo
+        self._wall = wall
+        self._lock = threading.RLock()
+        self.runs: dict[str, Run] = {}
+
+    # -- launching --------------------------------------------------------
+    def launch(self, specs: Sequence[RunSpec]) -> list[str]:
+        """Start runs; returns the ids this agent already had (not started again)."""
+        duplicates, requests, started = [], [], []
+        with self._lock:
+            for spec in specs:
+                if spec.run_id in self.runs:
+                    duplicates.append(spec.run_id)
+                    continue
+                if not self._valid(spec):
+                    continue
+                if self.sandboxes.exists(spec.run_id):  # launched in an earlier lifetime
+                    duplicates.append(spec.run_id)
+                    continue
+                try:
+                    requests.append(self._request(spec))
+                except PelotonError as exc:
+                    self._fail_launch(spec, str(exc))
+                    continue
+                run = Run(spec, TaskState.STARTING, time.monotonic())
+                self.runs[spec.run_id] = run
+                started.append(spec)
+            if requests:
+                try:
+                    self.spawner.spawn(b"".join(requests))
+                except OSError as exc:
+                    for spec in started:
+                        self.runs.pop(spec.run_id, None)
+                        self._fail_launch(spec, f"cannot start its supervisor: {exc}")
+                    return duplicates
+            for spec in started:
+                self._publish(self.runs[spec.run_id], spec.run_id, TaskState.STARTING,
+                              f"launched ({self.isolation.describe(spec.mem_mb)})")
+        return duplicates
+
+    def _valid(self, spec: RunSpec) -> bool:
+        try:
+            RunId.parse(spec.run_id)
+        except PelotonError as exc:
+            self._fail_launch(spec, str(exc))
+            return False
+        return True
+
+    def _fail_launch(self, spec: RunSpec, message: str) -> None:
+        run = self.runs.setdefault(spec.run_id, Run(spec, TaskState.STARTING, time.monotonic()))
+        self._publish(run, spec.run_id, TaskState.FAILED, message, outcome.REASON_LAUNCH_FAILED)
+
+    def _request(self, spec: RunSpec) -> bytes:
+        sandbox = str(self.sandboxes.path(spec.run_id))
+        program, argv = spec.argv()
+        args = ["-d", sandbox, "-r", spec.run_id, "-f", str(self.fifo),
+                "-g", str(int(spec.kill_grace_secs * 1000)), "-j", spec.to_json(),
+                *self.isolation.supervisor_args(spec.run_id, int(spec.mem_mb * 1024 * 1024))]
+        if spec.fd_limit > 0:
+            args += ["-n", str(spec.fd_limit)]
+        if spec.command.user:
+            try:
+                entry = pwd.getpwnam(spec.command.user)
+            except KeyError:
+                raise PelotonError(f"unknown user {spec.command.user!r}") from None
+            args += ["-u", f"{entry.pw_uid}:{entry.pw_gid}"]
+        return encode_request([*args, "--", program, *argv], spec.environment(sandbox))
+
+    # -- killing ----------------------------------------------------------
+    def kill(self, run_ids: Sequence[str], grace_secs: float) -> None:
+        """Ask runs to stop (SIGTERM, SIGKILL after the grace); unknown or ended runs are ignored."""
+        with self._lock:
+            for run_id in run_ids:
+                run = self.runs.get(run_id)
+                if run is None or run.state.terminal or run.killing:
+                    continue
+                run.killing = True
+                self.sandboxes.request_kill(run_id, grace_secs)
+                self._signal(run)
+
+    @staticmethod
+    def _signal(run: Run) -> None:
+        # Before the running record the supervisor pid is unknown; the
+        # supervisor reads the kill file right after starting the task.
+        if run.supervisor_pid:
+            try:
+                os.kill(run.supervisor_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass  # it has just exited; its record says how the task ended
+
+    # -- records ----------------------------------------------------------
+    def on_record(self, record: SupervisorRecord) -> None:
+        """Apply a supervisor record (from the pipe or a scan) to its run."""
+        with self._lock:
+            run = self.runs.get(record.run_id)
+            if run is None or run.state.terminal:
+                return
+            run.supervisor_pid = record.supervisor_pid or run.supervisor_pid
+            run.pid = record.pid or run.pid
+            if record.state == "running":
+                if run.state is TaskState.STARTING:
+                    self._running(record.run_id, run, record)
+                return
+            self._stop_checker(run)
+            result = outcome.ended(record, run.spec, self.isolation)
+            self._publish(run, record.run_id, result.state, result.message, result.reason,
+                          result.exit_code)
+
+    def _running(self, run_id: str, run: Run, record: SupervisorRecord) -> None:
+        if run.spec is None:  # adopted before its supervisor wrote run.json
+            run.spec = self.sandboxes.read_spec(run_id)
+        result = outcome.running(record, run.spec, self.isolation)
+        check = run.spec.health_check if run.spec else None
+        healthy = HealthState.HEALTH_UNKNOWN if check and check.enabled else None
+        self._publish(run, run_id, TaskState.RUNNING, result.message, healthy=healthy)
+        if run.killing:
+            self._signal(run)
+        elif healthy is not None and run.spec is not None and check is not None:
+            spec = run.spec
+            port = check.http_port or (spec.ports[0].port if spec.ports else 0)
+            sandbox = self.sandboxes.path(run_id)
+            run.checker = HealthChecker(run_id, check, port, spec.environment(str(sandbox)),
+                                        sandbox, self._health_changed)
+            run.checker.start()
+
+    def _health_changed(self, run_id: str, health: HealthState, message: str) -> None:
+        with self._lock:
+            run = self.runs.get(run_id)
+            if run is None or run.state is not TaskState.RUNNING:
+                return
+            self._publish(run, run_id, TaskState.RUNNING, message, outcome.REASON_HEALTH,
+                          healthy=health, stable=False)
+
+    def lose(self, run_id: str, message: str) -> None:
+        """The run's supervisor vanished without a record: report it LOST and kill what is left."""
+        with self._lock:
+            run = self.runs.get(run_id)
+            if run is None or run.state.terminal:
+                return
+            self._stop_checker(run)
+            if run.pid:
+                try:
+                    os.killpg(run.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self._publish(run, run_id, TaskState.LOST, message, outcome.REASON_LOST)
+
+    # -- bookkeeping ------------------------------------------------------
+    def _publish(self, run: Run, run_id: str, state: TaskState, message: str, reason: str = "",
+                 exit_code: int | None = None, healthy: HealthState | None = None,
+                 stable: bool = True) -> None:
+        update = Update(stable_uuid(run_id, state) if stable else str(uuid.uuid4()), run_id, state,
+                        self._wall(), message, reason, exit_code, healthy, pid=run.pid)
+        if state is not run.state:
+            run.since = time.monotonic()
+        run.state, run.last = state, update
+        self.reporter.publish(update, terminal=state.terminal)
+
+    @staticmethod
+    def _stop_checker(run: Run) -> None:
+        if run.checker is not None:
+            run.checker.stop()
+            run.checker = None
+
+    def adopt(self, run_id: str, spec: RunSpec | None, record: SupervisorRecord | None) -> None:
+        """Take over a run found in its sandbox (after a restart) and report where it stands."""
+        with self._lock:
+            run = Run(spec, TaskState.STARTING, time.monotonic())
+            self.runs[run_id] = run
+            if record is not None:
+                self.on_record(record)
+            if run.last is None:
+                self._publish(run, run_id, TaskState.STARTING, "adopted after an agent restart")
+
+    def settled(self, run_ids: Sequence[str]) -> None:
+        """These runs ended and every update about them was acknowledged: forget them."""
+        with self._lock:
+            done = [r for r in run_ids if r in self.runs and self.runs[r].state.terminal]
+            # Logged first: whoever then misses a run in the table sees it acknowledged.
+            self.sandboxes.mark_acked(done)
+            for run_id in done:
+                del self.runs[run_id]
+
+    def reconcile(self, run_ids: Sequence[str]) -> list[str]:
+        """Re-report the given runs (all if empty); returns those this agent never had."""
+        unknown = []
+        with self._lock:
+            for run_id in run_ids or list(self.runs):
+                run = self.runs.get(run_id)
+                if run is not None and run.last is not None:
+                    self.reporter.publish(run.last, terminal=run.state.terminal)
+                elif not self._from_sandbox(run_id):
+                    unknown.append(run_id)
+        return unknown
+
+    def _from_sandbox(self, run_id: str) -> bool:
+        """Re-report a forgotten run from its sandbox; False if there is none."""
+        try:
+            if not self.sandboxes.path(run_id).is_dir():
+                return False
+        except PelotonError:
+            return False
+        record = self.sandboxes.exit_record(run_id)
+        if record is None:
+            return False
+        self.adopt(run_id, self.sandboxes.read_spec(run_id), record)
+        return True
+
+    def tasks(self) -> list[tuple[str, Run]]:
+        """Every run tracked, by id (a copy; the runs themselves keep changing)."""
+        with self._lock:
+            return list(self.runs.items())
+
+    def snapshot(self) -> list[Update]:
+        """The latest update of every run (sent with each registration)."""
+        with self._lock:
+            return [r.last for r in self.runs.values() if r.last is not None]
+
+    def stop(self) -> None:
+        """Stop health checks; the runs themselves keep running."""
+        with self._lock:
+            for run in self.runs.values():
+                self._stop_checker(run)

@@ -1,0 +1,540 @@
+/*
+ * peloton-supervisor: runs each task of the Peloton agent under a small
+ * per-task supervisor (the role Mesos' executor plays), at a cost near one
+ * fork/exec per task.
+ *
+ * Two modes:
+ *
+ *   peloton-supervisor --serve
+ *     The spawner.  The agent starts one and writes launch requests to its
+ *     stdin: a 4-byte native-endian length, then NUL-terminated strings:
+ *     the number of arguments A, the number of environment entries E, the
+ *     A supervisor arguments (as below, without the program name), then
+ *     the E entries of the task's environment ("K=V").  For
+ *     each request the spawner forks a supervisor -- a fork of this tiny
+ *     process, no exec -- so a task costs one cheap fork plus its own
+ *     fork/exec.  It exits when stdin closes (the agent went away); the
+ *     supervisors it forked live on.
+ *
+ *   peloton-supervisor -d SANDBOX -r RUN_ID [-f FIFO] [-g GRACE_MS] [-j JSON]
+ *                      [-m LIMIT_BYTES (-c CGROUP_DIR -V 1|2 | -R)]
+ *                      [-n NOFILE] [-u UID:GID] -- PROGRAM ARGV0 ARG...
+ *     Supervise one task directly (what each forked supervisor runs).
+ *
+ * Protocol (mirrored by peloton/agent/pysupervisor.py, read by
+ * peloton/agent/sandbox.py):
+ *  - The supervisor holds an exclusive flock on the sandbox directory for
+ *    its whole life.  An agent that can take that lock knows the supervisor
+ *    is gone; no pid files, so pid reuse cannot fool it.  A second
+ *    supervisor for the same run finds the lock taken and exits, so a
+ *    duplicate launch never runs a task twice.
+ *  - Progress is recorded in two files, each written once and atomically
+ *    (write status.tmp, rename):
+ *      run.json     once the program was exec'd: {"supervisor":P,"pid":T,
+ *                   "started":S,"spec":<the -j JSON, the agent's RunSpec>},
+ *                   all an agent restarted after a crash needs to adopt it;
+ *      status.exit  one line of key=value fields, once the task ended:
+ *                     state=exited run=R supervisor=P pid=T started=S finished=F
+ *                                  code=C signal=N oom=0|1 killed=0|1 grace_ms=G
+ *                   or, if it never started:
+ *                     state=failed run=R supervisor=P pid=T stage=S errno=E
+ *                   (stage: exec, cgroup, rlimit, sandbox, user or fork).
+ *    Files are few and never replaced because inodes are what costs here:
+ *    a rename over a file frees one, and ext4 without a journal scans past
+ *    every inode freed in the last 30 s on each allocation, so at a
+ *    thousand tasks a second inode churn, not fork/exec, would set the pace.
+ *    A sandbox costs five inodes: itself, stdout, stderr, run.json and
+ *    status.exit.
+ *  - Each event is also written to FIFO, the agent's notification pipe, as
+ *    one key=value line (for the start: state=running run=R supervisor=P
+ *    pid=T started=S; for the end: the status.exit line), when a reader
+ *    exists.  One write of < PIPE_BUF bytes is atomic, and the
+ *    agent drains many records per read().  If the agent is away the record
+ *    stays in the sandbox for it to adopt.
+ *  - SIGTERM/SIGINT/SIGHUP ask for a kill: TERM goes to the task's process
+ *    group, SIGKILL follows after the grace period (SANDBOX/kill holds the
+ *    grace in milliseconds when the agent wrote one, else -g).  The
+ *    supervisor enforces the grace itself, so a kill completes even if the
+ *    agent dies meanwhile.  A kill file present at start means the kill
+ *    request raced the launch: the task is stopped at once.
+ *
+ * Signals are blocked and taken synchronously with sigtimedwait(): no
+ * asynchronous handlers, so no async-signal-safety traps.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+struct opts {
+    const char *sandbox, *run_id, *fifo, *cgroup, *json;
+    long grace_ms;
+    long long mem_limit;
+    int cg_version, use_rlimit;
+    long nofile, uid, gid;
+    char **argv; /* program, then its argv */
+};
+
+static struct opts o;
+static int dirfd_ = -1; /* the sandbox directory, flocked */
+
+/* Steps that can fail, named in the failure record. */
+enum { ST_EXEC, ST_CGROUP, ST_RLIMIT, ST_SANDBOX, ST_USER, ST_FORK };
+static const char *const STAGES[] = { "exec", "cgroup", "rlimit", "sandbox", "user", "fork" };
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+/* Write a whole small file; 0, or -1 with errno set. */
+static int write_file(int at, const char *path, const char *text, int flags)
+{
+    int fd = openat(at, path, O_WRONLY | O_CLOEXEC | flags, 0644);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text);
+    ssize_t n = write(fd, text, len);
+    int saved = errno;
+    close(fd);
+    if (n != (ssize_t)len) {
+        errno = n < 0 ? saved : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+/* Read a small file into buf, NUL-terminated; bytes read or -1. */
+static ssize_t read_file(int at, const char *path, char *buf, size_t size)
+{
+    int fd = openat(at, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+/* The start of the line after the one at p (or the terminating NUL). */
+static char *next_line(char *p)
+{
+    char *nl = strchr(p, '\n');
+    return nl ? nl + 1 : p + strlen(p);
+}
+
+/* Write the sandbox file `name` atomically (it never exists before). */
+static void record(const char *name, const char *text)
+{
+    if (write_file(dirfd_, "status.tmp", text, O_CREAT | O_TRUNC) == 0)
+        renameat(dirfd_, "status.tmp", dirfd_, name);
+    else
+        fprintf(stderr, "peloton-supervisor: cannot write %s: %s\n", name, strerror(errno));
+}
+
+/* Tell the agent, if one is listening. */
+static void notify(const char *line)
+{
+    if (!o.fifo)
+        return;
+    /* O_NONBLOCK: the open fails with ENXIO when no agent reads the pipe. */
+    int fd = open(o.fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    size_t len = strlen(line);
+    /* A full pipe means a busy agent: wait for it up to ~2 s, then leave the
+     * record to the agent's periodic sandbox scan. */
+    for (int tries = 0; tries < 2000; tries++) {
+        ssize_t n = write(fd, line, len);
+        if (n == (ssize_t)len || (n < 0 && errno != EAGAIN && errno != EINTR))
+            break;
+        sleep_ms(1);
+    }
+    close(fd);
+}
+
+static void fail(int stage, int err, pid_t pid)
+{
+    char line[512];
+    snprintf(line, sizeof line, "state=failed run=%s supervisor=%d pid=%d stage=%s errno=%d\n",
+             o.run_id, (int)getpid(), (int)pid, STAGES[stage], err);
+    fprintf(stderr, "peloton-supervisor: %s failed: %s\n", STAGES[stage], strerror(err));
+    record("status.exit", line);
+    notify(line);
+}
+
+static int cg_write(const char *file, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", o.cgroup, file);
+    return write_file(AT_FDCWD, path, text, 0);
+}
+
+/* Value of `key` in a "key value"-per-line cgroup file (memory.events,
+ * memory.oom_control); -1 when absent. */
+static long long cg_stat(const char *file, const char *key)
+{
+    char path[4096], buf[4096];
+    snprintf(path, sizeof path, "%s/%s", o.cgroup, file);
+    if (read_file(AT_FDCWD, path, buf, sizeof buf) <= 0)
+        return -1;
+    size_t klen = strlen(key);
+    for (char *p = buf; *p; p = next_line(p))
+        if (strncmp(p, key, klen) == 0 && p[klen] == ' ')
+            return atoll(p + klen + 1);
+    return -1;
+}
+
+static int cg_setup(void)
+{
+    char limit[32];
+    if (mkdir(o.cgroup, 0755) < 0 && errno != EEXIST)
+        return -1;
+    snprintf(limit, sizeof limit, "%lld", o.mem_limit);
+    if (cg_write(o.cg_version == 2 ? "memory.max" : "memory.limit_in_bytes", limit) < 0)
+        return -1;
+    /* Where swap is accounted, cap it too so a task cannot swap its way past
+     * the limit; these files are absent on hosts without swap accounting. */
+    if (o.cg_version == 2)
+        cg_write("memory.swap.max", "0");
+    else
+        cg_write("memory.memsw.limit_in_bytes", limit);
+    return 0;
+}
+
+/* Whether the task died of its memory limit; then kill whatever is left in
+ * the cgroup (processes that left the task's group) and remove it. */
+static int cg_teardown(int sig)
+{
+    int oom;
+    if (o.cg_version == 2) {
+        oom = cg_stat("memory.events", "oom_kill") > 0;
+    } else {
+        long long kills = cg_stat("memory.oom_control", "oom_kill");
+        char path[4096], buf[64];
+        snprintf(path, sizeof path, "%s/memory.failcnt", o.cgroup);
+        /* Kernels before 4.13 have no oom_kill counter: a SIGKILL after the
+         * limit was hit is the best evidence there. */
+        oom = kills > 0 || (kills < 0 && sig == SIGKILL
+                            && read_file(AT_FDCWD, path, buf, sizeof buf) > 0 && atoll(buf) > 0);
+    }
+    char path[4096], buf[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", o.cgroup);
+    for (int tries = 0; tries < 1000 && read_file(AT_FDCWD, path, buf, sizeof buf) > 0; tries++) {
+        for (char *p = buf; *p; p = next_line(p))
+            kill((pid_t)atoi(p), SIGKILL);
+        sleep_ms(1);
+    }
+    if (rmdir(o.cgroup) < 0 && errno != ENOENT)
+        fprintf(stderr, "peloton-supervisor: cannot remove %s: %s\n", o.cgroup, strerror(errno));
+    return oom;
+}
+
+/* The forked task: isolate, exec.  A failed step is reported as {stage,
+ * errno} through `errfd` (close-on-exec, so a successful exec reads as EOF). */
+static void child(int errfd, const sigset_t *oldmask)
+{
+    int report[2] = { ST_EXEC, 0 };
+    struct rlimit mem = { (rlim_t)o.mem_limit, (rlim_t)o.mem_limit };
+    struct rlimit files = { (rlim_t)o.nofile, (rlim_t)o.nofile };
+    char pid[32];
+
+    setpgid(0, 0);
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (o.cgroup && cg_write("cgroup.procs", pid) < 0)
+        report[0] = ST_CGROUP;
+    else if ((o.use_rlimit && o.mem_limit > 0 && setrlimit(RLIMIT_AS, &mem) < 0)
+             || (o.nofile > 0 && setrlimit(RLIMIT_NOFILE, &files) < 0))
+        report[0] = ST_RLIMIT;
+    else if (fchdir(dirfd_) < 0)
+        report[0] = ST_SANDBOX;
+    else if ((o.gid >= 0 && setgid((gid_t)o.gid) < 0) || (o.uid >= 0 && setuid((uid_t)o.uid) < 0))
+        report[0] = ST_USER;
+    else {
+        sigprocmask(SIG_SETMASK, oldmask, NULL);
+        execvp(o.argv[0], o.argv + 1);
+    }
+    report[1] = errno;
+    if (write(errfd, report, sizeof report) < 0) {
+        /* nothing left to tell it with */
+    }
+    _exit(127);
+}
+
+/* Parse supervisor options; -1 on a usage error. */
+static int parse(int argc, char **argv)
+{
+    int c;
+    memset(&o, 0, sizeof o);
+    o.grace_ms = 5000;
+    o.uid = o.gid = -1;
+    optind = 1;
+    while ((c = getopt(argc, argv, "+d:r:f:g:j:m:c:V:Rn:u:")) != -1) {
+        switch (c) {
+        case 'd': o.sandbox = optarg; break;
+        case 'r': o.run_id = optarg; break;
+        case 'f': o.fifo = optarg; break;
+        case 'g': o.grace_ms = atol(optarg); break;
+        case 'j': o.json = optarg; break;
+        case 'm': o.mem_limit = atoll(optarg); break;
+        case 'c': o.cgroup = optarg; break;
+        case 'V': o.cg_version = atoi(optarg); break;
+        case 'R': o.use_rlimit = 1; break;
+        case 'n': o.nofile = atol(optarg); break;
+        case 'u':
+            if (sscanf(optarg, "%ld:%ld", &o.uid, &o.gid) != 2)
+                return -1;
+            break;
+        default: return -1;
+        }
+    }
+    if (!o.sandbox || !o.run_id || argc - optind < 2)
+        return -1;
+    o.argv = argv + optind;
+    return 0;
+}
+
+/* Our stdio goes to the sandbox: the task inherits it, and our diagnostics
+ * land in the task's stderr, where a user looks first. */
+static int redirect(void)
+{
+    int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int out = openat(dirfd_, "stdout", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int err = openat(dirfd_, "stderr", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        return -1;
+    close(in);
+    close(out);
+    close(err);
+    return 0;
+}
+
+/* Run one task to its end; the process exit status is for humans only. */
+static int supervise(void)
+{
+    sigset_t mask, oldmask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    setsid(); /* survive the agent and its terminal; EPERM when already a leader is fine */
+
+    /* We make the sandbox, not the agent: the agent's hot path creates no inode. */
+    if (mkdir(o.sandbox, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "peloton-supervisor: sandbox %s: %s\n", o.sandbox, strerror(errno));
+        return 1;
+    }
+    dirfd_ = open(o.sandbox, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd_ < 0) {
+        fprintf(stderr, "peloton-supervisor: sandbox %s: %s\n", o.sandbox, strerror(errno));
+        return 1;
+    }
+    if (flock(dirfd_, LOCK_EX | LOCK_NB) < 0) {
+        fprintf(stderr, "peloton-supervisor: run %s is already supervised\n", o.run_id);
+        return 3;
+    }
+    if (redirect() < 0) {
+        fail(ST_SANDBOX, errno, 0);
+        return 1;
+    }
+    if (o.cgroup && cg_setup() < 0) {
+        fail(ST_CGROUP, errno, 0);
+        return 1;
+    }
+    int pipefd[2];
+    pid_t pid = -1;
+    if (pipe2(pipefd, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
+        fail(ST_FORK, errno, 0);
+        return 1;
+    }
+    double started = now();
+    if (pid == 0)
+        child(pipefd[1], &oldmask);
+    setpgid(pid, pid); /* also here, so a kill never finds the group missing */
+    close(pipefd[1]);
+    int report[2] = { ST_EXEC, 0 };
+    ssize_t got;
+    while ((got = read(pipefd[0], report, sizeof report)) < 0 && errno == EINTR) {
+    }
+    close(pipefd[0]);
+
+    char line[512];
+    int status = 0;
+    if (got > 0) {
+        waitpid(pid, &status, 0);
+        if (o.cgroup)
+            cg_teardown(0);
+        fail(report[0] >= ST_EXEC && report[0] <= ST_FORK ? report[0] : ST_EXEC, report[1], pid);
+        return 1;
+    }
+    size_t json_len = o.json ? strlen(o.json) : 4;
+    char *run_json = malloc(json_len + 128);
+    if (run_json) {
+        snprintf(run_json, json_len + 128,
+                 "{\"supervisor\":%d,\"pid\":%d,\"started\":%.6f,\"spec\":%s}\n",
+                 (int)getpid(), (int)pid, started, o.json ? o.json : "null");
+        record("run.json", run_json);
+        free(run_json);
+    }
+    snprintf(line, sizeof line, "state=running run=%s supervisor=%d pid=%d started=%.6f\n",
+             o.run_id, (int)getpid(), (int)pid, started);
+    notify(line);
+
+    char buf[32];
+    int killed = 0;
+    long grace = o.grace_ms;
+    double kill_at = 0;
+    /* A kill that raced the launch left its file before we could be told. */
+    if (read_file(dirfd_, "kill", buf, sizeof buf) >= 0)
+        raise(SIGTERM);
+    for (;;) {
+        siginfo_t info;
+        struct timespec wait = { 3600, 0 };
+        if (kill_at > 0) {
+            double left = kill_at - now();
+            if (left <= 0) {
+                kill(-pid, SIGKILL);
+                kill_at = 0;
+                continue;
+            }
+            wait.tv_sec = (time_t)left;
+            wait.tv_nsec = (long)((left - (double)wait.tv_sec) * 1e9);
+        }
+        int sig = sigtimedwait(&mask, &info, &wait);
+        if (sig == SIGCHLD) {
+            if (waitpid(pid, &status, WNOHANG) == pid)
+                break;
+        } else if (sig > 0 && !killed) {
+            if (read_file(dirfd_, "kill", buf, sizeof buf) > 0)
+                grace = atol(buf);
+            killed = 1;
+            kill_at = now() + (grace > 0 ? grace : 0) / 1000.0 + 1e-6;
+            kill(-pid, SIGTERM);
+        }
+    }
+    /* The task's leader is gone; so must be anything it left in its group. */
+    kill(-pid, SIGKILL);
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    int oom = o.cgroup ? cg_teardown(sig) : 0;
+    snprintf(line, sizeof line,
+             "state=exited run=%s supervisor=%d pid=%d started=%.6f finished=%.6f "
+             "code=%d signal=%d oom=%d killed=%d grace_ms=%ld\n",
+             o.run_id, (int)getpid(), (int)pid, started, now(),
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1, sig, oom, killed, grace);
+    record("status.exit", line);
+    notify(line);
+    return 0;
+}
+
+/* Read exactly n bytes from stdin; 0 at a clean end of input, -1 otherwise. */
+static int read_exact(char *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t got = read(0, buf + done, n - done);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return done == 0 && got == 0 ? 0 : -1;
+        done += (size_t)got;
+    }
+    return 1;
+}
+
+/* Split a request into argv and envp vectors (pointers into buf); -1 if malformed. */
+static int split(char *buf, size_t len, char **argv, char **envp, int max)
+{
+    char *p = buf, *end = buf + len;
+    long nargs = strtol(p, NULL, 10);
+    p += strlen(p) + 1;
+    long nenv = p < end ? strtol(p, NULL, 10) : -1;
+    p += p < end ? strlen(p) + 1 : 0;
+    if (nargs < 0 || nenv < 0 || nargs > max - 2 || nenv > max - 1)
+        return -1;
+    argv[0] = "peloton-supervisor";
+    for (long i = 0; i < nargs + nenv; i++) {
+        if (p >= end)
+            return -1;
+        if (i < nargs)
+            argv[i + 1] = p;
+        else
+            envp[i - nargs] = p;
+        p += strlen(p) + 1;
+    }
+    argv[nargs + 1] = NULL;
+    envp[nenv] = NULL;
+    return (int)nargs + 1;
+}
+
+/* The spawner loop: one forked supervisor per request. */
+static int serve(void)
+{
+    /* Supervisors are reaped by the kernel; each resets this before it
+     * waits for its own task. */
+    signal(SIGCHLD, SIG_IGN);
+    for (;;) {
+        uint32_t len;
+        int r = read_exact((char *)&len, sizeof len);
+        if (r <= 0)
+            return r < 0;
+        char *buf = len < (64u << 20) ? malloc((size_t)len + 2) : NULL;
+        if (!buf || read_exact(buf, len) <= 0) {
+            fprintf(stderr, "peloton-supervisor: bad request of %u bytes\n", len);
+            return 1;
+        }
+        buf[len] = buf[len + 1] = '\0';
+        pid_t pid = fork();
+        if (pid == 0) {
+            enum { MAX = 4096 };
+            static char *argv[MAX], *envp[MAX];
+            signal(SIGCHLD, SIG_DFL);
+            int argc = split(buf, len, argv, envp, MAX);
+            environ = envp;
+            if (argc < 0 || parse(argc, argv) < 0) {
+                fprintf(stderr, "peloton-supervisor: bad request for %s\n", o.run_id ? o.run_id : "?");
+                _exit(2);
+            }
+            _exit(supervise());
+        }
+        if (pid < 0)
+            fprintf(stderr, "peloton-supervisor: fork: %s\n", strerror(errno));
+        free(buf);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--serve") == 0)
+        return serve();
+    if (parse(argc, argv) < 0) {
+        fprintf(stderr, "usage: peloton-supervisor --serve\n"
+                        "       peloton-supervisor -d SANDBOX -r RUN_ID [-f FIFO] [-g GRACE_MS] [-j JSON]\n"
+                        "              [-m BYTES (-c CGROUP -V 1|2 | -R)] [-n NOFILE] [-u UID:GID]\n"
+                        "              -- PROGRAM ARGV0 ARG...\n");
+        return 2;
+    }
+    return supervise();
+}

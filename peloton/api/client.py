@@ -1,0 +1,120 @@
+"""The typed Peloton API client used by the CLI, the Aurora bridge and the archiver.
+
+    with PelotonClient() as client:                     # localhost:5392/5394/5391
+        pool = client.lookup_respool_id("/DefaultResPool").id.value
+        created = client.create_job(config, job_id="")  # job_pb2.CreateResponse
+
+It follows Peloton's own clients: the job manager serves jobs, tasks,
+updates, stateless jobs, pods, watch and admin; the resource manager serves
+resource pools; the host manager serves hosts.  Addresses are given, or
+discovered from ZooKeeper leader znodes (client_discovery).  Every call
+carries YARPC metadata and a deadline (default 20 s), messages may be up to
+256 MiB, and every failure is raised as a `peloton.core.errors` error: gRPC
+status codes through `grpc_errors.error_for`, v0 errors embedded in
+responses through `client_errors`, timeouts as `DeadlineExceeded`.
+
+The three v0 services Peloton renamed (`peloton.api.job.JobManager`,
+`peloton.api.task.TaskManager`, `peloton.api.respool.ResourceManager`) are
+called at those legacy paths, which Uber's daemons and ours both serve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+
+from peloton.api import client_sandbox
+from peloton.api.client_discovery import (
+    DEFAULT_HOSTMGR,
+    DEFAULT_JOBMGR,
+    DEFAULT_RESMGR,
+    DEFAULT_ZK_ROOT,
+    Endpoints,
+    endpoints_from_zookeeper,
+    normalize_address,
+)
+from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
+from peloton.api.client_v0 import Range, V0Calls
+from peloton.api.client_v1 import V1Calls
+
+__all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "PelotonClient", "Range"]
+
+DEFAULT_CALLER = "peloton-cli"
+DEFAULT_TIMEOUT = 20.0
+
+#: YARPC dispatcher names of the daemons (the `rpc-service` header).
+JOBMGR_SERVICE = "peloton-jobmgr"
+RESMGR_SERVICE = "peloton-resmgr"
+HOSTMGR_SERVICE = "peloton-hostmgr"
+
+# Service paths as Peloton serves them (v0 job/task/respool at their legacy names).
+_JOBS = "peloton.api.job.JobManager"
+_TASKS = "peloton.api.task.TaskManager"
+_RESPOOLS = "peloton.api.respool.ResourceManager"
+_UPDATES = "peloton.api.v0.update.svc.UpdateService"
+_HOSTS = "peloton.api.v0.host.svc.HostService"
+_STATELESS = "peloton.api.v1alpha.job.stateless.svc.JobService"
+_PODS = "peloton.api.v1alpha.pod.svc.PodService"
+_WATCH = "peloton.api.v1alpha.watch.svc.WatchService"
+_ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
+
+
+class PelotonClient(V0Calls, V1Calls):
+    """A connection to one Peloton cluster; cheap to build, channels open on first use."""
+
+    def __init__(self, jobmgr: str = DEFAULT_JOBMGR, resmgr: str = DEFAULT_RESMGR,
+                 hostmgr: str = DEFAULT_HOSTMGR, *, zk_servers: Sequence[str] = (),
+                 zk_root: str = DEFAULT_ZK_ROOT, caller: str = DEFAULT_CALLER,
+                 timeout: float = DEFAULT_TIMEOUT, headers: Mapping[str, str] | None = None) -> None:
+        """Connect to the given addresses, or to the leaders registered in `zk_servers`.
+
+        `headers` are extra application headers sent on every call (Peloton's
+        BASIC auth reads `username` and `password`).
+        """
+        if zk_servers:
+            endpoints = endpoints_from_zookeeper(zk_servers, zk_root, timeout=timeout)
+        else:
+            endpoints = Endpoints(normalize_address(jobmgr), normalize_address(resmgr),
+                                  normalize_address(hostmgr))
+        self.endpoints = endpoints
+        self.timeout = timeout
+        self._transport = Transport(caller=caller, timeout=timeout, headers=headers)
+
+        def on_jobmgr(name: str) -> ServiceHandle:
+            return ServiceHandle(self._transport, endpoints.jobmgr, JOBMGR_SERVICE, name)
+
+        self._jobs = on_jobmgr(_JOBS)
+        self._tasks = on_jobmgr(_TASKS)
+        self._updates = on_jobmgr(_UPDATES)
+        self._stateless = on_jobmgr(_STATELESS)
+        self._pods = on_jobmgr(_PODS)
+        self._watch = on_jobmgr(_WATCH)
+        self._admin = on_jobmgr(_ADMIN)
+        self._respools = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
+        self._hosts = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
+
+    # -- sandbox files (BrowseSandbox, then HTTP from the agent) ------------------------------
+    def read_task_file(self, job_id: str, instance_id: int, filename: str = "stdout", *,
+                       task_id: str = "") -> bytes:
+        """The content of `filename` in a task's sandbox (latest run unless `task_id`)."""
+        sandbox = self.browse_sandbox(job_id, instance_id, task_id)
+        path = client_sandbox.pick_path(list(sandbox.paths), filename)
+        return client_sandbox.fetch_file(sandbox.hostname, sandbox.port, path, timeout=self.timeout)
+
+    def read_pod_file(self, name: str, filename: str = "stdout", *, pod_id: str = "") -> bytes:
+        """The content of `filename` in a pod's sandbox (latest run unless `pod_id`)."""
+        sandbox = self.browse_pod_sandbox(name, pod_id=pod_id)
+        path = client_sandbox.pick_path(list(sandbox.paths), filename)
+        return client_sandbox.fetch_file(sandbox.hostname, sandbox.port, path, timeout=self.timeout)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close every channel."""
+        self._transport.close()
+
+    def __enter__(self) -> PelotonClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

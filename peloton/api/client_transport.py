@@ -1,0 +1,142 @@
+"""gRPC plumbing under the typed client: channels, YARPC metadata, deadlines, errors.
+
+Peloton's daemons sit behind YARPC's gRPC transport, which wants three
+metadata keys on every call (`rpc-caller`, `rpc-service`, `rpc-encoding`)
+and a deadline; we always send both, so the same client talks to Uber's
+Go daemons and to ours.  Every failure leaves this module as a
+`PelotonError` (via `grpc_errors.error_for`), never as a `grpc.RpcError`:
+callers (the CLI, the Aurora bridge, the archiver) map one error tree.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from peloton.api.grpc_errors import error_for
+from peloton.core.errors import PelotonError, Unavailable
+
+#: Peloton's gRPC servers and clients accept messages up to 256 MiB (a
+#: 50,000-instance job does not fit grpcio's 4 MiB default).
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+
+M = TypeVar("M", bound=Message)
+
+
+class DeadlineExceeded(Unavailable):
+    """A call did not finish within its deadline (the CLI's `--timeout`)."""
+
+    kind = "deadline_exceeded"
+
+
+def _to_error(err: grpc.RpcError, where: str, address: str, timeout: float | None) -> PelotonError:
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    details = (err.details() if hasattr(err, "details") else "") or ""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceeded(f"{where} did not answer within {timeout:g}s (address {address})"
+                                if timeout else f"{where}: deadline exceeded ({details})")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        # Name the address: "nothing listens there" is the usual cause.
+        return Unavailable(f"cannot reach {where} at {address}: {details}")
+    return error_for(code, details or f"{where} failed with {code.name}")
+
+
+class Transport:
+    """Owns one insecure channel per address and the metadata every call carries."""
+
+    def __init__(self, *, caller: str, timeout: float, headers: Mapping[str, str] | None = None) -> None:
+        self.caller = caller
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    def channel(self, address: str) -> grpc.Channel:
+        """The (shared, lazily opened) channel to `address`."""
+        with self._lock:
+            ch = self._channels.get(address)
+            if ch is None:
+                ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                self._channels[address] = ch
+            return ch
+
+    def metadata(self, rpc_service: str) -> Sequence[tuple[str, str]]:
+        """YARPC metadata for a call to the daemon whose dispatcher is `rpc_service`."""
+        return (("rpc-caller", self.caller), ("rpc-service", rpc_service),
+                ("rpc-encoding", "proto"), *self.headers.items())
+
+    def close(self) -> None:
+        """Close every channel (a later call opens a new one)."""
+        with self._lock:
+            for ch in self._channels.values():
+                ch.close()
+            self._channels.clear()
+
+
+class ServiceHandle:
+    """Calls the methods of one gRPC service on one daemon.
+
+    `name` is the service path as served (`peloton.api.job.JobManager` for
+    Peloton's renamed v0 services); `rpc_service` is the YARPC dispatcher
+    name of the daemon (`peloton-jobmgr`, ...).
+    """
+
+    def __init__(self, transport: Transport, address: str, rpc_service: str, name: str) -> None:
+        self.transport = transport
+        self.address = address
+        self.rpc_service = rpc_service
+        self.name = name
+        # Multi-callables are reused (the bridge and archiver make many calls per second),
+        # per channel: after Transport.close() the next call opens a fresh channel.
+        self._unary: dict[str, tuple[grpc.Channel, Any]] = {}
+
+    def _where(self, method: str) -> str:
+        return f"{self.rpc_service} ({self.name}/{method})"
+
+    def call(self, method: str, request: Message, response_type: type[M],
+             *, timeout: float | None = None) -> M:
+        """One unary call; raises a PelotonError on any failure."""
+        deadline = timeout if timeout is not None else self.transport.timeout
+        channel = self.transport.channel(self.address)
+        cached = self._unary.get(method)
+        if cached is not None and cached[0] is channel:
+            rpc = cached[1]
+        else:
+            rpc = channel.unary_unary(f"/{self.name}/{method}", request_serializer=_serialize,
+                                      response_deserializer=response_type.FromString)
+            self._unary[method] = (channel, rpc)
+        try:
+            response: M = rpc(request, timeout=deadline,
+                              metadata=self.transport.metadata(self.rpc_service))
+        except grpc.RpcError as err:
+            raise _to_error(err, self._where(method), self.address, deadline) from None
+        return response
+
+    def stream(self, method: str, request: Message, response_type: type[M],
+               *, timeout: float | None = None) -> Iterator[M]:
+        """A server-streaming call; `timeout=None` streams until the server ends it."""
+        rpc = self.transport.channel(self.address).unary_stream(
+            f"/{self.name}/{method}",
+            request_serializer=_serialize,
+            response_deserializer=response_type.FromString,
+        )
+        responses = rpc(request, timeout=timeout, metadata=self.transport.metadata(self.rpc_service))
+        try:
+            yield from responses
+        except grpc.RpcError as err:
+            raise _to_error(err, self._where(method), self.address, timeout) from None
+        finally:
+            responses.cancel()
+
+
+def _serialize(message: Any) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data

@@ -1,0 +1,150 @@
+"""Small pieces every converter shares: times, labels, ids, entity versions, documents.
+
+Times: the core keeps epoch seconds as floats (0.0 = never); Peloton's wire
+carries job and task times as RFC 3339 strings in UTC ("" = never) and
+change-log stamps as integer nanoseconds.  Both are written here only.
+
+Documents: a job keeps the request it was created from (`JobSpec.document`)
+so that Get returns every field the client sent; `document_kind` names the
+message type by its protobuf full name (see DOC_V0_JOB_CONFIG, DOC_V1_JOB_SPEC).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Protocol
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from peloton.api.gen.peloton.api.v0 import peloton_pb2 as v0_peloton_pb2
+from peloton.api.gen.peloton.api.v0.job import job_pb2
+from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1_peloton_pb2
+from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
+from peloton.core.errors import InvalidArgument
+from peloton.core.model.constraints import Label
+from peloton.core.model.ids import RunId, validate_uuid
+
+#: `JobSpec.document_kind` of a job created or last replaced through the v0 API.
+DOC_V0_JOB_CONFIG: str = job_pb2.JobConfig.DESCRIPTOR.full_name
+#: `JobSpec.document_kind` of a job created or last replaced through the v1alpha API.
+DOC_V1_JOB_SPEC: str = stateless_pb2.JobSpec.DESCRIPTOR.full_name
+
+_NS = 1_000_000_000
+
+
+@lru_cache(maxsize=32)
+def v0_document(document: bytes) -> job_pb2.JobConfig:
+    """A stored v0 JobConfig document, parsed once and shared: callers must not change it."""
+    return job_pb2.JobConfig.FromString(document)
+
+
+@lru_cache(maxsize=32)
+def v1_document(document: bytes) -> stateless_pb2.JobSpec:
+    """A stored v1alpha JobSpec document, parsed once and shared: callers must not change it."""
+    return stateless_pb2.JobSpec.FromString(document)
+
+
+class WireLabel(Protocol):
+    """What v0 and v1alpha `peloton.Label` messages have in common."""
+
+    key: str
+    value: str
+
+
+def time_to_rfc3339(seconds: float) -> str:
+    """Epoch seconds -> RFC 3339 in UTC with up to microsecond precision ("" for 0 = unset).
+
+    Peloton writes Go's RFC3339Nano, which drops trailing zeros of the fraction; so do we.
+    """
+    if seconds <= 0:
+        return ""
+    stamp = datetime.fromtimestamp(seconds, tz=UTC)
+    text = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+    if stamp.microsecond:
+        text += "." + f"{stamp.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def time_from_rfc3339(text: str, field: str) -> float:
+    """RFC 3339 -> epoch seconds ("" -> 0.0); a time without offset is taken as UTC."""
+    if not text:
+        return 0.0
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgument(f"{field} must be an RFC 3339 time, got {text!r}",
+                              field=field) from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+def time_to_ns(seconds: float) -> int:
+    """Epoch seconds -> integer nanoseconds, as Peloton's ChangeLog/Revision stamps are."""
+    return max(0, round(seconds * _NS))
+
+
+def time_from_ns(nanos: int) -> float:
+    """Integer nanoseconds -> epoch seconds."""
+    return nanos / _NS
+
+
+def _seconds(ts: Timestamp) -> float:
+    return ts.seconds + ts.nanos / 1e9
+
+
+def time_range_from_wire(
+        msg: v0_peloton_pb2.TimeRange | v1_peloton_pb2.TimeRange) -> tuple[float | None, float | None]:
+    """A wire TimeRange (either API) -> (start, end) epoch seconds; an unset bound is open."""
+    return (_seconds(msg.min) if msg.HasField("min") else None,
+            _seconds(msg.max) if msg.HasField("max") else None)
+
+
+def labels_from_wire(labels: Iterable[WireLabel]) -> tuple[Label, ...]:
+    """Wire labels (either API) -> core labels, order kept."""
+    return tuple(Label(lb.key, lb.value) for lb in labels)
+
+
+def job_id_from_wire(value: str, field: str = "id") -> str:
+    """A job id from a request, which must be a UUID (returned lower-cased)."""
+    return validate_uuid(value, field)
+
+
+def run_id_text(job_id: str, instance: int, run: int) -> str:
+    """The host-level task id of one run: `<job>-<instance>-<run>` (Peloton's mesos task id)."""
+    return str(RunId(job_id, instance, run))
+
+
+def run_of(text: str, field: str) -> int:
+    """The run number at the end of a `<job>-<instance>-<run>` id ("" -> 0)."""
+    if not text:
+        return 0
+    try:
+        return RunId.parse(text).run
+    except InvalidArgument:
+        raise InvalidArgument(f"{field} must look like '<job uuid>-<instance>-<run>', got {text!r}",
+                              field=field) from None
+
+
+def pod_entity_version(config_version: int) -> str:
+    """A pod's entity version: `<config version>-0-0` (Peloton's GetPodEntityVersion)."""
+    return f"{config_version}-0-0"
+
+
+def parse_entity_version(text: str, field: str = "version") -> tuple[int, int, int]:
+    """Split `<config>-<desired state>-<workflow>` into its three numbers."""
+    parts = text.split("-")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise InvalidArgument(f"{field} must look like '<config>-<state>-<workflow>', got {text!r}",
+                              field=field)
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def require_amount(value: float, field: str) -> float:
+    """A resource amount: finite and >= 0 (the wire's doubles allow neither NaN nor negatives here)."""
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgument(f"{field} must be >= 0, got {value}", field=field)
+    return value

@@ -1,0 +1,47 @@
+"""The one mapping from our error tree to gRPC status codes.
+
+Every servicer method runs inside `service_registry`'s wrapper, which
+calls `status_for` on any PelotonError; a servicer never picks a status
+code itself.  (v0 methods that report typed errors inside the response
+message do so explicitly in their servicer; everything else is a status.)
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from peloton.core import errors
+
+_CODES: dict[type[errors.PelotonError], grpc.StatusCode] = {
+    errors.NotFound: grpc.StatusCode.NOT_FOUND,
+    errors.AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.Conflict: grpc.StatusCode.ABORTED,
+    errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
+    errors.DataCorruption: grpc.StatusCode.DATA_LOSS,
+}
+
+_ERRORS: dict[grpc.StatusCode, type[errors.PelotonError]] = {v: k for k, v in _CODES.items()}
+
+
+def status_for(exc: errors.PelotonError) -> grpc.StatusCode:
+    """The gRPC status code that reports `exc`."""
+    for cls in type(exc).__mro__:
+        code = _CODES.get(cls)
+        if code is not None:
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def error_for(code: grpc.StatusCode, message: str) -> errors.PelotonError:
+    """The error a client raises for a failed call (the inverse of `status_for`)."""
+    cls = _ERRORS.get(code)
+    if cls is None:
+        if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+            return errors.Unavailable(f"{code.name.lower()}: {message}")
+        return errors.PelotonError(f"{code.name}: {message}")
+    return cls(message)

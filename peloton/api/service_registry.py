@@ -1,0 +1,143 @@
+"""Register servicers on a GrpcServer: error mapping, UNIMPLEMENTED, legacy names.
+
+`register()` takes the generated `add_XServicer_to_server` function and our
+servicer, and serves it
+
+* under its proto service name and any alias (Peloton serves its three
+  legacy v0 services at renamed paths, `peloton.api.job.JobManager` and so
+  on, so clients built from either name work);
+* with every PelotonError turned into the matching status code in one place
+  (grpc_errors.status_for) and any other exception into INTERNAL with its
+  message, so a bug never becomes a hung call or an UNKNOWN;
+* with methods our servicer does not define answering UNIMPLEMENTED with a
+  message that names the method (they are listed in the README).
+
+YARPC metadata (`rpc-caller`, `rpc-service`, `rpc-encoding`) and the
+deadline Peloton's YARPC transport requires are accepted, never required.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import grpc
+
+from peloton.api.grpc_errors import status_for
+from peloton.api.grpc_server import GrpcServer
+from peloton.core.errors import PelotonError
+
+log = logging.getLogger(__name__)
+
+#: v0 services Peloton serves under a second, package-less name.
+LEGACY_ALIASES = {
+    "peloton.api.v0.job.JobManager": "peloton.api.job.JobManager",
+    "peloton.api.v0.task.TaskManager": "peloton.api.task.TaskManager",
+    "peloton.api.v0.respool.ResourceManager": "peloton.api.respool.ResourceManager",
+}
+
+
+class _Recorder:
+    """Stands in for a grpc.Server to capture what a generated add_* function registers."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[Any]) -> None:
+        """Ignored: the same handlers arrive through add_registered_method_handlers."""
+
+    def add_registered_method_handlers(self, name: str, handlers: dict[str, Any]) -> None:
+        self.name = name
+        self.handlers = dict(handlers)
+
+
+def implemented_methods(servicer: object) -> set[str]:
+    """Methods the servicer defines itself (not inherited from generated base classes)."""
+    names: set[str] = set()
+    for klass in type(servicer).__mro__:
+        if klass is object or klass.__module__.startswith("peloton.api.gen"):
+            continue
+        names.update(n for n, v in vars(klass).items() if callable(v) and n[:1].isupper())
+    return names
+
+
+def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> None:
+    if isinstance(exc, PelotonError):
+        context.abort(status_for(exc), exc.message)
+    log.exception("unexpected error in %s", where)
+    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {where}: {type(exc).__name__}: {exc}")
+
+
+def _guard_unary(fn: Callable[..., Any], where: str) -> Callable[..., Any]:
+    def call(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return fn(request, context)
+        except Exception as exc:
+            if _is_abort(exc, context):
+                raise
+            _abort(context, exc, where)
+            raise  # unreachable: abort raises
+
+    return call
+
+
+def _guard_stream(fn: Callable[..., Iterator[Any]], where: str) -> Callable[..., Iterator[Any]]:
+    def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            yield from fn(request, context)
+        except Exception as exc:
+            if _is_abort(exc, context):
+                raise
+            _abort(context, exc, where)
+
+    return call
+
+
+def _is_abort(exc: BaseException, context: grpc.ServicerContext) -> bool:
+    # context.abort() records the status on the context and raises a bare Exception;
+    # that one must propagate untouched, or the status it carries would become INTERNAL.
+    return type(exc) is Exception and context.code() not in (None, grpc.StatusCode.OK)
+
+
+def _unimplemented(where: str) -> Callable[..., Any]:
+    def call(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                      f"{where} is not implemented by Peloton for Python "
+                      "(see the compatibility table in README.md)")
+
+    return call
+
+
+def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[str]) -> Any:
+    where = f"{service}/{method}"
+    if handler.unary_unary is not None:
+        fn = handler.unary_unary if method in own else _unimplemented(where)
+        return grpc.unary_unary_rpc_method_handler(
+            _guard_unary(fn, where), request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+    if handler.unary_stream is not None:
+        if method in own:
+            stream = _guard_stream(handler.unary_stream, where)
+        else:
+            stream = _unimplemented(where)
+        return grpc.unary_stream_rpc_method_handler(
+            stream, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+    raise ValueError(f"{where}: only unary and server-streaming methods are served")
+
+
+def register(server: GrpcServer, add_fn: Callable[[Any, Any], None], servicer: object,
+             aliases: Sequence[str] = ()) -> str:
+    """Serve `servicer` (a subclass of a generated XServicer) on `server`; returns its name."""
+    recorder = _Recorder()
+    add_fn(servicer, recorder)
+    own = implemented_methods(servicer)
+    wrapped = {m: _wrap(recorder.name, m, h, own) for m, h in recorder.handlers.items()}
+    names = [recorder.name, *aliases]
+    legacy = LEGACY_ALIASES.get(recorder.name)
+    if legacy and legacy not in names:
+        names.append(legacy)
+    server.add_generic([grpc.method_handlers_generic_handler(n, wrapped) for n in names], names)
+    return recorder.name

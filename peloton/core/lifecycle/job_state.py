@@ -1,0 +1,89 @@
+"""A job's state, derived from how many of its tasks are in each state.
+
+Peloton derives job state rather than tracking it by events
+(`jobmgr/goalstate/job_runtime_updater.go`).  With N = instance count, the
+first matching rule wins:
+
+1. SUCCEEDED >= N                                   -> SUCCEEDED
+2. SUCCEEDED + FAILED + LOST >= N                   -> FAILED
+3. KILLED > 0 and SUCCEEDED + FAILED + KILLED + LOST >= N -> KILLED
+4. the job is already KILLING                       -> KILLING
+5. any task RUNNING                                 -> RUNNING
+6. otherwise                                        -> PENDING
+
+Before those: more tasks than N (a shrinking update that failed) is
+PENDING for batch jobs and for services whose goal is not terminal.  A
+job whose tasks are not all created yet is INITIALIZED (batch) or decided
+by its terminal goal (service).  A job with a controller task ends in the
+state of task 0 once the rules say it is terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from peloton.core.states import JobState, JobType, TaskState
+
+S = TaskState
+_Count = Callable[[TaskState], int]
+
+
+def derive_job_state(counts: Mapping[TaskState, int], *, instance_count: int,
+                     job_type: JobType, current: JobState, goal: JobState,
+                     partially_created: bool = False,
+                     controller_state: TaskState | None = None) -> JobState:
+    """The job state implied by task `counts` (see the module docstring for the rules).
+
+    `partially_created` is set by the caller while fewer task records exist
+    than `instance_count` because creation has not finished;
+    `controller_state` is the state of task 0 when the job has a controller.
+    """
+    def n(state: TaskState) -> int:
+        """Tasks in `state`."""
+        return counts.get(state, 0)
+
+    created = sum(counts.values())
+    if partially_created and created < instance_count:
+        return _partially_created(n, created, job_type, goal)
+    state = _by_counts(n, created, instance_count, job_type, current, goal)
+    if controller_state is not None and state.terminal:
+        if controller_state is S.SUCCEEDED:
+            return JobState.SUCCEEDED
+        if controller_state in (S.FAILED, S.LOST):
+            return JobState.FAILED
+        return JobState.KILLED
+    return state
+
+
+def _by_counts(n: _Count, created: int, total: int, job_type: JobType, current: JobState,
+               goal: JobState) -> JobState:
+    if created > total and (job_type is JobType.BATCH or not goal.terminal):
+        return JobState.PENDING
+    done = n(S.SUCCEEDED) + n(S.FAILED) + n(S.LOST)
+    if n(S.SUCCEEDED) >= total:
+        return JobState.SUCCEEDED
+    if done >= total:
+        return JobState.FAILED
+    if n(S.KILLED) > 0 and done + n(S.KILLED) >= total:
+        return JobState.KILLED
+    if current is JobState.KILLING:
+        return JobState.KILLING
+    if n(S.RUNNING) > 0:
+        return JobState.RUNNING
+    return JobState.PENDING
+
+
+def _partially_created(n: _Count, created: int, job_type: JobType,
+                       goal: JobState) -> JobState:
+    if job_type is JobType.BATCH:
+        return JobState.INITIALIZED
+    if goal.terminal:
+        ended = n(S.SUCCEEDED) + n(S.FAILED) + n(S.LOST)
+        if n(S.KILLED) > 0 and ended + n(S.KILLED) == created:
+            return JobState.KILLED
+        if created == 0:
+            return JobState.KILLED
+        if ended == created:
+            return JobState.FAILED
+    return JobState.PENDING
+

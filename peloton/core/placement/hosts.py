@@ -1,0 +1,287 @@
+"""The placer's mutable view of the cluster: hosts, their free capacity, and a sorted index.
+
+Hosts arrive as `HostOffer` snapshots; the index copies them into mutable
+`HostRecord`s that placement debits as it assigns tasks, so one index
+serves batch after batch until the daemon refreshes a host from a newer
+offer (`upsert`).  Static facts (state, labels, gpu, exclusive) are shared
+per `HostClass`, so static filter verdicts are computed once per class.
+
+The index keeps, per partition (hosts with and without gpus; only hosts
+that are UP), two sorted lists of integer keys, by free cpu and by free
+revocable cpu.  A key is `round(free * 1000) << 20 | host index`: integer
+compare, unique, and ordered by milli-cores.  Best fit is then a bisect
+plus a short forward scan, least loaded a scan from the top, and each
+assignment re-keys one host (O(log n) search plus a memmove).
+
+Invariants: every UP host appears exactly once in each list of its
+partition, under the key of its current free cpu / revocable cpu; hosts
+that are not UP appear in none; every host is in `by_class` under its
+class; `generation` grows whenever capacity comes back (a credit, or a
+host added or refreshed), so "found no host" stays true within one
+generation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from peloton.core.errors import InvalidArgument
+from peloton.core.model.constraints import Label
+from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE, HostOffer
+from peloton.core.model.resources import EPSILON, PortRange, Resources
+from peloton.core.states import HostState
+
+INDEX_BITS = 20
+INDEX_MASK = (1 << INDEX_BITS) - 1
+MAX_HOSTS = 1 << INDEX_BITS
+
+
+def key_of(free: float, idx: int) -> int:
+    """The sort key of a host with `free` cores at position `idx`."""
+    milli = int(free * 1000.0 + 0.5)
+    return ((milli if milli > 0 else 0) << INDEX_BITS) | idx
+
+
+def lower_key(cpu: float) -> int:
+    """Smallest key a host with enough (epsilon-tolerant) free cpu for `cpu` can have.
+
+    Conservative: hosts at or above it may still fall short by up to half a
+    milli-core and are checked exactly; hosts below it certainly fall short.
+    """
+    milli = math.floor((cpu - EPSILON) * 1000.0)
+    return (milli if milli > 0 else 0) << INDEX_BITS
+
+
+class HostClass:
+    """Static facts shared by hosts that look alike to every static filter."""
+
+    __slots__ = ("class_id", "exclusive", "has_gpu", "label_counts", "labels", "state")
+
+    def __init__(self, class_id: int, state: HostState, labels: tuple[Label, ...],
+                 has_gpu: bool) -> None:
+        self.class_id = class_id
+        self.state = state
+        self.labels = labels
+        self.label_counts: dict[Label, int] = dict(Counter(labels))
+        self.has_gpu = has_gpu
+        self.exclusive = any(lb.key == EXCLUSIVE_ATTRIBUTE for lb in labels)
+
+
+class PortPool:
+    """Free port numbers of one host as sorted, disjoint [begin, end] ranges."""
+
+    __slots__ = ("free", "ranges")
+
+    def __init__(self, ranges: Iterable[PortRange]) -> None:
+        self.ranges: list[list[int]] = [[r.begin, r.end] for r in sorted(ranges,
+                                                                          key=lambda r: r.begin)]
+        self.free = sum(e - b + 1 for b, e in self.ranges)
+
+    def take(self, count: int) -> tuple[int, ...]:
+        """Remove and return the `count` lowest free ports."""
+        if count > self.free:
+            raise InvalidArgument(f"{count} ports requested, {self.free} free", field="ports")
+        out: list[int] = []
+        while len(out) < count:
+            rng = self.ranges[0]
+            n = min(count - len(out), rng[1] - rng[0] + 1)
+            out.extend(range(rng[0], rng[0] + n))
+            rng[0] += n
+            if rng[0] > rng[1]:
+                self.ranges.pop(0)
+        self.free -= count
+        return tuple(out)
+
+    def give(self, ports: Iterable[int]) -> None:
+        """Return ports taken earlier (gang rollback or release)."""
+        merged = sorted([tuple(r) for r in self.ranges] + [(p, p) for p in ports])
+        out: list[list[int]] = []
+        for b, e in merged:
+            if out and b <= out[-1][1] + 1:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([b, e])
+        self.ranges = out
+        self.free = sum(e - b + 1 for b, e in out)
+
+
+class HostRecord:
+    """One host's free capacity as placement debits it."""
+
+    __slots__ = (
+        "agent_id",
+        "capacity",
+        "cls",
+        "cpu",
+        "cpu_key",
+        "disk",
+        "gpu",
+        "hostname",
+        "idx",
+        "mem",
+        "ports",
+        "rcpu",
+        "rcpu_key",
+        "task_labels",
+    )
+
+    def __init__(self, idx: int, offer: HostOffer, cls: HostClass) -> None:
+        self.idx = idx
+        self.hostname = offer.hostname
+        self.agent_id = offer.agent_id
+        self.capacity = offer.capacity
+        avail = offer.available
+        self.cpu, self.mem, self.disk, self.gpu = (avail.cpu, avail.mem_mb, avail.disk_mb,
+                                                   avail.gpu)
+        self.rcpu = offer.revocable_cpu
+        self.ports = PortPool(offer.ports)
+        self.cls = cls
+        self.task_labels: dict[Label, int] = dict(offer.task_labels)
+        self.cpu_key = key_of(self.cpu, idx)
+        self.rcpu_key = key_of(self.rcpu, idx)
+
+    def free(self) -> Resources:
+        """Free non-revocable resources now."""
+        return Resources(self.cpu, self.mem, self.disk, self.gpu)
+
+
+class Partition:
+    """UP hosts of one gpu-ness, sorted by free cpu and by free revocable cpu."""
+
+    __slots__ = ("cpu_keys", "rcpu_keys")
+
+    def __init__(self) -> None:
+        self.cpu_keys: list[int] = []
+        self.rcpu_keys: list[int] = []
+
+
+def _remove_key(keys: list[int], key: int) -> None:
+    i = bisect.bisect_left(keys, key)
+    if i == len(keys) or keys[i] != key:
+        raise AssertionError("host index out of step with its keys")
+    del keys[i]
+
+
+class HostIndex:
+    """Hosts by name and by position, with the sorted partitions placement searches."""
+
+    def __init__(self, offers: Iterable[HostOffer] = ()) -> None:
+        self.hosts: list[HostRecord | None] = []
+        self.by_name: dict[str, HostRecord] = {}
+        self.partitions = {False: Partition(), True: Partition()}
+        self._classes: dict[tuple[HostState, tuple[Label, ...], bool], HostClass] = {}
+        #: class id -> its hosts by name (reports count whole classes at once).
+        self.by_class: dict[int, dict[str, HostRecord]] = {}
+        self._free_slots: list[int] = []
+        #: Grows whenever capacity is given back or a host is (re)added: a task that
+        #: found no host at one generation finds none later in the same generation.
+        self.generation = 0
+        for offer in offers:
+            self.upsert(offer)
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    def records(self) -> Iterator[HostRecord]:
+        """Every host, in index order."""
+        return (h for h in self.hosts if h is not None)
+
+    def class_count(self) -> int:
+        """How many distinct host classes exist (static verdicts are cached per class)."""
+        return len(self._classes)
+
+    def upsert(self, offer: HostOffer) -> HostRecord:
+        """Add a host or replace its snapshot (e.g. a fresher offer from the host manager)."""
+        old = self.by_name.get(offer.hostname)
+        if old is not None:
+            self._unlink(old)
+            del self.by_class[old.cls.class_id][old.hostname]
+            idx = old.idx
+        elif self._free_slots:
+            idx = self._free_slots.pop()
+        else:
+            idx = len(self.hosts)
+            if idx >= MAX_HOSTS:
+                raise InvalidArgument(f"at most {MAX_HOSTS} hosts per index", field="hosts")
+            self.hosts.append(None)
+        labels = tuple(sorted(offer.labels))
+        ckey = (offer.state, labels, offer.has_gpu)
+        cls = self._classes.get(ckey)
+        if cls is None:
+            cls = self._classes[ckey] = HostClass(len(self._classes), *ckey)
+        rec = HostRecord(idx, offer, cls)
+        self.generation += 1
+        self.hosts[idx] = rec
+        self.by_name[offer.hostname] = rec
+        self.by_class.setdefault(cls.class_id, {})[rec.hostname] = rec
+        self._link(rec)
+        return rec
+
+    def remove(self, hostname: str) -> None:
+        """Forget a host (it left the cluster); unknown names are ignored."""
+        rec = self.by_name.pop(hostname, None)
+        if rec is None:
+            return
+        self._unlink(rec)
+        del self.by_class[rec.cls.class_id][hostname]
+        self.hosts[rec.idx] = None
+        self._free_slots.append(rec.idx)
+
+    def _link(self, rec: HostRecord) -> None:
+        if rec.cls.state is not HostState.UP:
+            return
+        part = self.partitions[rec.cls.has_gpu]
+        bisect.insort(part.cpu_keys, rec.cpu_key)
+        bisect.insort(part.rcpu_keys, rec.rcpu_key)
+
+    def _unlink(self, rec: HostRecord) -> None:
+        if rec.cls.state is not HostState.UP:
+            return
+        part = self.partitions[rec.cls.has_gpu]
+        _remove_key(part.cpu_keys, rec.cpu_key)
+        _remove_key(part.rcpu_keys, rec.rcpu_key)
+
+    def debit(self, rec: HostRecord, res: Resources, revocable: bool, ports: int,
+              labels: tuple[Label, ...], sign: float = 1.0,
+              given_ports: tuple[int, ...] = ()) -> tuple[int, ...]:
+        """Take (sign 1) or give back (sign -1) one task's resources, ports and labels.
+
+        Returns the ports taken (empty when giving back, where `given_ports`
+        are the ones to return).  Keeps the partition keys in step.
+        """
+        up = rec.cls.state is HostState.UP
+        part = self.partitions[rec.cls.has_gpu]
+        if revocable:
+            rec.rcpu -= res.cpu * sign
+            if up:
+                _remove_key(part.rcpu_keys, rec.rcpu_key)
+            rec.rcpu_key = key_of(rec.rcpu, rec.idx)
+            if up:
+                bisect.insort(part.rcpu_keys, rec.rcpu_key)
+        elif res.cpu:
+            rec.cpu -= res.cpu * sign
+            if up:
+                _remove_key(part.cpu_keys, rec.cpu_key)
+            rec.cpu_key = key_of(rec.cpu, rec.idx)
+            if up:
+                bisect.insort(part.cpu_keys, rec.cpu_key)
+        rec.mem -= res.mem_mb * sign
+        rec.disk -= res.disk_mb * sign
+        rec.gpu -= res.gpu * sign
+        counts = rec.task_labels
+        step = 1 if sign > 0 else -1
+        for lb in labels:
+            n = counts.get(lb, 0) + step
+            if n:
+                counts[lb] = n
+            else:
+                del counts[lb]
+        if sign > 0:
+            return rec.ports.take(ports) if ports else ()
+        self.generation += 1
+        if given_ports:
+            rec.ports.give(given_ports)
+        return ()

@@ -1,0 +1,110 @@
+"""What placement returns: where each task goes, and why the others could not go anywhere.
+
+Every task that is not placed carries a `PlacementReport` counting, for
+each filter, how many hosts it rejected first (a host is counted once,
+under the earliest filter in the chain that rejects it), so a user asking
+why a task is pending reads e.g.
+
+    0 of 5,000 hosts fit: 4,200 insufficient cpu, 800 constraint host:zone=a == 1
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from enum import StrEnum
+
+from peloton.core.model.ids import TaskId
+
+
+class RejectCode(StrEnum):
+    """Why a filter rejected a host; the value is the phrase used in reports."""
+
+    NOT_DESIRED_HOST = "not the desired host"
+    HOST_NOT_UP = "host not up"
+    GPU_HOST_RESERVED = "gpu host kept for gpu tasks"
+    EXCLUSIVE_HOST = "exclusive host"
+    HOST_CONSTRAINT = "constraint"
+    INSUFFICIENT_CPU = "insufficient cpu"
+    INSUFFICIENT_MEMORY = "insufficient memory"
+    INSUFFICIENT_DISK = "insufficient disk"
+    INSUFFICIENT_GPU = "insufficient gpu"
+    INSUFFICIENT_PORTS = "insufficient ports"
+    TASK_CONSTRAINT = "task constraint"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One filter's verdict against one host: a code plus detail (e.g. the constraint)."""
+
+    code: RejectCode
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.code.value} {self.detail}" if self.detail else self.code.value
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementReport:
+    """Per-filter rejection counts over every host, for one task that was not placed.
+
+    `hosts_fit` > 0 happens when the task itself fit but its gang did not;
+    `note` then names the gang member that could not be placed.
+    """
+
+    hosts_total: int
+    hosts_fit: int
+    rejections: tuple[tuple[Rejection, int], ...]
+    note: str = ""
+
+    @staticmethod
+    def from_counts(hosts_total: int, hosts_fit: int, counts: dict[Rejection, int],
+                    note: str = "") -> PlacementReport:
+        """Build with rejections sorted by count, most common first."""
+        ordered = tuple(sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+        return PlacementReport(hosts_total, hosts_fit, ordered, note)
+
+    def count(self, code: RejectCode) -> int:
+        """Hosts rejected first by filters with this code."""
+        return sum(n for r, n in self.rejections if r.code is code)
+
+    def __str__(self) -> str:
+        text = f"{self.hosts_fit:,} of {self.hosts_total:,} hosts fit"
+        if self.rejections:
+            text += ": " + ", ".join(f"{n:,} {r}" for r, n in self.rejections)
+        if self.note:
+            text += f" ({self.note})"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlacement:
+    """A task assigned to a host, with the concrete port numbers picked for it."""
+
+    task_id: TaskId
+    hostname: str
+    agent_id: str
+    ports: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """A task left unplaced, with the reason."""
+
+    task_id: TaskId
+    report: PlacementReport
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPlan:
+    """The outcome of one `Placer.place` call, in input order."""
+
+    placed: tuple[TaskPlacement, ...]
+    unplaced: tuple[Unplaced, ...]
+
+    def by_host(self) -> dict[str, list[TaskPlacement]]:
+        """Placements grouped per host (one launch call per host, as Peloton does)."""
+        out: dict[str, list[TaskPlacement]] = defaultdict(list)
+        for p in self.placed:
+            out[p.hostname].append(p)
+        return dict(out)

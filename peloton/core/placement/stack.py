@@ -1,0 +1,206 @@
+"""The placement stack: filters and rankers wired in one place, and the gang placer.
+
+For each task, in order:
+
+1. the desired host, if the task names one, is tried first (and is the only
+   candidate while `desired_host_only` holds);
+2. the ranker for the task's strategy walks the index partitions the task
+   may use (gpu hosts for gpu tasks; hosts without gpus otherwise, plus gpu
+   hosts when they are not kept scarce);
+3. each candidate goes through the filter chain below, cheapest first; the
+   static part is answered from a per-(needs, host class) cache;
+4. the first host that passes gets the task: resources, ports and labels
+   are debited at once, so later tasks in the batch see them.
+
+A gang is placed all or nothing: if one member finds no host, the members
+already placed are rolled back.  A needs value that found no host is not
+searched again, in this call or later ones, until the index gives capacity
+back (a rollback, `release`, or a refreshed host bumps its generation):
+until then hosts only fill up, so the answer cannot change.  Reports for
+unplaced tasks are only computed for them, by running every filter over
+every host, once per failing needs value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from peloton.core.model.host import HostOffer
+from peloton.core.placement.explain import explain
+from peloton.core.placement.filters import (
+    CompiledNeeds,
+    ExclusiveHostFilter,
+    HostConstraintFilter,
+    HostFilter,
+    HostUpFilter,
+    PortFilter,
+    ResourceFilter,
+    ScarceGpuFilter,
+    TaskConstraintFilter,
+)
+from peloton.core.placement.hosts import HostIndex, HostRecord, Partition
+from peloton.core.placement.report import (
+    PlacementPlan,
+    PlacementReport,
+    TaskPlacement,
+    Unplaced,
+)
+from peloton.core.placement.request import GangRequest, PlacementNeeds, TaskRequest
+from peloton.core.placement.scorers import SCORERS
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementConfig:
+    """Knobs of the placer."""
+
+    #: Keep gpu hosts for gpu tasks (Peloton's `scarce_resource_types: [GPU]`).
+    scarce_gpu: bool = True
+    #: Compiled needs kept between calls (their verdict caches); cleared when exceeded.
+    max_cached_needs: int = 10_000
+
+
+class Placer:
+    """Places gangs onto a `HostIndex`, which keeps every assignment made.
+
+    The daemon keeps one placer, refreshes hosts with `index.upsert` as
+    offers change, calls `place` per batch, and calls `release` for a
+    placement it could not launch.
+    """
+
+    def __init__(self, hosts: Iterable[HostOffer] = (),
+                 config: PlacementConfig = PlacementConfig()) -> None:
+        self.config = config
+        self.index = HostIndex(hosts)
+        # Cheapest first: state and gpu-ness are one comparison, exclusivity a flag,
+        # host constraints a small tree walk; all four are cached per host class.
+        self.static_filters: tuple[HostFilter, ...] = (
+            HostUpFilter(), ScarceGpuFilter(config.scarce_gpu), ExclusiveHostFilter(),
+            HostConstraintFilter())
+        # Per host: arithmetic, then a port count, then the task-label walk.
+        self.dynamic_filters: tuple[HostFilter, ...] = (
+            ResourceFilter(), PortFilter(), TaskConstraintFilter())
+        self._compiled: dict[PlacementNeeds, CompiledNeeds] = {}
+        #: needs -> (index generation, report): needs that found no host.  Valid while
+        #: the index has not given capacity back (its generation is unchanged), since
+        #: until then hosts only fill up.
+        self._failed: dict[PlacementNeeds, tuple[int, PlacementReport]] = {}
+
+    # -- public -------------------------------------------------------------------
+    def place(self, gangs: Sequence[GangRequest]) -> PlacementPlan:
+        """Place every gang whole or not at all; debit the index for what was placed."""
+        placed: list[TaskPlacement] = []
+        unplaced: list[Unplaced] = []
+        index = self.index
+        for gang in gangs:
+            undo: list[tuple[HostRecord, TaskRequest, tuple[int, ...]]] = []
+            miss: TaskRequest | None = None
+            report: PlacementReport | None = None
+            for req in gang.tasks:
+                cn = self._compile(req.needs)
+                known = None if req.desired_host_only else self._known_failure(req.needs)
+                host = self._choose(req, cn) if known is None else None
+                if host is None:
+                    miss = req
+                    report = known or self.explain(req)
+                    if known is None and not req.desired_host_only:
+                        self._remember_failure(req.needs, report)
+                    break
+                ports = index.debit(host, req.needs.resources, cn.revocable, cn.ports,
+                                    req.labels)
+                undo.append((host, req, ports))
+            if miss is None:
+                placed.extend(TaskPlacement(req.task_id, h.hostname, h.agent_id, ports)
+                              for h, req, ports in undo)
+                continue
+            assert report is not None
+            # Rolling back returns capacity, which bumps the index generation and so
+            # retires every remembered failure.
+            for h, req, ports in reversed(undo):
+                index.debit(h, req.needs.resources, req.needs.revocable,
+                            req.needs.ports, req.labels, -1.0, ports)
+            for req in gang.tasks:
+                if req is miss:
+                    unplaced.append(Unplaced(req.task_id, report))
+                else:
+                    note = f"gang member {miss.task_id} could not be placed"
+                    unplaced.append(Unplaced(req.task_id, PlacementReport(
+                        report.hosts_total, report.hosts_fit, report.rejections, note)))
+        return PlacementPlan(tuple(placed), tuple(unplaced))
+
+    def explain(self, req: TaskRequest) -> PlacementReport:
+        """Count, per filter, the hosts that reject `req` now (see explain.py)."""
+        return explain(self.index, self.static_filters, self.dynamic_filters,
+                       self._compile(req.needs), req)
+
+    def release(self, placement: TaskPlacement, req: TaskRequest) -> None:
+        """Give back what `place` debited for a task that was not launched after all."""
+        host = self.index.by_name.get(placement.hostname)
+        if host is not None:
+            self.index.debit(host, req.needs.resources, req.needs.revocable, req.needs.ports,
+                             req.labels, -1.0, placement.ports)
+
+    def fits(self, host: HostRecord, req: TaskRequest) -> bool:
+        """Would `host` take `req` now (every filter passes)?"""
+        if req.desired_host_only and host.hostname != req.desired_host:
+            return False
+        return self._fits(host, self._compile(req.needs))
+
+    # -- internals ----------------------------------------------------------------
+    def _known_failure(self, needs: PlacementNeeds) -> PlacementReport | None:
+        entry = self._failed.get(needs)
+        if entry is None:
+            return None
+        if entry[0] != self.index.generation:
+            del self._failed[needs]
+            return None
+        return entry[1]
+
+    def _remember_failure(self, needs: PlacementNeeds, report: PlacementReport) -> None:
+        if len(self._failed) >= self.config.max_cached_needs:
+            self._failed.clear()
+        self._failed[needs] = (self.index.generation, report)
+
+    def _compile(self, needs: PlacementNeeds) -> CompiledNeeds:
+        cn = self._compiled.get(needs)
+        if cn is None:
+            if len(self._compiled) >= self.config.max_cached_needs:
+                self._compiled.clear()
+            cn = self._compiled[needs] = CompiledNeeds(needs)
+        return cn
+
+    def _fits(self, host: HostRecord, cn: CompiledNeeds) -> bool:
+        cls_id = host.cls.class_id
+        ok = cn.static_ok.get(cls_id)
+        if ok is None:
+            ok = cn.static_ok[cls_id] = all(f.ok(host, cn) for f in self.static_filters)
+        if not ok:
+            return False
+        # A plain loop: all() over a generator costs more than the filters on this hot path.
+        for f in self.dynamic_filters:  # noqa: SIM110
+            if not f.ok(host, cn):
+                return False
+        return True
+
+    def _partitions(self, cn: CompiledNeeds) -> list[Partition]:
+        parts = self.index.partitions
+        if cn.gpu > 0.0:
+            return [parts[True]]
+        if self.config.scarce_gpu:
+            return [parts[False]]
+        return [parts[False], parts[True]]
+
+    def _choose(self, req: TaskRequest, cn: CompiledNeeds) -> HostRecord | None:
+        if req.desired_host:
+            host = self.index.by_name.get(req.desired_host)
+            if host is not None and self._fits(host, cn):
+                return host
+            if req.desired_host_only:
+                return None
+        scorer = SCORERS[req.needs.strategy]
+        fits = self._fits
+        for part in self._partitions(cn):
+            for host in scorer.candidates(self.index, part, cn):
+                if fits(host, cn):
+                    return host
+        return None

@@ -1,0 +1,165 @@
+"""The ports between the daemons: what each one asks of the others.
+
+Calls go one way, top to bottom, as in Peloton: the job manager calls the
+resource manager and the host manager; the placement engine pulls from the
+resource manager and the host manager; status flows back up as an
+acknowledged event stream that the host manager offers to its consumers.
+
+In `peloton up` the daemon objects implement these Protocols and are wired
+directly; between separate processes a gRPC client implements the same
+Protocol (peloton.private.*).  Both pass the same tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from peloton.core.model.host import HostInfo
+from peloton.core.model.ids import TaskId
+from peloton.core.model.resources import Resources
+from peloton.core.model.sched import (
+    EnqueueFailure,
+    HostLease,
+    HostReservation,
+    LaunchFailure,
+    LaunchSpec,
+    Placement,
+    PlacementFailure,
+    PlacementGang,
+    Victim,
+)
+from peloton.core.respool.records import RmTask
+from peloton.core.states import HostState, TaskState
+
+
+class ResourceManagerPort(Protocol):
+    """The resource manager as the job manager and the placement engine see it."""
+
+    # -- job manager side ----------------------------------------------------
+    def validate_pool(self, pool_id: str) -> None:
+        """A job may be created in this pool: it exists and is a leaf other than the root.
+        Raises NotFound or InvalidArgument (field "respoolID") naming the pool."""
+
+    def pool_id_for_path(self, path: str) -> str:
+        """The id of the pool at `path` (e.g. "/a/b"); NotFound if there is none."""
+
+    def enqueue_gangs(self, pool_id: str, gangs: Sequence[Sequence[RmTask]]) -> list[EnqueueFailure]:
+        """Queue gangs (each all or nothing) in a leaf pool.  A task already tracked with
+        the same run is accepted again without effect (idempotent); one tracked with an
+        older run is replaced.  Returns the tasks refused (unknown pool, non-leaf pool)."""
+
+    def kill_tasks(self, task_ids: Sequence[TaskId]) -> None:
+        """Forget these tasks: drop them from queues, free what they hold.  Idempotent."""
+
+    def get_placements(self, limit: int, timeout: float) -> list[Placement]:
+        """Placed runs ready to launch, at most `limit` tasks; waits up to `timeout` seconds
+        for the first one.  Each returned task moves to LAUNCHING."""
+
+    def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
+        """After a restart: re-track a run already placed/launched/running (allocation held)."""
+
+    def take_victims(self, limit: int) -> list[Victim]:
+        """Running tasks the preemptor wants stopped to free resources (each given once)."""
+
+    def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:
+        """Why queued tasks are not running yet (admission or the last placement report)."""
+
+    # -- placement engine side ------------------------------------------------
+    def dequeue_gangs(self, limit: int, timeout: float) -> list[PlacementGang]:
+        """Admitted gangs to place (READY -> PLACING), at most `limit` tasks."""
+
+    def set_placements(self, placements: Sequence[Placement],
+                       failures: Sequence[PlacementFailure]) -> None:
+        """Report a placement round: placed runs become PLACED, failed ones go back to
+        READY (or PENDING after a full cycle of attempts) with the reason kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostEvent:
+    """One entry of the host manager's ordered status stream."""
+
+    offset: int
+    run_id: str
+    state: TaskState
+    hostname: str
+    agent_id: str
+    timestamp: float
+    message: str = ""
+    reason: str = ""
+    exit_code: int | None = None
+    healthy: str = ""
+
+
+class EventStream(Protocol):
+    """A consumer's view of the host manager's status stream (at-least-once, in order)."""
+
+    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
+        """Events after the last acknowledged offset, oldest first; waits up to `timeout`."""
+
+    def acknowledge(self, offset: int) -> None:
+        """Everything up to and including `offset` is processed and persisted."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostSummary:
+    """A host as `host query` shows it."""
+
+    info: HostInfo
+    capacity: Resources
+    allocated: Resources
+    agent_id: str = ""
+    connected: bool = True
+
+
+class HostManagerPort(Protocol):
+    """The host manager as the other daemons see it."""
+
+    # -- placement engine side --------------------------------------------
+    def acquire_hosts(self, max_hosts: int = 0) -> HostLease:
+        """Lease every UP host with free resources (or at most `max_hosts`)."""
+
+    def commit_lease(self, lease_id: str, reservations: Sequence[HostReservation]) -> None:
+        """Turn a lease into reservations for the placed runs and free the rest of it.
+        Reservations expire if their run is not launched in time."""
+
+    def release_lease(self, lease_id: str) -> None:
+        """Give a lease back unused.  Idempotent."""
+
+    # -- job manager side -------------------------------------------------------
+    def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> list[LaunchFailure]:
+        """Start runs on a host, consuming their reservations (a run without one is
+        launched if the host still has room).  Returns the runs that could not be handed
+        to the host (unknown or down host, no room); the others report status events."""
+
+    def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
+        """Stop runs wherever they are (SIGTERM, SIGKILL after the grace).  Idempotent;
+        each known run ends with a KILLED event."""
+
+    def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
+        """After a restart: runs the job manager knows were launched on `hostname` hold
+        their resources again (so the host is not offered twice).  Idempotent."""
+
+    def reconcile(self, run_ids: Sequence[str]) -> None:
+        """Ask the hosts to re-report these runs; runs no host knows come back LOST."""
+
+    def sandbox_files(self, run_id: str, path: str = "") -> tuple[str, list[tuple[str, int]]]:
+        """(hostname, [(file, size)]) of a run's sandbox directory `path`."""
+
+    def read_sandbox(self, run_id: str, path: str, offset: int = 0, length: int = 1 << 20) -> bytes:
+        """Bytes of a file in a run's sandbox (stdout, stderr, ...)."""
+
+    def subscribe(self, consumer: str) -> EventStream:
+        """The status stream for one named consumer (its acknowledged offset persists
+        across calls with the same name)."""
+
+    def cluster_capacity(self) -> tuple[Resources, float]:
+        """Total non-revocable capacity of connected UP hosts, and slack (revocable) cpu."""
+
+    def host_states(self) -> dict[str, HostState]:
+        """Maintenance state of every known host."""
+
+    def draining_runs(self) -> list[tuple[str, str]]:
+        """(hostname, run id) of every run on a DRAINING host, for the job manager to move.
+        A DRAINING host with no runs left becomes DRAINED, then DOWN, by itself."""

@@ -1,0 +1,242 @@
+"""The host manager's composition root: registry, leases, stream, routing and maintenance
+wired to one backend and one store, plus the greenlets that keep them moving.
+
+`HostManager` implements `HostManagerPort` for the placement engine and the job manager,
+the `HostAdmin` the v0 HostService needs, and is a lifecycle `Component`:
+
+    start(): load maintenance records -> start the maintenance engine and the deferred-work
+             greenlet -> start the backend (hosts and runs are reported) -> reconcile every
+             run -> start the pruner (leases, reservations, pending kills) and the
+             periodic reconciler.
+    stop():  the reverse; running tasks keep running, unacknowledged updates are
+             re-delivered by the backend at the next start.
+
+One lock guards the books (registry, leases, pending kills); it is held only for short
+in-memory sections, never across a backend or store call or a wait.  See README.md here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import gevent
+
+from peloton.api.grpc_server import GrpcServer
+from peloton.common.metrics import Metrics
+from peloton.core.model.host import HostInfo
+from peloton.core.model.resources import Resources
+from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
+from peloton.core.ports import HostSummary
+from peloton.core.states import HostState
+from peloton.hostmgr.backends.base import HostBackend
+from peloton.hostmgr.config import HostManagerConfig
+from peloton.hostmgr.events import ConsumerStream, EventLog, Offered
+from peloton.hostmgr.intake import Intake
+from peloton.hostmgr.leases import LeaseBook
+from peloton.hostmgr.maintenance import Maintenance
+from peloton.hostmgr.registry import HostRegistry
+from peloton.hostmgr.routing import Router
+from peloton.hostmgr.servicer import serve_host_service
+from peloton.hostmgr.worker import Acker, Deferred
+from peloton.storage.cluster_store import HostStore
+
+log = logging.getLogger(__name__)
+
+
+class HostManager:
+    """The host manager daemon; see the module docstring."""
+
+    name = "hostmgr"
+
+    def __init__(self, store: HostStore, backend: HostBackend,
+                 config: HostManagerConfig | None = None, *,
+                 grpc_server: GrpcServer | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 metrics: Metrics | None = None) -> None:
+        self.config = cfg = config or HostManagerConfig()
+        self.backend = backend
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.metrics = metrics or Metrics("hostmgr")
+        self.registry = HostRegistry()
+        self.leases = LeaseBook(self.registry, clock, cfg.lease_timeout, cfg.reservation_timeout)
+        self.deferred = Deferred()
+        self.acker = Acker(backend, self.deferred)
+        self.events = EventLog(cfg.event_buffer_size, cfg.consumers, self.acker)
+        self.maintenance = Maintenance(self.registry, self.leases, store, self._lock, clock,
+                                       cfg.recovery_grace)
+        self.router = Router(self.registry, self.leases, backend, self._lock, self.deferred,
+                             clock, cfg.pending_kill_ttl)
+        self.intake = Intake(self.registry, self.leases, self.events, self.router, self._lock,
+                             self.deferred, self.maintenance.enqueue, self._count_update())
+        self._launched = self.metrics.counter("launched_runs", "Runs handed to hosts")
+        self._launch_failed = self.metrics.counter("launch_failures", "Runs that could not be launched")
+        self._greenlets: list[gevent.Greenlet] = []
+        self._started = False
+        self._export_gauges()
+        if grpc_server is not None:
+            serve_host_service(grpc_server, self)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Recover, connect to the backend and start the background greenlets."""
+        if self._started:
+            return
+        self.maintenance.load()
+        self.maintenance.engine.start()
+        self.deferred.start()
+        self.backend.start(self.intake)
+        self._started = True
+        self.deferred.defer(lambda: self.reconcile(None))
+        self._greenlets = [gevent.spawn(self._every, self.config.prune_interval, self.prune)]
+        if self.config.reconcile_interval > 0:
+            self._greenlets.append(gevent.spawn(self._every, self.config.reconcile_interval,
+                                                lambda: self.reconcile(None)))
+        log.info("host manager started (backend %s)", self.backend.name)
+
+    def stop(self) -> None:
+        """Stop the greenlets and the backend; tasks keep running."""
+        if not self._started:
+            return
+        self._started = False
+        gevent.killall(self._greenlets)
+        self._greenlets = []
+        try:
+            self.backend.stop()
+        finally:
+            self.acker.flush()
+            self.deferred.stop()
+            self.maintenance.engine.stop()
+        log.info("host manager stopped")
+
+    def _every(self, interval: float, job: Callable[[], object]) -> None:
+        while True:
+            gevent.sleep(interval)
+            try:
+                job()
+            except Exception:
+                log.exception("host manager periodic work failed")
+
+    def prune(self) -> None:
+        """Expire leases, reservations and pending kills (the pruner greenlet's work)."""
+        with self._lock:
+            self.leases.prune()
+        self.router.prune()
+
+    def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
+        """Ask the backend to re-report runs (all of them if None)."""
+        try:
+            self.backend.reconcile(None if run_ids is None else list(run_ids))
+        except Exception:
+            log.warning("reconciliation failed", exc_info=True)
+
+    def settle(self) -> None:
+        """Run deferred work and due maintenance steps in the caller until quiet (tests, tools)."""
+        for _ in range(100):
+            ran = self.deferred.run_pending() + self.maintenance.engine.run_due()
+            if not ran:
+                return
+
+    # -- HostManagerPort: placement engine side --------------------------------------------
+    def acquire_hosts(self, max_hosts: int = 0) -> HostLease:
+        """Lease every offerable host (or the first `max_hosts`)."""
+        with self._lock:
+            return self.leases.acquire(max_hosts)
+
+    def commit_lease(self, lease_id: str, reservations: Sequence[HostReservation]) -> None:
+        """Reserve room for placed runs and free the rest of the lease."""
+        with self._lock:
+            self.leases.commit(lease_id, reservations)
+
+    def release_lease(self, lease_id: str) -> None:
+        """Give a lease back unused; idempotent."""
+        with self._lock:
+            self.leases.release(lease_id)
+
+    # -- HostManagerPort: job manager side -------------------------------------------------
+    def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> list[LaunchFailure]:
+        """Start runs on a host; returns those that could not be handed to it."""
+        failures = self.router.launch(hostname, tasks)
+        self._launched.inc(len(tasks) - len(failures))
+        if failures:
+            self._launch_failed.inc(len(failures))
+        return failures
+
+    def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
+        """Stop runs wherever they are; idempotent."""
+        self.router.kill(run_ids, grace_secs)
+
+    def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
+        """Book runs already running on `hostname` (the job manager's recovery), so their
+        resources, ports and labels count again after a host manager restart."""
+        self.router.adopt(hostname, tasks)
+
+    def subscribe(self, consumer: str) -> ConsumerStream:
+        """The status stream for one named consumer, after its acknowledged offset."""
+        return ConsumerStream(self.events, consumer)
+
+    @property
+    def stream_id(self) -> str:
+        """Identity of this process's status stream (a remote consumer re-subscribes on change)."""
+        return self.events.stream_id
+
+    def cluster_capacity(self) -> tuple[Resources, float]:
+        """Non-revocable capacity of connected UP hosts, and their slack cpu."""
+        with self._lock:
+            return self.registry.capacity()
+
+    def host_states(self) -> dict[str, HostState]:
+        """Maintenance state of every known host."""
+        with self._lock:
+            return self.registry.states()
+
+    def draining_runs(self) -> list[tuple[str, str]]:
+        """(hostname, run id) of every run on a DRAINING host."""
+        with self._lock:
+            return self.registry.draining_runs()
+
+    # -- maintenance and queries (HostService) ----------------------------------------------
+    def host_known(self, hostname: str) -> bool:
+        """The backend reported this host, or storage has a record of it."""
+        with self._lock:
+            return self.registry.known(hostname)
+
+    def start_maintenance(self, hostname: str) -> HostInfo:
+        """Drain a host (UP -> DRAINING now, DRAINED then DOWN once empty).  NotFound if unknown."""
+        return self.maintenance.start_maintenance(hostname)
+
+    def complete_maintenance(self, hostname: str) -> HostInfo:
+        """Bring a DOWN host back UP.  NotFound if unknown, FailedPrecondition if not DOWN."""
+        return self.maintenance.complete_maintenance(hostname)
+
+    def query_hosts(self, states: Sequence[HostState] = ()) -> list[HostInfo]:
+        """Known hosts (or those in `states`), sorted by hostname."""
+        return self.maintenance.query(states)
+
+    def host_summaries(self) -> list[HostSummary]:
+        """Every known host with capacity, allocation and connection, sorted by hostname."""
+        with self._lock:
+            return self.registry.summaries()
+
+    # -- metrics ---------------------------------------------------------------------------
+    def _count_update(self) -> Callable[[Offered], None]:
+        counter = self.metrics.counter("status_updates", "Status updates by what the stream did",
+                                       ["verdict"])
+        children = {v: counter.labels(verdict=v.value) for v in Offered}
+        return lambda verdict: children[verdict].inc()
+
+    def _export_gauges(self) -> None:
+        # Read at scrape time only: nothing on the hot paths.
+        gauges: dict[str, tuple[str, Callable[[], float]]] = {
+            "event_buffer_events": ("Events buffered, not yet acknowledged by every consumer",
+                                    lambda: len(self.events)),
+            "leases_open": ("Host leases open", lambda: self.leases.lease_count),
+            "reservations_held": ("Reservations held", lambda: self.leases.reservation_count),
+            "runs_booked": ("Runs booked on hosts", lambda: len(self.registry.runs)),
+            "hosts_offerable": ("Hosts that can be leased now", lambda: len(self.registry.offerable)),
+        }
+        for name, (doc, fn) in gauges.items():
+            self.metrics.gauge(name, doc).set_function(fn)

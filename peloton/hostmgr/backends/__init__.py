@@ -1,0 +1,1 @@
+"""Host backends: where tasks really run (local agents, Mesos, simulated hosts)."""

@@ -1,0 +1,104 @@
+"""The HostBackend seam: how the host manager reaches the machines that run tasks.
+
+A backend reports hosts and task status to a `HostEventListener` and
+carries out launches and kills.  Status delivery is *at least once*: a
+backend re-delivers an update until the host manager calls
+`acknowledge()` for it, which the host manager does only after every
+consumer of its event stream has processed (and persisted) the update.
+Consumers therefore deduplicate by `StatusUpdate.uuid` and by run id.
+
+Implementations: `local` (our agents over gRPC), `sim` (virtual hosts for
+benchmarks), `mesos` (pymesos).  All pass tests/contract/test_host_backend.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from peloton.core.model.constraints import Label
+from peloton.core.model.resources import PortRange, Resources
+from peloton.core.model.sched import LaunchSpec
+from peloton.core.states import HealthState, TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class BackendHost:
+    """A machine as its backend describes it."""
+
+    hostname: str
+    agent_id: str
+    capacity: Resources
+    ports: tuple[PortRange, ...] = ()
+    labels: tuple[Label, ...] = ()
+    revocable_cpu: float = 0.0
+    #: Where the host can be reached for sandbox browsing (backend specific; may be empty).
+    address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusUpdate:
+    """A state change of one run, as reported by the host that runs it.
+
+    `state` is one of STARTING, RUNNING, SUCCEEDED, FAILED, KILLED, LOST.
+    `healthy` is set when the update reports a health-check result.
+    """
+
+    uuid: str
+    run_id: str
+    state: TaskState
+    hostname: str
+    agent_id: str
+    timestamp: float
+    message: str = ""
+    reason: str = ""
+    exit_code: int | None = None
+    healthy: HealthState | None = None
+
+
+class HostEventListener(Protocol):
+    """Receives what backends observe; called from backend greenlets, must not block long."""
+
+    def host_up(self, host: BackendHost) -> None:
+        """A host registered or re-registered (capacity or labels may have changed)."""
+
+    def host_gone(self, hostname: str, reason: str) -> None:
+        """A host stopped answering or deregistered; its runs will be reported LOST or re-reported."""
+
+    def status_update(self, update: StatusUpdate) -> None:
+        """A run changed state; re-delivered until acknowledged."""
+
+
+class HostBackend(Protocol):
+    """Launches and kills runs on hosts and reports what happens to them."""
+
+    name: str
+
+    def start(self, listener: HostEventListener) -> None:
+        """Begin accepting hosts and reporting events to `listener`."""
+
+    def stop(self) -> None:
+        """Stop reporting; running tasks keep running (they are re-reported on the next start)."""
+
+    def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
+        """Start `tasks` on `hostname`. Raises NotFound for an unknown host, Unavailable if it
+        cannot be reached; a task that fails to start is reported as a FAILED status update."""
+
+    def kill(self, hostname: str, run_ids: Sequence[str], grace_secs: float) -> None:
+        """Stop runs (SIGTERM, then SIGKILL after `grace_secs`); each ends with a KILLED update.
+        Killing an unknown or finished run is not an error (idempotent)."""
+
+    def acknowledge(self, updates: Sequence[StatusUpdate]) -> None:
+        """Every consumer has processed these updates; the backend may forget them."""
+
+    def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
+        """Ask hosts to re-report the current status of `run_ids` (all runs if None).
+        Runs no host knows are reported LOST."""
+
+    def list_sandbox(self, hostname: str, run_id: str, path: str = "") -> list[tuple[str, int]]:
+        """(name, size) of files under a run's sandbox directory `path`."""
+
+    def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
+                     length: int = 1 << 20) -> bytes:
+        """Bytes of a sandbox file (e.g. stdout, stderr)."""

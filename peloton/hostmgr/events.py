@@ -1,0 +1,216 @@
+"""The ordered, acknowledged status stream (Peloton's pkg/common/eventstream).
+
+Every status update a backend reports is appended once, with the next offset (1, 2, ...),
+to a buffer shared by all consumers.  Each consumer reads from its own cursor and
+acknowledges an offset when everything up to it is processed and persisted.  The buffer
+is trimmed up to the *lowest* offset acknowledged by any consumer, and only trimmed
+updates are acknowledged to the backend, so an update every consumer has not persisted
+is re-delivered after a crash (at least once, in order).
+
+- Consumers named in the config count from the start, before they subscribe, so nothing
+  is acknowledged that they never saw.  With no consumer at all nothing is trimmed.
+- Dedupe: an update whose uuid is still buffered is dropped; one whose uuid was trimmed
+  recently is acknowledged to the backend again (it missed our first acknowledgement).
+- Full buffer: an update is refused outright (not buffered, not applied, not
+  acknowledged), so the backend re-delivers it once consumers catch up.  That is
+  back-pressure, as in Peloton, where a full buffer means no ACK and Mesos resends.
+- Reads index a list by offset (O(batch), never O(buffer)); trimming is amortised O(1).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+import gevent.event
+
+from peloton.core.ports import HostEvent
+from peloton.hostmgr.backends.base import StatusUpdate
+
+#: How many trimmed uuids are remembered to recognise late re-deliveries.
+RECENT_UUIDS = 16384
+
+
+class Offered(enum.Enum):
+    """What `EventLog.offer` did with an update."""
+
+    ADDED = "added"
+    DUPLICATE = "duplicate"
+    REACKED = "reacked"
+    FULL = "full"
+
+
+def to_event(offset: int, update: StatusUpdate) -> HostEvent:
+    """The stream's view of a backend update."""
+    return HostEvent(offset=offset, run_id=update.run_id, state=update.state,
+                     hostname=update.hostname, agent_id=update.agent_id,
+                     timestamp=update.timestamp, message=update.message, reason=update.reason,
+                     exit_code=update.exit_code,
+                     healthy=update.healthy.value if update.healthy is not None else "")
+
+
+class EventLog:
+    """The buffer, the consumers' acknowledged offsets, and trimming; see the module docstring."""
+
+    def __init__(self, capacity: int, consumers: Sequence[str],
+                 on_trim: Callable[[list[StatusUpdate]], None]) -> None:
+        self.capacity = capacity
+        #: Changes whenever the host manager restarts; remote consumers re-subscribe on a change.
+        self.stream_id = str(uuid.uuid4())
+        self._on_trim = on_trim
+        self._lock = threading.Lock()  # short critical sections only; never held across a wait
+        self._items: list[tuple[HostEvent, StatusUpdate]] = []
+        self._start = 0  # index in _items of the oldest buffered event
+        self._first = 1  # offset of that event
+        self._next = 1  # offset of the next event
+        self._buffered: dict[str, int] = {}
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._acked: dict[str, int] = dict.fromkeys(consumers, 0)
+        self._signal = gevent.event.Event()
+        self._waiting = 0
+
+    def __len__(self) -> int:
+        return self._next - self._first
+
+    @property
+    def head(self) -> int:
+        """Offset of the newest event (0 before the first)."""
+        return self._next - 1
+
+    def acknowledged(self) -> dict[str, int]:
+        """Each consumer's acknowledged offset."""
+        with self._lock:
+            return dict(self._acked)
+
+    # -- producing -------------------------------------------------------------------------
+    def offer(self, update: StatusUpdate) -> Offered:
+        """Append an update unless it is a duplicate or the buffer is full."""
+        signal = None
+        with self._lock:
+            if update.uuid in self._buffered:
+                return Offered.DUPLICATE
+            if update.uuid in self._recent:
+                reack = True
+            else:
+                reack = False
+                if self._next - self._first >= self.capacity:
+                    return Offered.FULL
+                offset = self._next
+                self._next += 1
+                self._items.append((to_event(offset, update), update))
+                if update.uuid:
+                    self._buffered[update.uuid] = offset
+                if self._waiting:
+                    signal, self._signal = self._signal, gevent.event.Event()
+        if reack:
+            self._on_trim([update])
+            return Offered.REACKED
+        if signal is not None:
+            signal.set()
+        return Offered.ADDED
+
+    # -- consuming -------------------------------------------------------------------------
+    def register(self, consumer: str) -> int:
+        """Make `consumer` known (it then holds trimming back); returns its acknowledged offset.
+
+        A consumer new to this stream starts just before the oldest buffered event.
+        """
+        with self._lock:
+            return self._acked.setdefault(consumer, self._first - 1)
+
+    def forget(self, consumer: str) -> None:
+        """Stop waiting for a consumer that is gone for good (an operator action)."""
+        with self._lock:
+            self._acked.pop(consumer, None)
+            trimmed = self._trim_locked()
+        if trimmed:
+            self._on_trim(trimmed)
+
+    def read(self, after: int, limit: int, timeout: float) -> list[HostEvent]:
+        """Up to `limit` events with offsets above `after`, oldest first; waits up to `timeout`."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._lock:
+                start = max(after + 1, self._first)
+                if start < self._next or timeout <= 0:
+                    i = self._start + (start - self._first)
+                    return [item[0] for item in self._items[i:i + max(0, limit)]]
+                signal = self._signal
+                self._waiting += 1
+            try:
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    signal.wait(remaining)
+            finally:
+                with self._lock:
+                    self._waiting -= 1
+            if time.monotonic() >= deadline:
+                timeout = 0.0  # one last look, then give up
+
+    def acknowledge(self, consumer: str, offset: int) -> None:
+        """`consumer` processed everything up to `offset`; trim what every consumer has."""
+        with self._lock:
+            offset = min(offset, self._next - 1)
+            if offset <= self._acked.get(consumer, self._first - 1):
+                self._acked.setdefault(consumer, self._first - 1)
+                return
+            self._acked[consumer] = offset
+            trimmed = self._trim_locked()
+        if trimmed:
+            self._on_trim(trimmed)
+
+    def _trim_locked(self) -> list[StatusUpdate]:
+        if not self._acked:
+            return []
+        floor = min(self._acked.values())
+        count = floor - self._first + 1
+        if count <= 0:
+            return []
+        end = self._start + count
+        trimmed = [item[1] for item in self._items[self._start:end]]
+        self._start = end
+        self._first += count
+        for update in trimmed:
+            if update.uuid:
+                self._buffered.pop(update.uuid, None)
+                self._recent[update.uuid] = None
+        while len(self._recent) > RECENT_UUIDS:
+            self._recent.popitem(last=False)
+        if self._start > 1024 and self._start * 2 > len(self._items):
+            del self._items[:self._start]  # amortised: each item is moved at most once more
+            self._start = 0
+        return trimmed
+
+
+class ConsumerStream:
+    """One consumer's `EventStream`: a read cursor over the shared log.
+
+    `poll` continues after the last event this object returned (so a consumer may poll
+    again before acknowledging); a new `subscribe` with the same name starts after the
+    consumer's acknowledged offset, which is how unacknowledged events are re-delivered.
+    """
+
+    def __init__(self, log: EventLog, consumer: str) -> None:
+        self.consumer = consumer
+        self._log = log
+        self._cursor = log.register(consumer)
+
+    @property
+    def stream_id(self) -> str:
+        """Identity of the host manager's stream (changes when it restarts)."""
+        return self._log.stream_id
+
+    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
+        """Events after the last one returned, oldest first; waits up to `timeout` seconds."""
+        events = self._log.read(self._cursor, limit, timeout)
+        if events:
+            self._cursor = events[-1].offset
+        return events
+
+    def acknowledge(self, offset: int) -> None:
+        """Everything up to and including `offset` is processed and persisted."""
+        self._log.acknowledge(self.consumer, offset)

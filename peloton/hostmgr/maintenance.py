@@ -1,0 +1,204 @@
+"""Host maintenance: the goal-state table of a host and the actions that move it.
+
+`start_maintenance` sets a host's goal to DOWN and drains it at once (UP -> DRAINING,
+persisted): it is no longer offered, its reservations are freed, and its runs are listed
+by `draining_runs()` for the job manager to move.  When its last run has ended the engine
+marks it DRAINED, then DOWN.  `complete_maintenance` brings a DOWN host back UP.
+
+The table (Peloton's hostmgr/goalstate/host.go, with the DRAINED step that Peloton's
+resource manager drove done here, where the runs are known):
+
+    goal DOWN:  UP -> drain   DRAINING -> drained (once empty)   DRAINED -> down   DOWN -> untrack
+    goal UP:    DOWN -> up    UP -> untrack                      DRAINING, DRAINED -> invalid
+
+Every state is written to storage before it is applied in memory, so a restart resumes
+from the stored record (`load` re-enqueues every host whose state is not its goal).
+After a restart a DRAINING host is not declared empty until `recovery_grace` has passed,
+so the runs the backend re-reports are known first.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from peloton.common.goalstate import Action, Engine
+from peloton.common.retry import RetryPolicy
+from peloton.core.errors import FailedPrecondition, NotFound
+from peloton.core.model.host import HostInfo
+from peloton.core.states import HostState
+from peloton.hostmgr.leases import LeaseBook
+from peloton.hostmgr.registry import HostRegistry
+from peloton.storage.cluster_store import HostStore
+
+log = logging.getLogger(__name__)
+S = HostState
+
+#: Store failures are retried from 1 s, doubling to a minute (a host waits, nothing is lost).
+BACKOFF = RetryPolicy(initial_delay=1.0, max_delay=60.0, multiplier=2.0, jitter=0.1)
+
+
+class HostAction(StrEnum):
+    """What the engine does for a (goal, state) pair."""
+
+    DRAIN = "drain"
+    DRAINED = "drained"
+    DOWN = "down"
+    UP = "up"
+    UNTRACK = "untrack"
+    INVALID = "invalid"
+
+
+RULES: dict[HostState, dict[HostState, HostAction]] = {
+    S.DOWN: {S.UP: HostAction.DRAIN, S.DRAINING: HostAction.DRAINED,
+             S.DRAINED: HostAction.DOWN, S.DOWN: HostAction.UNTRACK},
+    S.UP: {S.DOWN: HostAction.UP, S.UP: HostAction.UNTRACK,
+           S.DRAINING: HostAction.INVALID, S.DRAINED: HostAction.INVALID},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _HostEntity:
+    id: str
+    owner: Maintenance
+
+    def actions(self) -> Sequence[Action]:
+        return self.owner.actions_for(self.id)
+
+
+class Maintenance:
+    """Drives hosts to their maintenance goal; see the module docstring."""
+
+    def __init__(self, registry: HostRegistry, leases: LeaseBook, store: HostStore,
+                 lock: threading.Lock, clock: Callable[[], float],
+                 recovery_grace: float = 0.0) -> None:
+        self._registry = registry
+        self._leases = leases
+        self._store = store
+        self._lock = lock
+        self._clock = clock
+        self._grace = recovery_grace
+        self._ready_at = 0.0
+        # Serialises read-modify-write of maintenance records (API calls vs the engine).
+        self._write_lock = threading.Lock()
+        self.engine = Engine(name="hostmgr-maintenance", clock=clock, backoff=BACKOFF)
+
+    # -- recovery and lifecycle ------------------------------------------------------------
+    def load(self) -> None:
+        """Adopt the stored records and queue every host not at its goal."""
+        infos = self._store.get_hosts()
+        self._ready_at = self._clock() + self._grace
+        with self._lock:
+            for info in infos:
+                self._registry.set_info(info)
+        for info in infos:
+            if info.state is not info.goal_state:
+                self.enqueue(info.hostname)
+
+    def enqueue(self, hostname: str, when: float | None = None) -> None:
+        """Have the engine look at a host (now, or at `when` on the manager's clock)."""
+        self.engine.enqueue(_HostEntity(hostname, self), when)
+
+    def settle(self, rounds: int = 100) -> None:
+        """Run due evaluations in the caller until none is due (tests, and stop-free tools)."""
+        for _ in range(rounds):
+            if not self.engine.run_due():
+                return
+
+    # -- API -----------------------------------------------------------------------------
+    def start_maintenance(self, hostname: str) -> HostInfo:
+        """Goal DOWN: drain now (UP -> DRAINING), then DRAINED and DOWN once empty.  Idempotent."""
+        with self._write_lock:
+            info = self._current(hostname)
+            if info.goal_state is S.DOWN:
+                return info
+            state = S.DRAINING if info.state is S.UP else info.state
+            info = self._write(replace(info, goal_state=S.DOWN, state=state))
+        log.info("host %s: maintenance started (%s)", hostname, info.state.value)
+        self.enqueue(hostname)
+        return info
+
+    def complete_maintenance(self, hostname: str) -> HostInfo:
+        """Goal UP: a DOWN host is UP again (offered to placement).  Idempotent for an UP host."""
+        with self._write_lock:
+            info = self._current(hostname)
+            if info.state is S.UP and info.goal_state is S.UP:
+                return info
+            if info.state is not S.DOWN:
+                raise FailedPrecondition(
+                    f"host {hostname} is {info.state.value}, not DOWN: maintenance can be "
+                    "completed once the host has drained and is DOWN", field="hostname")
+            info = self._write(replace(info, goal_state=S.UP, state=S.UP))
+        log.info("host %s: maintenance completed, host is UP", hostname)
+        self.engine.delete(hostname)
+        return info
+
+    def query(self, states: Sequence[HostState] = ()) -> list[HostInfo]:
+        """Every known host (or those in `states`), sorted by hostname."""
+        wanted = set(states)
+        with self._lock:
+            names = sorted(set(self._registry.hosts) | set(self._registry.infos))
+            infos = [self._registry.info(name) for name in names]
+        return [i for i in infos if not wanted or i.state in wanted]
+
+    def _current(self, hostname: str) -> HostInfo:
+        with self._lock:
+            if not self._registry.known(hostname):
+                raise NotFound(f"host {hostname} is not known to the host manager",
+                               field="hostname")
+            return self._registry.info(hostname)
+
+    def _write(self, info: HostInfo) -> HostInfo:
+        """Persist, then apply in memory (a failed write changes nothing)."""
+        self._store.put_host(info)
+        with self._lock:
+            self._registry.set_info(info)
+            if info.state is not S.UP:
+                self._leases.drop_host(info.hostname)
+        return info
+
+    # -- the table -------------------------------------------------------------------------
+    def actions_for(self, hostname: str) -> list[Action]:
+        """The engine's view of one host: at most one action from the table."""
+        with self._lock:
+            info = self._registry.infos.get(hostname)
+        if info is None:
+            return [Action(HostAction.UNTRACK, lambda: self.engine.delete(hostname))]
+        action = RULES.get(info.goal_state, {}).get(info.state, HostAction.INVALID)
+        return [Action(action.value, lambda: self._run(action, hostname))]
+
+    def _run(self, action: HostAction, hostname: str) -> None:
+        if action is HostAction.UNTRACK:
+            self.engine.delete(hostname)
+            return
+        if action is HostAction.INVALID:
+            log.warning("host %s: no maintenance action for its goal and state; untracking",
+                        hostname)
+            self.engine.delete(hostname)
+            return
+        with self._write_lock:
+            with self._lock:
+                info = self._registry.infos[hostname]
+            if RULES[info.goal_state].get(info.state) is not action:
+                return  # changed since the table was read; the next evaluation decides again
+            if action is HostAction.DRAINED and not self._empty(hostname):
+                return
+            nxt = {HostAction.DRAIN: S.DRAINING, HostAction.DRAINED: S.DRAINED,
+                   HostAction.DOWN: S.DOWN, HostAction.UP: S.UP}[action]
+            self._write(replace(info, state=nxt))
+        log.info("host %s: %s -> %s", hostname, info.state.value, nxt.value)
+        self.enqueue(hostname)
+
+    def _empty(self, hostname: str) -> bool:
+        """No run is left on the host (and recovery has had time to report them)."""
+        with self._lock:
+            rec = self._registry.hosts.get(hostname)
+            if rec is not None and rec.runs:
+                return False  # the intake enqueues the host again when its last run ends
+        if self._clock() < self._ready_at:
+            self.enqueue(hostname, self._ready_at)
+            return False
+        return True

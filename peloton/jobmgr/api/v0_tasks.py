@@ -1,0 +1,217 @@
+"""v0 TaskManager servicer (`peloton.api.v0.task.TaskManager`, also `peloton.api.task.TaskManager`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peloton.api.convert import v0_job, v0_task_runtime
+from peloton.api.convert.common import run_of
+from peloton.api.gen.peloton.api.v0.task import task_pb2, task_pb2_grpc
+from peloton.core.errors import InvalidArgument, NotFound
+from peloton.core.model.task import TaskRuntime
+from peloton.core.states import TaskState
+from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.tasks import TaskOps
+
+#: Largest instance range end a client may send ("all instances").
+ALL = 2**31 - 1
+
+
+def _ranges(ranges: Any) -> list[tuple[int, int]]:
+    return [(r.__getattribute__("from"), r.to) for r in ranges]
+
+
+class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[misc]
+    """Task API of Peloton v0."""
+
+    def __init__(self, ctx: JobContext, jobs: JobOps, tasks: TaskOps) -> None:
+        self.ctx = ctx
+        self.jobs = jobs
+        self.tasks = tasks
+
+    def _info(self, job_id: str, instance: int, rt: TaskRuntime) -> task_pb2.TaskInfo:
+        spec = self._job_spec(job_id, rt.config_version)
+        config = v0_job.task_config_for_instance(spec, instance)
+        return v0_task_runtime.task_info_with_config(job_id, instance, config, rt)
+
+    def _job_spec(self, job_id: str, version: int) -> Any:
+        job = self.ctx.cache.get(job_id)
+        if job is not None and version in job.specs:
+            return job.specs[version]
+        return self.ctx.store.get_job_config(job_id, version or None)
+
+    def Get(self, request: task_pb2.GetRequest, context: Any) -> task_pb2.GetResponse:
+        out = task_pb2.GetResponse()
+        job_id = request.jobId.value
+        try:
+            spec, _runtime = self.jobs.get(job_id)
+        except NotFound as exc:
+            out.notFound.id.value = job_id
+            out.notFound.message = exc.message
+            return out
+        if request.instanceId >= spec.instance_count:
+            out.outOfRange.jobId.value = job_id
+            out.outOfRange.instanceCount = spec.instance_count
+            return out
+        rts = self.tasks.runtimes(job_id, [request.instanceId])
+        if request.instanceId in rts:
+            info = self._info(job_id, request.instanceId, rts[request.instanceId])
+            out.result.CopyFrom(info)
+            out.results.append(info)
+        return out
+
+    def List(self, request: task_pb2.ListRequest, context: Any) -> task_pb2.ListResponse:
+        out = task_pb2.ListResponse()
+        job_id = request.jobId.value
+        try:
+            _spec, _ = self.jobs.get(job_id)
+        except NotFound as exc:
+            out.notFound.id.value = job_id
+            out.notFound.message = exc.message
+            return out
+        lo = getattr(request.range, "from")
+        hi = request.range.to if request.HasField("range") and request.range.to else ALL
+        for inst, rt in sorted(self.tasks.runtimes(job_id).items()):
+            if lo <= inst < hi:
+                out.result.value[inst].CopyFrom(self._info(job_id, inst, rt))
+        return out
+
+    def Query(self, request: task_pb2.QueryRequest, context: Any) -> task_pb2.QueryResponse:
+        out = task_pb2.QueryResponse()
+        job_id = request.jobId.value
+        try:
+            self.jobs.get(job_id)
+        except NotFound as exc:
+            out.error.notFound.id.value = job_id
+            out.error.notFound.message = exc.message
+            return out
+        query = v0_task_runtime.task_query_from_v0(request.spec)
+        rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
+                if (not query.states or rt.state in query.states)
+                and (not query.hosts or rt.host in query.hosts)]
+        if query.names:
+            rows = [(i, rt) for i, rt in rows
+                    if self.tasks.spec(job_id, i, rt.config_version).name in query.names]
+        for prop, desc in reversed(query.order_by):
+            rows.sort(key=_sort_key(prop), reverse=desc)
+        total = len(rows)
+        page = rows[query.offset:query.offset + query.limit] if query.limit else \
+            rows[query.offset:]
+        for inst, rt in page:
+            out.records.append(self._info(job_id, inst, rt))
+        out.pagination.offset = query.offset
+        out.pagination.limit = query.limit or 0
+        out.pagination.total = total
+        return out
+
+    def Start(self, request: task_pb2.StartRequest, context: Any) -> task_pb2.StartResponse:
+        out = task_pb2.StartResponse()
+        try:
+            started, invalid = self.tasks.start(request.jobId.value, _ranges(request.ranges))
+        except NotFound as exc:
+            out.error.notFound.id.value = request.jobId.value
+            out.error.notFound.message = exc.message
+            return out
+        out.startedInstanceIds.extend(started)
+        out.invalidInstanceIds.extend(invalid)
+        return out
+
+    def Stop(self, request: task_pb2.StopRequest, context: Any) -> task_pb2.StopResponse:
+        out = task_pb2.StopResponse()
+        try:
+            stopped, invalid = self.tasks.stop(request.jobId.value, _ranges(request.ranges))
+        except NotFound as exc:
+            out.error.notFound.id.value = request.jobId.value
+            out.error.notFound.message = exc.message
+            return out
+        out.stoppedInstanceIds.extend(stopped)
+        out.invalidInstanceIds.extend(invalid)
+        return out
+
+    def Restart(self, request: task_pb2.RestartRequest, context: Any) -> task_pb2.RestartResponse:
+        out = task_pb2.RestartResponse()
+        try:
+            self.tasks.restart(request.jobId.value, _ranges(request.ranges))
+        except NotFound as exc:
+            out.notFound.id.value = request.jobId.value
+            out.notFound.message = exc.message
+        return out
+
+    def Refresh(self, request: task_pb2.RefreshRequest, context: Any) -> task_pb2.RefreshResponse:
+        self.jobs.refresh(request.jobId.value)
+        return task_pb2.RefreshResponse()
+
+    def GetCache(self, request: task_pb2.GetCacheRequest,
+                 context: Any) -> task_pb2.GetCacheResponse:
+        job = self.ctx.cache.get(request.jobId.value)
+        if job is None or job.get_task(request.instanceId) is None:
+            raise NotFound(f"task {request.jobId.value}-{request.instanceId} is not in the cache")
+        out = task_pb2.GetCacheResponse()
+        rt = job.task(request.instanceId)
+        out.runtime.CopyFrom(v0_task_runtime.task_runtime_to_v0(job.job_id, request.instanceId,
+                                                                rt))
+        return out
+
+    def BrowseSandbox(self, request: task_pb2.BrowseSandboxRequest,
+                      context: Any) -> task_pb2.BrowseSandboxResponse:
+        out = task_pb2.BrowseSandboxResponse()
+        job_id = request.jobId.value
+        try:
+            spec, _ = self.jobs.get(job_id)
+        except NotFound as exc:
+            out.error.notFound.id.value = job_id
+            out.error.notFound.message = exc.message
+            return out
+        if request.instanceId >= spec.instance_count:
+            out.error.outOfRange.jobId.value = job_id
+            out.error.outOfRange.instanceCount = spec.instance_count
+            return out
+        run = run_of(request.taskId, "taskId") if request.taskId else None
+        try:
+            address, _run_id, files = self.tasks.sandbox(job_id, request.instanceId, run)
+        except InvalidArgument as exc:
+            out.error.notRunning.message = exc.message
+            return out
+        except NotFound as exc:
+            out.error.failure.message = exc.message
+            return out
+        host, _, port = address.rpartition(":")
+        out.hostname = host or address
+        out.port = port
+        out.paths.extend(name for name, _ in files)
+        return out
+
+    def GetPodEvents(self, request: task_pb2.GetPodEventsRequest,
+                     context: Any) -> task_pb2.GetPodEventsResponse:
+        out = task_pb2.GetPodEventsResponse()
+        run = run_of(request.runId, "runId") if request.runId else None
+        try:
+            events = self.tasks.events(request.jobId.value, request.instanceId, run,
+                                       request.limit)
+        except NotFound as exc:
+            out.error.message = exc.message
+            return out
+        out.result.extend(v0_task_runtime.pod_event_to_v0(ev) for ev in events)
+        return out
+
+    def DeletePodEvents(self, request: task_pb2.DeletePodEventsRequest,
+                        context: Any) -> task_pb2.DeletePodEventsResponse:
+        self.tasks.delete_events(request.jobId.value, request.instanceId, request.runId)
+        return task_pb2.DeletePodEventsResponse()
+
+
+def _sort_key(prop: str) -> Any:
+    def key(pair: tuple[int, TaskRuntime]) -> Any:
+        inst, rt = pair
+        if prop in ("instanceId", "instance_id"):
+            return inst
+        if prop in ("state", "runtime.state"):
+            return list(TaskState).index(rt.state)
+        if prop in ("host", "runtime.host"):
+            return rt.host
+        if prop in ("creation_time", "startTime", "runtime.startTime"):
+            return rt.start_time
+        return inst
+
+    return key

@@ -1,0 +1,33 @@
+"""Knobs of the job manager (defaults follow Peloton's config/jobmgr, shortened where
+Peloton's values only made sense for Mesos-scale latencies)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class JobManagerConfig:
+    """Timing and batching of the job manager's loops."""
+
+    #: Placed tasks taken from the resource manager per launch round.
+    launch_batch: int = 2000
+    #: Host events taken per round of the status stream.
+    event_batch: int = 4000
+    #: How long a loop waits for work before looking again (seconds).
+    poll_timeout: float = 0.2
+    #: Job runtimes are recomputed at most this often after task changes (seconds).
+    runtime_update_interval: float = 0.2
+    #: A run LAUNCHED or STARTING for longer than this is killed and started again.
+    launch_timeout: float = 180.0
+    #: A run KILLING for longer than this is killed again with no grace.
+    kill_timeout: float = 120.0
+    #: Default SIGTERM -> SIGKILL grace when a task spec does not set one.
+    kill_grace_secs: float = 5.0
+    #: Goal-state worker greenlets.
+    task_workers: int = 100
+    job_workers: int = 20
+    update_workers: int = 20
+    #: Victims (preemption) and draining runs looked at per round.
+    evict_batch: int = 100
+    evict_interval: float = 1.0

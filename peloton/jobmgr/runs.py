@@ -1,0 +1,107 @@
+"""Pure changes to a task runtime: start a run, place it, apply a host event, stop it.
+
+Every function takes the current runtime (and the facts of the change)
+and returns the new runtime, or None when the change does not apply
+(a duplicate or stale event, a write the run-id rules forbid).  Nothing
+here performs I/O; the writer persists what these functions return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from peloton.core.lifecycle.task_transitions import check_runtime_write
+from peloton.core.model.task import TaskRuntime, TerminationReason
+from peloton.core.ports import HostEvent
+from peloton.core.states import HealthState, TaskState
+
+S = TaskState
+_HEALTH = {h.value: h for h in HealthState}
+
+
+def initial(goal: TaskState, config_version: int, now: float, *,
+            health_check: bool = False) -> TaskRuntime:
+    """The runtime of a brand-new task: run 1, PENDING (it is queued at once)."""
+    return TaskRuntime(state=S.PENDING, goal_state=goal, run_id=1, desired_run_id=1,
+                       config_version=config_version, desired_config_version=config_version,
+                       healthy=HealthState.HEALTH_UNKNOWN if health_check else HealthState.DISABLED,
+                       update_time=now)
+
+
+def new_run(rt: TaskRuntime, now: float, *, health_check: bool = False,
+            message: str = "") -> TaskRuntime:
+    """Start the next run (run ids only grow), on the desired config, INITIALIZED."""
+    run = max(rt.run_id + 1, rt.desired_run_id)
+    return dataclasses.replace(
+        rt, state=S.INITIALIZED, run_id=run, prev_run_id=rt.run_id, desired_run_id=run,
+        config_version=rt.desired_config_version, host="", agent_id="", ports=(),
+        start_time=0.0, completion_time=0.0, exit_code=None, reason="", message=message,
+        termination=TerminationReason.NONE,
+        healthy=HealthState.HEALTH_UNKNOWN if health_check else HealthState.DISABLED,
+        update_time=now)
+
+
+def queued(rt: TaskRuntime, now: float) -> TaskRuntime:
+    """Handed to the resource manager."""
+    return dataclasses.replace(rt, state=S.PENDING, message="", update_time=now)
+
+
+def launched(rt: TaskRuntime, hostname: str, agent_id: str, ports: tuple[tuple[str, int], ...],
+             now: float) -> TaskRuntime:
+    """Placed on a host and handed to it."""
+    return dataclasses.replace(rt, state=S.LAUNCHED, host=hostname, agent_id=agent_id,
+                               ports=ports, message="", reason="", desired_host="",
+                               update_time=now)
+
+
+def killing(rt: TaskRuntime, now: float, reason: TerminationReason) -> TaskRuntime:
+    """Asked the host to stop the run."""
+    return dataclasses.replace(rt, state=S.KILLING, termination=reason, update_time=now,
+                               message="killing")
+
+
+def killed(rt: TaskRuntime, now: float, reason: TerminationReason, message: str) -> TaskRuntime:
+    """Stopped before it reached a host (or the host is gone)."""
+    return dataclasses.replace(rt, state=S.KILLED, termination=reason, completion_time=now,
+                               message=message, update_time=now)
+
+
+def failed_launch(rt: TaskRuntime, now: float, message: str) -> TaskRuntime:
+    """The host manager could not hand the run to its host."""
+    return dataclasses.replace(rt, state=S.FAILED, completion_time=now, message=message,
+                               reason="REASON_LAUNCH_FAILED", update_time=now,
+                               failure_count=rt.failure_count + 1)
+
+
+def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent) -> TaskRuntime | None:
+    """The runtime after a host status event for run `run_id`, or None to drop the event."""
+    if run_id != rt.run_id:
+        return None
+    state = event.state
+    health = _HEALTH.get(event.healthy) if event.healthy else None
+    if state is rt.state and health is None:
+        return None  # a re-delivered event
+    new = dataclasses.replace(rt, state=state, update_time=event.timestamp,
+                              host=event.hostname or rt.host,
+                              agent_id=event.agent_id or rt.agent_id)
+    if state in (S.STARTING, S.RUNNING):
+        if state is S.RUNNING and not rt.start_time:
+            new = dataclasses.replace(new, start_time=event.timestamp, desired_host="")
+        if health is not None:
+            new = dataclasses.replace(new, healthy=health)
+        if event.message:
+            new = dataclasses.replace(new, message=event.message)
+    elif state.terminal:
+        failed = state in (S.FAILED, S.LOST) or (state is S.KILLED and rt.state is not S.KILLING
+                                                  and rt.goal_state not in (S.KILLED, S.DELETED))
+        # A batch task that succeeds while its goal is RUNNING (a service) also counts.
+        failed = failed or (state is S.SUCCEEDED and rt.goal_state is S.RUNNING)
+        new = dataclasses.replace(
+            new, completion_time=event.timestamp, message=event.message, reason=event.reason,
+            exit_code=event.exit_code,
+            healthy=HealthState.INVALID if rt.healthy is not HealthState.DISABLED else rt.healthy,
+            failure_count=rt.failure_count + (1 if failed else 0),
+            desired_host="" if state in (S.FAILED, S.LOST) else rt.desired_host)
+    if check_runtime_write(rt, new) is not None:
+        return None
+    return new

@@ -1,0 +1,70 @@
+"""Turning tasks of a job into what the resource manager queues (RmTask gangs).
+
+Peloton's `ConvertToResMgrGangs`: instances 0..minimumRunningInstances-1
+of a non-service, non-revocable job form one gang (placed all or
+nothing); every other task is a gang of its own.  Tasks that share a spec
+share one `PlacementNeeds` value, which keeps a million queued tasks small
+and lets the placer cache its verdicts per needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from peloton.core.model.ids import TaskId
+from peloton.core.model.job import JobSpec
+from peloton.core.model.task import TaskRuntime, TaskSpec
+from peloton.core.placement.request import PlacementNeeds, Strategy, TaskRequest
+from peloton.core.respool.records import RmTask
+from peloton.core.states import JobType
+
+
+def strategy_for(job_type: JobType) -> Strategy:
+    """Batch work is packed; long-running work is spread."""
+    return Strategy.PACK if job_type is JobType.BATCH else Strategy.SPREAD
+
+
+class NeedsCache:
+    """One PlacementNeeds per distinct (job type, task spec)."""
+
+    def __init__(self) -> None:
+        self._by_spec: dict[int, tuple[TaskSpec, PlacementNeeds]] = {}
+
+    def needs(self, job_type: JobType, spec: TaskSpec) -> PlacementNeeds:
+        """The placement needs of `spec` (identity-cached; specs are immutable)."""
+        hit = self._by_spec.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        needs = PlacementNeeds(resources=spec.resources, ports=spec.dynamic_port_count,
+                               revocable=spec.revocable, constraint=spec.constraint,
+                               strategy=strategy_for(job_type))
+        if len(self._by_spec) > 50_000:
+            self._by_spec.clear()
+        self._by_spec[id(spec)] = (spec, needs)
+        return needs
+
+
+def rm_task(job_id: str, spec: JobSpec, instance: int, rt: TaskRuntime, cache: NeedsCache) -> RmTask:
+    """The resource manager's view of one task run; `spec` is the config version it runs."""
+    task_spec = spec.task_spec(instance)
+    req = TaskRequest(task_id=TaskId(job_id, instance), needs=cache.needs(spec.type, task_spec),
+                      labels=task_spec.labels, desired_host=rt.desired_host,
+                      desired_host_only=bool(rt.desired_host) and task_spec.stateful)
+    preemptible = spec.sla.preemptible and task_spec.preemptible
+    return RmTask(request=req, run_id=rt.run_id, priority=spec.sla.priority,
+                  preemptible=preemptible, controller=task_spec.controller)
+
+
+def gangs(job_id: str, spec: JobSpec, runtimes: Iterable[tuple[int, TaskRuntime]],
+          cache: NeedsCache) -> list[Sequence[RmTask]]:
+    """Gangs for the given (instance, runtime) pairs, in instance order."""
+    tasks = [rm_task(job_id, spec, inst, rt, cache) for inst, rt in sorted(runtimes,
+                                                                            key=lambda p: p[0])]
+    gang_size = spec.sla.minimum_running_instances
+    if (spec.type is JobType.BATCH and gang_size > 1 and not spec.sla.revocable):
+        head = [t for t in tasks if t.task_id.instance < gang_size]
+        rest = [t for t in tasks if t.task_id.instance >= gang_size]
+        out: list[Sequence[RmTask]] = [tuple(head)] if head else []
+        out.extend((t,) for t in rest)
+        return out
+    return [(t,) for t in tasks]

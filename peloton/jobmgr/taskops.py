@@ -1,0 +1,143 @@
+"""Bulk task operations shared by goal-state actions, API handlers and the evictor.
+
+Each takes a cached job and a set of instances and does one thing to all
+of them with as few round trips as possible: one resource-manager call,
+one host-manager call, one batched runtime write.  All are idempotent:
+running one twice, or on tasks already in the target state, changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Collection
+
+from peloton.core.model.ids import RunId, TaskId
+from peloton.core.model.task import TaskRuntime, TerminationReason
+from peloton.core.states import TaskState
+from peloton.jobmgr import runs
+from peloton.jobmgr.cache import CachedJob
+from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.sched import gangs
+from peloton.jobmgr.writer import Change
+
+log = logging.getLogger(__name__)
+S = TaskState
+
+#: States in which the run is only known to the job manager and the resource manager.
+NOT_ON_HOST = frozenset({S.INITIALIZED, S.PENDING, S.READY, S.PLACING, S.PLACED,
+                         S.LAUNCHING, S.RESERVED})
+#: States in which the run may be on a host.
+ON_HOST = frozenset({S.LAUNCHED, S.STARTING, S.RUNNING, S.PREEMPTING})
+
+
+def enqueue(ctx: JobContext, job: CachedJob, instances: Collection[int]) -> list[int]:
+    """Queue INITIALIZED (or PENDING) runs in the resource manager; returns those queued.
+
+    Runtimes move to PENDING first, so a crash between the two steps leaves
+    PENDING tasks, which recovery queues again.
+    """
+    now = ctx.clock()
+    want = []
+    for i in instances:
+        rt = job.get_task(i)
+        if rt is not None and rt.state in (S.INITIALIZED, S.PENDING) and \
+                rt.goal_state in (S.RUNNING, S.SUCCEEDED):
+            want.append(i)
+    if not want:
+        return []
+    ctx.writer.apply(job, {i: (lambda rt: runs.queued(rt, now) if rt.state is S.INITIALIZED
+                               else None) for i in want})
+    ready = [i for i in want if job.task(i).state is S.PENDING]
+    by_version: dict[int, list[tuple[int, TaskRuntime]]] = {}
+    for i in ready:
+        rt = job.task(i)
+        by_version.setdefault(rt.config_version, []).append((i, rt))
+    failed: set[int] = set()
+    for version, pairs in by_version.items():
+        spec = job.spec_version(version) or job.spec
+        for failure in ctx.resmgr.enqueue_gangs(spec.respool_id, gangs(job.job_id, spec, pairs,
+                                                                       ctx.needs)):
+            log.warning("job %s instance %d not queued: %s", job.job_id,
+                        failure.task_id.instance, failure.reason)
+            failed.add(failure.task_id.instance)
+            ctx.writer.apply_one(job, failure.task_id.instance, _with_message(failure.reason))
+    return [i for i in ready if i not in failed]
+
+
+def stop(ctx: JobContext, job: CachedJob, instances: Collection[int],
+         reason: TerminationReason = TerminationReason.KILLED_ON_REQUEST,
+         grace: float | None = None) -> None:
+    """Stop the current run of each instance: forget queued ones, kill ones on a host."""
+    now = ctx.clock()
+    queued = [i for i in instances if (rt := job.get_task(i)) is not None
+              and rt.state in NOT_ON_HOST]
+    hosted = [i for i in instances if (rt := job.get_task(i)) is not None and rt.state in ON_HOST]
+    if queued:
+        ctx.resmgr.kill_tasks([TaskId(job.job_id, i) for i in queued])
+
+        def drop(rt: TaskRuntime) -> TaskRuntime | None:
+            if rt.state not in NOT_ON_HOST:
+                return None
+            return runs.killed(rt, now, reason, "task stopped before it was launched")
+
+        ctx.writer.apply(job, {i: drop for i in queued})
+    if hosted:
+        run_ids = [str(RunId(job.job_id, i, job.task(i).run_id)) for i in hosted]
+        if grace is None:
+            grace = min((job.task_spec(i).kill_grace_period_secs for i in hosted),
+                        default=ctx.config.kill_grace_secs)
+
+        def mark(rt: TaskRuntime) -> TaskRuntime | None:
+            return runs.killing(rt, now, reason) if rt.state in ON_HOST else None
+
+        ctx.writer.apply(job, {i: mark for i in hosted})
+        ctx.hostmgr.kill(run_ids, grace)
+    if queued or hosted:
+        ctx.on_tasks_changed(job.job_id)
+
+
+def set_goal(ctx: JobContext, job: CachedJob, instances: Collection[int], goal: TaskState,
+             *, bump_run: bool = False, reason: TerminationReason | None = None) -> list[int]:
+    """Change the goal of instances (and, with `bump_run`, ask for a fresh run)."""
+
+    def change(rt: TaskRuntime) -> TaskRuntime | None:
+        desired = rt.run_id + 1 if bump_run and not rt.state.terminal else rt.desired_run_id
+        if bump_run and rt.state.terminal:
+            desired = max(rt.desired_run_id, rt.run_id + 1)
+        term = reason if reason is not None else rt.termination
+        if rt.goal_state is goal and desired == rt.desired_run_id and term is rt.termination:
+            return None
+        return dataclasses.replace(rt, goal_state=goal, desired_run_id=desired, termination=term,
+                                   update_time=ctx.clock())
+
+    written = ctx.writer.apply(job, {i: change for i in instances})
+    for i in instances:
+        ctx.enqueue_task(job.job_id, i)
+    return sorted(written)
+
+
+def initialize(ctx: JobContext, job: CachedJob, instances: Collection[int]) -> list[int]:
+    """Start a new run of each terminal instance (config <- desired config) and queue it."""
+    now = ctx.clock()
+    changes = {}
+    for i in instances:
+        rt = job.get_task(i)
+        if rt is None:
+            continue
+        hc = job.task_spec(i, rt.desired_config_version).health_check is not None
+        changes[i] = (lambda cur, hc=hc: runs.new_run(cur, now, health_check=hc)
+                      if cur.state.terminal else None)
+    written = ctx.writer.apply(job, changes)
+    if written:
+        enqueue(ctx, job, list(written))
+        ctx.on_tasks_changed(job.job_id)
+    return sorted(written)
+
+
+def _with_message(message: str) -> Change:
+    def change(rt: TaskRuntime) -> TaskRuntime:
+        return dataclasses.replace(rt, message=message)
+
+    return change

@@ -1,0 +1,242 @@
+"""The resource manager's composition root: pools, entitlement, admission, preemption, the ports.
+
+`ResourceManager` implements `ResourceManagerPort` for the job manager and
+the placement engine, serves the v0 ResourceManager API, and runs four
+greenlets while started (loops.py):
+
+* admission, every `scheduling_period` and whenever work arrives or is
+  freed: state timeouts, then admission of queued gangs (PENDING -> READY);
+* entitlement, every `entitlement_period`: fresh cluster capacity from the
+  host manager, then one entitlement cycle (also run at once on every pool
+  change, and after new demand at most every `entitlement_min_interval`);
+* preemption, every `preemption_period` (when enabled);
+* the host manager's status stream: RUNNING and terminal events.
+
+Start order (Peloton's server.go): load the pool tree from storage (the
+root always exists; no default pool is made), compute entitlements, then
+start the loops.  A restart begins with no tasks: the job manager hands
+them back (`recover_task` for runs on hosts, `enqueue_gangs` for the rest)
+during its own recovery.  State lives behind one lock, never held across a
+wait or a call to another daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from peloton.api.gen.peloton.api.v0.respool import respool_pb2_grpc
+from peloton.api.grpc_server import GrpcServer
+from peloton.api.service_registry import register
+from peloton.core.errors import Unavailable
+from peloton.core.model.ids import TaskId
+from peloton.core.model.resources import Resources
+from peloton.core.model.sched import (
+    EnqueueFailure,
+    Placement,
+    PlacementFailure,
+    PlacementGang,
+    Victim,
+)
+from peloton.core.ports import HostManagerPort
+from peloton.core.respool.entitlement import compute_entitlements
+from peloton.core.respool.records import RmTask
+from peloton.core.states import TaskState
+from peloton.resmgr.config import ResourceManagerConfig
+from peloton.resmgr.loops import Loops
+from peloton.resmgr.pools import PoolBook, load_tree
+from peloton.resmgr.preemptor import Preemptor
+from peloton.resmgr.reasons import pending_reasons
+from peloton.resmgr.servicer import ResourcePoolServicer
+from peloton.resmgr.taskbook import TaskBook
+from peloton.resmgr.wakeup import Wakeup
+from peloton.storage.cluster_store import ResourcePoolStore
+
+log = logging.getLogger(__name__)
+
+
+class ResourceManager:
+    """Resource pools and the tasks queued in them; see the module docstring."""
+
+    name = "resmgr"
+
+    def __init__(self, store: ResourcePoolStore, hostmgr: HostManagerPort,
+                 config: ResourceManagerConfig | None = None, grpc: GrpcServer | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config or ResourceManagerConfig()
+        self.store = store
+        self.hostmgr = hostmgr
+        self.clock = clock
+        self.lock = threading.Lock()
+        #: Fired when admission may have work (enqueue, freed allocation, pool change).
+        self.work = Wakeup()
+        #: Fired when gangs became READY (dequeue waiters) or runs PLACED (launch waiters).
+        self.ready_signal = Wakeup()
+        self.placed_signal = Wakeup()
+        self._pools: PoolBook | None = None
+        self._book: TaskBook | None = None
+        self.preemptor: Preemptor | None = None
+        self.capacity = Resources()
+        self.slack_cpu = 0.0
+        self.entitled_at = float("-inf")
+        #: The greenlets; their one-pass methods (`admit_once`, ...) also serve tests.
+        self.loops = Loops(self)
+        self._running = False
+        if grpc is not None:
+            self.register(grpc)
+
+    def register(self, grpc: GrpcServer) -> None:
+        """Serve the v0 ResourceManager API (and its legacy name) on `grpc`."""
+        register(grpc, respool_pb2_grpc.add_ResourceManagerServicer_to_server,
+                 ResourcePoolServicer(lambda: self.pools))
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load pools, compute entitlements, start the loops."""
+        if self._running:
+            return
+        self.load()
+        self.loops.start()
+        self._running = True
+        log.info("resource manager started with %d pools", len(self.book.tracker.tree))
+
+    def stop(self) -> None:
+        """Stop the loops (state stays readable until the next start reloads it)."""
+        if self._running:
+            self.loops.stop()
+            self._running = False
+
+    def load(self) -> None:
+        """Fresh state: the pool tree from storage, no tasks, entitlements from current capacity.
+
+        `start` calls it; tests call it alone and drive the loops' one-pass methods.
+        """
+        tree = load_tree(self.store)
+        with self.lock:
+            self._book = TaskBook(tree, self.config)
+            self._pools = PoolBook(self.store, tree, self.lock, self._pools_changed)
+            self.preemptor = (Preemptor(self._book, self.config.sustained_over_allocation_count)
+                              if self.config.preemption_enabled else None)
+        self.refresh_capacity()
+
+    @property
+    def pools(self) -> PoolBook:
+        """Pool CRUD (Unavailable until started)."""
+        if self._pools is None:
+            raise Unavailable("the resource manager is not started")
+        return self._pools
+
+    @property
+    def book(self) -> TaskBook:
+        """The task flow (Unavailable until started); use under `lock`."""
+        if self._book is None:
+            raise Unavailable("the resource manager is not started")
+        return self._book
+
+    # -- entitlement --------------------------------------------------------------------------
+    def refresh_capacity(self) -> None:
+        """Ask the host manager for the cluster's capacity, then run an entitlement cycle."""
+        try:
+            capacity, slack = self.hostmgr.cluster_capacity()
+        except Exception:
+            log.warning("cluster capacity unavailable; keeping %s", self.capacity, exc_info=True)
+            capacity, slack = self.capacity, self.slack_cpu
+        with self.lock:
+            self.capacity, self.slack_cpu = capacity, slack
+            self.entitle_locked()
+        self.work.fire()
+
+    def entitle_locked(self) -> None:
+        """One entitlement cycle over the current tree and the last known capacity."""
+        book = self.book
+        table = compute_entitlements(book.tracker.tree, self.capacity,
+                                     Resources(cpu=self.slack_cpu))
+        table.apply(book.tracker.tree)
+        book.demand_changed = False
+        self.entitled_at = self.clock()
+
+    def _pools_changed(self) -> None:
+        self.entitle_locked()
+        self.work.fire()
+
+    # -- ResourceManagerPort: job manager side ------------------------------------------------
+    def validate_pool(self, pool_id: str) -> None:
+        """A job may be created in this pool (exists, leaf, not the root)."""
+        self.pools.validate_for_job(pool_id)
+
+    def pool_id_for_path(self, path: str) -> str:
+        """The id of the pool at `path`."""
+        return self.pools.lookup(path)
+
+    def enqueue_gangs(self, pool_id: str, gangs: Sequence[Sequence[RmTask]]) -> list[EnqueueFailure]:
+        """Queue gangs, each all or nothing; returns the tasks refused."""
+        with self.lock:
+            failures = self.book.enqueue(pool_id, gangs)
+        self.work.fire()
+        return failures
+
+    def kill_tasks(self, task_ids: Sequence[TaskId]) -> None:
+        """Forget tasks and free what they hold; idempotent."""
+        with self.lock:
+            freed = self.book.kill(task_ids)
+        if freed:
+            self.work.fire()
+
+    def get_placements(self, limit: int, timeout: float) -> list[Placement]:
+        """Placed runs to launch (PLACED -> LAUNCHING), waiting up to `timeout` for the first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            token = self.placed_signal.token()
+            with self.lock:
+                out = self.book.get_placements(limit, self.clock())
+            left = deadline - time.monotonic()
+            if out or left <= 0:
+                return out
+            self.placed_signal.wait(left, token)
+
+    def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
+        """Re-track a run already placed, launched or running, with its allocation."""
+        with self.lock:
+            self.book.recover(pool_id, task, state, hostname, self.clock())
+
+    def take_victims(self, limit: int) -> list[Victim]:
+        """Running tasks to stop so their pools get back within entitlement (each once)."""
+        with self.lock:
+            if self.preemptor is None:
+                return []
+            return self.preemptor.take(limit, self.clock())
+
+    def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:
+        """Why queued tasks are not running yet."""
+        with self.lock:
+            return pending_reasons(self.book, task_ids)
+
+    # -- ResourceManagerPort: placement engine side --------------------------------------------
+    def dequeue_gangs(self, limit: int, timeout: float) -> list[PlacementGang]:
+        """Admitted gangs to place (READY -> PLACING), at most `limit` tasks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            token = self.ready_signal.token()
+            with self.lock:
+                book = self.book
+                out = book.dequeue(limit, self.clock())
+                due = book.ready.next_due()
+            now = time.monotonic()
+            left = deadline - now
+            if out or left <= 0:
+                return out
+            if due is not None:  # a retry comes due before the deadline: look again then
+                left = min(left, max(0.001, due - self.clock()))
+            self.ready_signal.wait(left, token)
+
+    def set_placements(self, placements: Sequence[Placement],
+                       failures: Sequence[PlacementFailure]) -> None:
+        """Apply a placement round: PLACED runs wait for launch, failed ones retry later."""
+        with self.lock:
+            placed = self.book.set_placements(placements, failures, self.clock())
+        if placed:
+            self.placed_signal.fire()
+        if failures:
+            self.work.fire()

@@ -1,0 +1,159 @@
+"""v0 ResourceManager servicer (`peloton.api.v0.respool.ResourceManager`, also at
+`peloton.api.respool.ResourceManager`).
+
+Peloton's handler (pkg/resmgr/respool/respoolsvc/handler.go) reports every
+expected failure inside the response, and so does this servicer:
+
+| call   | failure                                   | response error              |
+|--------|-------------------------------------------|-----------------------------|
+| Create | a validation rule fails                   | invalidResourcePoolConfig   |
+| Create | the id is taken in storage                | alreadyExists               |
+| Get    | unknown id                                | notFound                    |
+| Update | unknown id / a validation rule fails      | notFound / invalidResourcePoolConfig |
+| Delete | unknown or malformed path                 | notFound                    |
+| Delete | pool has children / demand or allocation  | isNotLeaf / isBusy          |
+| Delete | the root, or storage refused              | notDeleted                  |
+| Lookup | malformed path / unknown path             | invalidPath / notFound      |
+
+Validation messages name the field and the rule ("resources.limit: pool
+'a': cpu limit 5 exceeds parent /p limit 4").  Anything else (storage
+down, not leader) is a gRPC status through service_registry's mapping.
+Usage shows live allocation per kind: regular tasks as `allocation`,
+revocable ones as `slack`, as Peloton does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from peloton.api.convert.v0_respool import (
+    respool_config_from_v0,
+    respool_info_to_v0,
+    respool_path_from_v0,
+)
+from peloton.api.gen.peloton.api.v0.respool import respool_pb2, respool_pb2_grpc
+from peloton.core.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PelotonError,
+)
+from peloton.core.model.ids import ROOT_POOL_ID, new_id
+from peloton.resmgr.pools import PoolBook, PoolView
+
+
+def describe(exc: PelotonError) -> str:
+    """The message, prefixed by the offending field when the message does not start with it."""
+    if exc.field and not exc.message.startswith(exc.field):
+        return f"{exc.field}: {exc.message}"
+    return exc.message
+
+
+def info_to_v0(view: PoolView) -> respool_pb2.ResourcePoolInfo:
+    """A pool snapshot as v0 ResourcePoolInfo."""
+    return respool_info_to_v0(view.pool_id, view.config, path=view.path, children=view.children,
+                              allocation=view.allocation, slack=view.slack_allocation)
+
+
+class ResourcePoolServicer(respool_pb2_grpc.ResourceManagerServicer):  # type: ignore[misc]
+    """Resource pool CRUD of Peloton v0 over a `PoolBook`."""
+
+    def __init__(self, pools: Callable[[], PoolBook]) -> None:
+        #: The daemon's current PoolBook (it is rebuilt on every start).
+        self._book = pools
+
+    def CreateResourcePool(self, request: respool_pb2.CreateRequest,
+                           context: Any) -> respool_pb2.CreateResponse:
+        out = respool_pb2.CreateResponse()
+        pool_id = new_id()
+        try:
+            self._book().create(respool_config_from_v0(request.config), pool_id)
+        except AlreadyExists as exc:
+            out.error.alreadyExists.id.value = pool_id
+            out.error.alreadyExists.message = describe(exc)
+        except (InvalidArgument, FailedPrecondition, NotFound) as exc:
+            out.error.invalidResourcePoolConfig.id.value = pool_id
+            out.error.invalidResourcePoolConfig.message = describe(exc)
+        else:
+            out.result.value = pool_id
+        return out
+
+    def GetResourcePool(self, request: respool_pb2.GetRequest,
+                        context: Any) -> respool_pb2.GetResponse:
+        out = respool_pb2.GetResponse()
+        pool_id = request.id.value or ROOT_POOL_ID
+        book = self._book()
+        try:
+            out.poolinfo.CopyFrom(info_to_v0(book.get(pool_id)))
+            if request.includeChildPools:
+                out.childPools.extend(info_to_v0(v) for v in book.children(pool_id))
+        except NotFound as exc:
+            out.ClearField("poolinfo")
+            out.error.notFound.id.value = pool_id
+            out.error.notFound.message = describe(exc)
+        return out
+
+    def UpdateResourcePool(self, request: respool_pb2.UpdateRequest,
+                           context: Any) -> respool_pb2.UpdateResponse:
+        out = respool_pb2.UpdateResponse()
+        pool_id = request.id.value
+        try:
+            if not pool_id:
+                raise NotFound("the id of the pool to update must be given", field="id")
+            # Force (skip validation) is not honoured: the tree's invariants always hold.
+            self._book().update(pool_id, respool_config_from_v0(request.config))
+        except NotFound as exc:
+            out.error.notFound.id.value = pool_id
+            out.error.notFound.message = describe(exc)
+        except (InvalidArgument, FailedPrecondition) as exc:
+            out.error.invalidResourcePoolConfig.id.value = pool_id
+            out.error.invalidResourcePoolConfig.message = describe(exc)
+        return out
+
+    def DeleteResourcePool(self, request: respool_pb2.DeleteRequest,
+                           context: Any) -> respool_pb2.DeleteResponse:
+        out = respool_pb2.DeleteResponse()
+        book = self._book()
+        try:
+            path = respool_path_from_v0(request.path)
+            pool_id = book.lookup(path)
+        except (InvalidArgument, NotFound) as exc:
+            out.error.notFound.path.value = request.path.value
+            out.error.notFound.message = describe(exc)
+            return out
+        try:
+            book.delete(path)
+        except NotFound as exc:  # deleted meanwhile
+            out.error.notFound.path.value = request.path.value
+            out.error.notFound.message = describe(exc)
+        except FailedPrecondition as exc:
+            err = out.error.isNotLeaf if exc.field == "children" else out.error.isBusy
+            err.id.value = pool_id
+            err.message = exc.message
+        except PelotonError as exc:
+            out.error.notDeleted.id.value = pool_id
+            out.error.notDeleted.message = f"{exc.message}: resource pool could not be deleted"
+        return out
+
+    def LookupResourcePoolID(self, request: respool_pb2.LookupRequest,
+                             context: Any) -> respool_pb2.LookupResponse:
+        out = respool_pb2.LookupResponse()
+        try:
+            path = respool_path_from_v0(request.path)
+        except InvalidArgument as exc:
+            out.error.invalidPath.path.value = request.path.value
+            out.error.invalidPath.message = describe(exc)
+            return out
+        try:
+            out.id.value = self._book().lookup(path)
+        except NotFound as exc:
+            out.error.notFound.path.value = request.path.value
+            out.error.notFound.message = describe(exc)
+        return out
+
+    def Query(self, request: respool_pb2.QueryRequest, context: Any) -> respool_pb2.QueryResponse:
+        out = respool_pb2.QueryResponse()
+        out.resourcePools.extend(info_to_v0(v) for v in self._book().all())
+        return out

@@ -1,0 +1,183 @@
+"""One SQL database: engine set-up, transactions, retries and error translation.
+
+SQLite is the embedded default.  It runs in WAL mode (readers never block
+the writer) with synchronous=NORMAL (a commit is durable once the WAL is
+checkpointed; an OS crash can lose the last commits, a process crash
+cannot) and a busy timeout, and write transactions start with
+BEGIN IMMEDIATE so two writers queue on the lock instead of one failing
+halfway through with SQLITE_BUSY.  PostgreSQL is reached through psycopg 3.
+
+Every store method is one transaction run by `Database.run`: a lost or
+refused connection (or a locked SQLite file) is retried with backoff by
+the store's Retrier, re-running the whole transaction, and finally
+raises Unavailable; a missing table means the schema is not there and
+raises SchemaMismatch naming the migrate command.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import StaticPool
+
+from peloton.core.errors import InvalidArgument, Unavailable
+from peloton.storage.registry import redact
+from peloton.storage.schema import SchemaMismatch, SchemaStatus
+from peloton.storage.sql import tables
+from peloton.storage.store import StoreOptions
+
+T = TypeVar("T")
+
+#: How long a SQLite writer waits for the lock before the attempt counts as failed
+#: (`sqlite:///path?busy_timeout_ms=N` overrides it).
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+#: How long connecting to PostgreSQL may take before the attempt counts as failed.
+PG_CONNECT_TIMEOUT_S = 5
+
+
+class Database:
+    """An engine plus the transaction helper every SQL store module uses."""
+
+    def __init__(self, url: str, options: StoreOptions) -> None:
+        self.url = redact(url)
+        self.options = options
+        try:
+            parsed = sa.make_url(url)
+        except sa_exc.ArgumentError as exc:
+            raise InvalidArgument(f"bad store URL {self.url}: {exc}", field="store") from None
+        backend = parsed.get_backend_name()
+        if backend == "sqlite":
+            self.dialect = "sqlite"
+            self.memory = parsed.database in (None, "", ":memory:")
+            busy = int(parsed.query.get("busy_timeout_ms", SQLITE_BUSY_TIMEOUT_MS))  # type: ignore[arg-type]
+            self.engine = _sqlite_engine(parsed.difference_update_query(["busy_timeout_ms"]),
+                                         self.memory, busy)
+        elif backend == "postgresql":
+            self.dialect = "postgresql"
+            self.memory = False
+            self.engine = sa.create_engine(
+                parsed.set(drivername="postgresql+psycopg"), pool_size=8, max_overflow=8,
+                pool_recycle=3600, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
+        else:
+            raise InvalidArgument(f"not a SQL store URL: {self.url}", field="store")
+        # An in-memory database is one shared connection: transactions must take turns.
+        self._lock: AbstractContextManager[Any] = (
+            threading.RLock() if self.memory else nullcontext())
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    # -- transactions ------------------------------------------------------
+    @contextmanager
+    def _transaction(self, write: bool) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            if write and self.dialect == "sqlite":
+                conn.execution_options(peloton_begin="BEGIN IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    def run(self, what: str, fn: Callable[[Connection], T], *, write: bool = True,
+            duplicate: Callable[[], Exception] | None = None) -> T:
+        """Run `fn` in one transaction, retrying the whole transaction on a lost
+        connection; `what` names the operation in errors.  A unique-key violation
+        raises `duplicate()` (e.g. AlreadyExists) if given."""
+        def attempt() -> T:
+            try:
+                with self._lock, self._transaction(write) as conn:
+                    return fn(conn)
+            except sa_exc.IntegrityError as exc:
+                if duplicate is None:
+                    raise
+                raise duplicate() from exc
+            except sa_exc.DBAPIError as exc:
+                translated = self.translate(what, exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
+        return self.options.retrier.call(attempt)
+
+    def translate(self, what: str, exc: sa_exc.DBAPIError) -> Exception:
+        """Map a driver error to Unavailable (retryable), SchemaMismatch, or itself."""
+        text = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+        lowered = text.lower()
+        if "no such table" in lowered or ("does not exist" in lowered and "relation" in lowered):
+            return SchemaMismatch(
+                f"{what}: {text}: the database at {self.url} lacks the Peloton schema; "
+                f"run `peloton migrate schema up --store {self.url}`")
+        if exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError):
+            return Unavailable(f"{self.url}: {what}: {text}")
+        return exc
+
+    # -- dialect helpers ---------------------------------------------------
+    def upsert(self, conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]],
+               update: Sequence[str] | None = None, where: Any = None) -> None:
+        """Insert rows, replacing (columns `update`, default all non-key) on key conflict,
+        only where `where` holds for the existing row if given."""
+        if not rows:
+            return
+        insert = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
+        keys = [c.name for c in table.primary_key.columns]
+        cols = update if update is not None else [c.name for c in table.columns
+                                                   if c.name not in keys]
+        stmt = (insert.on_conflict_do_update(
+                    index_elements=keys, set_={c: insert.excluded[c] for c in cols}, where=where)
+                if cols else insert.on_conflict_do_nothing(index_elements=keys))
+        conn.execute(stmt, list(rows))
+
+    # -- schema ------------------------------------------------------------
+    def schema_status(self) -> SchemaStatus:
+        """The alembic revision recorded in the database (None if there is none)."""
+        def read(conn: Connection) -> str | None:
+            if not sa.inspect(conn).has_table("alembic_version"):
+                return None
+            rows = conn.execute(sa.text("SELECT version_num FROM alembic_version")).all()
+            return str(rows[0][0]) if rows else None
+        return SchemaStatus(self.run("read schema version", read, write=False),
+                            tables.SCHEMA_VERSIONS)
+
+    def bootstrap(self) -> bool:
+        """Create the newest schema in an empty database; False if it has tables."""
+        def create(conn: Connection) -> bool:
+            if sa.inspect(conn).get_table_names():
+                return False
+            tables.metadata.create_all(conn)
+            conn.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32) "
+                                 "NOT NULL, CONSTRAINT alembic_version_pkc "
+                                 "PRIMARY KEY (version_num))"))
+            conn.execute(sa.text("INSERT INTO alembic_version (version_num) VALUES (:v)"),
+                         {"v": tables.SCHEMA_VERSIONS[-1]})
+            return True
+        return self.run("create schema", create)
+
+
+def _sqlite_engine(parsed: sa.URL, memory: bool, busy_timeout_ms: int) -> Engine:
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False}}
+    if memory:
+        # One shared connection, or every checkout would see its own empty database.
+        kwargs["poolclass"] = StaticPool
+    engine = sa.create_engine(parsed.set(drivername="sqlite+pysqlite"), **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (below)
+        cur = dbapi_conn.cursor()
+        if not memory:
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql(conn.get_execution_options().get("peloton_begin", "BEGIN"))
+
+    return engine

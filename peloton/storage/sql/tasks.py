@@ -1,0 +1,243 @@
+"""SQL task tables: task configs by version and task runtimes written by CAS.
+
+`write_task_runtimes` is the hot path (the group committer calls it with
+up to a thousand writes).  It is one transaction that
+- on PostgreSQL, is a single `UPDATE ... FROM unnest(arrays) ... WHERE
+  revision = expected RETURNING key` with the arrays sent in binary (so no
+  JSON body is escaped in Python): the rows returned were written, and
+  PostgreSQL re-checks the WHERE against a row another transaction just
+  changed, so a concurrent writer can never be overwritten;
+- on SQLite, is one executemany UPDATE guarded by `revision = expected`
+  inside a savepoint; if its row count shows that some write lost, the
+  savepoint is rolled back, the stored revisions are read, and only the
+  writes that match are applied (the transaction holds SQLite's write
+  lock from BEGIN IMMEDIATE, so nothing changes between read and write).
+Either way the writes that lost are reported, not applied, and the rest
+commit together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from peloton.core.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from peloton.core.model.ids import TaskId
+from peloton.core.model.storage_records import TaskConfigSet
+from peloton.core.model.task import TaskRuntime, TaskSpec
+from peloton.core.states import TaskState
+from peloton.storage import codec
+from peloton.storage.sql.database import Database
+from peloton.storage.sql.tables import task_configs, task_runtimes
+from peloton.storage.task_store import RuntimeWrite, WriteResult
+
+#: Bound parameters per IN list (SQLite allows 32766 per statement).
+CHUNK = 900
+
+_PG_CAS = """
+UPDATE task_runtimes AS t SET state = v.state, revision = v.new_rev, body = v.body
+FROM unnest(CAST(%b AS text[]), CAST(%b AS bigint[]), CAST(%b AS text[]),
+            CAST(%b AS text[]), CAST(%b AS integer[]), CAST(%b AS bigint[]))
+     AS v(state, new_rev, body, job_id, instance, old_rev)
+WHERE t.job_id = v.job_id AND t.instance = v.instance AND t.revision = v.old_rev
+RETURNING t.job_id, t.instance
+"""
+_SQLITE_CAS = ("UPDATE task_runtimes SET state = ?, revision = ?, body = ? "
+               "WHERE job_id = ? AND instance = ? AND revision = ?")
+
+
+def task_entity(job_id: str, instance: int) -> str:
+    """How errors name a task's runtime."""
+    return f"task runtime of task {job_id}-{instance}"
+
+
+def runtime_row(job_id: str, instance: int, runtime: TaskRuntime) -> dict[str, Any]:
+    """The task_runtimes row of a runtime (stored as given, revision included)."""
+    return {"job_id": job_id, "instance": instance, "state": runtime.state.value,
+            "revision": runtime.revision, "body": codec.to_json(runtime)}
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """`items` in slices of at most `size`."""
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+class SqlTasks:
+    """TaskConfigStore and TaskRuntimeStore over SQL."""
+
+    db: Database
+
+    # -- configs -----------------------------------------------------------
+    def create_task_configs(self, job_id: str, version: int, default: TaskSpec,
+                            overrides: Mapping[int, TaskSpec] | None = None) -> None:
+        rows = [{"job_id": job_id, "version": version, "instance": -1,
+                 "body": codec.to_json(default)}]
+        rows += [{"job_id": job_id, "version": version, "instance": i,
+                  "body": codec.to_json(spec)} for i, spec in sorted((overrides or {}).items())]
+
+        def tx(conn: Connection) -> None:
+            conn.execute(sa.delete(task_configs).where(task_configs.c.job_id == job_id,
+                                                       task_configs.c.version == version))
+            conn.execute(sa.insert(task_configs), rows)
+        self.db.run("create task configs", tx)
+
+    def get_task_config(self, job_id: str, instance: int, version: int) -> TaskSpec:
+        q = (sa.select(task_configs.c.instance, task_configs.c.body)
+             .where(task_configs.c.job_id == job_id, task_configs.c.version == version,
+                    task_configs.c.instance.in_([instance, -1]))
+             .order_by(task_configs.c.instance.desc()).limit(1))
+        row = self.db.run("get task config", lambda c: c.execute(q).first(), write=False)
+        if row is None:
+            raise NotFound(f"no task config v{version} for task {job_id}-{instance}")
+        return codec.from_json(TaskSpec, row.body,
+                               f"task config v{version} of task {job_id}-{row.instance}")
+
+    def get_task_configs(self, job_id: str, version: int) -> TaskConfigSet:
+        q = sa.select(task_configs.c.instance, task_configs.c.body).where(
+            task_configs.c.job_id == job_id, task_configs.c.version == version)
+        rows = self.db.run("get task configs", lambda c: list(c.execute(q)), write=False)
+        if not rows:
+            raise NotFound(f"no task configs v{version} for job {job_id}")
+        specs = {r.instance: codec.from_json(
+            TaskSpec, r.body, f"task config v{version} of task {job_id}-{r.instance}")
+            for r in rows}
+        default = specs.pop(-1, None)
+        return TaskConfigSet(job_id, version, default, specs)
+
+    # -- runtimes ----------------------------------------------------------
+    def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
+        rows = [runtime_row(job_id, i, dataclasses.replace(rt, revision=1))
+                for i, rt in sorted(runtimes.items())]
+        if rows:
+            self.db.run("create task runtimes", lambda c: c.execute(sa.insert(task_runtimes), rows),
+                        duplicate=lambda: AlreadyExists(
+                            f"job {job_id}: some of the task runtimes already exist"))
+
+    def get_task_runtime(self, job_id: str, instance: int) -> TaskRuntime:
+        q = sa.select(task_runtimes.c.body).where(task_runtimes.c.job_id == job_id,
+                                                  task_runtimes.c.instance == instance)
+        body = self.db.run("get task runtime", lambda c: c.execute(q).scalar(), write=False)
+        if body is None:
+            raise NotFound(f"task {job_id}-{instance} not found")
+        return codec.from_json(TaskRuntime, body, task_entity(job_id, instance))
+
+    def get_task_runtimes(self, job_id: str, instances: Collection[int] | None = None,
+                          states: Collection[TaskState] | None = None) -> dict[int, TaskRuntime]:
+        base = sa.select(task_runtimes.c.instance, task_runtimes.c.body).where(
+            task_runtimes.c.job_id == job_id)
+        if states is not None:
+            base = base.where(task_runtimes.c.state.in_(sorted(s.value for s in states)))
+        wanted = None if instances is None else sorted(set(instances))
+
+        def read(conn: Connection) -> list[Any]:
+            if wanted is None:
+                return list(conn.execute(base))
+            return [r for part in chunks(wanted)
+                    for r in conn.execute(base.where(task_runtimes.c.instance.in_(part)))]
+
+        rows = self.db.run("get task runtimes", read, write=False)
+        return {r.instance: codec.from_json(TaskRuntime, r.body, task_entity(job_id, r.instance))
+                for r in sorted(rows, key=lambda r: r.instance)}
+
+    def update_task_runtime(self, job_id: str, instance: int, runtime: TaskRuntime) -> TaskRuntime:
+        result = self.write_task_runtimes([RuntimeWrite(job_id, instance, runtime)])
+        task = TaskId(job_id, instance)
+        if task in result.missing:
+            raise NotFound(f"task {task} not found")
+        if task in result.conflicts:
+            raise Conflict(f"task {task}: runtime changed since revision {runtime.revision}")
+        return result.written[task]
+
+    def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
+        if len({(w.job_id, w.instance) for w in writes}) != len(writes):
+            raise InvalidArgument("a task may be written only once per batch", field="writes")
+        if not writes:
+            return WriteResult({})
+        params = []
+        for w in writes:  # (state, new revision, body, job, instance, expected revision)
+            data = codec.encode(w.runtime)
+            data["revision"] = w.runtime.revision + 1
+            params.append((data["state"], data["revision"], codec.dumps(data), w.job_id,
+                           w.instance, w.runtime.revision))
+        cas = self._cas_postgres if self.db.dialect == "postgresql" else self._cas_sqlite
+        done = self.db.run("write task runtimes", lambda conn: cas(conn, params))
+        written = {w.task: codec.replace_field(w.runtime, "revision", w.runtime.revision + 1)
+                   for w in writes if (w.job_id, w.instance) in done}
+        lost = [w for w in writes if (w.job_id, w.instance) not in done]
+        if not lost:
+            return WriteResult(written)
+        present = self._existing_keys(lost)
+        return WriteResult(
+            written, frozenset(w.task for w in lost if (w.job_id, w.instance) in present),
+            frozenset(w.task for w in lost if (w.job_id, w.instance) not in present))
+
+    def _cas_postgres(self, conn: Connection, params: list[tuple[Any, ...]]) -> set[Any]:
+        if len(params) == 1:
+            return self._cas_one(conn, params[0])
+        columns = [list(c) for c in zip(*params, strict=True)]  # arrays, not records
+        # Straight to psycopg, with binary parameters: the text format would escape every
+        # quote of every JSON body in Python, which costs more than the whole UPDATE.
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        with raw.cursor(binary=True) as cur:
+            cur.execute(_PG_CAS, columns)
+            return {(r[0], r[1]) for r in cur.fetchall()}
+
+    def _cas_one(self, conn: Connection, p: tuple[Any, ...]) -> set[Any]:
+        c = task_runtimes.c
+        done = conn.execute(sa.update(task_runtimes).where(
+            c.job_id == p[3], c.instance == p[4], c.revision == p[5],
+        ).values(state=p[0], revision=p[1], body=p[2])).rowcount
+        return {(p[3], p[4])} if done == 1 else set()
+
+    def _cas_sqlite(self, conn: Connection, params: list[tuple[Any, ...]]) -> set[Any]:
+        if len(params) == 1:
+            return self._cas_one(conn, params[0])
+        # Optimistic: most batches have no conflict, and then one executemany is all it
+        # takes.  Its total row count cannot say *which* rows lost, so if any did, undo it
+        # and write exactly the rows whose revision matches (the write lock from BEGIN
+        # IMMEDIATE means nothing changes between that read and the write).
+        conn.exec_driver_sql("SAVEPOINT cas")
+        if conn.exec_driver_sql(_SQLITE_CAS, params).rowcount == len(params):
+            conn.exec_driver_sql("RELEASE cas")
+            return {(p[3], p[4]) for p in params}
+        conn.exec_driver_sql("ROLLBACK TO cas")
+        conn.exec_driver_sql("RELEASE cas")
+        current = self._revisions(conn, [(p[3], p[4]) for p in params])
+        ok = [p for p in params if current.get((p[3], p[4])) == p[5]]
+        if ok:
+            conn.exec_driver_sql(_SQLITE_CAS, ok)
+        return {(p[3], p[4]) for p in ok}
+
+    def _revisions(self, conn: Connection, keys: Sequence[tuple[str, int]]) -> dict[Any, int]:
+        by_job: dict[str, list[int]] = {}
+        for job_id, instance in keys:
+            by_job.setdefault(job_id, []).append(instance)
+        out: dict[Any, int] = {}
+        for job_id, instances in by_job.items():
+            for part in chunks(instances):
+                q = sa.select(task_runtimes.c.instance, task_runtimes.c.revision).where(
+                    task_runtimes.c.job_id == job_id, task_runtimes.c.instance.in_(part))
+                out.update({(job_id, r[0]): r[1] for r in conn.execute(q)})
+        return out
+
+    def _existing_keys(self, writes: Sequence[RuntimeWrite]) -> set[tuple[str, int]]:
+        keys = [(w.job_id, w.instance) for w in writes]
+        found = self.db.run("read task revisions", lambda c: self._revisions(c, keys),
+                            write=False)
+        return set(found)
+
+    def delete_task_runtimes(self, job_id: str, instances: Collection[int] | None = None) -> None:
+        def tx(conn: Connection) -> None:
+            q = sa.delete(task_runtimes).where(task_runtimes.c.job_id == job_id)
+            if instances is None:
+                conn.execute(q)
+                return
+            for part in chunks(sorted(set(instances))):
+                conn.execute(q.where(task_runtimes.c.instance.in_(part)))
+        self.db.run("delete task runtimes", tx)

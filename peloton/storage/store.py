@@ -1,0 +1,68 @@
+"""The storage gateway: one `Store` Protocol composed of small per-entity contracts.
+
+Daemons depend on the narrow Protocols they use (a job manager component
+that only writes task runtimes takes a `TaskRuntimeStore`); composition
+roots open a whole `Store` with `peloton.storage.open_store(url)`.  Every
+backend (SQL: SQLite and PostgreSQL; Cassandra) implements all of it and
+passes the same contract suite in tests/contract/.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from peloton.common.retry import Retrier, RetryPolicy
+from peloton.storage.bulk import BulkStore
+from peloton.storage.cluster_store import (
+    FrameworkStore,
+    HostStore,
+    ResourcePoolStore,
+    SecretStore,
+    VolumeStore,
+)
+from peloton.storage.history_store import DEFAULT_POD_EVENT_TTL, PodEventStore, UpdateStore
+from peloton.storage.job_store import (
+    ActiveJobStore,
+    JobConfigStore,
+    JobNameStore,
+    JobQueryStore,
+    JobRuntimeStore,
+)
+from peloton.storage.schema import SchemaStore
+from peloton.storage.task_store import TaskConfigStore, TaskRuntimeStore
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """How a store behaves, independent of its backend.
+
+    `retrier` retries a lost connection (default: 5 attempts, 50 ms doubling
+    to 2 s) before `Unavailable`.  `bootstrap` lets an *empty* database get
+    the current schema at open (the embedded SQLite default uses it; a
+    database with an older schema still needs `peloton migrate schema up`).
+    `clock` stamps pod-event expiry; tests pass a fake one.
+    """
+
+    retrier: Retrier = field(default_factory=lambda: Retrier(RetryPolicy()))
+    bootstrap: bool = False
+    pod_event_ttl: float = DEFAULT_POD_EVENT_TTL
+    clock: Callable[[], float] = time.time
+
+
+class Store(JobConfigStore, JobRuntimeStore, JobQueryStore, JobNameStore, ActiveJobStore,
+            TaskConfigStore, TaskRuntimeStore, PodEventStore, UpdateStore,
+            ResourcePoolStore, HostStore, SecretStore, VolumeStore, FrameworkStore,
+            SchemaStore, BulkStore, Protocol):
+    """Everything a Peloton cluster keeps.  Thread-safe (also under gevent)."""
+
+    #: The URL the store was opened with, password redacted (safe to log).
+    url: str
+    #: The backend family: "sqlite", "postgresql" or "cassandra".
+    backend: str
+
+    def close(self) -> None:
+        """Release connections.  Idempotent; the store is unusable afterwards."""
+        ...

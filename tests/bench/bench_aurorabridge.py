@@ -1,0 +1,177 @@
+"""Aurora bridge benchmark: getJobSummary and getTasksWithoutConfigs under 16 concurrent clients.
+
+Run as `python -m tests.bench.bench_aurorabridge` (make bench does).  Shape:
+the bridge runs as a real process (`peloton aurorabridge`) in front of a
+FakePeloton served over gRPC from a second process, holding 1,000 jobs
+(100 roles x 10 jobs) written by the bridge's own converters and one job of
+5,000 tasks.  16 client threads each keep one HTTP connection and send
+enveloped TBinaryProtocol calls (the Aurora CLI's form): getJobSummary for a
+random role (10 jobs per reply), then getTasksWithoutConfigs for the big
+job.  Numbers are "bridge over fake backend": they measure the bridge's own
+cost plus one in-process fake, not a real job manager.
+"""
+
+from __future__ import annotations
+
+import http.client
+import multiprocessing
+import random
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tests.bench.common import percentile, report
+
+CLIENTS = 16
+ROLES = 100
+JOBS_PER_ROLE = 10
+BIG_TASKS = 5000
+BINARY = "application/vnd.apache.thrift.binary"
+NOTE = "bridge over fake backend"
+
+
+def _populate_and_serve(port_out: Any, stop: Any) -> None:
+    """Child process: build the fake cluster with the bridge's converters and serve it."""
+    from aurorabridge import validation
+    from aurorabridge.atop.job_spec import job_spec
+    from aurorabridge.atop.pod_spec import pod_spec
+    from aurorabridge.config import ValidationSettings
+    from tests.harness.fake_peloton import FakePeloton
+    from tests.harness.fake_peloton_grpc import serve
+    from tests.unit.aurorabridge import builders as b
+
+    fake = FakePeloton()
+    limits = ValidationSettings(max_tasks_per_job=BIG_TASKS)
+
+    def add(role: str, name: str, count: int) -> None:
+        checked = validation.check_task(b.task_config(role=role, name=name, ports=("http",)), count, limits)
+        pod = pod_spec(checked.task, checked.key, checked.resources)
+        fake.create_stateless_job(job_spec(checked.task, checked.key, count, "pool", pod))
+
+    for r in range(ROLES):
+        for j in range(JOBS_PER_ROLE):
+            add(f"role{r}", f"job{j}", 1)
+    add("big", "big", BIG_TASKS)
+    fake.record = lambda method, **kwargs: None  # type: ignore[method-assign]  # no call log in a bench
+    server = serve(fake)
+    port_out.put(server.port)
+    stop.wait()
+    server.stop(0)
+
+
+def _encode(method: str, **args: Any) -> bytes:
+    from thriftpy2.protocol.binary import TBinaryProtocol
+    from thriftpy2.thrift import TMessageType
+    from thriftpy2.transport import TMemoryBuffer
+
+    from aurorabridge.thrift_api import args_class
+
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin(method, TMessageType.CALL, 1)
+    args_class(method)(**args).write(proto)
+    proto.write_message_end()
+    return bytes(buf.getvalue())
+
+
+def _decode(method: str, body: bytes) -> Any:
+    from thriftpy2.protocol.cybin import TCyBinaryProtocol
+    from thriftpy2.transport.memory import TCyMemoryBuffer
+
+    from aurorabridge.thrift_api import result_class
+
+    proto = TCyBinaryProtocol(TCyMemoryBuffer(body))
+    proto.read_message_begin()
+    result = result_class(method)()
+    result.read(proto)
+    return result.success
+
+
+def _load(port: int, bodies: Callable[[], bytes], seconds: float,
+          clients: int) -> tuple[int, list[float], int]:
+    """Requests done, latencies (s) and HTTP/Thrift failures of `clients` threads for `seconds`."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    failures = [0] * clients
+    deadline = time.monotonic() + seconds
+
+    def client(i: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        headers = {"Content-Type": BINARY, "Accept": BINARY}
+        while time.monotonic() < deadline:
+            body = bodies()
+            t0 = time.perf_counter()
+            conn.request("POST", "/api", body, headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            latencies[i].append(time.perf_counter() - t0)
+            # ResponseCode OK is the i32 right after the Response struct's first field header.
+            if resp.status != 200 or b"\x08\x00\x01\x00\x00\x00\x01" not in data[:80]:
+                failures[i] += 1
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    flat = [x for xs in latencies for x in xs]
+    return len(flat), flat, sum(failures)
+
+
+def main() -> None:
+    from tests.harness.procs import PELOTON, OutputTail, free_port, stop
+
+    ctx = multiprocessing.get_context("spawn")
+    port_q, done = ctx.Queue(), ctx.Event()
+    backend = ctx.Process(target=_populate_and_serve, args=(port_q, done), daemon=True)
+    t0 = time.monotonic()
+    backend.start()
+    grpc_port = port_q.get(timeout=120)
+    address = f"127.0.0.1:{grpc_port}"
+    port = free_port()
+    bridge = subprocess.Popen([PELOTON, "aurorabridge", "--host", "127.0.0.1", "--port", str(port),
+                               "--jobmgr", address, "--resmgr", address, "--hostmgr", address],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        OutputTail(bridge).wait_for("serving Aurora's API", 30)
+        setup_s = time.monotonic() - t0
+        roles = [_encode("getJobSummary", role=f"role{r}") for r in range(ROLES)]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/api", roles[0], {"Content-Type": BINARY, "Accept": BINARY})
+        summary = _decode("getJobSummary", conn.getresponse().read())
+        assert len(summary.result.jobSummaryResult.summaries) == JOBS_PER_ROLE, summary
+        _load(port, lambda: random.choice(roles), 2.0, CLIENTS)  # warm the bridge's config cache
+        done_n, lat, failed = _load(port, lambda: random.choice(roles), 8.0, CLIENTS)
+        report("aurorabridge.getJobSummary.req_per_s", done_n / 8.0, "req/s", ">=500",
+               f"{NOTE}; 16 binary clients; 10 jobs per reply; 1,000 jobs; {failed} failed")
+        report("aurorabridge.getJobSummary.p99_ms", percentile(lat, 99) * 1000, "ms", "<=200", NOTE)
+        report("aurorabridge.getJobSummary.p50_ms", percentile(lat, 50) * 1000, "ms", "", NOTE)
+
+        from aurorabridge.thrift_api import api
+
+        big = _encode("getTasksWithoutConfigs", query=api.TaskQuery(role="big", environment="devel",
+                                                                   jobName="big"))
+        t1 = time.perf_counter()
+        conn.request("POST", "/api", big, {"Content-Type": BINARY, "Accept": BINARY})
+        body = conn.getresponse().read()
+        single = time.perf_counter() - t1
+        tasks = _decode("getTasksWithoutConfigs", body).result.scheduleStatusResult.tasks
+        assert len(tasks) == BIG_TASKS, len(tasks)
+        report("aurorabridge.getTasksWithoutConfigs.5k_single_ms", single * 1000, "ms", "",
+               f"{NOTE}; one call, {len(body) / 1e6:.1f} MB reply")
+        done_n, lat, failed = _load(port, lambda: big, 10.0, CLIENTS)
+        report("aurorabridge.getTasksWithoutConfigs.5k.req_per_s", done_n / 10.0, "req/s", "",
+               f"{NOTE}; 16 binary clients; 5,000 tasks per reply; {failed} failed")
+        report("aurorabridge.getTasksWithoutConfigs.5k.p99_ms", percentile(lat, 99) * 1000, "ms", "", NOTE)
+        report("aurorabridge.setup_s", setup_s, "s", "", "1,000 jobs + a 5,000-task job built and served")
+        conn.close()
+    finally:
+        stop(bridge)
+        done.set()
+        backend.join(10)
+
+
+if __name__ == "__main__":
+    main()

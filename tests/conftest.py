@@ -1,0 +1,50 @@
+"""Shared fixtures: real servers the tests start themselves (logic in tests/harness/)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.harness.postgres import PostgresServer
+from tests.harness.zookeeper import ZooKeeperServer, running_zookeeper
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper for the whole run, on 127.0.0.1 and a free port."""
+    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def zookeeper(zookeeper_server: ZooKeeperServer) -> str:
+    """The shared ZooKeeper's connection string, `127.0.0.1:<port>`."""
+    return zookeeper_server.hosts
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL for the whole run (127.0.0.1, free port, stopped by PID).
+
+    Tests get their own databases from it (see tests/contract/conftest.py).
+    """
+    try:
+        server = PostgresServer().start()
+    except FileNotFoundError as exc:
+        pytest.skip(f"POSTGRES TESTS SKIPPED: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say loudly when the Cassandra contract suite did not run (no server here)."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "cassandra" in getattr(r, "keywords", {})]
+    if skipped and not os.environ.get("PELOTON_TEST_CASSANDRA"):
+        terminalreporter.write_sep(
+            "!", f"CASSANDRA CONTRACT SUITE SKIPPED ({len(skipped)} tests): "
+            "set PELOTON_TEST_CASSANDRA=host:port to run it", red=True, bold=True)

@@ -1,0 +1,1 @@
+"""Fakes (not mocks) of the daemons' ports, shared by unit and integration tests."""

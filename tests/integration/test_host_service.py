@@ -1,0 +1,135 @@
+"""The v0 HostService over real gRPC, called by a plain grpcio client built from our stubs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+import grpc
+import pytest
+
+from peloton.api.gen.peloton.api.v0.host import host_pb2
+from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2, host_svc_pb2_grpc
+from peloton.api.grpc_server import GrpcServer
+from peloton.core.model.resources import Resources
+from peloton.core.model.sched import LaunchSpec
+from peloton.core.model.task import TaskSpec
+from peloton.core.states import TaskState
+from peloton.hostmgr.app import HostManager
+from peloton.hostmgr.config import HostManagerConfig
+from peloton.storage import StoreOptions, open_store
+from tests.harness.fake_host_backend import FakeBackend
+
+RUN = "6d1b7c0e-0000-4000-8000-000000000002-0-1"
+
+
+@dataclass
+class Served:
+    hm: HostManager
+    backend: FakeBackend
+    stub: host_svc_pb2_grpc.HostServiceStub
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", StoreOptions(bootstrap=True))
+    backend = FakeBackend()
+    backend.add_host("h1")
+    backend.add_host("h2")
+    server = GrpcServer("127.0.0.1:0")
+    hm = HostManager(store, backend, HostManagerConfig(recovery_grace=0.0), grpc_server=server)
+    hm.start()
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    try:
+        yield Served(hm, backend, host_svc_pb2_grpc.HostServiceStub(channel))
+    finally:
+        channel.close()
+        server.stop(0)
+        hm.stop()
+        store.close()
+
+
+def wait_for(predicate: Callable[[], bool], what: str) -> None:
+    """Yield to the host manager's greenlets until `predicate` holds (bounded)."""
+    for _ in range(1000):
+        if predicate():
+            return
+        gevent.sleep(0.005)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def states(stub: host_svc_pb2_grpc.HostServiceStub, *wanted: Any) -> dict[str, int]:
+    reply = stub.QueryHosts(host_svc_pb2.QueryHostsRequest(host_states=wanted), timeout=5)
+    return {h.hostname: h.state for h in reply.host_infos}
+
+
+def test_query_hosts(served: Served) -> None:
+    reply = served.stub.QueryHosts(host_svc_pb2.QueryHostsRequest(), timeout=5)
+    assert [(h.hostname, h.ip, h.state, h.goal_state) for h in reply.host_infos] == [
+        ("h1", "10.0.0.1", host_pb2.HOST_STATE_UP, host_pb2.HOST_STATE_UP),
+        ("h2", "10.0.0.2", host_pb2.HOST_STATE_UP, host_pb2.HOST_STATE_UP)]
+    assert states(served.stub, host_pb2.HOST_STATE_DOWN) == {}
+    with pytest.raises(grpc.RpcError) as err:
+        states(served.stub, host_pb2.HOST_STATE_INVALID)
+    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_maintenance_drains_then_completes(served: Served) -> None:
+    stub, hm = served.stub, served.hm
+    assert hm.launch("h1", [LaunchSpec(RUN, TaskSpec(resources=Resources(1, 10)))]) == []
+    served.backend.report(RUN, TaskState.RUNNING)
+    reply = stub.StartMaintenance(host_svc_pb2.StartMaintenanceRequest(hostname="h1"), timeout=5)
+    assert reply.hostname == "h1"
+    assert states(stub, host_pb2.HOST_STATE_DRAINING) == {"h1": host_pb2.HOST_STATE_DRAINING}
+    assert hm.draining_runs() == [("h1", RUN)]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.CompleteMaintenance(host_svc_pb2.CompleteMaintenanceRequest(hostname="h1"), timeout=5)
+    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert "not DOWN" in (err.value.details() or "")
+    hm.kill([RUN])  # what the job manager does with a draining run
+    wait_for(lambda: states(stub).get("h1") == host_pb2.HOST_STATE_DOWN, "h1 DOWN")
+    reply = stub.CompleteMaintenance(host_svc_pb2.CompleteMaintenanceRequest(hostname="h1"),
+                                     timeout=5)
+    assert reply.hostname == "h1"
+    assert states(stub) == {"h1": host_pb2.HOST_STATE_UP, "h2": host_pb2.HOST_STATE_UP}
+
+
+def test_deprecated_hostnames_field_is_served(served: Served) -> None:
+    stub = served.stub
+    reply = stub.StartMaintenance(host_svc_pb2.StartMaintenanceRequest(hostnames=["h1", "h2"]),
+                                  timeout=5)
+    assert reply.hostname == ""
+    wait_for(lambda: set(states(stub, host_pb2.HOST_STATE_DOWN)) == {"h1", "h2"}, "both DOWN")
+    stub.CompleteMaintenance(host_svc_pb2.CompleteMaintenanceRequest(hostnames=["h1", "h2"]),
+                             timeout=5)
+    assert set(states(stub, host_pb2.HOST_STATE_UP)) == {"h1", "h2"}
+
+
+def test_unknown_or_missing_hosts_are_errors_that_change_nothing(served: Served) -> None:
+    stub = served.stub
+    calls = [
+        (stub.StartMaintenance, host_svc_pb2.StartMaintenanceRequest(hostname="ghost"),
+         grpc.StatusCode.NOT_FOUND),
+        (stub.StartMaintenance, host_svc_pb2.StartMaintenanceRequest(hostnames=["h1", "ghost"]),
+         grpc.StatusCode.NOT_FOUND),
+        (stub.CompleteMaintenance, host_svc_pb2.CompleteMaintenanceRequest(hostname="ghost"),
+         grpc.StatusCode.NOT_FOUND),
+        (stub.StartMaintenance, host_svc_pb2.StartMaintenanceRequest(),
+         grpc.StatusCode.INVALID_ARGUMENT),
+    ]
+    for method, request, code in calls:
+        with pytest.raises(grpc.RpcError) as err:
+            method(request, timeout=5)
+        assert err.value.code() is code, request
+        assert "ghost" in (err.value.details() or "") or code is not grpc.StatusCode.NOT_FOUND
+    assert states(stub) == {"h1": host_pb2.HOST_STATE_UP, "h2": host_pb2.HOST_STATE_UP}
+
+
+def test_host_pool_methods_are_unimplemented(served: Served) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        served.stub.ListHostPools(host_svc_pb2.ListHostPoolsRequest(), timeout=5)
+    assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED

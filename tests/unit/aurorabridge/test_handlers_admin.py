@@ -1,0 +1,131 @@
+"""Quota, tiers, maintenance, unsupported methods, the handler table and the pool loader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aurorabridge.config import RespoolSettings
+from aurorabridge.handlers import handler_table, unsupported
+from aurorabridge.handlers.context import BridgeContext
+from aurorabridge.respool_loader import RespoolLoader
+from aurorabridge.thrift_api import ALL_METHODS, api
+from peloton.api.gen.peloton.api.v0.host import host_pb2
+from peloton.core.errors import AlreadyExists, Unavailable
+from tests.harness.fake_peloton import FakePeloton
+from tests.unit.aurorabridge import builders as b
+from tests.unit.aurorabridge.conftest import Call, messages
+
+OK, INVALID = api.ResponseCode.OK, api.ResponseCode.INVALID_REQUEST
+M = api.MaintenanceMode
+
+
+def test_every_method_has_a_handler_and_the_unmapped_ones_say_so(ctx: BridgeContext, call: Call) -> None:
+    assert set(handler_table(ctx)) == set(ALL_METHODS)
+    for method in unsupported.UNSUPPORTED:
+        resp = call(method)
+        assert resp.responseCode == INVALID and method in messages(resp)
+
+
+def test_tier_configs_match_peloton_bridge(call: Call) -> None:
+    result = call("getTierConfigs").result.getTierConfigResult
+    assert result.defaultTierName == "preemptible"
+    assert {t.name: t.settings for t in result.tiers} == {
+        "revocable": {"preemptible": "true", "revocable": "true"},
+        "preferred": {"preemptible": "false", "revocable": "false"},
+        "preemptible": {"preemptible": "true", "revocable": "false"},
+    }
+
+
+def test_quota_is_the_pool_limit_and_consumption_is_per_role(call: Call, fake: FakePeloton) -> None:
+    empty = call("getQuota", ownerRole="www").result.getQuotaResult
+    assert empty.quota.numCpus == 0 and not fake.calls_of("create_respool")  # reads never create pools
+    prod = b.task_config(cpus=2.0)
+    prod.production = True
+    call("startJobUpdate", request=b.update_request(prod, 3), message="")
+    call("startJobUpdate", request=b.update_request(b.task_config(name="dev"), 2), message="")
+    result = call("getQuota", ownerRole="www").result.getQuotaResult
+    assert (result.quota.numCpus, result.quota.ramMb, result.quota.diskMb) == (12.0, 6144, 20480)
+    assert (result.prodSharedConsumption.numCpus, result.prodSharedConsumption.ramMb) == (6.0, 384)
+    assert result.nonProdSharedConsumption.numCpus == 1.0
+    assert call("getQuota", ownerRole="").responseCode == INVALID
+
+    quota = api.ResourceAggregate(resources=[api.Resource(numCpus=40.0), api.Resource(ramMb=4096)])
+    resp = call("setQuota", ownerRole="www", quota=quota)
+    assert resp.responseCode == OK and "shared by every role" in messages(resp)
+    config = fake.calls_of("update_respool")[-1]["config"]
+    limits = {r.kind: (r.reservation, r.limit) for r in config.resources}
+    assert limits["cpu"] == (12, 40) and limits["memory"] == (4096, 4096) and limits["disk"] == (10240, 20480)
+    negative = api.ResourceAggregate(resources=[api.Resource(numCpus=-1.0)])
+    assert call("setQuota", ownerRole="www", quota=negative).responseCode == INVALID
+
+
+def test_maintenance_maps_onto_peloton_host_states(call: Call, fake: FakePeloton) -> None:
+    def modes(method: str, *hosts: str) -> list[tuple[str, int]]:
+        resp = call(method, hosts=api.Hosts(hostNames=list(hosts)))
+        assert resp.responseCode == OK, messages(resp)
+        result = next(v for v in vars(resp.result).values() if v is not None)
+        return sorted((s.host, s.mode) for s in result.statuses)
+
+    assert modes("startMaintenance", "host-1") == [("host-1", M.SCHEDULED)]
+    assert not fake.calls_of("start_maintenance")  # Peloton has no "scheduled" stage
+    assert modes("drainHosts", "host-1", "host-2") == [("host-1", M.DRAINING), ("host-2", M.DRAINING)]
+    fake.hosts["host-2"] = host_pb2.HOST_STATE_DOWN
+    assert modes("maintenanceStatus", "host-1", "host-2", "ghost") == [
+        ("ghost", M.NONE),
+        ("host-1", M.DRAINING),
+        ("host-2", M.DRAINED),
+    ]
+    assert modes("endMaintenance", "host-1", "host-2") == [("host-1", M.NONE), ("host-2", M.NONE)]
+    bad = call("drainHosts", hosts=api.Hosts(hostNames=["host-1", "ghost"]))
+    assert bad.responseCode == INVALID and "ghost" in messages(bad)
+    assert call("drainHosts", hosts=api.Hosts(hostNames=[])).responseCode == INVALID
+
+
+def test_pool_loader_creates_once_caches_and_uses_the_gpu_pool(fake: FakePeloton) -> None:
+    loader = RespoolLoader(fake, RespoolSettings(path="/AuroraBridge", gpu_path="/GPUAuroraBridge"))
+    first = loader.load()
+    assert loader.load() == first and len(fake.calls_of("create_respool")) == 1
+    config = fake.calls_of("create_respool")[0]["config"]
+    assert config.name == "AuroraBridge" and config.parent.value == "root"
+    assert {r.kind for r in config.resources} == {"cpu", "memory", "disk", "gpu"}
+    assert (
+        loader.load(gpu=True) != first and fake.pools[loader.load(gpu=True)].path.value == "/GPUAuroraBridge"
+    )
+    assert RespoolLoader(fake, RespoolSettings()).load() == first  # a second bridge finds the pool
+
+
+def test_pool_loader_retries_transient_failures_then_gives_up(fake: FakePeloton) -> None:
+    naps: list[float] = []
+    clock = iter(range(100)).__next__
+    attempts: list[str] = []
+    real_create = fake.create_respool
+
+    def flaky(config: Any) -> Any:
+        attempts.append(config.name)
+        if len(attempts) == 1:
+            raise AlreadyExists("raced")
+        return real_create(config)
+
+    fake.create_respool = flaky  # type: ignore[method-assign]
+    loader = RespoolLoader(
+        fake,
+        RespoolSettings(retry_for_s=5, retry_interval_s=0.5),
+        sleep=naps.append,
+        clock=lambda: float(clock()),
+    )
+    assert loader.load() and naps == [0.5] and len(attempts) == 2
+
+    def down(path: str) -> Any:
+        raise Unavailable("resmgr down")
+
+    fake.lookup_respool_id = down  # type: ignore[method-assign]
+    stuck = RespoolLoader(
+        fake,
+        RespoolSettings(path="/Other", retry_for_s=3, retry_interval_s=1),
+        sleep=naps.append,
+        clock=lambda: float(clock()),
+    )
+    with pytest.raises(Unavailable, match="/Other"):
+        stuck.load()

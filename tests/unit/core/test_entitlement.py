@@ -1,0 +1,208 @@
+"""Hierarchical max-min entitlement and the slack split."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from peloton.core.model.resources import Resources
+from peloton.core.respool.entitlement import compute_entitlements
+from peloton.core.respool.node import PoolNode
+from peloton.core.respool.tree import PoolTree
+from tests.unit.core.factories import pool_config
+
+TOL = 1e-6
+
+
+def _demand(node: PoolNode, cpu: float = 0, mem: float = 0, *, revocable: bool = False) -> None:
+    node.add_demand(Resources(cpu, mem), revocable, 1.0)
+
+
+def _alloc(node: PoolNode, cpu: float = 0, mem: float = 0, *, revocable: bool = False) -> None:
+    node.add_allocation(Resources(cpu, mem), revocable=revocable, preemptible=True,
+                        controller=False, sign=1.0)
+
+
+def _docs_tree(demands: tuple[float, float, float]) -> tuple[PoolTree, list[float]]:
+    tree = PoolTree()
+    for i, d in enumerate(demands):
+        node = tree.create(f"rp{i}", pool_config(f"rp{i}", cpu=(20, 100, 1)))
+        _demand(node, d)
+    table = compute_entitlements(tree, Resources(cpu=100))
+    return tree, [table.get(f"rp{i}").total.cpu for i in range(3)]
+
+
+def test_docs_example() -> None:
+    assert _docs_tree((10, 80, 80))[1] == pytest.approx([10, 45, 45])
+    assert _docs_tree((50, 80, 80))[1] == pytest.approx([100 / 3] * 3)
+
+
+def test_spare_capacity_by_share_up_to_limit_and_redistributed() -> None:
+    tree = PoolTree()
+    tree.create("a", pool_config("a", cpu=(0, 10, 1)))
+    tree.create("b", pool_config("b", cpu=(0, 100, 1)))
+    table = compute_entitlements(tree, Resources(cpu=100))
+    # No demand at all: spare goes by share, and what a's limit cuts goes to b.
+    assert table.get("a").total.cpu == pytest.approx(10)
+    assert table.get("b").total.cpu == pytest.approx(90)
+
+
+def test_static_reservation_held_without_demand() -> None:
+    tree = PoolTree()
+    tree.create("s", pool_config("s", cpu=(30, 30, 1), static=True))
+    e = tree.create("e", pool_config("e", cpu=(30, 100, 1)))
+    _demand(e, 100)
+    table = compute_entitlements(tree, Resources(cpu=100))
+    assert table.get("s").total.cpu == pytest.approx(30)
+    assert table.get("e").total.cpu == pytest.approx(70)
+
+
+def test_reservations_scaled_when_cluster_is_small() -> None:
+    tree = PoolTree()
+    for name, res in (("a", 60.0), ("b", 20.0)):
+        _demand(tree.create(name, pool_config(name, cpu=(res, 100, 1))), 100)
+    table = compute_entitlements(tree, Resources(cpu=40))
+    assert table.get("a").total.cpu == pytest.approx(30)
+    assert table.get("b").total.cpu == pytest.approx(10)
+
+
+def test_nested_pools() -> None:
+    tree = PoolTree()
+    tree.create("org", pool_config("org", cpu=(60, 100, 1)))
+    tree.create("other", pool_config("other", cpu=(40, 100, 1)))
+    x = tree.create("x", pool_config("x", "org", cpu=(30, 100, 1)))
+    y = tree.create("y", pool_config("y", "org", cpu=(30, 100, 1)))
+    _demand(x, 90)
+    _demand(y, 5)
+    table = compute_entitlements(tree, Resources(cpu=100))
+    # org asks 95, other nothing: org gets 95 + 2.5 spare (limit 100), other 2.5.
+    assert table.get("org").total.cpu == pytest.approx(97.5)
+    assert table.get("other").total.cpu == pytest.approx(2.5)
+    # Inside org: demands 90 and 5 are met, the spare 2.5 is split by share.
+    assert table.get("x").total.cpu == pytest.approx(91.25)
+    assert table.get("y").total.cpu == pytest.approx(6.25)
+
+
+def test_apply_copies_to_nodes() -> None:
+    tree, _ = _docs_tree((10, 80, 80))
+    table = compute_entitlements(tree, Resources(cpu=100), Resources(cpu=7))
+    table.apply(tree)
+    assert tree.get("rp1").entitlement[0] == pytest.approx(45)
+    assert tree.root.limit[0] == 100
+    assert set(table) == {"root", "rp0", "rp1", "rp2"} and len(table) == 4
+
+
+def test_slack_split() -> None:
+    tree = PoolTree()
+    p = tree.create("p", pool_config("p", cpu=(10, 100, 1), mem=(1000, 2000, 1)))
+    q = tree.create("q", pool_config("q", cpu=(10, 100, 1), mem=(1000, 2000, 1)))
+    _demand(p, 5, 500)                      # regular work
+    _demand(p, 4, 400, revocable=True)      # revocable: mem limited by slack limit 200
+    _alloc(q, 2, 100, revocable=True)       # q keeps its revocable cpu allocation
+    table = compute_entitlements(tree, Resources(cpu=100, mem_mb=4000), Resources(cpu=10))
+    ep, eq = table.get("p"), table.get("q")
+    assert ep.slack.mem_mb == pytest.approx(200)
+    assert ep.non_slack.mem_mb == pytest.approx(ep.total.mem_mb - 200)
+    assert ep.non_slack.cpu == pytest.approx(ep.total.cpu)
+    # Slack cpu: q keeps 2, p's revocable demand 4 is met, the last 4 split by share.
+    assert eq.slack.cpu == pytest.approx(2 + 2)
+    assert ep.slack.cpu == pytest.approx(4 + 2)
+
+
+def test_slack_cpu_scaled_when_slack_shrinks() -> None:
+    tree = PoolTree()
+    p = tree.create("p", pool_config("p", cpu=(10, 100, 1)))
+    _alloc(p, 8, revocable=True)
+    table = compute_entitlements(tree, Resources(cpu=100), Resources(cpu=4))
+    assert table.get("p").slack.cpu == pytest.approx(4)
+
+
+# -- properties over random two-level trees ---------------------------------------------------
+
+child = st.tuples(st.integers(0, 10), st.floats(0, 1), st.floats(0, 4), st.booleans(),
+                  st.floats(0, 150))
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> tuple[PoolTree, float]:
+    capacity = draw(st.floats(1, 500))
+    tree = PoolTree()
+    groups = draw(st.lists(st.lists(child, min_size=0, max_size=4), min_size=1, max_size=4))
+    for gi, leaves in enumerate(groups):
+        res_g = draw(st.floats(0, 200))
+        lim_g = res_g + draw(st.floats(0, 200))
+        share_g = draw(st.floats(0, 4))
+        top = tree.create(f"g{gi}", pool_config(f"g{gi}", cpu=(res_g, lim_g, share_g),
+                                                static=draw(st.booleans())))
+        if not leaves:
+            _demand(top, draw(st.floats(0, 300)))
+            continue
+        weight = sum(r for r, *_ in leaves) or 1
+        for li, (r, lf, share, static, demand) in enumerate(leaves):
+            res = res_g * r / weight * 0.999
+            lim = res + (lim_g - res) * lf
+            node = tree.create(f"g{gi}l{li}", pool_config(f"l{li}", f"g{gi}",
+                                                          cpu=(res, lim, share), static=static))
+            _demand(node, demand)
+    return tree, capacity
+
+
+@settings(max_examples=150, deadline=None)
+@given(trees())
+def test_entitlement_properties(case: tuple[PoolTree, float]) -> None:
+    tree, capacity = case
+    table = compute_entitlements(tree, Resources(cpu=capacity))
+    ent = {pid: table.get(pid).total.cpu for pid in table}
+    assert ent["root"] == capacity
+    for parent in tree.nodes():
+        kids = parent.children
+        if not kids:
+            continue
+        budget = ent[parent.pool_id]
+        got = [ent[c.pool_id] for c in kids]
+        assert sum(got) <= budget + TOL                                # never above the parent
+        req = [min(c.limit[0], c.demand[0]) for c in kids]
+        base = [c.reservation[0] if c.static[0] else min(r, c.reservation[0])
+                for c, r in zip(kids, req, strict=True)]
+        for c, g in zip(kids, got, strict=True):
+            assert -TOL <= g <= c.limit[0] + TOL                       # never above the limit
+        if sum(base) <= budget + TOL:                                   # capacity allows
+            for b, g in zip(base, got, strict=True):
+                assert g >= b - TOL                                     # reservation honoured
+        unmet = [i for i, (c, g, r) in enumerate(zip(kids, got, req, strict=True))
+                 if g < r - 1e-4]
+        if unmet and sum(base) <= budget + TOL:
+            assert sum(got) >= budget - 1e-4                            # work-conserving
+            levels = [(got[i] - base[i]) / kids[i].share[0] for i in unmet
+                      if kids[i].share[0] > 1e-3]
+            if levels:                                                  # share-proportional
+                top = max(levels)
+                assert min(levels) >= top - 1e-3 * max(1.0, top)
+
+
+def test_slack_capacity_as_a_number() -> None:
+    tree = PoolTree()
+    p = tree.create("p", pool_config("p", cpu=(10, 100, 1)))
+    _demand(p, 3, revocable=True)
+    assert compute_entitlements(tree, Resources(cpu=10), 5.0).get("p").slack.cpu == 5
+
+
+@settings(max_examples=80, deadline=None)
+@given(trees(), st.floats(0, 100), st.lists(st.floats(0, 20), min_size=1, max_size=20))
+def test_slack_split_properties(case: tuple[PoolTree, float], slack: float,
+                                revocable: list[float]) -> None:
+    tree, capacity = case
+    for leaf, cpu in zip(tree.leaves(), revocable, strict=False):
+        _demand(leaf, cpu, cpu * 10, revocable=True)
+    table = compute_entitlements(tree, Resources(cpu=capacity, mem_mb=capacity * 100), slack)
+    for parent in tree.nodes():
+        if not parent.children:
+            continue
+        p_slack = table.get(parent.pool_id).slack.cpu
+        kids = [table.get(c.pool_id) for c in parent.children]
+        assert sum(k.slack.cpu for k in kids) <= p_slack + TOL
+        for c, k in zip(parent.children, kids, strict=True):
+            assert k.non_slack.mem_mb + k.slack.mem_mb == pytest.approx(k.total.mem_mb)
+            assert k.slack.mem_mb <= c.slack_limit[1] + TOL
+            assert k.non_slack.cpu == pytest.approx(k.total.cpu)

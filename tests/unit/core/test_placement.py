@@ -1,0 +1,174 @@
+"""Placement: filters, rankers, ports, gangs and reason reports."""
+
+from __future__ import annotations
+
+from peloton.core.model.constraints import (
+    AndConstraint,
+    Condition,
+    Label,
+    LabelConstraint,
+    LabelKind,
+    OrConstraint,
+)
+from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
+from peloton.core.model.resources import PortRange
+from peloton.core.placement.report import RejectCode
+from peloton.core.placement.request import Strategy
+from peloton.core.placement.stack import PlacementConfig, Placer
+from peloton.core.states import HostState
+from tests.unit.core.factories import gang, host, needs, task
+
+ZONE_A = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("zone", "a"), 1)
+
+
+def _where(placer: Placer, *tasks_: object) -> list[str | None]:
+    plan = placer.place([gang(t) for t in tasks_])  # type: ignore[arg-type]
+    by_id = {p.task_id: p.hostname for p in plan.placed}
+    return [by_id.get(t.task_id) for t in tasks_]  # type: ignore[attr-defined]
+
+
+def test_pack_is_best_fit_and_spread_is_least_loaded() -> None:
+    hosts = [host("small", cpu=2), host("big", cpu=16), host("mid", cpu=4)]
+    assert _where(Placer(hosts), task(needs(3))) == ["mid"]
+    assert _where(Placer(hosts), task(needs(1, strategy=Strategy.SPREAD))) == ["big"]
+    spread = needs(1, strategy=Strategy.SPREAD)
+    placer = Placer([host("h1", cpu=4), host("h2", cpu=4)])
+    assert sorted(_where(placer, task(spread), task(spread))) == ["h1", "h2"]  # type: ignore[type-var]
+
+
+def test_resources_debited_within_a_batch() -> None:
+    placer = Placer([host("h", cpu=4, mem=1000)])
+    n = needs(1, mem=400)
+    assert _where(placer, task(n), task(n), task(n)) == ["h", "h", None]
+    assert placer.index.by_name["h"].mem == 200
+
+
+def test_revocable_uses_slack_cpu() -> None:
+    placer = Placer([host("h", cpu=0.5, rcpu=4)])
+    assert _where(placer, task(needs(2, revocable=True)), task(needs(2))) == ["h", None]
+    assert placer.index.by_name["h"].rcpu == 2
+
+
+def test_ports_assigned_from_ranges() -> None:
+    ports = (PortRange(31000, 31001), PortRange(32000, 32005))
+    placer = Placer([host("h", ports=ports)])
+    plan = placer.place([gang(task(needs(0.1, ports=3))), gang(task(needs(0.1, ports=4))),
+                         gang(task(needs(0.1, ports=5)))])
+    assert [p.ports for p in plan.placed] == [(31000, 31001, 32000), (32001, 32002, 32003, 32004)]
+    assert plan.unplaced[0].report.count(RejectCode.INSUFFICIENT_PORTS) == 1
+
+
+def test_scarce_gpu_hosts() -> None:
+    hosts = [host("gpu", cpu=8, gpu=2), host("plain", cpu=1)]
+    assert _where(Placer(hosts), task(needs(2)), task(needs(1, gpu=1))) == [None, "gpu"]
+    lenient = Placer(hosts, PlacementConfig(scarce_gpu=False))
+    assert _where(lenient, task(needs(2))) == ["gpu"]
+
+
+def test_host_state_must_be_up() -> None:
+    placer = Placer([host("d", state=HostState.DRAINING), host("u", cpu=1)])
+    assert _where(placer, task(needs(1)), task(needs(1))) == ["u", None]
+
+
+def test_host_constraints_and_or_and_not_applicable() -> None:
+    hosts = [host("a1", labels=(Label("zone", "a"),)), host("b1", labels=(Label("zone", "b"),)),
+             host("c1", labels=(Label("zone", "c"), Label("ssd", "yes")))]
+    ssd = LabelConstraint(LabelKind.HOST, Condition.GREATER_THAN, Label("ssd", "yes"), 0)
+    per_job = LabelConstraint(LabelKind.TASK, Condition.LESS_THAN, Label("job", "x"), 5)
+    assert _where(Placer(hosts), task(needs(1, constraint=ZONE_A))) == ["a1"]
+    either = OrConstraint((ZONE_A, ssd))
+    assert sorted(_where(Placer(hosts), task(needs(6, constraint=either)),  # type: ignore[type-var]
+                         task(needs(6, constraint=either)))) == ["a1", "c1"]
+    # A TASK leaf is not applicable to the host filter: zone=a AND job<5 still means zone a.
+    both = AndConstraint((ZONE_A, per_job))
+    assert _where(Placer(hosts), task(needs(1, constraint=both))) == ["a1"]
+    nowhere = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("zone", "z"), 1)
+    plan = Placer(hosts).place([gang(task(needs(1, constraint=nowhere)))])
+    assert str(plan.unplaced[0].report) == "0 of 3 hosts fit: 3 constraint host:zone=z == 1"
+
+
+def test_at_most_one_per_host_counts_batch_and_existing_tasks() -> None:
+    label = Label("job", "web")
+    one = LabelConstraint(LabelKind.TASK, Condition.LESS_THAN, label, 1)
+    hosts = [host("h1", cpu=8), host("h2", cpu=8), host("h3", cpu=8, task_labels=((label, 1),))]
+    n = needs(1, constraint=one)
+    got = _where(Placer(hosts), *[task(n, "web", labels=(label,)) for _ in range(3)])
+    assert sorted(got[:2]) == ["h1", "h2"] and got[2] is None  # type: ignore[type-var]
+    plan = Placer(hosts).place([gang(task(n, labels=(label,))) for _ in range(3)])
+    report = plan.unplaced[0].report
+    assert report.count(RejectCode.TASK_CONSTRAINT) == 3 and report.hosts_fit == 0
+
+
+def test_exclusive_hosts() -> None:
+    ex = Label(EXCLUSIVE_ATTRIBUTE, "db")
+    hosts = [host("ex", cpu=8, labels=(ex,)), host("shared", cpu=1)]
+    wants = LabelConstraint(LabelKind.HOST, Condition.EQUAL, ex, 1)
+    assert _where(Placer(hosts), task(needs(4))) == [None]
+    assert _where(Placer(hosts), task(needs(4, constraint=wants))) == ["ex"]
+
+
+def test_desired_host_first_and_only() -> None:
+    hosts = [host("h1", cpu=2), host("h2", cpu=8)]
+    assert _where(Placer(hosts), task(needs(1), desired="h2")) == ["h2"]
+    assert _where(Placer(hosts), task(needs(4), desired="h1")) == ["h2"]
+    plan = Placer(hosts).place([gang(task(needs(4), desired="h1", only=True))])
+    report = plan.unplaced[0].report
+    assert str(report) == "0 of 2 hosts fit: 1 insufficient cpu, 1 not the desired host"
+
+
+def test_gang_all_or_nothing_with_rollback() -> None:
+    placer = Placer([host("h1", cpu=2, ports=(PortRange(100, 101),)), host("h2", cpu=1)])
+    g = gang(task(needs(2, ports=2)), task(needs(1)), task(needs(1)))
+    plan = placer.place([g])
+    assert plan.placed == ()
+    assert len(plan.unplaced) == 3
+    notes = {u.report.note for u in plan.unplaced}
+    assert "" in notes and any("could not be placed" in n for n in notes)
+    h1 = placer.index.by_name["h1"]
+    assert h1.cpu == 2 and h1.ports.free == 2  # rolled back
+    # The capacity freed by the rollback is usable by the next gang in the same call.
+    plan = placer.place([g, gang(task(needs(2)))])
+    assert [p.hostname for p in plan.placed] == ["h1"]
+
+
+def test_release_and_host_updates() -> None:
+    placer = Placer([host("h", cpu=2, ports=(PortRange(10, 12),))])
+    req = task(needs(2, ports=2))
+    (placed,) = placer.place([gang(req)]).placed
+    placer.release(placed, req)
+    assert placer.index.by_name["h"].cpu == 2 and placer.index.by_name["h"].ports.free == 3
+    placer.index.upsert(host("h", cpu=1))
+    placer.index.upsert(host("h2", cpu=3))
+    assert _where(placer, task(needs(2))) == ["h2"]
+    placer.index.remove("h2")
+    assert len(placer.index) == 1
+    assert _where(placer, task(needs(1))) == ["h"]
+
+
+def test_report_counts_first_rejection_per_host() -> None:
+    hosts = [host("a", cpu=1, labels=(Label("zone", "a"),)), host("b", cpu=8),
+             host("c", cpu=8, state=HostState.DOWN), host("g", cpu=8, gpu=1)]
+    plan = Placer(hosts).place([gang(task(needs(4, constraint=ZONE_A)))])
+    report = plan.unplaced[0].report
+    assert report.hosts_total == 4 and report.hosts_fit == 0
+    assert report.count(RejectCode.INSUFFICIENT_CPU) == 1
+    assert report.count(RejectCode.HOST_CONSTRAINT) == 1
+    assert report.count(RejectCode.HOST_NOT_UP) == 1
+    assert report.count(RejectCode.GPU_HOST_RESERVED) == 1
+
+
+def test_failed_needs_remembered_until_capacity_returns() -> None:
+    placer = Placer([host("h", cpu=2)])
+    n = needs(2)
+    assert _where(placer, task(n), task(n)) == ["h", None]
+    first = placer.place([gang(task(n))]).unplaced[0].report
+    again = placer.place([gang(task(n))]).unplaced[0].report
+    assert again is first  # not searched or explained again: nothing was freed
+    placer.index.upsert(host("h", cpu=2))  # a fresh offer: capacity is back
+    assert _where(placer, task(n)) == ["h"]
+
+
+def test_gpu_task_report_counts_gpu_first() -> None:
+    hosts = [host("plain", cpu=1), host("plain2", cpu=16), host("gpu", cpu=8, gpu=1)]
+    plan = Placer(hosts).place([gang(task(needs(4, gpu=2)))])
+    assert str(plan.unplaced[0].report) == "0 of 3 hosts fit: 3 insufficient gpu"

@@ -1,0 +1,147 @@
+"""The status stream: order, offsets, per-consumer acknowledgement, backend acks, dedupe, bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gevent
+
+from peloton.core.states import TaskState
+from peloton.hostmgr.app import HostManager
+from peloton.hostmgr.config import HostManagerConfig
+from tests.harness.fake_host_backend import FakeBackend
+from tests.unit.hostmgr.conftest import CONFIG, rid, spec
+
+S = TaskState
+
+
+def test_events_come_in_order_with_increasing_offsets(hm: HostManager, backend: FakeBackend) -> None:
+    hm.launch("h1", [spec(0), spec(1)])
+    for state in (S.STARTING, S.RUNNING, S.SUCCEEDED):
+        backend.report(rid(0), state)
+    backend.report(rid(1), S.FAILED, exit_code=2, message="exited with code 2")
+    stream = hm.subscribe("jobmgr")
+    first = stream.poll(2, 0)
+    rest = stream.poll(100, 0)  # continues after what was returned, before any ack
+    events = first + rest
+    assert [(e.run_id, e.state) for e in events] == [
+        (rid(0), S.STARTING), (rid(0), S.RUNNING), (rid(0), S.SUCCEEDED), (rid(1), S.FAILED)]
+    assert [e.offset for e in events] == [1, 2, 3, 4]
+    assert events[-1].exit_code == 2 and events[-1].hostname == "h1"
+    assert events[-1].agent_id == "agent-h1" and events[-1].message == "exited with code 2"
+    assert stream.poll(100, 0) == []
+
+
+def test_unacknowledged_events_are_delivered_again_to_a_new_subscription(
+        hm: HostManager, backend: FakeBackend) -> None:
+    for state in (S.STARTING, S.RUNNING, S.SUCCEEDED):
+        backend.report(rid(0), state, "h1")
+    stream = hm.subscribe("jobmgr")
+    assert len(stream.poll(10, 0)) == 3
+    stream.acknowledge(1)
+    again = hm.subscribe("jobmgr")  # e.g. the job manager restarted
+    assert [e.offset for e in again.poll(10, 0)] == [2, 3]
+
+
+def test_the_backend_is_acknowledged_only_after_every_consumer(
+        make_hm: Callable[..., HostManager], backend: FakeBackend) -> None:
+    hm = make_hm(HostManagerConfig(consumers=("jobmgr", "resmgr"), recovery_grace=0.0))
+    updates = [backend.report(rid(0), s, "h1") for s in (S.STARTING, S.RUNNING, S.SUCCEEDED)]
+    jobmgr = hm.subscribe("jobmgr")
+    jobmgr.poll(10, 0)
+    jobmgr.acknowledge(3)
+    hm.settle()
+    assert backend.acked == []  # resmgr has not subscribed, let alone acknowledged
+    resmgr = hm.subscribe("resmgr")
+    assert len(resmgr.poll(10, 0)) == 3
+    resmgr.acknowledge(2)
+    hm.settle()
+    assert backend.acked == updates[:2]
+    resmgr.acknowledge(3)
+    hm.settle()
+    assert backend.acked == updates and backend.unacked == {}
+    assert len(hm.events) == 0
+
+
+def test_redelivered_updates_are_not_streamed_twice(hm: HostManager, backend: FakeBackend) -> None:
+    hm.launch("h1", [spec(0)])
+    backend.report(rid(0), S.RUNNING)
+    backend.report(rid(0), S.SUCCEEDED)
+    backend.redeliver()  # at-least-once: the backend sends them again
+    stream = hm.subscribe("jobmgr")
+    events = stream.poll(10, 0)
+    assert [e.state for e in events] == [S.RUNNING, S.SUCCEEDED]
+    stream.acknowledge(events[-1].offset)
+    hm.settle()
+    assert len(backend.acked) == 2
+    # Re-delivered after our acknowledgement (it crossed ours): acknowledged again, not streamed.
+    late = backend.acked[-1]
+    backend.unacked[late.uuid] = late
+    backend.redeliver()
+    hm.settle()
+    assert backend.unacked == {} and stream.poll(10, 0) == []
+
+
+def test_a_late_report_of_an_ended_run_does_not_book_it_again(
+        hm: HostManager, backend: FakeBackend) -> None:
+    hm.launch("h1", [spec(0, cpu=4)])
+    running = backend.report(rid(0), S.RUNNING)
+    backend.report(rid(0), S.SUCCEEDED)
+    backend.listener.status_update(running.__class__(  # type: ignore[union-attr]
+        "late", running.run_id, S.RUNNING, "h1", "agent-h1", 0.0))
+    assert rid(0) not in hm.registry.runs and hm.launch("h1", [spec(1, cpu=4)]) == []
+
+
+def test_a_full_buffer_refuses_updates_until_consumers_catch_up(
+        make_hm: Callable[..., HostManager], backend: FakeBackend) -> None:
+    hm = make_hm(HostManagerConfig(consumers=("jobmgr",), event_buffer_size=2, recovery_grace=0.0))
+    hm.launch("h1", [spec(0, cpu=4)])
+    backend.report(rid(0), S.STARTING)
+    backend.report(rid(0), S.RUNNING)
+    backend.report(rid(0), S.SUCCEEDED)  # refused: not streamed, not applied
+    assert len(hm.events) == 2 and rid(0) in hm.registry.runs
+    assert hm.launch("h1", [spec(1, cpu=1)])[0].reason.startswith("no room")
+    stream = hm.subscribe("jobmgr")
+    stream.acknowledge(stream.poll(10, 0)[-1].offset)
+    hm.settle()
+    backend.redeliver()  # the backend never saw an ack for the refused one: it comes again
+    assert [e.state for e in stream.poll(10, 0)] == [S.SUCCEEDED]
+    assert rid(0) not in hm.registry.runs and hm.launch("h1", [spec(1, cpu=1)]) == []
+
+
+def test_a_consumer_joining_late_sees_what_is_still_buffered(
+        make_hm: Callable[..., HostManager], backend: FakeBackend) -> None:
+    hm = make_hm(HostManagerConfig(consumers=(), recovery_grace=0.0))
+    backend.report(rid(0), S.RUNNING, "h1")
+    backend.report(rid(0), S.KILLED, "h1")
+    hm.settle()
+    assert backend.acked == []  # no consumer yet: nothing is acknowledged
+    stream = hm.subscribe("observer")
+    assert [e.offset for e in stream.poll(10, 0)] == [1, 2]
+    stream.acknowledge(99)  # beyond the head: clamped
+    hm.settle()
+    assert len(backend.acked) == 2
+
+
+def test_poll_waits_for_the_next_event(hm: HostManager, backend: FakeBackend) -> None:
+    stream = hm.subscribe("jobmgr")
+    assert stream.poll(10, 0.01) == []
+    producer = gevent.spawn_later(0.01, backend.report, rid(0), S.RUNNING, "h1")
+    events = stream.poll(10, 10.0)  # returns as soon as the event arrives
+    producer.join(5)
+    assert [e.run_id for e in events] == [rid(0)]
+
+
+def test_many_events_are_trimmed_and_acked_in_order(hm: HostManager, backend: FakeBackend) -> None:
+    assert CONFIG.consumers == ("jobmgr",)
+    stream = hm.subscribe("jobmgr")
+    seen: list[int] = []
+    for i in range(3000):
+        backend.report(rid(i), S.RUNNING, "h1")
+        if i % 500 == 499:
+            batch = stream.poll(400, 0) + stream.poll(400, 0)
+            seen.extend(e.offset for e in batch)
+            stream.acknowledge(batch[-1].offset)
+    hm.settle()
+    assert seen == list(range(1, 3001))
+    assert [u.run_id for u in backend.acked] == [rid(i) for i in range(3000)]

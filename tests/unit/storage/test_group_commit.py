@@ -1,0 +1,69 @@
+"""Group commit against a fake runtime store: failures reach every caller, the flusher
+survives them, and stop() commits what is queued."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pytest
+
+from peloton.core.errors import Unavailable
+from peloton.core.model.ids import TaskId
+from peloton.core.model.task import TaskRuntime
+from peloton.storage import GroupCommitter, RuntimeWrite, WriteResult
+
+
+class FakeRuntimes:
+    """Applies every write (no CAS), or fails the next `fail` batches."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.fail = 0
+
+    def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
+        if self.fail:
+            self.fail -= 1
+            raise Unavailable("database down")
+        self.batches.append(len(writes))
+        return WriteResult({w.task: dataclasses.replace(w.runtime, revision=w.runtime.revision
+                                                        + 1) for w in writes})
+
+
+def test_a_failed_batch_fails_each_caller_and_the_next_batch_works() -> None:
+    store = FakeRuntimes()
+    committer = GroupCommitter(store)  # type: ignore[arg-type]
+    store.fail = 1
+    a = committer.submit(RuntimeWrite("j", 0, TaskRuntime()))
+    b = committer.submit(RuntimeWrite("j", 1, TaskRuntime()))
+    committer.flush()
+    for p in (a, b):
+        with pytest.raises(Unavailable):
+            p.result()
+    assert committer.write("j", 0, TaskRuntime(revision=4)).revision == 5
+    assert committer.batches == 1
+
+
+def test_max_batch_bounds_each_transaction() -> None:
+    store = FakeRuntimes()
+    committer = GroupCommitter(store, max_batch=3)  # type: ignore[arg-type]
+    result = committer.write_many([RuntimeWrite("j", i, TaskRuntime()) for i in range(8)])
+    assert store.batches == [3, 3, 2]
+    assert set(result.written) == {TaskId("j", i) for i in range(8)}
+
+
+def test_flusher_thread_commits_and_stop_drains() -> None:
+    store = FakeRuntimes()
+    committer = GroupCommitter(store, flush_interval=0.0)  # type: ignore[arg-type]
+    committer.start()
+    committer.start()  # idempotent
+    assert committer.write("j", 0, TaskRuntime()).revision == 1
+    committer.stop()
+    pending = committer.submit(RuntimeWrite("j", 1, TaskRuntime()))
+    committer.stop()  # not running: commits what was queued on this thread
+    assert pending.done() and pending.result().revision == 1
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        GroupCommitter(FakeRuntimes(), max_batch=0)  # type: ignore[arg-type]
