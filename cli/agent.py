@@ -51,4 +51,7 @@ def agent(name: str | None, hostmgr: str, host: str, port: int, work_dir: str, c
                               ports=port_ranges, labels=labels)
     except PelotonError as exc:
         raise click.BadParameter(str(exc)) from None
-    run(config, kill_tasks_on_exit=kill_tasks_on_exit)
+    try:
+        run(config, kill_tasks_on_exit=kill_tasks_on_exit)
+    except PelotonError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -2,20 +2,52 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 
 @click.command("up")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
-@click.option("--grpc-port", default=5392, show_default=True, type=int,
-              help="gRPC port of the Peloton API (0 picks a free port).")
-def up(host: str, grpc_port: int) -> None:
+@click.option("--jobmgr-port", "--grpc-port", "jobmgr_port", default=5392, show_default=True,
+              type=int, help="Job manager gRPC port (0 picks a free port).")
+@click.option("--resmgr-port", default=5394, show_default=True, type=int,
+              help="Resource manager gRPC port (0 picks a free port).")
+@click.option("--hostmgr-port", default=5391, show_default=True, type=int,
+              help="Host manager gRPC port, where agents register (0 picks a free port).")
+@click.option("--aurora-port", default=5396, show_default=True, type=int,
+              help="Aurora Thrift HTTP port (0 picks a free port, -1 disables the bridge).")
+@click.option("--store", default="", help="Storage URL (default: SQLite under --data-dir), e.g. "
+              "postgresql://user@host/db.")
+@click.option("--data-dir", default=".peloton", show_default=True, type=click.Path(),
+              help="Where the SQLite database and the local agents' sandboxes live.")
+@click.option("--agents", default=1, show_default=True, type=int,
+              help="Local agents to run in this process (they share this machine's resources).")
+@click.option("--agent-cpus", default=0.0, type=float,
+              help="CPUs each local agent offers (default: this machine's, shared).")
+@click.option("--agent-mem-mb", default=0.0, type=float, help="Memory each local agent offers.")
+@click.option("--agent-disk-mb", default=0.0, type=float, help="Disk each local agent offers.")
+@click.option("--agent-gpus", default=0.0, type=float, help="GPUs each local agent offers.")
+@click.option("--backend", default="local", show_default=True,
+              help='"local" (real processes) or "sim:N" (N simulated hosts).')
+def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
+       store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
+       agent_disk_mb: float, agent_gpus: float, backend: str) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C.
 
     \b
     Example:
-      peloton up --grpc-port 5392
+      peloton up                       # SQLite in ./.peloton, one local agent
+      peloton up --agents 3            # three agents with distinct names and labels
+      peloton up --store postgresql://peloton@127.0.0.1/peloton
     """
-    from peloton.cluster.allinone import UpConfig, run
+    from peloton.common.geventsetup import setup
 
-    run(UpConfig(host=host, grpc_port=grpc_port))
+    setup()
+    from peloton.cluster.allinone import UpConfig, run
+    from peloton.core.model.resources import Resources
+
+    run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
+                 hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
+                 data_dir=Path(data_dir), agents=agents, backend=backend,
+                 agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus)))

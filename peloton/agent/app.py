@@ -10,11 +10,14 @@ unless asked to kill them.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 from pathlib import Path
 
 from peloton.agent.config import AgentConfig
 from peloton.agent.executor import Executor
+from peloton.agent.files import FileServer
 from peloton.agent.isolation import detect
 from peloton.agent.launcher import Spawner, supervisor_command
 from peloton.agent.link import AgentIdentity, HostmgrLink
@@ -24,8 +27,22 @@ from peloton.agent.service import SERVICE_NAME, AgentServicer
 from peloton.agent.watch import Watcher
 from peloton.api.gen.peloton.private.agent import agent_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import GrpcServer
+from peloton.core.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
+
+
+def _lock_work_dir(work: Path) -> int:
+    """Hold <work-dir>/agent.lock for the agent's life: two agents on one work dir would
+    steal each other's notifications and adopt each other's runs.  The kernel drops
+    the lock when the process dies, so a restart after `kill -9` is never blocked."""
+    fd = os.open(work / "agent.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise FailedPrecondition(f"another agent is using the work dir {work}") from None
+    return fd
 
 
 class AgentApp:
@@ -35,6 +52,15 @@ class AgentApp:
         self.config = config
         work = config.work_dir
         work.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock_work_dir(work)
+        try:
+            self._build(config)
+        except BaseException:
+            os.close(self._lock_fd)  # a failed start must not keep the work dir locked
+            raise
+
+    def _build(self, config: AgentConfig) -> None:
+        work = config.work_dir
         self.sandboxes = Sandboxes(work)
         self.isolation = detect(config.name)
         self.spawner = Spawner(supervisor_command(work / "bin"), work / "supervisor.log")
@@ -45,10 +71,11 @@ class AgentApp:
                                  spawner=self.spawner, reporter=self.reporter, fifo=self.fifo)
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
+        self.files = FileServer(self.sandboxes.root, config.host, config.files_port)
         identity = AgentIdentity(
             hostname=config.name, agent_id=config.agent_id(),
             capacity=config.effective_resources(), ports=config.ports, labels=config.labels,
-            address=f"{config.host}:{self.server.port}")
+            address=f"{config.host}:{self.server.port}", file_address=self.files.address)
         self.link = HostmgrLink(config.hostmgr, identity, self.executor.snapshot, self.reporter)
         pb_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.executor, self.reporter),
                                                    self.server.server)
@@ -73,6 +100,7 @@ class AgentApp:
         self.watcher.start()
         self.reporter.start()
         self.server.start()
+        self.files.start()
         self.link.start()
         log.info("agent %s serving on %s (%s; %d runs adopted); host manager %s", self.config.name,
                  self.address, self.isolation.kind, adopted, self.config.hostmgr)
@@ -85,7 +113,11 @@ class AgentApp:
         self.reporter.stop()
         self.link.stop()
         self.server.stop()
+        self.files.stop()
         self.executor.stop()
         self.watcher.stop()
         self.spawner.stop()
         self.isolation.release()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1

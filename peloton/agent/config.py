@@ -55,6 +55,8 @@ class AgentConfig:
     hostmgr: str = "127.0.0.1:5391"
     host: str = "127.0.0.1"
     port: int = 0
+    #: HTTP port of the sandbox file server (0: a free port).
+    files_port: int = 0
     resources: Resources = Resources()
     ports: tuple[PortRange, ...] = (DEFAULT_PORTS,)
     labels: tuple[Label, ...] = ()

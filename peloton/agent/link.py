@@ -39,6 +39,7 @@ class AgentIdentity:
     labels: tuple[Label, ...]
     address: str
     version: str = "0.1.0"
+    file_address: str = ""
 
     def to_pb(self) -> pb.AgentInfo:
         """As sent in RegisterRequest."""
@@ -48,7 +49,7 @@ class AgentIdentity:
             capacity=pb.Resources(cpu=c.cpu, mem_mb=c.mem_mb, disk_mb=c.disk_mb, gpu=c.gpu),
             ports=[pb.PortRange(begin=r.begin, end=r.end) for r in self.ports],
             labels=[pb.Label(key=lb.key, value=lb.value) for lb in self.labels],
-            address=self.address, version=self.version)
+            address=self.address, version=self.version, file_address=self.file_address)
 
 
 class HostmgrLink:

@@ -38,6 +38,13 @@ class GrpcServer:
             raise OSError(f"cannot bind gRPC server to {bind}")
         self.bind = bind
 
+    def add_port(self, bind: str) -> int:
+        """Also serve on `bind` (before start); returns the port bound."""
+        port = int(self._server.add_insecure_port(bind))
+        if port == 0:
+            raise OSError(f"cannot bind gRPC server to {bind}")
+        return port
+
     @property
     def server(self) -> grpc.Server:
         """The underlying grpc.Server, for `add_XServicer_to_server` calls."""

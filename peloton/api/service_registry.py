@@ -10,7 +10,10 @@ servicer, and serves it
   (grpc_errors.status_for) and any other exception into INTERNAL with its
   message, so a bug never becomes a hung call or an UNKNOWN;
 * with methods our servicer does not define answering UNIMPLEMENTED with a
-  message that names the method (they are listed in the README).
+  message that names the method (they are listed in the README);
+* optionally through a daemon's `CallHook`, which sees every call first (the
+  job manager's API lockdown refuses calls there, and hands each call to the
+  greenlet hub its state lives on).
 
 YARPC metadata (`rpc-caller`, `rpc-service`, `rpc-encoding`) and the
 deadline Peloton's YARPC transport requires are accepted, never required.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -36,6 +39,22 @@ LEGACY_ALIASES = {
     "peloton.api.v0.task.TaskManager": "peloton.api.task.TaskManager",
     "peloton.api.v0.respool.ResourceManager": "peloton.api.respool.ResourceManager",
 }
+
+
+class CallHook(Protocol):
+    """Runs around every call of the servicers registered with it.
+
+    `where` is `<proto service>/<method>`.  Errors it raises are mapped like
+    the servicer's own (a PelotonError becomes its status code).
+    """
+
+    def unary(self, where: str, call: Callable[[], Any]) -> Any:
+        """Run a unary call (`call()` returns the response)."""
+        ...
+
+    def stream(self, where: str, call: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """Run a server-streaming call (`call()` returns the response iterator)."""
+        ...
 
 
 class _Recorder:
@@ -70,9 +89,12 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> Non
     context.abort(grpc.StatusCode.INTERNAL, f"internal error in {where}: {type(exc).__name__}: {exc}")
 
 
-def _guard_unary(fn: Callable[..., Any], where: str) -> Callable[..., Any]:
+def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = None
+                 ) -> Callable[..., Any]:
     def call(request: Any, context: grpc.ServicerContext) -> Any:
         try:
+            if hook is not None:
+                return hook.unary(where, lambda: fn(request, context))
             return fn(request, context)
         except Exception as exc:
             if _is_abort(exc, context):
@@ -83,10 +105,14 @@ def _guard_unary(fn: Callable[..., Any], where: str) -> Callable[..., Any]:
     return call
 
 
-def _guard_stream(fn: Callable[..., Iterator[Any]], where: str) -> Callable[..., Iterator[Any]]:
+def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None
+                  ) -> Callable[..., Iterator[Any]]:
     def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
-            yield from fn(request, context)
+            if hook is not None:
+                yield from hook.stream(where, lambda: fn(request, context))
+            else:
+                yield from fn(request, context)
         except Exception as exc:
             if _is_abort(exc, context):
                 raise
@@ -110,18 +136,18 @@ def _unimplemented(where: str) -> Callable[..., Any]:
     return call
 
 
-def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[str]) -> Any:
+def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[str],
+          hook: CallHook | None = None) -> Any:
     where = f"{service}/{method}"
     if handler.unary_unary is not None:
         fn = handler.unary_unary if method in own else _unimplemented(where)
         return grpc.unary_unary_rpc_method_handler(
-            _guard_unary(fn, where), request_deserializer=handler.request_deserializer,
+            _guard_unary(fn, where, hook if method in own else None),
+            request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer)
     if handler.unary_stream is not None:
-        if method in own:
-            stream = _guard_stream(handler.unary_stream, where)
-        else:
-            stream = _unimplemented(where)
+        stream = (_guard_stream(handler.unary_stream, where, hook) if method in own
+                  else _unimplemented(where))
         return grpc.unary_stream_rpc_method_handler(
             stream, request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer)
@@ -129,12 +155,15 @@ def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[st
 
 
 def register(server: GrpcServer, add_fn: Callable[[Any, Any], None], servicer: object,
-             aliases: Sequence[str] = ()) -> str:
-    """Serve `servicer` (a subclass of a generated XServicer) on `server`; returns its name."""
+             aliases: Sequence[str] = (), hook: CallHook | None = None) -> str:
+    """Serve `servicer` (a subclass of a generated XServicer) on `server`; returns its name.
+
+    With `hook`, every implemented method runs through it (see CallHook).
+    """
     recorder = _Recorder()
     add_fn(servicer, recorder)
     own = implemented_methods(servicer)
-    wrapped = {m: _wrap(recorder.name, m, h, own) for m, h in recorder.handlers.items()}
+    wrapped = {m: _wrap(recorder.name, m, h, own, hook) for m, h in recorder.handlers.items()}
     names = [recorder.name, *aliases]
     legacy = LEGACY_ALIASES.get(recorder.name)
     if legacy and legacy not in names:

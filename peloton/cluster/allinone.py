@@ -1,28 +1,58 @@
 """`peloton up`: the whole cluster in one process on one machine.
 
-At this stage it serves the gRPC endpoint (with health and reflection) that
-every later daemon registers its APIs on; the daemons themselves are
-composed here as they land.
+One gRPC server answers on the job manager's, resource manager's and host
+manager's default ports (5392, 5394, 5391), so every client — the CLI, a
+Peloton client built from Peloton's protos, the Aurora bridge — finds each
+API where it expects it.  The daemons are wired to each other directly
+(the ports in peloton/core/ports.py); local agents register over gRPC like
+separate ones would, so an agent started elsewhere with `peloton agent
+--hostmgr <this host>:5391` joins the same cluster.
+
+Start order: storage (schema checked), host manager (agents can
+register), resource manager, placement engine, job manager (recovery
+needs the other three), agents, Aurora bridge.  Stop is the reverse;
+tasks keep running in their supervisors and are adopted on the next start.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from peloton.api.grpc_server import GrpcServer
+from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
+from peloton.core.model.constraints import Label
+from peloton.core.model.resources import Resources
+from peloton.storage import Store, StoreOptions, check_schema, open_store
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class UpConfig:
     """Options of `peloton up`."""
 
     host: str = "127.0.0.1"
-    grpc_port: int = 5392
+    jobmgr_port: int = 5392
+    resmgr_port: int = 5394
+    hostmgr_port: int = 5391
+    #: Aurora Thrift endpoint port; -1 disables the bridge.
+    aurora_port: int = 5396
+    #: Storage URL; default: SQLite under `data_dir`.
+    store: str = ""
+    data_dir: Path = Path(".peloton")
+    #: Local agents started in this process (0: none; agents may join from elsewhere).
+    agents: int = 1
+    #: Resources of each local agent (zero: this machine's, divided between the agents).
+    agent_resources: Resources = Resources()
+    agent_labels: tuple[Label, ...] = ()
+    #: "local" (real processes) or "sim:<hosts>" (virtual hosts, for demos and benchmarks).
+    backend: str = "local"
+    extra_ports: tuple[int, ...] = field(default_factory=tuple)
 
 
 class AllInOne:
@@ -30,20 +60,133 @@ class AllInOne:
 
     def __init__(self, config: UpConfig) -> None:
         self.config = config
-        self.grpc = GrpcServer(f"{config.host}:{config.grpc_port}")
+        self.store: Store | None = None
+        self.grpc = GrpcServer(f"{config.host}:{config.jobmgr_port}")
+        self.ports = {"jobmgr": self.grpc.port}
+        for name, port in (("resmgr", config.resmgr_port), ("hostmgr", config.hostmgr_port)):
+            self.ports[name] = self.grpc.add_port(f"{config.host}:{port}")
+        self._lifecycle: Lifecycle | None = None
+        self.agents: list[object] = []
+        self.bridge: object | None = None
 
-    @property
-    def grpc_address(self) -> str:
-        """host:port clients dial."""
-        return f"{self.config.host}:{self.grpc.port}"
+    def store_url(self) -> str:
+        """The storage URL in use."""
+        if self.config.store:
+            return self.config.store
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{(self.config.data_dir / 'state.db').resolve()}"
 
     def start(self) -> None:
-        """Start serving."""
-        self.grpc.start()
+        """Build and start everything (see the module docstring for the order)."""
+        from peloton.hostmgr.app import HostManager
+        from peloton.hostmgr.config import HostManagerConfig
+        from peloton.jobmgr.app import JobManager
+        from peloton.placement.app import PlacementEngine
+        from peloton.resmgr.app import ResourceManager
+
+        store = open_store(self.store_url(), StoreOptions(bootstrap=True))
+        check_schema(store)
+        self.store = store
+        backend = self._backend()
+        hostmgr = HostManager(store, backend, HostManagerConfig(consumers=("jobmgr", "resmgr")),
+                              grpc_server=self.grpc)
+        resmgr = ResourceManager(store, hostmgr, grpc=self.grpc)
+        placement = PlacementEngine(resmgr, hostmgr)
+        jobmgr = JobManager(store, resmgr, hostmgr, grpc=self.grpc)
+        self.hostmgr, self.resmgr, self.jobmgr = hostmgr, resmgr, jobmgr
+        parts: list[Component] = [
+            FunctionComponent("grpc", self.grpc.start, self.grpc.stop),
+            hostmgr, resmgr, placement, jobmgr,
+            FunctionComponent("agents", self._start_agents, self._stop_agents),
+        ]
+        if self.config.aurora_port >= 0:
+            parts.append(FunctionComponent("aurorabridge", self._start_bridge, self._stop_bridge))
+        parts.append(FunctionComponent("store", lambda: None, store.close))
+        self._lifecycle = Lifecycle(parts[::-1][::-1], name="peloton-up")
+        self._lifecycle.start()
+
+    def _backend(self) -> object:
+        kind = self.config.backend
+        if kind.startswith("sim"):
+            from peloton.hostmgr.backends.sim import SimBackend
+
+            hosts = int(kind.partition(":")[2] or 10)
+            return SimBackend(hosts=hosts)
+        from peloton.hostmgr.backends.local import LocalBackend
+
+        backend = LocalBackend()
+        backend.register_on(self.grpc)
+        return backend
+
+    # -- agents ------------------------------------------------------------------------
+    def _start_agents(self) -> None:
+        if self.config.backend != "local" or self.config.agents <= 0:
+            return
+        from peloton.agent.app import AgentApp
+        from peloton.agent.config import AgentConfig
+
+        n = self.config.agents
+        each = self.config.agent_resources
+        if each.is_zero():
+            each = AgentConfig(work_dir=self.config.data_dir).effective_resources().scale(1.0 / n)
+        for i in range(n):
+            name = "localhost" if n == 1 else f"localhost-{i}"
+            labels = (*self.config.agent_labels, Label("peloton/agent", str(i)))
+            cfg = AgentConfig(work_dir=(self.config.data_dir / "agents" / name).resolve(),
+                              name=name, hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
+                              host=self.config.host, resources=each, labels=labels)
+            agent = AgentApp(cfg)
+            agent.start()
+            self.agents.append(agent)
+
+    def _stop_agents(self) -> None:
+        for agent in reversed(self.agents):
+            agent.stop()  # type: ignore[attr-defined]
+        self.agents.clear()
+
+    # -- Aurora bridge ----------------------------------------------------------------
+    def _start_bridge(self) -> None:
+        from aurorabridge.app import AuroraBridge
+        from aurorabridge.config import BridgeConfig
+        from peloton.api.client import PelotonClient
+
+        address = f"127.0.0.1:{self.ports['jobmgr']}"
+        config = BridgeConfig(host=self.config.host, port=self.config.aurora_port,
+                              jobmgr=address, resmgr=f"127.0.0.1:{self.ports['resmgr']}",
+                              hostmgr=f"127.0.0.1:{self.ports['hostmgr']}")
+        client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
+                               hostmgr=config.hostmgr, caller="peloton-aurorabridge")
+        self.bridge = AuroraBridge(config, client)
+        self.bridge.start()  # type: ignore[attr-defined]
+
+    def _stop_bridge(self) -> None:
+        if self.bridge is not None:
+            self.bridge.stop()  # type: ignore[attr-defined]
+            self.bridge = None
 
     def stop(self) -> None:
         """Stop everything, newest first."""
-        self.grpc.stop()
+        if self._lifecycle is not None:
+            self._lifecycle.stop()
+            self._lifecycle = None
+
+    def addresses(self) -> list[str]:
+        """What `peloton up` prints: every address it serves."""
+        host = self.config.host
+        lines = [
+            f"job manager   gRPC {host}:{self.ports['jobmgr']}  (v0 JobManager/TaskManager/"
+            "UpdateService, v1alpha JobService/PodService/WatchService/AdminService)",
+            f"res. manager  gRPC {host}:{self.ports['resmgr']}  (v0 ResourceManager)",
+            f"host manager  gRPC {host}:{self.ports['hostmgr']}  (v0 HostService, agents)",
+        ]
+        if self.bridge is not None:
+            lines.append(f"aurora bridge HTTP http://{host}:{self.bridge.port}/api  "  # type: ignore[attr-defined]
+                         "(Aurora Thrift: binary and JSON)")
+        for agent in self.agents:
+            lines.append(f"agent         {agent.config.name} gRPC {agent.address}  "  # type: ignore[attr-defined]
+                         f"work dir {agent.work_dir}")  # type: ignore[attr-defined]
+        lines.append(f"storage       {self.store.url if self.store else self.store_url()}")
+        return lines
 
 
 def run(config: UpConfig, announce: bool = True) -> None:
@@ -52,10 +195,15 @@ def run(config: UpConfig, announce: bool = True) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     cluster = AllInOne(config)
-    cluster.start()
+    try:
+        cluster.start()
+    except Exception:
+        cluster.stop()
+        raise
     if announce:
-        print(f"peloton up: gRPC API (v0, v1alpha, health, reflection) on {cluster.grpc_address}",
-              flush=True)
+        print(f"peloton up (pid {os.getpid()}): cluster running", flush=True)
+        for line in cluster.addresses():
+            print("  " + line, flush=True)
         print("press Ctrl-C to stop", flush=True)
     try:
         while not stop.wait(0.5):

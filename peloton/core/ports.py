@@ -144,10 +144,12 @@ class HostManagerPort(Protocol):
     def reconcile(self, run_ids: Sequence[str]) -> None:
         """Ask the hosts to re-report these runs; runs no host knows come back LOST."""
 
-    def sandbox_files(self, run_id: str, path: str = "") -> tuple[str, list[tuple[str, int]]]:
-        """(hostname, [(file, size)]) of a run's sandbox directory `path`."""
+    def sandbox_files(self, hostname: str, run_id: str,
+                      path: str = "") -> tuple[str, list[tuple[str, int]]]:
+        """(file server address "host:port", [(file, size)]) of a run's sandbox on a host."""
 
-    def read_sandbox(self, run_id: str, path: str, offset: int = 0, length: int = 1 << 20) -> bytes:
+    def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
+                     length: int = 1 << 20) -> bytes:
         """Bytes of a file in a run's sandbox (stdout, stderr, ...)."""
 
     def subscribe(self, consumer: str) -> EventStream:
@@ -159,6 +161,9 @@ class HostManagerPort(Protocol):
 
     def host_states(self) -> dict[str, HostState]:
         """Maintenance state of every known host."""
+
+    def host_summaries(self) -> list[HostSummary]:
+        """Every known host with capacity, allocation, labels, state and connection."""
 
     def draining_runs(self) -> list[tuple[str, str]]:
         """(hostname, run id) of every run on a DRAINING host, for the job manager to move.

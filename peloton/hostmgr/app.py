@@ -26,6 +26,7 @@ import gevent
 
 from peloton.api.grpc_server import GrpcServer
 from peloton.common.metrics import Metrics
+from peloton.core.errors import NotFound
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
@@ -173,6 +174,24 @@ class HostManager:
         """Book runs already running on `hostname` (the job manager's recovery), so their
         resources, ports and labels count again after a host manager restart."""
         self.router.adopt(hostname, tasks)
+
+    def sandbox_files(self, hostname: str, run_id: str,
+                      path: str = "") -> tuple[str, list[tuple[str, int]]]:
+        """The host's file-server address and the entries of a run's sandbox directory."""
+        if not self.host_known(hostname):
+            raise NotFound(f"host {hostname!r} is not known", field="hostname")
+        files = self.backend.list_sandbox(hostname, run_id, path)
+        with self._lock:
+            rec = self.registry.hosts.get(hostname)
+            address = rec.file_address if rec is not None else ""
+        return address or hostname, files
+
+    def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
+                     length: int = 1 << 20) -> bytes:
+        """Bytes of a file in a run's sandbox."""
+        if not self.host_known(hostname):
+            raise NotFound(f"host {hostname!r} is not known", field="hostname")
+        return self.backend.read_sandbox(hostname, run_id, path, offset, length)
 
     def subscribe(self, consumer: str) -> ConsumerStream:
         """The status stream for one named consumer, after its acknowledged offset."""

@@ -82,7 +82,7 @@ def subtract_ports(ranges: tuple[PortRange, ...], used: set[int]) -> tuple[PortR
 class HostRecord:
     """A host as the host manager books it; see the module docstring."""
 
-    __slots__ = ("_offer", "address", "agent_id", "allocated", "capacity", "connected",
+    __slots__ = ("_offer", "address", "agent_id", "allocated", "capacity", "connected", "file_address",
                  "hostname", "labels", "lease_id", "port_ranges", "reserved", "revocable_cpu",
                  "revocable_used", "runs", "state", "task_labels", "used_ports")
 
@@ -90,6 +90,7 @@ class HostRecord:
         self.hostname = hostname
         self.agent_id = ""
         self.address = ""
+        self.file_address = ""
         self.capacity = ZERO
         self.revocable_cpu = 0.0
         self.port_ranges: tuple[PortRange, ...] = ()
@@ -110,6 +111,7 @@ class HostRecord:
         """Take the backend's description (capacity, ports, labels may change on re-registration)."""
         self.agent_id = host.agent_id
         self.address = host.address
+        self.file_address = host.file_address
         self.capacity = host.capacity
         self.revocable_cpu = host.revocable_cpu
         self.port_ranges = host.ports

@@ -13,22 +13,36 @@ from collections.abc import Callable
 
 from peloton.api.gen.peloton.api.v0.job import job_pb2_grpc
 from peloton.api.gen.peloton.api.v0.task import task_pb2_grpc
+from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2_grpc
+from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2_grpc
+from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc
+from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
+from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.service_registry import register
 from peloton.common.goalstate import Engine
 from peloton.common.lifecycle import FunctionComponent, Lifecycle
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.jobmgr import recovery
+from peloton.jobmgr.api.admin import AdminServicer, ApiLock
+from peloton.jobmgr.api.hub import ApiHook, Hub
 from peloton.jobmgr.api.v0_jobs import JobManagerServicer
 from peloton.jobmgr.api.v0_tasks import TaskManagerServicer
+from peloton.jobmgr.api.v0_updates import UpdateServicer
+from peloton.jobmgr.api.v1_jobs import JobServicer
+from peloton.jobmgr.api.v1_pods import PodServicer
+from peloton.jobmgr.api.watch import WatchPublisher, WatchServicer
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.daemons import DaemonController
 from peloton.jobmgr.events import EventProcessor
 from peloton.jobmgr.evictor import Evictor
+from peloton.jobmgr.goalstate.update import UpdateEntity
 from peloton.jobmgr.jobruntime import RuntimeUpdater
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.launcher import Launcher
 from peloton.jobmgr.tasks import TaskOps
+from peloton.jobmgr.workflows import WorkflowOps
 from peloton.jobmgr.writer import TaskWriter
 from peloton.storage import GroupCommitter, Store
 
@@ -48,6 +62,10 @@ class JobManager:
         ctx = self.ctx
         ctx.task_engine = Engine(name="task", workers=self.config.task_workers)
         ctx.job_engine = Engine(name="job", workers=self.config.job_workers)
+        ctx.update_engine = Engine(name="update", workers=self.config.update_workers)
+        update_engine = ctx.update_engine
+        ctx.on_update_due = lambda job_id: update_engine.enqueue(UpdateEntity(ctx, job_id))
+        self.workflows = WorkflowOps(ctx)
         self.updater = RuntimeUpdater(ctx)
         ctx.on_tasks_changed = self.updater.mark
         self.jobs = JobOps(ctx)
@@ -55,23 +73,43 @@ class JobManager:
         self.launcher = Launcher(ctx)
         self.events = EventProcessor(ctx, hostmgr.subscribe("jobmgr"))
         self.evictor = Evictor(ctx)
+        self.daemons = DaemonController(ctx)
         task_engine, job_engine = ctx.task_engine, ctx.job_engine
         self._lifecycle = Lifecycle([
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
             FunctionComponent("recovery", lambda: self._recover()),
             FunctionComponent("job-engine", job_engine.start, job_engine.stop),
             FunctionComponent("task-engine", task_engine.start, task_engine.stop),
-            self.updater, self.events, self.launcher, self.evictor,
+            FunctionComponent("update-engine", update_engine.start, update_engine.stop),
+            self.updater, self.events, self.launcher, self.evictor, self.daemons,
         ], name="jobmgr")
         if grpc is not None:
             self.register(grpc)
 
     def register(self, grpc: GrpcServer) -> None:
-        """Serve the job manager's APIs on `grpc`."""
+        """Serve the job manager's APIs on `grpc`.
+
+        Every call goes through one hook: the AdminService lockdown check, then the
+        call on the hub this job manager was built on (see peloton.jobmgr.api.hub).
+        """
+        ctx, jobs, tasks, workflows = self.ctx, self.jobs, self.tasks, self.workflows
+        self.api_lock = ApiLock()
+        self.watch = WatchPublisher(ctx)
+        hook = ApiHook(Hub(), self.api_lock.check)
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
-                 JobManagerServicer(self.ctx, self.jobs))
+                 JobManagerServicer(ctx, jobs, workflows), hook=hook)
         register(grpc, task_pb2_grpc.add_TaskManagerServicer_to_server,
-                 TaskManagerServicer(self.ctx, self.jobs, self.tasks))
+                 TaskManagerServicer(ctx, jobs, tasks), hook=hook)
+        register(grpc, update_svc_pb2_grpc.add_UpdateServiceServicer_to_server,
+                 UpdateServicer(ctx, jobs, workflows), hook=hook)
+        register(grpc, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server,
+                 JobServicer(ctx, jobs, tasks, workflows), hook=hook)
+        register(grpc, pod_svc_pb2_grpc.add_PodServiceServicer_to_server,
+                 PodServicer(ctx, jobs, tasks), hook=hook)
+        register(grpc, watch_svc_pb2_grpc.add_WatchServiceServicer_to_server,
+                 WatchServicer(self.watch), hook=hook)
+        register(grpc, admin_svc_pb2_grpc.add_AdminServiceServicer_to_server,
+                 AdminServicer(ctx, self.api_lock), hook=hook)
 
     def _recover(self) -> None:
         recovery.recover(self.ctx)

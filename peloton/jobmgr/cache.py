@@ -5,12 +5,16 @@ there, so every decision can be made without a database round trip and
 every write is a compare-and-set against the revision the cache holds.
 Task state counts are kept incrementally (O(1) per change) because a job's
 state is derived from them after every event.
+
+`JobCache.listeners` are told about every task runtime, job runtime and
+workflow a cached job takes on (the watch API subscribes there); with no
+listener the cost is one empty-list check per change.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import gevent.lock
 
@@ -20,23 +24,67 @@ from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.model.update import UpdateInfo
 from peloton.core.states import TaskState
 
+#: Told (job, instance, runtime) after a cached job takes on a task runtime.
+TaskListener = Callable[["CachedJob", int, TaskRuntime], None]
+#: Told (job) after a cached job's runtime or workflow changed.
+JobListener = Callable[["CachedJob"], None]
+
+
+class Listeners:
+    """Callbacks of the jobs in one cache; called on the job manager's hub, must not block."""
+
+    __slots__ = ("job", "task")
+
+    def __init__(self) -> None:
+        self.task: list[TaskListener] = []
+        self.job: list[JobListener] = []
+
+
+#: Listeners of jobs not (yet) in a cache: loading a job is not a change.
+_NONE = Listeners()
+
 
 class CachedJob:
     """One job: its current config, runtime, task runtimes and active workflow."""
 
-    __slots__ = ("_tasks", "counts", "job_id", "lock", "runtime", "spec", "specs", "update")
+    __slots__ = ("_listeners", "_runtime", "_tasks", "_update", "counts", "job_id", "lock",
+                 "spec", "specs")
 
     def __init__(self, job_id: str, spec: JobSpec, runtime: JobRuntime) -> None:
+        self._listeners = _NONE
         self.job_id = job_id
         self.spec = spec
-        self.runtime = runtime
+        self._runtime = runtime
         #: Config versions loaded so far (the current one, and an update's target/source).
         self.specs: dict[int, JobSpec] = {spec.version: spec}
         self._tasks: dict[int, TaskRuntime] = {}
         self.counts: Counter[TaskState] = Counter()
-        self.update: UpdateInfo | None = None
+        self._update: UpdateInfo | None = None
         #: Serialises job-level actions (create, kill, runtime update) of this job.
         self.lock = gevent.lock.RLock()
+
+    # -- runtime and workflow (listeners are told of every change) ---------------
+    @property
+    def runtime(self) -> JobRuntime:
+        """The job runtime as last stored."""
+        return self._runtime
+
+    @runtime.setter
+    def runtime(self, runtime: JobRuntime) -> None:
+        self._runtime = runtime
+        for fn in self._listeners.job:
+            fn(self)
+
+    @property
+    def update(self) -> UpdateInfo | None:
+        """The job's current workflow (active or finished), if loaded."""
+        return self._update
+
+    @update.setter
+    def update(self, update: UpdateInfo | None) -> None:
+        self._update = update
+        for fn in self._listeners.job:
+            fn(self)
 
     # -- tasks -----------------------------------------------------------------
     def task(self, instance: int) -> TaskRuntime:
@@ -59,6 +107,8 @@ class CachedJob:
             self.counts[old.state] -= 1
         self._tasks[instance] = rt
         self.counts[rt.state] += 1
+        for fn in self._listeners.task:
+            fn(self, instance, rt)
 
     def drop_task(self, instance: int) -> None:
         """Forget one instance (it was deleted)."""
@@ -98,9 +148,12 @@ class JobCache:
 
     def __init__(self) -> None:
         self._jobs: dict[str, CachedJob] = {}
+        #: Told of changes to every cached job (see the module notes).
+        self.listeners = Listeners()
 
     def add(self, job: CachedJob) -> CachedJob:
         """Track a job (replacing any previous entry)."""
+        job._listeners = self.listeners
         self._jobs[job.job_id] = job
         return job
 

@@ -91,6 +91,7 @@ class EventProcessor:
         if job is None:
             return
         changes = {}
+        daemon = job.spec.type is JobType.DAEMON
         for inst, evs in per_task.items():
             cur = job.get_task(inst)
             if cur is None:
@@ -100,7 +101,8 @@ class EventProcessor:
             orphans.extend(ev.run_id for run, ev in evs
                            if run != cur.run_id and not ev.state.terminal)
             if live:
-                changes[inst] = _chain(live)
+                pinned = daemon or job.task_spec(inst, cur.config_version).stateful
+                changes[inst] = _chain(live, pinned)
         written = self.ctx.writer.apply(job, changes)
         if not written:
             return
@@ -116,14 +118,14 @@ class EventProcessor:
         self.ctx.on_tasks_changed(job_id)
 
 
-def _chain(events: list[tuple[int, HostEvent]]) -> Change:
+def _chain(events: list[tuple[int, HostEvent]], pinned: bool) -> Change:
     """One change applying several events of the same run in order."""
 
     def change(rt: TaskRuntime) -> TaskRuntime | None:
         out: TaskRuntime | None = None
         cur = rt
         for run, ev in events:
-            nxt = runs.apply_event(cur, run, ev)
+            nxt = runs.apply_event(cur, run, ev, pinned=pinned)
             if nxt is not None:
                 cur = out = nxt
         return out

@@ -17,7 +17,7 @@ import gevent
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunId
 from peloton.core.model.task import TerminationReason
-from peloton.core.states import TaskState
+from peloton.core.states import JobType, TaskState
 from peloton.jobmgr import taskops
 from peloton.jobmgr.context import JobContext
 
@@ -66,6 +66,8 @@ class Evictor:
             job = self.ctx.cache.get(job_id)
             if job is None:
                 continue
+            if job.spec.type is JobType.DAEMON and reason is TerminationReason.KILLED_HOST_MAINTENANCE:
+                continue  # the daemon controller removes instances of hosts that leave
             current = []
             for r in rids:
                 rt = job.get_task(r.instance)

@@ -17,7 +17,7 @@ import gevent.event
 
 from peloton.core.errors import Conflict
 from peloton.core.lifecycle.job_state import derive_job_state
-from peloton.core.states import JobState, TaskState
+from peloton.core.states import JobState, JobType, TaskState
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
 
@@ -35,10 +35,13 @@ def refresh_runtime(ctx: JobContext, job: CachedJob) -> bool:
                     job.spec.instance_tasks[0].controller):
                 t0 = job.get_task(0)
                 controller = t0.state if t0 is not None else None
+            # A daemon job's size is its number of instances (ids may have holes).
+            daemon = job.spec.type is JobType.DAEMON
+            size = len(job) if daemon else job.spec.instance_count
             state = derive_job_state(
-                counts, instance_count=job.spec.instance_count, job_type=job.spec.type,
+                counts, instance_count=size, job_type=job.spec.type,
                 current=rt.state, goal=rt.goal_state,
-                partially_created=len(job) < job.spec.instance_count,
+                partially_created=not daemon and len(job) < job.spec.instance_count,
                 controller_state=controller)
             if rt.state is JobState.KILLING and not state.terminal:
                 state = JobState.KILLING

@@ -10,13 +10,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from peloton.core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.errors import (
+    AlreadyExists,
+    Conflict,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+)
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobRuntime, JobSpec
-from peloton.core.states import JobState, JobType
+from peloton.core.model.update import UpdateInfo, UpdateSpec
+from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
 from peloton.jobmgr import recovery
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.workflows import event
 from peloton.storage import JobQuery, JobQueryResult
 
 log = logging.getLogger(__name__)
@@ -28,8 +36,13 @@ class JobOps:
     def __init__(self, ctx: JobContext) -> None:
         self.ctx = ctx
 
-    def create(self, spec: JobSpec, job_id: str = "") -> str:
-        """Store a new job and start creating its tasks; returns its id."""
+    def create(self, spec: JobSpec, job_id: str = "", rolling: UpdateSpec | None = None,
+               opaque_data: str = "") -> str:
+        """Store a new job and start creating its tasks; returns its id.
+
+        With `rolling` (v1alpha CreateJob's create spec) the instances are added by an
+        UPDATE workflow in batches, which may start paused, as Peloton's rolling create.
+        """
         job_id = validate_uuid(job_id, "id") if job_id else new_id()
         self.ctx.resmgr.validate_pool(spec.respool_id)
         try:
@@ -44,11 +57,29 @@ class JobOps:
                              update_time=now, config_version=1)
         self.ctx.store.create_task_configs(job_id, 1, spec.default_task, dict(spec.instance_tasks))
         stored = self.ctx.store.create_job(job_id, spec, runtime)
-        self.ctx.cache.add(CachedJob(job_id, spec, stored))
+        job = self.ctx.cache.add(CachedJob(job_id, spec, stored))
+        if rolling is not None and spec.type is not JobType.BATCH:
+            self._rolling_create(job, rolling, opaque_data)
         self.ctx.enqueue_job(job_id)
         log.info("created job %s (%s, %d instances) in pool %s", job_id, spec.name,
                  spec.instance_count, spec.respool_id)
         return job_id
+
+    def _rolling_create(self, job: CachedJob, rolling: UpdateSpec, opaque_data: str) -> None:
+        now = self.ctx.clock()
+        update = UpdateInfo(
+            update_id=new_id(), job_id=job.job_id, type=WorkflowType.UPDATE,
+            state=WorkflowState.PAUSED if rolling.start_paused else WorkflowState.INITIALIZED,
+            spec=rolling, config_version=job.spec.version, prev_config_version=0,
+            instances_total=job.spec.instance_count,
+            instances_added=tuple(range(job.spec.instance_count)), opaque_data=opaque_data,
+            creation_time=now, update_time=now)
+        update = self.ctx.store.create_update(update)
+        event(self.ctx, update, None)
+        job.runtime = self.ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
+            job.runtime, update_id=update.update_id, workflow_version=1, update_time=now))
+        job.update = update
+        self.ctx.on_update_due(job.job_id)
 
     def get(self, job_id: str) -> tuple[JobSpec, JobRuntime]:
         """The current config and runtime of a job."""
@@ -109,6 +140,32 @@ class JobOps:
                     job.runtime, goal_state=JobState.KILLED, update_time=self.ctx.clock(),
                     desired_state_version=job.runtime.desired_state_version + 1))
         self.ctx.enqueue_job(job_id)
+
+    def change_goal(self, job_id: str, goal: JobState, version: str = "") -> str:
+        """v1alpha StartJob / StopJob: set the goal (RUNNING or KILLED) and bump the desired
+        state version, a compare-and-set on the entity version ("" = any); returns the new one.
+
+        The job goal-state engine then starts (state version behind) or kills the tasks.
+        Stopping is refused while an active workflow is starting pods (as Peloton).
+        """
+        from peloton.jobmgr.workflows import WorkflowOps
+
+        job = recovery.track(self.ctx, validate_uuid(job_id, "job_id"))
+        if goal is JobState.RUNNING and job.spec.type is JobType.BATCH:
+            raise InvalidArgument("StartJob starts stateless jobs; start the tasks of a batch "
+                                  "job with TaskManager.Start", field="job_id")
+        with job.lock:
+            WorkflowOps.check_version(job, version)
+            update = job.update
+            if goal is JobState.KILLED and update is not None and update.state.active and \
+                    update.spec.start_tasks:
+                raise Conflict("job has active update with start_pods set, cannot stop the "
+                               "job now")
+            job.runtime = self.ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
+                job.runtime, goal_state=goal, update_time=self.ctx.clock(),
+                desired_state_version=job.runtime.desired_state_version + 1))
+        self.ctx.enqueue_job(job.job_id)
+        return job.runtime.entity_version()
 
     def delete(self, job_id: str, force: bool = False) -> None:
         """Delete a terminal job and everything stored about it (force: kill it first)."""

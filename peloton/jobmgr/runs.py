@@ -73,8 +73,13 @@ def failed_launch(rt: TaskRuntime, now: float, message: str) -> TaskRuntime:
                                failure_count=rt.failure_count + 1)
 
 
-def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent) -> TaskRuntime | None:
-    """The runtime after a host status event for run `run_id`, or None to drop the event."""
+def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
+                pinned: bool = False) -> TaskRuntime | None:
+    """The runtime after a host status event for run `run_id`, or None to drop the event.
+
+    A `pinned` task (daemon instance, stateful task) keeps its desired host for good;
+    any other task's desired host is only a hint for its first placement.
+    """
     if run_id != rt.run_id:
         return None
     state = event.state
@@ -86,7 +91,8 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent) -> TaskRuntime |
                               agent_id=event.agent_id or rt.agent_id)
     if state in (S.STARTING, S.RUNNING):
         if state is S.RUNNING and not rt.start_time:
-            new = dataclasses.replace(new, start_time=event.timestamp, desired_host="")
+            new = dataclasses.replace(new, start_time=event.timestamp,
+                                      desired_host=rt.desired_host if pinned else "")
         if health is not None:
             new = dataclasses.replace(new, healthy=health)
         if event.message:
@@ -101,7 +107,7 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent) -> TaskRuntime |
             exit_code=event.exit_code,
             healthy=HealthState.INVALID if rt.healthy is not HealthState.DISABLED else rt.healthy,
             failure_count=rt.failure_count + (1 if failed else 0),
-            desired_host="" if state in (S.FAILED, S.LOST) else rt.desired_host)
+            desired_host="" if state in (S.FAILED, S.LOST) and not pinned else rt.desired_host)
     if check_runtime_write(rt, new) is not None:
         return None
     return new

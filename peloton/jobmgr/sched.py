@@ -49,7 +49,8 @@ def rm_task(job_id: str, spec: JobSpec, instance: int, rt: TaskRuntime, cache: N
     task_spec = spec.task_spec(instance)
     req = TaskRequest(task_id=TaskId(job_id, instance), needs=cache.needs(spec.type, task_spec),
                       labels=task_spec.labels, desired_host=rt.desired_host,
-                      desired_host_only=bool(rt.desired_host) and task_spec.stateful)
+                      desired_host_only=bool(rt.desired_host) and (
+                          task_spec.stateful or spec.type is JobType.DAEMON))
     preemptible = spec.sla.preemptible and task_spec.preemptible
     return RmTask(request=req, run_id=rt.run_id, priority=spec.sla.priority,
                   preemptible=preemptible, controller=task_spec.controller)

@@ -126,9 +126,8 @@ def initialize(ctx: JobContext, job: CachedJob, instances: Collection[int]) -> l
         rt = job.get_task(i)
         if rt is None:
             continue
-        hc = job.task_spec(i, rt.desired_config_version).health_check is not None
-        changes[i] = (lambda cur, hc=hc: runs.new_run(cur, now, health_check=hc)
-                      if cur.state.terminal else None)
+        spec = job.task_spec(i, rt.desired_config_version)
+        changes[i] = _new_run(now, spec.health_check is not None, spec.stateful)
     written = ctx.writer.apply(job, changes)
     if written:
         enqueue(ctx, job, list(written))
@@ -139,5 +138,19 @@ def initialize(ctx: JobContext, job: CachedJob, instances: Collection[int]) -> l
 def _with_message(message: str) -> Change:
     def change(rt: TaskRuntime) -> TaskRuntime:
         return dataclasses.replace(rt, message=message)
+
+    return change
+
+
+def _new_run(now: float, health_check: bool, stateful: bool) -> Change:
+    def change(cur: TaskRuntime) -> TaskRuntime | None:
+        if not cur.state.terminal:
+            return None
+        nxt = runs.new_run(cur, now, health_check=health_check)
+        if stateful and cur.host:
+            # A stateful task owns data on its host: its next run goes back there, never
+            # silently elsewhere.
+            nxt = dataclasses.replace(nxt, desired_host=cur.host)
+        return nxt
 
     return change

@@ -136,15 +136,15 @@ class TaskOps:
         if not rt.host and run is None:
             raise InvalidArgument(f"task {job_id}-{instance} has not been launched on a host "
                                   "yet", field="instanceId")
-        host, files = self.ctx.hostmgr.sandbox_files(run_id)
-        return host, run_id, files
+        address, files = self.ctx.hostmgr.sandbox_files(rt.host, run_id)
+        return address, run_id, files
 
     def read_file(self, job_id: str, instance: int, path: str, run: int | None = None,
                   offset: int = 0, length: int = 1 << 20) -> bytes:
         """Bytes of a sandbox file of a run (stdout, stderr)."""
         _, rt = self.get(job_id, instance)
         run_id = str(RunId(job_id, instance, run if run else rt.run_id))
-        return self.ctx.hostmgr.read_sandbox(run_id, path, offset, length)
+        return self.ctx.hostmgr.read_sandbox(rt.host, run_id, path, offset, length)
 
     def events(self, job_id: str, instance: int, run: int | None = None,
                limit: int = 0) -> list[PodEvent]:
@@ -152,6 +152,30 @@ class TaskOps:
         self.runtimes(job_id, [instance])
         return self.ctx.store.get_pod_events(job_id, instance, run, limit or None)
 
-    def delete_events(self, job_id: str, instance: int, up_to_run: int) -> None:
-        """Delete the history of runs 1..up_to_run of an instance."""
-        self.ctx.store.delete_pod_events(validate_uuid(job_id, "jobId"), instance, 1, up_to_run + 1)
+    def delete_events(self, job_id: str, instance: int, up_to_run: int, from_run: int = 1) -> None:
+        """Delete the history of runs from_run..up_to_run of an instance."""
+        self.ctx.store.delete_pod_events(validate_uuid(job_id, "jobId"), instance, from_run,
+                                         up_to_run + 1)
+
+    def stop_one(self, job_id: str, instance: int) -> None:
+        """v1alpha StopPod: stop one instance (goal KILLED), leaving the job's goal alone."""
+        job = self._job(job_id)
+        rt = job.get_task(instance)
+        if rt is None:
+            raise NotFound(f"instance {instance} of job {job_id} not found", field="instanceId")
+        if rt.goal_state is S.KILLED:
+            return
+        taskops.set_goal(self.ctx, job, [instance], S.KILLED,
+                         reason=TerminationReason.KILLED_ON_REQUEST)
+        if not job.task(instance).state.terminal:
+            taskops.stop(self.ctx, job, [instance], TerminationReason.KILLED_ON_REQUEST)
+        self.ctx.on_tasks_changed(job.job_id)
+
+    def refresh(self, job_id: str, instance: int) -> None:
+        """Reload one task runtime from storage into the cache and re-evaluate it."""
+        job = self._job(job_id)
+        rt = self.ctx.store.get_task_runtime(job.job_id, instance)
+        job.drop_task(instance)
+        job.set_task(instance, rt)
+        self.ctx.enqueue_task(job.job_id, instance)
+        self.ctx.enqueue_job(job.job_id)

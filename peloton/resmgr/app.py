@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2_grpc
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.service_registry import register
+from peloton.common.metrics import Metrics
 from peloton.core.errors import Unavailable
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
@@ -45,7 +46,7 @@ from peloton.core.respool.entitlement import compute_entitlements
 from peloton.core.respool.records import RmTask
 from peloton.core.states import TaskState
 from peloton.resmgr.config import ResourceManagerConfig
-from peloton.resmgr.loops import Loops
+from peloton.resmgr.loops import Counts, Loops
 from peloton.resmgr.pools import PoolBook, load_tree
 from peloton.resmgr.preemptor import Preemptor
 from peloton.resmgr.reasons import pending_reasons
@@ -64,7 +65,8 @@ class ResourceManager:
 
     def __init__(self, store: ResourcePoolStore, hostmgr: HostManagerPort,
                  config: ResourceManagerConfig | None = None, grpc: GrpcServer | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 metrics: Metrics | None = None) -> None:
         self.config = config or ResourceManagerConfig()
         self.store = store
         self.hostmgr = hostmgr
@@ -81,6 +83,9 @@ class ResourceManager:
         self.capacity = Resources()
         self.slack_cpu = 0.0
         self.entitled_at = float("-inf")
+        self.metrics = metrics or Metrics("resmgr")
+        self.counts = Counts(self.metrics)
+        self._export_gauges()
         #: The greenlets; their one-pass methods (`admit_once`, ...) also serve tests.
         self.loops = Loops(self)
         self._running = False
@@ -134,6 +139,22 @@ class ResourceManager:
         if self._book is None:
             raise Unavailable("the resource manager is not started")
         return self._book
+
+    def _export_gauges(self) -> None:
+        # Read at scrape time only: nothing on the hot paths.
+        def size(read: Callable[[TaskBook], int]) -> Callable[[], float]:
+            return lambda: float(read(self._book)) if self._book is not None else 0.0
+
+        gauges: dict[str, tuple[str, Callable[[], float]]] = {
+            "tasks_tracked": ("Tasks the resource manager tracks", size(lambda b: len(b.tracker))),
+            "ready_gangs": ("Ready gangs waiting for (or retrying) placement",
+                            size(lambda b: len(b.ready))),
+            "placements_waiting": ("Placements waiting for the job manager",
+                                   size(lambda b: len(b.placed))),
+            "timeouts_armed": ("Tasks in a timed state", size(lambda b: len(b.timeouts))),
+        }
+        for name, (doc, read) in gauges.items():
+            self.metrics.gauge(name, doc).set_function(read)
 
     # -- entitlement --------------------------------------------------------------------------
     def refresh_capacity(self) -> None:
@@ -236,6 +257,8 @@ class ResourceManager:
         """Apply a placement round: PLACED runs wait for launch, failed ones retry later."""
         with self.lock:
             placed = self.book.set_placements(placements, failures, self.clock())
+        self.counts.placed.inc(placed)
+        self.counts.unplaced.inc(len(failures))
         if placed:
             self.placed_signal.fire()
         if failures:

@@ -38,9 +38,12 @@ class ResourceManagerConfig:
     preemption_enabled: bool = True
     preemption_period: float = 2.0
     sustained_over_allocation_count: int = 3
-    #: State timeouts (seconds); Peloton's development values.
+    #: State timeouts (seconds).  PLACING: Peloton's development value (the engine answers
+    #: in milliseconds unless it died).  LAUNCHING: longer than the job manager's own launch
+    #: timeout (180 s), which restarts a stuck launch as a new run; this one only catches
+    #: placements taken and never launched, and a shorter one would place a slow starter again.
     placing_timeout: float = 20.0
-    launching_timeout: float = 60.0
+    launching_timeout: float = 300.0
     preempting_timeout: float = 60.0
     #: Added to the placing timeout per attempt within a cycle (Peloton's placement_retry_backoff).
     placement_retry_backoff: float = 10.0

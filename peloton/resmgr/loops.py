@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import gevent
 
+from peloton.common.metrics import Metrics
 from peloton.core.ports import EventStream
+from peloton.resmgr.transitions import apply_event, expire
 
 if TYPE_CHECKING:
     from peloton.resmgr.app import ResourceManager
@@ -23,6 +25,20 @@ log = logging.getLogger(__name__)
 
 #: Wait after a failed read of the status stream before trying again (seconds).
 STREAM_RETRY = 1.0
+
+
+class Counts:
+    """The resource manager's counters (`peloton_resmgr_*_total`)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.admitted = metrics.counter("tasks_admitted", "Tasks admitted (PENDING -> READY)")
+        self.placed = metrics.counter("tasks_placed", "Runs reported placed")
+        self.unplaced = metrics.counter("tasks_unplaced", "Runs reported unplaced")
+        self.timed_out = metrics.counter("tasks_timed_out", "Tasks a state timeout moved back")
+        self.requeued = metrics.counter("victims_requeued",
+                                        "Preemption victims requeued before they started")
+        self.revoked = metrics.counter("victims_revoked",
+                                       "Running preemption victims handed to the job manager")
 
 
 class Loops:
@@ -34,8 +50,12 @@ class Loops:
         self._stream: EventStream | None = None
 
     def start(self) -> None:
-        """Spawn every loop."""
+        """Subscribe to the status stream (so nothing is trimmed before we read it), spawn loops."""
         cfg = self.rm.config
+        try:
+            self._stream = self.rm.hostmgr.subscribe(cfg.stream_consumer)
+        except Exception:
+            log.warning("cannot subscribe to the status stream yet; retrying", exc_info=True)
         self._greenlets = [
             gevent.spawn(self._admission_loop),
             gevent.spawn(self._every, cfg.entitlement_period, self.rm.refresh_capacity),
@@ -69,12 +89,14 @@ class Loops:
         now = rm.clock()
         with rm.lock:
             book = rm.book
-            book.expire(now)
+            expired = expire(book, now)
             if book.demand_changed and now - rm.entitled_at >= cfg.entitlement_min_interval:
                 rm.entitle_locked()
             admitted = book.admit(cfg.admit_per_pool)
             book.ready.promote(now)
             ready = book.ready.has_ready()
+        rm.counts.admitted.inc(admitted)
+        rm.counts.timed_out.inc(expired)
         if admitted or ready:
             rm.ready_signal.fire()
         return admitted
@@ -87,6 +109,8 @@ class Loops:
             if rm.preemptor is None:
                 return
             requeued, revoked = rm.preemptor.cycle()
+        rm.counts.requeued.inc(requeued)
+        rm.counts.revoked.inc(revoked)
         if requeued:
             rm.work.fire()
         if requeued or revoked:
@@ -116,7 +140,7 @@ class Loops:
             book = rm.book
             now = rm.clock()
             for event in events:
-                freed = book.apply_event(event, now) or freed
+                freed = apply_event(book, event, now) or freed
         self._stream.acknowledge(events[-1].offset)
         if freed:
             rm.work.fire()

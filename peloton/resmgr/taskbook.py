@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from peloton.core.errors import FailedPrecondition, InvalidArgument, PelotonError
 from peloton.core.lifecycle.retry import cycle_ended
 from peloton.core.lifecycle.task_transitions import ALLOCATED_STATES
-from peloton.core.model.ids import RunId, TaskId
+from peloton.core.model.ids import TaskId
 from peloton.core.model.sched import (
     EnqueueFailure,
     PlacedTask,
@@ -38,7 +38,6 @@ from peloton.core.model.sched import (
     PlacementGang,
 )
 from peloton.core.placement.request import GangRequest
-from peloton.core.ports import HostEvent
 from peloton.core.respool.records import RmTask, TaskRecord
 from peloton.core.respool.tracker import TaskTracker
 from peloton.core.respool.tree import PoolTree
@@ -49,13 +48,6 @@ from peloton.resmgr.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
 S = TaskState
-
-#: How a task the host reports RUNNING gets there from a state where we thought it was not
-#: launched yet (a launch timeout fired, then the run started after all).
-_TO_RUNNING: dict[TaskState, tuple[TaskState, ...]] = {
-    S.READY: (S.PLACED, S.LAUNCHING, S.RUNNING), S.PLACING: (S.PLACED, S.LAUNCHING, S.RUNNING),
-    S.PLACED: (S.LAUNCHING, S.RUNNING), S.LAUNCHING: (S.RUNNING,), S.LAUNCHED: (S.RUNNING,)}
-
 
 class TaskBook:
     """Tasks known to the resource manager and the queues between the daemons."""
@@ -91,7 +83,7 @@ class TaskBook:
                 if old is None:
                     fresh.append(task)
                 elif old.task.run_id < task.run_id:
-                    self._finish(task.task_id, S.KILLED)  # a newer run replaces the old one
+                    self.finish(task.task_id, S.KILLED)  # a newer run replaces the old one
                     fresh.append(task)
                 elif old.task.run_id > task.run_id:
                     failures.append(EnqueueFailure(task.task_id, f"run {task.run_id} is older "
@@ -109,7 +101,7 @@ class TaskBook:
 
     def kill(self, task_ids: Sequence[TaskId]) -> int:
         """Forget tasks wherever they are; returns how many were tracked."""
-        return sum(self._finish(t, S.KILLED) for t in task_ids)
+        return sum(self.finish(t, S.KILLED) for t in task_ids)
 
     def recover(self, pool_id: str, task: RmTask, state: TaskState, hostname: str,
                 now: float) -> None:
@@ -123,7 +115,7 @@ class TaskBook:
         if old is not None:
             if old.task.run_id >= task.run_id:
                 return  # already known (idempotent), or a newer run is
-            self._finish(task.task_id, S.KILLED)
+            self.finish(task.task_id, S.KILLED)
         self.tracker.recover(pool_id, task, state, start_time=now)
         if hostname:
             self.hosts[task.task_id] = hostname
@@ -175,7 +167,7 @@ class TaskBook:
             kept = [p for p in placement.tasks if self._placing(p.task_id, p.run_id)]
             for p in kept:
                 self.tracker.transition(p.task_id, S.PLACED)
-                self._settled(p.task_id)
+                self.settle(p.task_id)
                 self.hosts[p.task_id] = placement.hostname
             if kept:
                 same = len(kept) == len(placement.tasks)
@@ -245,63 +237,6 @@ class TaskBook:
             taken += len(tasks)
         return out
 
-    # -- host manager: status events ----------------------------------------------------------
-    def apply_event(self, event: HostEvent, now: float) -> bool:
-        """Apply one status event; True if it freed allocation."""
-        try:
-            rid = RunId.parse(event.run_id)
-        except InvalidArgument:
-            return False
-        task_id = rid.task
-        rec = self.tracker.get(task_id)
-        if rec is None or rec.task.run_id != rid.run:
-            return False  # a run we do not track, or an older one
-        state = event.state
-        if state.terminal:
-            if rec.state is S.PENDING:
-                return False  # queued again (e.g. preempted before start): the queue keeps it
-            self._finish(task_id, state)
-            return True
-        if event.hostname:
-            self.hosts[task_id] = event.hostname
-        if state is S.RUNNING:
-            for step in _TO_RUNNING.get(rec.state, ()):
-                self.tracker.transition(task_id, step, at=now)
-            if rec.state is S.RUNNING:
-                self._settled(task_id)
-        elif state in (S.LAUNCHED, S.STARTING) and rec.state is S.LAUNCHING:
-            self.tracker.transition(task_id, S.LAUNCHED)
-            self.timeouts.clear(task_id)
-        return False
-
-    # -- timeouts -------------------------------------------------------------------------------
-    def expire(self, now: float) -> int:
-        """Apply every state timeout that passed; returns how many tasks fell back."""
-        count = 0
-        placing: dict[int, list[TaskRecord]] = {}
-        for task_id, state in self.timeouts.due(now):
-            rec = self.tracker.get(task_id)
-            if rec is None or rec.state is not state:
-                continue
-            count += 1
-            if state is S.PLACING:
-                self.reasons[task_id] = (f"placement did not answer within "
-                                         f"{self.timeouts.seconds(S.PLACING, rec.placement_attempts):g}s")
-                placing.setdefault(id(self.ready.owner.get(task_id)), []).append(rec)
-            elif state is S.LAUNCHING:
-                self.tracker.transition(task_id, S.READY)
-                self.reasons[task_id] = (f"not launched within "
-                                         f"{self.config.launching_timeout:g}s; placing it again")
-                self.hosts.pop(task_id, None)
-                self.ready.push(ReadyEntry([rec]))
-            elif state is S.PREEMPTING:
-                # The table has no PREEMPTING -> RUNNING edge: only this timeout takes it.
-                # Both states hold the same allocation, so no accounting changes.
-                rec.state = S.RUNNING
-        for recs in placing.values():
-            self.unplaced(recs, now)
-        return count
-
     # -- helpers --------------------------------------------------------------------------------
     def _is(self, rec: TaskRecord, state: TaskState) -> bool:
         return rec.state is state and self.tracker.get(rec.task_id) is rec
@@ -316,15 +251,16 @@ class TaskBook:
         rec = self.tracker.get(placed.task_id)
         return rec is not None and rec.task.run_id == placed.run_id and rec.state is state
 
-    def _settled(self, task_id: TaskId) -> None:
-        """The task left the ready/placing stage for good."""
+    def settle(self, task_id: TaskId) -> None:
+        """The task left the ready/placing stage for good: drop its timeout, entry, reason."""
         self.timeouts.clear(task_id)
         self.ready.forget(task_id)
         self.reasons.pop(task_id, None)
 
-    def _finish(self, task_id: TaskId, state: TaskState) -> bool:
+    def finish(self, task_id: TaskId, state: TaskState) -> bool:
+        """Stop tracking a task (terminal event or kill), freeing what it holds; True if known."""
         rec = self.tracker.finish(task_id, state)
-        self._settled(task_id)
+        self.settle(task_id)
         self.hosts.pop(task_id, None)
         if rec is not None:
             self.demand_changed = True

@@ -58,8 +58,9 @@ class TaskConfigStore(Protocol):
 
     def create_task_configs(self, job_id: str, version: int, default: TaskSpec,
                             overrides: Mapping[int, TaskSpec] | None = None) -> None:
-        """Store the default spec and per-instance overrides of one version, all or
-        nothing.  Idempotent: storing a version again replaces it."""
+        """Store the default spec and per-instance overrides of one version (SQL: one
+        transaction; Cassandra: single-partition batches).  Idempotent: storing a version
+        again replaces it, so a retry completes an interrupted write."""
         ...
 
     def get_task_config(self, job_id: str, instance: int, version: int) -> TaskSpec:
@@ -76,8 +77,11 @@ class TaskRuntimeStore(Protocol):
     """Task runtimes, one row per (job, instance), written by compare-and-set."""
 
     def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
-        """Insert new runtimes at revision 1, all or nothing.  AlreadyExists (and nothing
-        written) if any of the instances has a runtime already."""
+        """Insert new runtimes at revision 1.  AlreadyExists (and nothing written) if any
+        instance has a different runtime already; instances stored with exactly this
+        runtime at revision 1 are accepted, so retrying a create whose outcome was unknown
+        is safe.  SQL writes all in one transaction; Cassandra in single-partition batches
+        (a crash can leave some, which the retry completes)."""
         ...
 
     def get_task_runtime(self, job_id: str, instance: int) -> TaskRuntime:

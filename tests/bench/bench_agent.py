@@ -24,16 +24,27 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from peloton.core.model.resources import Resources
+from peloton.core.model.sched import LaunchSpec
+from peloton.core.model.task import CommandSpec, TaskSpec
+from peloton.core.states import TaskState
+from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
 from tests.bench.common import report
 from tests.harness.procs import PELOTON, OutputTail, free_port, stop
+
+if TYPE_CHECKING:
+    from peloton.hostmgr.backends.local import LocalBackend
 
 TASKS = int(os.environ.get("BENCH_AGENT_TASKS", "10000"))
 WORK_ROOT = Path(__file__).resolve().parents[2] / ".peloton" / "bench"
 SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
 LIMITED_TASKS = max(1, TASKS // 5)
-IN_FLIGHT = 64
-BATCH = 32
+#: Runs launched but not yet ended; the agent keeps its pipeline full with this many.
+IN_FLIGHT = 256
+BATCH = 64
+DEADLINE_S = 150
 
 
 def forkexec_rate(count: int, in_flight: int) -> float:
@@ -52,9 +63,7 @@ def forkexec_rate(count: int, in_flight: int) -> float:
 
 
 def bench_sim() -> None:
-    from peloton.core.model.sched import LaunchSpec
-    from peloton.core.model.task import CommandSpec, TaskSpec
-    from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
+    """50,000 one-second tasks on 900 one-cpu simulated hosts, on a manual clock."""
     from peloton.hostmgr.backends.sim import SimBackend
     from peloton.hostmgr.backends.sim_clock import ManualClock
 
@@ -96,62 +105,61 @@ def bench_sim() -> None:
 
 
 class _Counter:
-    """Counts terminal updates and acknowledges every update in batches."""
+    """The host manager's part: counts runs that ended, acknowledges every update in batches."""
 
-    def __init__(self, backend: object) -> None:
+    def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend
         self.cond = threading.Condition()
-        self.terminal = 0
+        self.ended: set[str] = set()  # re-deliveries must not count twice
         self.failed: list[str] = []
-        self.unacked: list[object] = []
+        self.unacked: list[StatusUpdate] = []
         self.hosts: list[str] = []
 
-    def host_up(self, host: object) -> None:
+    def host_up(self, host: BackendHost) -> None:
         with self.cond:
-            self.hosts.append(host.hostname)  # type: ignore[attr-defined]
+            self.hosts.append(host.hostname)
             self.cond.notify_all()
 
     def host_gone(self, hostname: str, reason: str) -> None:
         print(f"host gone: {hostname}: {reason}", file=sys.stderr)
 
-    def status_update(self, update: object) -> None:
+    def status_update(self, update: StatusUpdate) -> None:
         with self.cond:
             self.unacked.append(update)
-            if update.state.terminal:  # type: ignore[attr-defined]
-                self.terminal += 1
-                if update.state.value != "SUCCEEDED":  # type: ignore[attr-defined]
-                    self.failed.append(update.message)  # type: ignore[attr-defined]
+            if update.state.terminal and update.run_id not in self.ended:
+                self.ended.add(update.run_id)
+                if update.state is not TaskState.SUCCEEDED:
+                    self.failed.append(update.message)
                 self.cond.notify_all()
-            if len(self.unacked) >= 256 or update.state.terminal:  # type: ignore[attr-defined]
-                batch, self.unacked = self.unacked, []
-            else:
+            if len(self.unacked) < 256 and not update.state.terminal:
                 return
-        self.backend.acknowledge(batch)  # type: ignore[attr-defined]
+            batch, self.unacked = self.unacked, []
+        self.backend.acknowledge(batch)
 
 
-def run_agent_batch(backend: object, counter: _Counter, host: str, count: int, mem_mb: float) -> float:
-    from peloton.core.model.resources import Resources
-    from peloton.core.model.sched import LaunchSpec
-    from peloton.core.model.task import CommandSpec, TaskSpec
-
+def run_agent_batch(backend: LocalBackend, counter: _Counter, host: str, count: int,
+                    mem_mb: float) -> float:
+    """Launch `count` runs of /bin/true with at most IN_FLIGHT unfinished; runs per second."""
     spec = TaskSpec(command=CommandSpec("/bin/true", shell=False), resources=Resources(mem_mb=mem_mb))
     job = str(uuid.uuid4())
-    base = counter.terminal
-    launched = 0
+    base = len(counter.ended)  # every earlier run has ended: the rest are ours
+    launched = finished = 0
     t0 = time.perf_counter()
-    while True:
+    deadline = time.monotonic() + DEADLINE_S
+    while finished < count:
+        # Wait until a batch fits under IN_FLIGHT again, or (all launched) until all ended.
+        need = count if launched >= count else launched - IN_FLIGHT + BATCH
         with counter.cond:
-            while launched < count and launched - (counter.terminal - base) >= IN_FLIGHT - BATCH:
-                counter.cond.wait(10)
-            if counter.terminal - base >= count:
-                break
-            if launched >= count:
-                counter.cond.wait(10)
-                continue
-        n = min(BATCH, count - launched)
-        backend.launch(host, [LaunchSpec(f"{job}-{launched + i}-1", spec)  # type: ignore[attr-defined]
-                              for i in range(n)])
-        launched += n
+            until = time.monotonic() + 5
+            while len(counter.ended) - base < need and time.monotonic() < until:
+                counter.cond.wait(1)
+            finished = len(counter.ended) - base
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {finished} of {count} runs ended within {DEADLINE_S} s")
+        if launched < count and launched - finished <= IN_FLIGHT - BATCH:
+            n = min(BATCH, count - launched)
+            backend.launch(host, [LaunchSpec(f"{job}-{i}-1", spec) for i in range(launched, launched + n)])
+            launched += n
     return count / (time.perf_counter() - t0)
 
 
@@ -190,7 +198,8 @@ def bench_agent(seq: float, two: float) -> None:
             try:
                 with counter.cond:
                     counter.hosts.clear()
-                    counter.cond.wait_for(lambda: "bench" in counter.hosts, 30)
+                    if not counter.cond.wait_for(lambda: "bench" in counter.hosts, 60):
+                        raise RuntimeError("the agent did not register within 60 s")
                 runs[label] = run_agent_batch(backend, counter, "bench", TASKS, 0.0)
                 if label == "disk":
                     runs["limited"] = run_agent_batch(backend, counter, "bench", LIMITED_TASKS, 64.0)

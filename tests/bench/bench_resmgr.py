@@ -11,8 +11,11 @@ Run as `python -m tests.bench.bench_resmgr`.
    fake host manager (which reports RUNNING at launch) and ends each run
    after its second.  Reports sustained launches/s and total time against
    the ideal (18,000 / 900 x 1 s = 20 s); issue 5's benchmark (b) targets
-   >= 1,000 launches/s and <= 1.2x the ideal.  The fake host manager's own
-   work (offers, bookings) is inside the measured time.
+   >= 1,000 launches/s and <= 1.2x the ideal, but 900 one-second slots
+   cap launches at 900/s, so the ratio to the ideal is the number to read.
+   A second run with 0.1 s tasks (ceiling 9,000/s) shows what the loop
+   itself sustains.  The fake host manager's own work (offers, bookings)
+   is inside the measured time.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def bench_admission(workdir: Path, n: int = 50_000) -> None:
 
 
 def bench_loop(workdir: Path, hosts: int = 900, n: int = 18_000, duration: float = 1.0) -> None:
-    store = open_store(f"sqlite:///{workdir / 'b.db'}", StoreOptions(bootstrap=True))
+    store = open_store(f"sqlite:///{workdir / f'loop-{duration:g}.db'}", StoreOptions(bootstrap=True))
     fake = FakeHostManager()
     for i in range(hosts):
         fake.add_host(f"host-{i:04d}", cpu=1, mem=1024, disk=10_000)
@@ -118,9 +121,12 @@ def bench_loop(workdir: Path, hosts: int = 900, n: int = 18_000, duration: float
     rm.stop()
     store.close()
     ideal = n / hosts * duration
-    report("resmgr.loop.launches_per_s", n / total, "launches/s", target=">=1000",
-           note=f"{n} 1-cpu tasks of {duration:g}s on {hosts} 1-cpu fake hosts")
-    report("resmgr.loop.total_vs_ideal", total / ideal, "x", target="<=1.2",
+    name = f"resmgr.loop.{duration:g}s_tasks"
+    ceiling = hosts / duration
+    report(f"{name}.launches_per_s", n / total, "launches/s",
+           target=">=1000" if duration >= 1 else "",
+           note=f"{n} 1-cpu tasks on {hosts} 1-cpu fake hosts; ceiling {ceiling:.0f}/s")
+    report(f"{name}.total_vs_ideal", total / ideal, "x", target="<=1.2",
            note=f"{total:.1f}s vs ideal {ideal:.1f}s")
 
 
@@ -128,6 +134,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bench_admission(Path(tmp))
         bench_loop(Path(tmp))
+        # Short tasks lift the hosts' ceiling (9,000/s): what the loop itself sustains.
+        bench_loop(Path(tmp), duration=0.1)
 
 
 if __name__ == "__main__":

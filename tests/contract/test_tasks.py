@@ -41,9 +41,22 @@ def test_create_runtimes_all_or_nothing(store: Store) -> None:
     jid = f.job_id()
     store.create_task_runtimes(jid, {0: f.task_runtime(), 1: f.task_runtime()})
     with pytest.raises(AlreadyExists):
-        store.create_task_runtimes(jid, {1: f.task_runtime(), 2: f.task_runtime()})
+        store.create_task_runtimes(jid, {1: f.task_runtime(TaskState.RUNNING),
+                                         2: f.task_runtime()})
     assert sorted(store.get_task_runtimes(jid)) == [0, 1]
-    assert store.get_task_runtime(jid, 0).revision == 1
+    assert store.get_task_runtime(jid, 1) == dataclasses.replace(f.task_runtime(), revision=1)
+
+
+def test_retried_create_with_identical_runtimes_is_accepted(store: Store) -> None:
+    jid = f.job_id()
+    store.create_task_runtimes(jid, {0: f.task_runtime()})
+    store.create_task_runtimes(jid, {0: f.task_runtime(), 1: f.task_runtime()})  # a retry
+    assert sorted(store.get_task_runtimes(jid)) == [0, 1]
+    rt = store.get_task_runtime(jid, 0)
+    store.update_task_runtime(jid, 0, rt)  # now at revision 2: a create cannot match it
+    with pytest.raises(AlreadyExists):
+        store.create_task_runtimes(jid, {0: f.task_runtime(), 2: f.task_runtime()})
+    assert sorted(store.get_task_runtimes(jid)) == [0, 1]
 
 
 def test_get_runtimes_by_instances_and_states(store: Store) -> None:

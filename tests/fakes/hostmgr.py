@@ -28,10 +28,10 @@ import gevent.event
 
 from peloton.core.errors import NotFound, Unimplemented
 from peloton.core.model.constraints import Label
-from peloton.core.model.host import HostOffer
+from peloton.core.model.host import HostInfo, HostOffer
 from peloton.core.model.resources import EPSILON, PortRange, Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
-from peloton.core.ports import HostEvent
+from peloton.core.ports import HostEvent, HostSummary
 from peloton.core.states import HostState, TaskState
 
 
@@ -277,6 +277,11 @@ class FakeHostManager:
 
     def host_states(self) -> dict[str, HostState]:
         return {name: h.state for name, h in self.hosts.items()}
+
+    def host_summaries(self) -> list[HostSummary]:
+        return [HostSummary(HostInfo(h.hostname, state=h.state, goal_state=h.state,
+                                     labels=h.labels), h.capacity, h.used()[0], h.agent_id)
+                for _, h in sorted(self.hosts.items())]
 
     def draining_runs(self) -> list[tuple[str, str]]:
         return [(h.hostname, run) for h in self.hosts.values() if h.state is HostState.DRAINING

@@ -8,8 +8,8 @@ on 127.0.0.1, stopped by PID.  Everything waits with deadlines.
 
 from __future__ import annotations
 
-import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +23,7 @@ from peloton.core.model.task import HealthCheckSpec, HealthCheckType, PortSpec
 from peloton.core.states import HealthState, TaskState
 from peloton.hostmgr.backends.local import LocalBackend
 from tests.harness.agents import AgentProcess, Recorder, sandbox, task, wait_file
-from tests.harness.procs import free_port, wait_for
+from tests.harness.procs import PELOTON, free_port, wait_for
 
 
 @dataclass
@@ -107,6 +107,17 @@ def test_output_goes_to_sandbox_files(hostmgr: Hostmgr, agent: AgentProcess) -> 
     assert failed.exit_code == 4 and failed.message == "exited with code 4"
     assert hostmgr.backend.read_sandbox("it-agent", launch.run_id, "stdout") == b"to-out\n"
     assert hostmgr.backend.read_sandbox("it-agent", launch.run_id, "stderr") == b"to-err\n"
+
+
+def test_argv_commands_keep_every_argument(hostmgr: Hostmgr, agent: AgentProcess) -> None:
+    # Mesos' rule: `value` is the program, `arguments` its whole argv (argv[0] included).
+    launch = task("ignored")
+    argv = ("sh", "-c", 'printf "%s|" "$0" "$1" "$2" > args.txt', "zero", "", "two words")
+    launch = type(launch)(launch.run_id, type(launch.spec)(
+        command=type(launch.spec.command)(value="/bin/sh", shell=False, arguments=argv)))
+    hostmgr.backend.launch("it-agent", [launch])
+    hostmgr.recorder.wait_state(launch.run_id, TaskState.SUCCEEDED)
+    assert (sandbox(agent.work_dir, launch.run_id) / "args.txt").read_text() == "zero||two words|"
 
 
 def test_a_command_that_cannot_run_fails_with_the_reason(hostmgr: Hostmgr, agent: AgentProcess) -> None:
@@ -234,6 +245,28 @@ def test_tasks_keep_running_while_the_host_manager_is_away(tmp_path: Path) -> No
         hm.stop()
 
 
+def test_a_silent_agent_is_reported_gone_and_welcomed_back(tmp_path: Path) -> None:
+    server = GrpcServer("127.0.0.1:0")
+    backend = LocalBackend(heartbeat_secs=0.2, heartbeat_timeout_secs=1.0, reregister_grace_secs=0)
+    backend.register_on(server)
+    server.start()
+    recorder = Recorder(backend)
+    backend.start(recorder)
+    hm = Hostmgr(server, backend, recorder)
+    first = AgentProcess(tmp_path / "agent", hm.address, name="quiet").start()
+    try:
+        wait_for(lambda: "quiet" in recorder.hosts, 20, "registration")
+        first.proc.send_signal(signal.SIGSTOP)  # alive but silent
+        wait_for(lambda: [h for h, _ in recorder.gone] == ["quiet"], 20, "host gone")
+        assert "no heartbeat" in recorder.gone[0][1]
+        first.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: recorder.host_ups.count("quiet") == 2, 20, "re-registration")
+        assert [h.hostname for h in backend.hosts()] == ["quiet"]
+    finally:
+        first.stop()
+        hm.stop()
+
+
 def test_python_fallback_supervisor_speaks_the_same_protocol(hostmgr: Hostmgr, tmp_path: Path) -> None:
     proc = AgentProcess(tmp_path / "agent", hostmgr.address, name="py-agent",
                         extra_env={"PELOTON_SUPERVISOR": "python"}).start()
@@ -254,11 +287,11 @@ def test_python_fallback_supervisor_speaks_the_same_protocol(hostmgr: Hostmgr, t
         proc.stop()
 
 
-def test_agent_cli_rejects_bad_options(tmp_path: Path) -> None:
-    import subprocess
-
-    from tests.harness.procs import PELOTON
-
-    done = subprocess.run([PELOTON, "agent", "--ports", "9-x", "--work-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60, env=dict(os.environ))
-    assert done.returncode != 0 and "bad port range" in done.stderr
+def test_agent_cli_rejects_bad_options_and_a_second_agent_on_one_work_dir(
+        agent: AgentProcess) -> None:
+    bad = subprocess.run([PELOTON, "agent", "--ports", "9-x", "--work-dir", str(agent.work_dir)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "bad port range" in bad.stderr
+    second = subprocess.run([PELOTON, "agent", "--work-dir", str(agent.work_dir), "--port", "0",
+                             "--hostmgr", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0 and "another agent is using the work dir" in second.stderr

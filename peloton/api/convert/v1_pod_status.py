@@ -142,6 +142,24 @@ def pod_event_to_v1(event: PodEvent) -> pod_pb2.PodEvent:
     return out
 
 
+def pod_status_from_event(event: PodEvent) -> pod_pb2.PodStatus:
+    """The status of an earlier run, as its latest event recorded it (Peloton's GetPod
+    `previous`: state, goal, ids, host, agent, versions, message and reason)."""
+    out = pod_pb2.PodStatus(state=_STATE_TO_V1[event.state],
+                            desired_state=_STATE_TO_V1[event.goal_state], host=event.host,
+                            message=event.message, reason=event.reason)
+    out.pod_id.value = run_id_text(event.job_id, event.instance, event.run_id)
+    if event.prev_run_id > 0:
+        out.prev_pod_id.value = run_id_text(event.job_id, event.instance, event.prev_run_id)
+    out.desired_pod_id.value = run_id_text(event.job_id, event.instance,
+                                           event.desired_run_id or event.run_id)
+    if event.agent_id:
+        out.agent_id.value = event.agent_id
+    out.version.value = pod_entity_version(event.config_version)
+    out.desired_version.value = pod_entity_version(event.desired_config_version)
+    return out
+
+
 def pod_query_from_v1(spec: pod_pb2.QuerySpec) -> TaskQuery:
     """A v1alpha pod QuerySpec -> TaskQuery (pod names are `<job>-<instance>` or task names)."""
     page = spec.pagination

@@ -7,8 +7,9 @@ backend re-delivers an update until the host manager calls
 consumer of its event stream has processed (and persisted) the update.
 Consumers therefore deduplicate by `StatusUpdate.uuid` and by run id.
 
-Implementations: `local` (our agents over gRPC), `sim` (virtual hosts for
-benchmarks), `mesos` (pymesos).  All pass tests/contract/test_host_backend.py.
+Implementations: `local` (our agents over gRPC, local.py), `sim` (virtual
+hosts on an injectable clock, sim.py), `mesos` (pymesos).  All pass
+tests/contract/test_host_backend.py.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ class BackendHost:
     ports: tuple[PortRange, ...] = ()
     labels: tuple[Label, ...] = ()
     revocable_cpu: float = 0.0
-    #: Where the host can be reached for sandbox browsing (backend specific; may be empty).
+    #: Where the host can be reached (backend specific; may be empty).
     address: str = ""
+    #: "host:port" of the host's HTTP file server (Mesos-style `/files/download?path=`),
+    #: which `task logs` reads sandboxes from; empty if the host has none.
+    file_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +46,15 @@ class StatusUpdate:
     """A state change of one run, as reported by the host that runs it.
 
     `state` is one of STARTING, RUNNING, SUCCEEDED, FAILED, KILLED, LOST.
-    `healthy` is set when the update reports a health-check result.
+    `healthy` is set on RUNNING updates of runs with a health check
+    (HEALTH_UNKNOWN until the first verdict, then HEALTHY/UNHEALTHY on each
+    change, with reason REASON_TASK_HEALTH_CHECK_STATUS_UPDATED).
+    `uuid` identifies the state change: a re-delivery carries the same one
+    (the local backend keeps it stable even across agent restarts), so
+    equal uuids mean the same event.  `reason` uses Mesos' names (e.g.
+    REASON_CONTAINER_LIMITATION_MEMORY); `exit_code` is set when the task's
+    process exited on its own.  `hostname` and `agent_id` are empty on a
+    LOST update for a run no host knows.
     """
 
     uuid: str
@@ -87,14 +99,17 @@ class HostBackend(Protocol):
 
     def kill(self, hostname: str, run_ids: Sequence[str], grace_secs: float) -> None:
         """Stop runs (SIGTERM, then SIGKILL after `grace_secs`); each ends with a KILLED update.
-        Killing an unknown or finished run is not an error (idempotent)."""
+        Killing an unknown or finished run is not an error (idempotent); an unknown host
+        raises NotFound and an unreachable one Unavailable, as for launch."""
 
     def acknowledge(self, updates: Sequence[StatusUpdate]) -> None:
         """Every consumer has processed these updates; the backend may forget them."""
 
     def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
-        """Ask hosts to re-report the current status of `run_ids` (all runs if None).
-        Runs no host knows are reported LOST."""
+        """Ask hosts to re-report the current status of `run_ids` (all runs if None; an
+        empty list asks for nothing).  Asynchronous: answers arrive as status updates.
+        Runs no host knows are reported LOST -- only once hosts had time to (re-)register
+        after the backend started, and never while a host could not be asked."""
 
     def list_sandbox(self, hostname: str, run_id: str, path: str = "") -> list[tuple[str, int]]:
         """(name, size) of files under a run's sandbox directory `path`."""

@@ -35,7 +35,8 @@ def host_from_pb(info: pb.AgentInfo) -> BackendHost:
         hostname=info.hostname, agent_id=info.agent_id,
         capacity=Resources(cpu=c.cpu, mem_mb=c.mem_mb, disk_mb=c.disk_mb, gpu=c.gpu),
         ports=tuple(PortRange(r.begin, r.end) for r in info.ports),
-        labels=tuple(Label(lb.key, lb.value) for lb in info.labels), address=info.address)
+        labels=tuple(Label(lb.key, lb.value) for lb in info.labels), address=info.address,
+        file_address=info.file_address)
 
 
 def update_from_pb(msg: pb.StatusUpdate, hostname: str, agent_id: str) -> StatusUpdate:

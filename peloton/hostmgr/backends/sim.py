@@ -93,14 +93,20 @@ class SimBackend:
 
     # -- lifecycle -------------------------------------------------------
     def start(self, listener: HostEventListener) -> None:
-        """Announce every host (from the clock's thread) and start the resend timer."""
+        """Announce every host, re-deliver what is unacknowledged, start the resend timer.
+
+        Everything reaches the listener from the clock's thread.
+        """
         with self._lock:
             self._listener = listener
             self._epoch += 1
             epoch = self._epoch
             hosts = list(self._hosts.values())
+            pending = list(self._pending.values())
         for host in hosts:
             self._notify(epoch, partial(_host_up, host=host))
+        for update in pending:
+            self.clock.call_at(self.clock.now(), partial(self._deliver, epoch, update))
         self._schedule_resend(epoch)
 
     def stop(self) -> None:

@@ -4,6 +4,17 @@ Peloton's v0 API reports expected failures inside the response (`error`
 sub-messages) and everything else as a gRPC status; this servicer does
 the same: the typed v0 errors for the cases Peloton types, and the one
 error mapping of service_registry for the rest.
+
+Restart, Start and Stop of a service job are RESTART, START and STOP
+workflows over the requested instance ranges ([from, to), clamped to the
+job; none = all), `batchSize` at a time, as Peloton's
+createNonUpdateWorkflow: `resourceVersion` is compared with the job's
+configuration version (INVALID_ARGUMENT "invalid job configuration
+version" when stale; 0 = the current one, which Peloton refused), and the
+reply carries the workflow's id and the configuration version it creates.
+A Stop without ranges and without resourceVersion stops the whole job of
+any type (goal KILLED), as before; batch jobs have no workflows (use
+TaskManager.Start/Stop/Restart for their tasks).
 """
 
 from __future__ import annotations
@@ -12,13 +23,17 @@ import dataclasses
 from typing import Any
 
 from peloton.api.convert import v0_job
+from peloton.api.convert.common import job_id_from_wire
 from peloton.api.gen.peloton.api.v0 import peloton_pb2
 from peloton.api.gen.peloton.api.v0.job import job_pb2, job_pb2_grpc
-from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound, Unimplemented
+from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound
 from peloton.core.model.job import JobSpec
+from peloton.core.model.update import UpdateSpec
+from peloton.core.states import JobType, WorkflowType
 from peloton.jobmgr.api.queries import job_query
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.workflows import WorkflowOps
 
 
 def _job_id(msg: peloton_pb2.JobID) -> str:
@@ -28,9 +43,10 @@ def _job_id(msg: peloton_pb2.JobID) -> str:
 class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
     """Batch job API of Peloton v0."""
 
-    def __init__(self, ctx: JobContext, jobs: JobOps) -> None:
+    def __init__(self, ctx: JobContext, jobs: JobOps, workflows: WorkflowOps | None = None) -> None:
         self.ctx = ctx
         self.jobs = jobs
+        self.workflows = workflows or WorkflowOps(ctx)
 
     def Create(self, request: job_pb2.CreateRequest, context: Any) -> job_pb2.CreateResponse:
         out = job_pb2.CreateResponse()
@@ -139,9 +155,43 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
             out.ids.add().value = job_id
         return out
 
+    def _workflow(self, kind: WorkflowType, request: Any, batch_size: int) -> tuple[str, int]:
+        """Start a RESTART/START/STOP workflow; (update id, new configuration version)."""
+        job_id = job_id_from_wire(request.id.value, "id")
+        spec, runtime = self.jobs.get(job_id)
+        if spec.type is not JobType.SERVICE:
+            raise InvalidArgument(f"{kind.value} supported only for service jobs", field="id")
+        if request.resourceVersion and request.resourceVersion != spec.version:
+            raise InvalidArgument(
+                f"invalid job configuration version {request.resourceVersion}: job {job_id} is "
+                f"at configuration version {spec.version}", field="resourceVersion")
+        instances = sorted({i for r in request.ranges
+                            for i in range(getattr(r, "from"), min(r.to, spec.instance_count))})
+        update = self.workflows.create(job_id, kind, UpdateSpec(batch_size=batch_size),
+                                       version=runtime.entity_version(),
+                                       instances=instances if request.ranges else None)
+        return update.update_id, update.config_version
+
+    def Restart(self, request: job_pb2.RestartRequest, context: Any) -> job_pb2.RestartResponse:
+        update_id, version = self._workflow(WorkflowType.RESTART, request,
+                                            request.restartConfig.batchSize)
+        out = job_pb2.RestartResponse(resourceVersion=version)
+        out.updateID.value = update_id
+        return out
+
+    def Start(self, request: job_pb2.StartRequest, context: Any) -> job_pb2.StartResponse:
+        update_id, version = self._workflow(WorkflowType.START, request,
+                                            request.startConfig.batchSize)
+        out = job_pb2.StartResponse(resourceVersion=version)
+        out.updateID.value = update_id
+        return out
+
     def Stop(self, request: job_pb2.StopRequest, context: Any) -> job_pb2.StopResponse:
-        if request.ranges:
-            raise Unimplemented("JobManager.Stop with instance ranges is a rolling stop "
-                                "workflow; use TaskManager.Stop for batch jobs")
-        self.jobs.stop(_job_id(request.id))
-        return job_pb2.StopResponse()
+        if not request.ranges and not request.resourceVersion:
+            self.jobs.stop(_job_id(request.id))
+            return job_pb2.StopResponse()
+        update_id, version = self._workflow(WorkflowType.STOP, request,
+                                            request.stopConfig.batchSize)
+        out = job_pb2.StopResponse(resourceVersion=version)
+        out.updateID.value = update_id
+        return out

@@ -169,7 +169,7 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
             return out
         run = run_of(request.taskId, "taskId") if request.taskId else None
         try:
-            address, _run_id, files = self.tasks.sandbox(job_id, request.instanceId, run)
+            address, run_id, files = self.tasks.sandbox(job_id, request.instanceId, run)
         except InvalidArgument as exc:
             out.error.notRunning.message = exc.message
             return out
@@ -179,7 +179,8 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         host, _, port = address.rpartition(":")
         out.hostname = host or address
         out.port = port
-        out.paths.extend(name for name, _ in files)
+        # Paths relative to the agent's sandboxes directory, which its file server accepts.
+        out.paths.extend(f"{run_id}/{name}" for name, _ in files)
         return out
 
     def GetPodEvents(self, request: task_pb2.GetPodEventsRequest,

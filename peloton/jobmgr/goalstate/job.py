@@ -68,6 +68,12 @@ def create_tasks(ctx: JobContext, job: CachedJob) -> None:
             return
         now = ctx.clock()
         missing = [i for i in range(spec.instance_count) if job.get_task(i) is None]
+        if spec.type is JobType.DAEMON:
+            missing = []  # the daemon controller creates instances, one per host
+        if job.update is not None and job.update.state.active:
+            # A rolling create or update adds these itself, batch by batch.
+            adding = set(job.update.instances_added)
+            missing = [i for i in missing if i not in adding]
         if missing:
             fresh = {i: runs.initial(goal, spec.version, now,
                                      health_check=spec.task_spec(i).health_check is not None)

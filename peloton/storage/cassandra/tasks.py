@@ -3,10 +3,11 @@
 Every runtime write is `UPDATE ... IF revision = ?`, one Paxos round per
 task; a batch of writes is sent concurrently (the driver pipelines them),
 and each write's `[applied]` row says whether it won, lost (the row shows
-the stored revision) or found no row.  Creating runtimes first reads which
-instances exist (AlreadyExists if any), then inserts in single-partition
-batches; the job manager is the only writer of a job's tasks (leader
-election), which is what makes read-then-insert safe here.
+the stored revision) or found no row.  Creating runtimes first reads the
+job's existing rows (AlreadyExists if one differs; identical ones are a
+retried create's own), then inserts the rest in single-partition batches;
+the job manager is the only writer of a job's tasks (leader election),
+which is what makes read-then-insert safe here.
 """
 
 from __future__ import annotations
@@ -62,14 +63,15 @@ class CassandraTasks(CassandraBase):
 
     # -- runtimes ----------------------------------------------------------
     def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
-        existing = {int(r["instance_id"]) for r in self.q("task_runtime.instances", job_id)}
-        if existing & set(runtimes):
-            raise AlreadyExists(f"job {job_id}: some of the task runtimes already exist")
+        stored = {int(r["instance_id"]): r["body"] for r in self.q("task_runtime.all", job_id)}
         rows = []
         for i, rt in sorted(runtimes.items()):
-            stored = dataclasses.replace(rt, revision=1)
-            rows.append((job_id, i, 1, stored.state.value, codec.to_json(stored)))
-        self.partition_batches("task_runtime.put", rows)
+            first = codec.replace_field(rt, "revision", 1)
+            rows.append((job_id, i, 1, first.state.value, codec.to_json(first)))
+        # A retry after a crash finds the batches that made it: identical rows are fine.
+        if any(stored[r[1]] != r[4] for r in rows if r[1] in stored):
+            raise AlreadyExists(f"job {job_id}: some of the task runtimes already exist")
+        self.partition_batches("task_runtime.put", [r for r in rows if r[1] not in stored])
 
     def get_task_runtime(self, job_id: str, instance: int) -> TaskRuntime:
         row = self.q1("task_runtime.get", job_id, instance)

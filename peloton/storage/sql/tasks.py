@@ -18,7 +18,6 @@ commit together.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -111,12 +110,24 @@ class SqlTasks:
 
     # -- runtimes ----------------------------------------------------------
     def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
-        rows = [runtime_row(job_id, i, dataclasses.replace(rt, revision=1))
+        rows = [runtime_row(job_id, i, codec.replace_field(rt, "revision", 1))
                 for i, rt in sorted(runtimes.items())]
+        refused = AlreadyExists(f"job {job_id}: some of the task runtimes already exist")
+
+        def tx(conn: Connection) -> None:
+            # A retry of a create that did commit finds its own rows: accept those
+            # (identical bodies), refuse any other existing row, insert the rest.
+            c = task_runtimes.c
+            q = sa.select(c.instance, c.body).where(c.job_id == job_id)
+            stored = {r[0]: r[1] for r in conn.execute(q)}
+            if any(stored[r["instance"]] != r["body"] for r in rows if r["instance"] in stored):
+                raise refused
+            new = [r for r in rows if r["instance"] not in stored]
+            if new:
+                conn.execute(sa.insert(task_runtimes), new)
+
         if rows:
-            self.db.run("create task runtimes", lambda c: c.execute(sa.insert(task_runtimes), rows),
-                        duplicate=lambda: AlreadyExists(
-                            f"job {job_id}: some of the task runtimes already exist"))
+            self.db.run("create task runtimes", tx, duplicate=lambda: refused)
 
     def get_task_runtime(self, job_id: str, instance: int) -> TaskRuntime:
         q = sa.select(task_runtimes.c.body).where(task_runtimes.c.job_id == job_id,
@@ -154,23 +165,26 @@ class SqlTasks:
         return result.written[task]
 
     def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
-        if len({(w.job_id, w.instance) for w in writes}) != len(writes):
-            raise InvalidArgument("a task may be written only once per batch", field="writes")
         if not writes:
             return WriteResult({})
-        params = []
-        for w in writes:  # (state, new revision, body, job, instance, expected revision)
-            data = codec.encode(w.runtime)
-            data["revision"] = w.runtime.revision + 1
-            params.append((data["state"], data["revision"], codec.dumps(data), w.job_id,
+        # One pass builds the new runtimes and the statement parameters:
+        # (state, new revision, body, job, instance, expected revision).
+        stored: list[TaskRuntime] = []
+        params: list[tuple[Any, ...]] = []
+        for w in writes:
+            rt = codec.replace_field(w.runtime, "revision", w.runtime.revision + 1)
+            stored.append(rt)
+            params.append((rt.state.value, rt.revision, codec.to_json(rt), w.job_id,
                            w.instance, w.runtime.revision))
+        if len({(p[3], p[4]) for p in params}) != len(params):
+            raise InvalidArgument("a task may be written only once per batch", field="writes")
         cas = self._cas_postgres if self.db.dialect == "postgresql" else self._cas_sqlite
         done = self.db.run("write task runtimes", lambda conn: cas(conn, params))
-        written = {w.task: codec.replace_field(w.runtime, "revision", w.runtime.revision + 1)
-                   for w in writes if (w.job_id, w.instance) in done}
+        if len(done) == len(writes):
+            return WriteResult({w.task: rt for w, rt in zip(writes, stored, strict=True)})
+        written = {w.task: rt for w, rt in zip(writes, stored, strict=True)
+                   if (w.job_id, w.instance) in done}
         lost = [w for w in writes if (w.job_id, w.instance) not in done]
-        if not lost:
-            return WriteResult(written)
         present = self._existing_keys(lost)
         return WriteResult(
             written, frozenset(w.task for w in lost if (w.job_id, w.instance) in present),
@@ -179,14 +193,11 @@ class SqlTasks:
     def _cas_postgres(self, conn: Connection, params: list[tuple[Any, ...]]) -> set[Any]:
         if len(params) == 1:
             return self._cas_one(conn, params[0])
-        columns = [list(c) for c in zip(*params, strict=True)]  # arrays, not records
-        # Straight to psycopg, with binary parameters: the text format would escape every
-        # quote of every JSON body in Python, which costs more than the whole UPDATE.
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        with raw.cursor(binary=True) as cur:
-            cur.execute(_PG_CAS, columns)
-            return {(r[0], r[1]) for r in cur.fetchall()}
+        columns = tuple(list(c) for c in zip(*params, strict=True))  # arrays, not records
+        # %b placeholders make psycopg send the arrays in binary: the text format would
+        # escape every quote of every JSON body in Python, costing more than the UPDATE.
+        rows = conn.exec_driver_sql(_PG_CAS, columns)
+        return {(r[0], r[1]) for r in rows}
 
     def _cas_one(self, conn: Connection, p: tuple[Any, ...]) -> set[Any]:
         c = task_runtimes.c

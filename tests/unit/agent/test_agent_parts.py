@@ -118,3 +118,26 @@ def test_manual_clock_runs_callbacks_in_time_then_schedule_order() -> None:
     assert clock.advance(1.0) == 3 and seen == ["a1", "a2"]
     clock.advance(5.0)
     assert seen == ["a1", "a2", "nested", "b"] and clock.now() == 6.0
+
+
+def test_sim_failures_follow_the_seeded_rng() -> None:
+    from peloton.core.model.sched import LaunchSpec
+    from peloton.core.model.task import TaskSpec
+    from peloton.hostmgr.backends.sim import SimBackend
+    from tests.harness.agents import Recorder
+
+    def outcomes(seed: int) -> list[TaskState]:
+        clock = ManualClock()
+        backend = SimBackend(hosts=2, clock=clock, task_secs=1.0, failure_probability=0.5, seed=seed)
+        recorder = Recorder(backend)
+        backend.start(recorder)
+        runs = [f"{RUN[:-4]}-{i}-1" for i in range(40)]
+        backend.launch("sim-00000", [LaunchSpec(r, TaskSpec()) for r in runs])
+        clock.advance(2.0)
+        ends = [recorder.last(r) for r in runs]
+        assert all(u is not None and u.state.terminal for u in ends)
+        return [u.state for u in ends if u is not None]
+
+    first = outcomes(7)
+    assert first == outcomes(7)  # same seed, same story
+    assert 5 < first.count(TaskState.FAILED) < 35 and TaskState.SUCCEEDED in first

@@ -188,3 +188,25 @@ def test_peloton_errors_map_to_response_codes(call: Call, fake: FakePeloton) -> 
     fake.query_stateless_jobs = down  # type: ignore[method-assign]
     resp = call("getJobSummary", role="www")
     assert resp.responseCode == api.ResponseCode.ERROR_TRANSIENT and "not reachable" in messages(resp)
+
+
+def test_earlier_runs_are_listed_when_pod_runs_depth_allows(fake: FakePeloton) -> None:
+    from aurorabridge.config import HandlerSettings, RespoolSettings
+    from aurorabridge.handlers import handler_table
+    from aurorabridge.handlers.context import BridgeContext
+    from aurorabridge.respool_loader import RespoolLoader
+    from aurorabridge.thrift_api import args_class
+
+    ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings()), HandlerSettings(pod_runs_depth=3))
+    table = handler_table(ctx)
+
+    def call(method: str, **kwargs: Any) -> Any:
+        return table[method](args_class(method)(**kwargs))
+
+    key = deploy(call, 2)
+    fake.finish_workflow(fake.job_by_name("www/devel/hello").job_id)
+    call("restartShards", job=key.job, shardIds=[1])
+    runs = [(t.assignedTask.instanceId, t.assignedTask.taskId.rsplit("-", 1)[1], t.ancestorId)
+            for t in tasks(call, jobKeys=[key.job])]
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    assert runs == [(0, "1", None), (1, "2", f"{job_id}-1-1"), (1, "1", None)]

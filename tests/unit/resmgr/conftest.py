@@ -10,7 +10,7 @@ import pytest
 from peloton.resmgr.app import ResourceManager
 from peloton.storage import Store, StoreOptions, open_store
 from tests.fakes.hostmgr import FakeHostManager
-from tests.unit.resmgr.helpers import FakeClock
+from tests.unit.resmgr.helpers import FakeClock, make_rm
 
 
 @pytest.fixture
@@ -45,8 +45,6 @@ def hostmgr() -> FakeHostManager:
 @pytest.fixture
 def rm(store: Store, hostmgr: FakeHostManager, clock: FakeClock) -> Iterator[ResourceManager]:
     """A loaded (not started) resource manager: tests drive its loops by hand."""
-    from tests.unit.resmgr.helpers import make_rm
-
     manager = make_rm(store, hostmgr, clock)
     yield manager
     manager.stop()

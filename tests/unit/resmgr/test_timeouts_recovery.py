@@ -6,6 +6,7 @@ import pytest
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.states import TaskState
+from peloton.resmgr.transitions import expire
 from peloton.storage import Store
 from tests.fakes.hostmgr import FakeHostManager
 from tests.unit.resmgr.helpers import (
@@ -42,8 +43,8 @@ def test_placing_times_out_with_growing_backoff(store: Store, hostmgr: FakeHostM
         assert state_of(rm, task) is S.READY
         assert "did not answer" in rm.pending_reasons([task.task_id])[task.task_id]
     assert rm.dequeue_gangs(10, 0)
-    clock.advance(10.1)  # third attempt: the cycle ends, back to PENDING, then admitted again
-    rm.book.expire(clock())
+    clock.advance(10.1)  # third attempt: the cycle ends, back to PENDING
+    assert expire(rm.book, clock()) == 1
     assert state_of(rm, task) is S.PENDING
     assert rm.pools.get(pool).allocation.cpu == 0
 

@@ -1,0 +1,165 @@
+"""v1alpha stateless JobService, the reading half: jobs, their workflows and diffs.
+
+GetJob with a version returns that config version's spec only (as
+Peloton); without, the current spec, status (with the current workflow's
+status) and `workflow_info` with the workflow's own events.  Workflow
+instance ranges are written with `to` inclusive, as Peloton wrote them
+(see peloton.api.convert.v1_workflow).  ListJobs streams one response per
+page of `LIST_PAGE` jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from peloton.api.convert.common import job_id_from_wire, parse_entity_version
+from peloton.api.convert.v1_job import (
+    job_info_to_v1,
+    job_query_from_v1,
+    job_spec_from_v1,
+    job_spec_to_v1,
+    job_status_to_v1,
+    job_summary_to_v1,
+)
+from peloton.api.convert.v1_workflow import (
+    instance_ranges_to_v1,
+    workflow_event_to_v1,
+    workflow_info_to_v1,
+)
+from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
+from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.model.update import UpdateInfo, WorkflowEvent
+from peloton.jobmgr.api.common import job_spec_at, job_summary, version, workflow_of
+from peloton.jobmgr.api.queries import job_query
+from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.workflows import WorkflowOps
+from peloton.storage import JobQuery, SortField
+
+#: Jobs per ListJobs response.
+LIST_PAGE = 500
+
+
+def job_id_of(request: Any) -> str:
+    if not request.job_id.value:
+        raise InvalidArgument("no job id provided", field="job_id")
+    return job_id_from_wire(request.job_id.value, "job_id")
+
+
+class JobReads:
+    """The reading RPCs of JobService (mixed into JobServicer)."""
+
+    ctx: JobContext
+    jobs: JobOps
+    workflows: WorkflowOps
+
+    def _events(self, update: UpdateInfo, instances: bool, limit: int = 0) -> list[WorkflowEvent]:
+        store = self.ctx.store
+        events = store.get_workflow_events(update.update_id, None)
+        if instances:
+            for inst in sorted({*update.instances_added, *update.instances_removed,
+                                *update.instances_updated}):
+                events.extend(store.get_workflow_events(update.update_id, inst, limit or None))
+        return events
+
+    def GetJob(self, request: svc.GetJobRequest, context: Any) -> svc.GetJobResponse:
+        job_id = job_id_of(request)
+        out = svc.GetJobResponse()
+        wanted = version(request)
+        if request.summary_only:
+            spec, runtime = self.jobs.get(job_id)
+            out.summary.CopyFrom(job_summary_to_v1(job_summary(job_id, spec, runtime),
+                                                   workflow_of(self.ctx, job_id, runtime)))
+        elif wanted:
+            config, _, _ = parse_entity_version(wanted, "version")
+            self.jobs.get(job_id)  # NotFound for an unknown job
+            try:
+                spec = job_spec_at(self.ctx, job_id, config)
+            except NotFound:
+                raise NotFound(f"job {job_id} has no configuration version {config}",
+                               field="version") from None
+            out.job_info.job_id.value = job_id
+            out.job_info.spec.CopyFrom(job_spec_to_v1(spec))
+        else:
+            spec, runtime = self.jobs.get(job_id)
+            update = workflow_of(self.ctx, job_id, runtime)
+            out.job_info.CopyFrom(job_info_to_v1(job_id, spec, runtime, update))
+            if update is not None:
+                out.workflow_info.CopyFrom(workflow_info_to_v1(update, runtime,
+                                                               self._events(update, False)))
+        return out
+
+    def GetJobIDFromJobName(self, request: svc.GetJobIDFromJobNameRequest,
+                            context: Any) -> svc.GetJobIDFromJobNameResponse:
+        ids = self.ctx.store.get_job_ids_by_name(request.job_name)
+        if not ids:
+            raise NotFound(f'job id for job name not found: "{request.job_name}"',
+                           field="job_name")
+        out = svc.GetJobIDFromJobNameResponse()
+        for job_id in ids:
+            out.job_id.add().value = job_id
+        return out
+
+    def GetWorkflowEvents(self, request: svc.GetWorkflowEventsRequest,
+                          context: Any) -> svc.GetWorkflowEventsResponse:
+        job_id = job_id_of(request)
+        _, runtime = self.jobs.get(job_id)
+        if not runtime.update_id:
+            raise FailedPrecondition(f"job {job_id} has no workflow", field="job_id")
+        events = self.ctx.store.get_workflow_events(runtime.update_id, request.instance_id,
+                                                    request.limit or None)
+        return svc.GetWorkflowEventsResponse(events=[workflow_event_to_v1(e) for e in events])
+
+    def QueryJobs(self, request: svc.QueryJobsRequest, context: Any) -> svc.QueryJobsResponse:
+        query = job_query(self.ctx, job_query_from_v1(request.spec))
+        result = self.jobs.query(query)
+        out = svc.QueryJobsResponse(spec=request.spec)
+        for summary in result.jobs:
+            update = workflow_of(self.ctx, summary.job_id, summary.runtime)
+            out.records.append(job_summary_to_v1(summary, update))
+        out.pagination.offset = query.offset
+        out.pagination.limit = query.limit or 0
+        out.pagination.total = result.total
+        return out
+
+    def ListJobs(self, request: svc.ListJobsRequest, context: Any) -> Iterator[svc.ListJobsResponse]:
+        offset = 0
+        while True:
+            page = self.jobs.query(JobQuery(order_by=SortField.JOB_ID, descending=False,
+                                            offset=offset, limit=LIST_PAGE))
+            if page.jobs:
+                yield svc.ListJobsResponse(jobs=[
+                    job_summary_to_v1(s, workflow_of(self.ctx, s.job_id, s.runtime))
+                    for s in page.jobs])
+            offset += len(page.jobs)
+            if len(page.jobs) < LIST_PAGE or offset >= page.total:
+                return
+
+    def ListJobWorkflows(self, request: svc.ListJobWorkflowsRequest,
+                         context: Any) -> svc.ListJobWorkflowsResponse:
+        job_id = job_id_of(request)
+        _, runtime = self.jobs.get(job_id)
+        out = svc.ListJobWorkflowsResponse()
+        for update in self.workflows.for_job(job_id, request.updates_limit):
+            events = self._events(update, request.instance_events, request.instance_events_limit)
+            out.workflow_infos.append(workflow_info_to_v1(update, runtime, events))
+        return out
+
+    def GetReplaceJobDiff(self, request: svc.GetReplaceJobDiffRequest,
+                          context: Any) -> svc.GetReplaceJobDiffResponse:
+        job_id = job_id_of(request)
+        added, removed, updated, unchanged = self.workflows.preview(
+            job_id, job_spec_from_v1(request.spec), version(request))
+        return svc.GetReplaceJobDiffResponse(
+            instances_added=instance_ranges_to_v1(added),
+            instances_removed=instance_ranges_to_v1(removed),
+            instances_updated=instance_ranges_to_v1(updated),
+            instances_unchanged=instance_ranges_to_v1(unchanged))
+
+    def GetJobCache(self, request: svc.GetJobCacheRequest, context: Any) -> svc.GetJobCacheResponse:
+        job = self.ctx.cache.get(job_id_of(request))
+        if job is None:
+            raise NotFound(f"job not found in cache: {request.job_id.value}", field="job_id")
+        return svc.GetJobCacheResponse(spec=job_spec_to_v1(job.spec),
+                                       status=job_status_to_v1(job.runtime, job.update))

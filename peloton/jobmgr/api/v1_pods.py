@@ -1,0 +1,175 @@
+"""v1alpha PodService (`peloton.api.v1alpha.pod.svc.PodService`).
+
+A pod is one instance of a job, named `<job uuid>-<instance>`; each run of
+it has a pod id `<job uuid>-<instance>-<run>`.  GetPod returns the current
+run and, from the pod's event history, earlier ones: `limit` 1 means the
+current run only, N the current and N-1 earlier, 0 all of them.
+GetPodEvents without a pod id returns the events of the latest run.
+RestartPod with `check_sla` refuses (ABORTED) when the job's
+`maximum_unavailable_instances` are already unavailable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peloton.api.convert.common import run_of
+from peloton.api.convert.v1_job import pod_spec_for_instance
+from peloton.api.convert.v1_pod_status import (
+    pod_event_to_v1,
+    pod_info_to_v1,
+    pod_status_from_event,
+    pod_status_to_v1,
+)
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2 as pb
+from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc as pb_grpc
+from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.model.events import PodEvent
+from peloton.core.model.ids import RunId, TaskId
+from peloton.core.states import TaskState
+from peloton.jobmgr.api.common import job_spec_at, pod_name
+from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.tasks import TaskOps
+
+S = TaskState
+
+
+def _pod(request: Any) -> TaskId:
+    return pod_name(request.pod_name.value)
+
+
+def _run(request: Any, task: TaskId) -> int | None:
+    """The run a request's pod id names (None if it names none); it must be this pod's."""
+    if not request.pod_id.value:
+        return None
+    run = run_of(request.pod_id.value, "pod_id")
+    if RunId.parse(request.pod_id.value).task != task:
+        raise InvalidArgument(f"pod_id {request.pod_id.value!r} is not a run of pod {task}",
+                              field="pod_id")
+    return run
+
+
+class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
+    """Start, stop, restart and read pods."""
+
+    def __init__(self, ctx: JobContext, jobs: JobOps, tasks: TaskOps) -> None:
+        self.ctx = ctx
+        self.jobs = jobs
+        self.tasks = tasks
+
+    def StartPod(self, request: pb.StartPodRequest, context: Any) -> pb.StartPodResponse:
+        task = _pod(request)
+        _, rt = self.tasks.get(task.job_id, task.instance)
+        if rt.goal_state is S.DELETED:
+            raise InvalidArgument("cannot start a pod going to be deleted", field="pod_name")
+        self.tasks.start(task.job_id, [(task.instance, task.instance + 1)])
+        return pb.StartPodResponse()
+
+    def StopPod(self, request: pb.StopPodRequest, context: Any) -> pb.StopPodResponse:
+        task = _pod(request)
+        self.tasks.stop_one(task.job_id, task.instance)
+        return pb.StopPodResponse()
+
+    def RestartPod(self, request: pb.RestartPodRequest, context: Any) -> pb.RestartPodResponse:
+        task = _pod(request)
+        _, rt = self.tasks.get(task.job_id, task.instance)
+        if request.check_sla and rt.state is S.RUNNING:
+            spec, _ = self.jobs.get(task.job_id)
+            limit = spec.sla.maximum_unavailable_instances
+            down = sum(1 for i, other in self.tasks.runtimes(task.job_id).items()
+                       if i != task.instance and other.state is not S.RUNNING)
+            if limit and down >= limit:
+                raise Conflict(f"pod restart would violate SLA: {down} of the job's instances "
+                               f"are unavailable (maximum_unavailable_instances {limit})")
+        self.tasks.restart(task.job_id, [(task.instance, task.instance + 1)])
+        return pb.RestartPodResponse()
+
+    def _spec(self, task: TaskId, version: int) -> pod_pb2.PodSpec | None:
+        try:
+            spec = job_spec_at(self.ctx, task.job_id, version)
+        except NotFound:
+            return None  # an old config version may have been purged; show the status alone
+        return pod_spec_for_instance(spec, task.job_id, task.instance)
+
+    def GetPod(self, request: pb.GetPodRequest, context: Any) -> pb.GetPodResponse:
+        task = _pod(request)
+        _, rt = self.tasks.get(task.job_id, task.instance)
+        out = pb.GetPodResponse()
+        spec = None if request.status_only else self._spec(task, rt.config_version)
+        if spec is not None:
+            out.current.CopyFrom(pod_info_to_v1(spec, task.job_id, task.instance, rt))
+        else:
+            out.current.status.CopyFrom(pod_status_to_v1(task.job_id, task.instance, rt))
+        if request.limit == 1 or rt.prev_run_id <= 0:
+            return out
+        latest: dict[int, PodEvent] = {}
+        for event in self.tasks.events(task.job_id, task.instance):  # newest first
+            latest.setdefault(event.run_id, event)
+        run = rt.prev_run_id
+        while run > 0 and run in latest:
+            if request.limit and len(out.previous) >= request.limit - 1:
+                break
+            event = latest[run]
+            info = out.previous.add(status=pod_status_from_event(event))
+            if not request.status_only:
+                old = self._spec(task, event.config_version)
+                if old is not None:
+                    info.spec.CopyFrom(old)
+            run = event.prev_run_id if event.prev_run_id < run else 0
+        return out
+
+    def GetPodEvents(self, request: pb.GetPodEventsRequest,
+                     context: Any) -> pb.GetPodEventsResponse:
+        task = _pod(request)
+        run = _run(request, task)
+        events = self.tasks.events(task.job_id, task.instance, run)
+        if run is None and events:
+            newest = max(e.run_id for e in events)
+            events = [e for e in events if e.run_id == newest]
+        return pb.GetPodEventsResponse(events=[pod_event_to_v1(e) for e in events])
+
+    def BrowsePodSandbox(self, request: pb.BrowsePodSandboxRequest,
+                         context: Any) -> pb.BrowsePodSandboxResponse:
+        task = _pod(request)
+        try:
+            address, run_id, files = self.tasks.sandbox(task.job_id, task.instance,
+                                                        _run(request, task))
+        except InvalidArgument as exc:
+            if exc.field == "pod_id":
+                raise
+            raise FailedPrecondition(f"pod has not been run: {exc.message}",
+                                     field="pod_name") from None
+        host, _, port = address.rpartition(":")
+        # Paths relative to the agent's sandboxes directory, which its file server accepts.
+        return pb.BrowsePodSandboxResponse(hostname=host or address, port=port,
+                                           paths=[f"{run_id}/{name}" for name, _ in files])
+
+    def RefreshPod(self, request: pb.RefreshPodRequest, context: Any) -> pb.RefreshPodResponse:
+        task = _pod(request)
+        self.tasks.refresh(task.job_id, task.instance)
+        return pb.RefreshPodResponse()
+
+    def GetPodCache(self, request: pb.GetPodCacheRequest, context: Any) -> pb.GetPodCacheResponse:
+        task = _pod(request)
+        job = self.ctx.cache.get(task.job_id)
+        if job is None:
+            raise NotFound(f"job not found in cache: {task.job_id}", field="pod_name")
+        rt = job.get_task(task.instance)
+        if rt is None:
+            raise NotFound(f"task not found in cache: {task}", field="pod_name")
+        out = pb.GetPodCacheResponse(status=pod_status_to_v1(task.job_id, task.instance, rt))
+        for label in job.task_spec(task.instance, rt.config_version).labels:
+            out.labels.add(key=label.key, value=label.value)
+        return out
+
+    def DeletePodEvents(self, request: pb.DeletePodEventsRequest,
+                        context: Any) -> pb.DeletePodEventsResponse:
+        task = _pod(request)
+        run = _run(request, task)
+        if run is None:
+            raise InvalidArgument("pod_id is required: the run whose events to delete",
+                                  field="pod_id")
+        self.tasks.delete_events(task.job_id, task.instance, run, from_run=run)
+        return pb.DeletePodEventsResponse()

@@ -1,0 +1,252 @@
+"""Workflow operations: create (update, restart, start, stop), pause, resume, abort, roll back.
+
+A workflow moves a job's instances to a new config version in batches.
+Every workflow creates a new config version — a restart is an update to
+an identical copy — so "has this instance been handled" is always "does it
+run the target version", and versions never repeat (a stale client's
+entity version can never match again).  Creating a workflow aborts the
+job's active one; every mutating call is a compare-and-set on the job's
+entity version `<config>-<desired state>-<workflow>` and a stale version
+is rejected with Conflict (gRPC ABORTED).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.model.ids import new_id, validate_uuid
+from peloton.core.model.job import JobSpec
+from peloton.core.model.update import UpdateInfo, UpdateSpec, WorkflowEvent
+from peloton.core.states import JobType, WorkflowState, WorkflowType
+from peloton.jobmgr import recovery
+from peloton.jobmgr.cache import CachedJob
+from peloton.jobmgr.context import JobContext
+
+log = logging.getLogger(__name__)
+W = WorkflowState
+
+
+def diff(old: JobSpec, new: JobSpec) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(added, removed, updated, unchanged) instances going from `old` to `new`."""
+    added = list(range(old.instance_count, new.instance_count))
+    removed = list(range(new.instance_count, old.instance_count))
+    common = range(min(old.instance_count, new.instance_count))
+    updated = [i for i in common if old.task_spec(i) != new.task_spec(i)]
+    unchanged = [i for i in common if old.task_spec(i) == new.task_spec(i)]
+    return added, removed, updated, unchanged
+
+
+class WorkflowOps:
+    """Create and steer the workflows of jobs."""
+
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+
+    def job(self, job_id: str) -> CachedJob:
+        """The cached job (loaded if needed)."""
+        return recovery.track(self.ctx, validate_uuid(job_id, "job_id"))
+
+    @staticmethod
+    def check_version(job: CachedJob, version: str) -> None:
+        """Reject a stale entity version (an empty one means "any")."""
+        if version and version != job.runtime.entity_version():
+            raise Conflict(f"unexpected entity version {version!r}: job {job.job_id} is at "
+                           f"{job.runtime.entity_version()}")
+
+    # -- creation ----------------------------------------------------------------
+    def create(self, job_id: str, kind: WorkflowType, spec: UpdateSpec, *,
+               new_spec: JobSpec | None = None, version: str = "",
+               instances: Sequence[int] | None = None, opaque_data: str = "") -> UpdateInfo:
+        """Start a workflow; returns it (the job's new entity version is on the job)."""
+        job = self.job(job_id)
+        with job.lock:
+            self.check_version(job, version)
+            old = job.spec
+            if kind is WorkflowType.UPDATE:
+                if new_spec is None:
+                    raise InvalidArgument("an update needs a job spec", field="spec")
+                self._check_replace(old, new_spec)
+                target = dataclasses.replace(new_spec, respool_id=new_spec.respool_id or
+                                             old.respool_id, type=old.type)
+                added, removed, updated, _ = diff(old, target)
+            else:
+                target = old
+                wanted = instances if instances is not None else range(old.instance_count)
+                bad = [i for i in wanted if i < 0 or i >= old.instance_count]
+                if bad:
+                    raise InvalidArgument(f"instances {bad} are outside the job's "
+                                          f"{old.instance_count} instances", field="ranges")
+                added, removed, updated = [], [], sorted(set(wanted))
+            if job.update is not None and job.update.state.active:
+                self._finish(job, job.update, W.ABORTED, "superseded by a newer workflow")
+            number = self.ctx.store.get_max_job_config_version(job.job_id) + 1
+            now = self.ctx.clock()
+            target = dataclasses.replace(target, version=number, created_at=now)
+            self.ctx.store.create_task_configs(job.job_id, number, target.default_task,
+                                               dict(target.instance_tasks))
+            self.ctx.store.add_job_config(job.job_id, target)
+            state = W.PAUSED if spec.start_paused else W.INITIALIZED
+            update = UpdateInfo(
+                update_id=new_id(), job_id=job.job_id, type=kind, state=state, spec=spec,
+                prev_state=W.INITIALIZED, config_version=number, prev_config_version=old.version,
+                instances_total=len(added) + len(updated) + len(removed),
+                instances_added=tuple(added), instances_updated=tuple(updated),
+                instances_removed=tuple(removed), opaque_data=opaque_data,
+                creation_time=now, update_time=now)
+            update = self.ctx.store.create_update(update)
+            self._event(update, None)
+            job.runtime = self.ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
+                job.runtime, config_version=number, update_id=update.update_id,
+                workflow_version=job.runtime.workflow_version + 1, update_time=now))
+            job.spec = target
+            job.specs[number] = target
+            job.update = update
+        self.ctx.on_update_due(job.job_id)
+        log.info("job %s: %s workflow %s to version %d (%d added, %d updated, %d removed)",
+                 job.job_id, kind.value, update.update_id, number, len(added), len(updated),
+                 len(removed))
+        return update
+
+    def preview(self, job_id: str, new_spec: JobSpec, version: str = ""
+                ) -> tuple[list[int], list[int], list[int], list[int]]:
+        """What an UPDATE to `new_spec` would do, changing nothing (v1alpha GetReplaceJobDiff):
+        (added, removed, updated, unchanged) instances, after the same checks as `create`."""
+        job = self.job(job_id)
+        self.check_version(job, version)
+        self._check_replace(job.spec, new_spec)
+        return diff(job.spec, dataclasses.replace(
+            new_spec, respool_id=new_spec.respool_id or job.spec.respool_id, type=job.spec.type))
+
+    @staticmethod
+    def _check_replace(old: JobSpec, new: JobSpec) -> None:
+        if old.type is JobType.BATCH:
+            raise InvalidArgument("batch jobs are not updated with workflows; use "
+                                  "JobManager.Update to add instances", field="job_id")
+        if new.name and new.name != old.name:
+            raise InvalidArgument(f"job name cannot change (is {old.name!r})", field="spec.name")
+        if new.respool_id and new.respool_id != old.respool_id:
+            raise InvalidArgument("a job cannot change resource pool in an update",
+                                  field="spec.respool_id")
+
+    # -- steering ---------------------------------------------------------------------
+    def _active(self, job: CachedJob) -> UpdateInfo:
+        update = job.update
+        if update is None or not update.state.active:
+            raise FailedPrecondition(f"job {job.job_id} has no active workflow", field="job_id")
+        return update
+
+    def pause(self, job_id: str, version: str = "", opaque_data: str | None = None) -> str:
+        """Pause the job's active workflow; returns the new entity version."""
+        job = self.job(job_id)
+        with job.lock:
+            self.check_version(job, version)
+            update = self._active(job)
+            if update.state is not W.PAUSED:
+                self._save(job, dataclasses.replace(update, prev_state=update.state,
+                                                    state=W.PAUSED), opaque_data)
+            return self._bump(job)
+
+    def resume(self, job_id: str, version: str = "", opaque_data: str | None = None) -> str:
+        """Resume a paused workflow where it left off; returns the new entity version."""
+        job = self.job(job_id)
+        with job.lock:
+            self.check_version(job, version)
+            update = self._active(job)
+            if update.state is W.PAUSED:
+                back = update.prev_state if update.prev_state is not W.PAUSED else W.INITIALIZED
+                self._save(job, dataclasses.replace(update, state=back, prev_state=W.PAUSED),
+                           opaque_data)
+            entity = self._bump(job)
+        self.ctx.on_update_due(job.job_id)
+        return entity
+
+    def abort(self, job_id: str, version: str = "", opaque_data: str | None = None) -> str:
+        """Stop the active workflow where it is (instances stay as they are)."""
+        job = self.job(job_id)
+        with job.lock:
+            self.check_version(job, version)
+            update = self._active(job)
+            if opaque_data is not None:
+                update = dataclasses.replace(update, opaque_data=opaque_data)
+            self._finish(job, update, W.ABORTED, "aborted on request")
+            return self._bump(job)
+
+    def rollback(self, job_id: str, update_id: str = "") -> UpdateInfo:
+        """Roll the active update back to the config it started from."""
+        job = self.job(job_id)
+        with job.lock:
+            update = self._active(job)
+            if update_id and update.update_id != update_id:
+                raise InvalidArgument(f"update {update_id} is not the job's active workflow",
+                                      field="updateId")
+            from peloton.jobmgr.goalstate.update import start_rollback
+
+            return start_rollback(self.ctx, job, update)
+
+    def get(self, update_id: str) -> UpdateInfo:
+        """A workflow by id (NotFound if unknown)."""
+        return self.ctx.store.get_update(validate_uuid(update_id, "update_id"))
+
+    def for_job(self, job_id: str, limit: int = 0) -> list[UpdateInfo]:
+        """The job's workflows, newest first."""
+        job_id = validate_uuid(job_id, "job_id")
+        updates = sorted(self.ctx.store.get_updates_for_job(job_id),
+                         key=lambda u: u.creation_time, reverse=True)
+        if not updates:
+            self.ctx.store.get_job_runtime(job_id)  # NotFound for an unknown job
+        return updates[:limit] if limit else updates
+
+    def current(self, job_id: str) -> UpdateInfo | None:
+        """The job's latest workflow (active or not), or None."""
+        job = self.ctx.cache.get(job_id)
+        if job is not None and job.update is not None:
+            return job.update
+        try:
+            runtime = self.ctx.store.get_job_runtime(job_id)
+            return self.ctx.store.get_update(runtime.update_id) if runtime.update_id else None
+        except NotFound:
+            return None
+
+    # -- persistence helpers (used by the update goal-state actions too) ---------------
+    def _save(self, job: CachedJob, update: UpdateInfo, opaque_data: str | None = None) -> None:
+        save(self.ctx, job, update, opaque_data)
+
+    def _finish(self, job: CachedJob, update: UpdateInfo, state: WorkflowState,
+                message: str) -> None:
+        save(self.ctx, job, dataclasses.replace(update, state=state, prev_state=update.state,
+                                                message=message,
+                                                completion_time=self.ctx.clock()))
+
+    def _bump(self, job: CachedJob) -> str:
+        job.runtime = self.ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
+            job.runtime, workflow_version=job.runtime.workflow_version + 1,
+            update_time=self.ctx.clock()))
+        return job.runtime.entity_version()
+
+    def _event(self, update: UpdateInfo, instance: int | None) -> None:
+        event(self.ctx, update, instance)
+
+
+def save(ctx: JobContext, job: CachedJob, update: UpdateInfo,
+         opaque_data: str | None = None) -> UpdateInfo:
+    """Store a changed workflow (CAS on its revision), cache it and record its state change."""
+    if opaque_data is not None:
+        update = dataclasses.replace(update, opaque_data=opaque_data)
+    old_state = job.update.state if job.update is not None else None
+    stored = ctx.store.update_update(dataclasses.replace(update, update_time=ctx.clock()))
+    if job.update is None or job.update.update_id == stored.update_id:
+        job.update = stored
+    if old_state is not stored.state:
+        event(ctx, stored, None)
+    return stored
+
+
+def event(ctx: JobContext, update: UpdateInfo, instance: int | None,
+          state: WorkflowState | None = None, message: str = "") -> None:
+    """Record a workflow event (of the workflow, or of one instance in it)."""
+    ctx.store.add_workflow_event(WorkflowEvent(
+        update_id=update.update_id, instance=instance, type=update.type,
+        state=state or update.state, time=ctx.clock(), message=message or update.message))

@@ -1,0 +1,131 @@
+"""A fake resource manager: `ResourceManagerPort` over a FakeHostManager (a fake, not a mock).
+
+It keeps the job manager's side of the port simply but truthfully:
+
+* pools are a fixed path -> id map; `validate_pool` and `pool_id_for_path`
+  answer from it (NotFound / InvalidArgument like the real one);
+* `enqueue_gangs` queues each task's newest run (an older run is replaced,
+  the same run again is a no-op); `kill_tasks` forgets tasks wherever they are;
+* with `auto_place` on, `get_placements` places every queued task at once,
+  round-robin over the fake host manager's UP hosts, with consecutive
+  dynamic ports; with it off the test calls `place` itself;
+* `pending_reasons` explains queued tasks (a settable reason per task).
+
+The placement engine side (dequeue_gangs, set_placements) is not faked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Sequence
+
+import gevent
+
+from peloton.core.errors import InvalidArgument, NotFound, Unimplemented
+from peloton.core.model.ids import TaskId
+from peloton.core.model.sched import (
+    EnqueueFailure,
+    PlacedTask,
+    Placement,
+    PlacementFailure,
+    PlacementGang,
+    Victim,
+)
+from peloton.core.respool.records import RmTask
+from peloton.core.states import HostState, TaskState
+from tests.fakes.hostmgr import FakeHostManager
+
+#: What `pending_reasons` says of a queued task the test gave no reason for.
+WAITING = "waiting for placement (fake resource manager)"
+
+
+class FakeResourceManager:
+    """Queues and places tasks for the job manager; see the module docstring."""
+
+    def __init__(self, hosts: FakeHostManager, pools: dict[str, str] | None = None, *,
+                 auto_place: bool = True) -> None:
+        self.hosts = hosts
+        self.pools = dict(pools or {"/DefaultResPool": "respool-default"})
+        self.auto_place = auto_place
+        self.queued: dict[TaskId, RmTask] = {}
+        self.ready: list[Placement] = []
+        self.killed: list[TaskId] = []
+        self.recovered: list[TaskId] = []
+        self.reasons: dict[TaskId, str] = {}
+        self._ports = itertools.count(31000)
+        self._turn = itertools.count()
+
+    # -- test helpers ---------------------------------------------------------------------
+    def place(self, task_ids: Sequence[TaskId] | None = None, hostname: str = "") -> int:
+        """Place queued tasks (all, or these) on `hostname` or round-robin; returns how many."""
+        up = [h for h in self.hosts.hosts.values() if h.state is HostState.UP]
+        chosen = list(task_ids) if task_ids is not None else list(self.queued)
+        count = 0
+        for task_id in chosen:
+            task = self.queued.pop(task_id, None)
+            if task is None or not up:
+                continue
+            host = self.hosts.hosts[hostname] if hostname else up[next(self._turn) % len(up)]
+            ports = tuple(next(self._ports) for _ in range(task.request.needs.ports))
+            self.ready.append(Placement(host.hostname, host.agent_id,
+                                        (PlacedTask(task_id, task.run_id, ports),)))
+            count += 1
+        return count
+
+    # -- job manager side ---------------------------------------------------------------------
+    def validate_pool(self, pool_id: str) -> None:
+        if not pool_id:
+            raise InvalidArgument("resource pool ID is null", field="respoolID")
+        if pool_id not in self.pools.values():
+            raise NotFound(f"resource pool {pool_id} not found", field="respoolID")
+
+    def pool_id_for_path(self, path: str) -> str:
+        try:
+            return self.pools[path]
+        except KeyError:
+            raise NotFound(f"resource pool {path} not found", field="respool") from None
+
+    def enqueue_gangs(self, pool_id: str, gangs: Sequence[Sequence[RmTask]]) -> list[EnqueueFailure]:
+        if pool_id not in self.pools.values():
+            return [EnqueueFailure(t.task_id, f"unknown pool {pool_id}") for g in gangs for t in g]
+        for gang in gangs:
+            for task in gang:
+                old = self.queued.get(task.task_id)
+                if old is None or old.run_id <= task.run_id:
+                    self.queued[task.task_id] = task
+        return []
+
+    def kill_tasks(self, task_ids: Sequence[TaskId]) -> None:
+        gone = set(task_ids)
+        self.killed.extend(task_ids)
+        for task_id in gone:
+            self.queued.pop(task_id, None)
+        self.ready = [p for p in self.ready if p.tasks[0].task_id not in gone]
+
+    def get_placements(self, limit: int, timeout: float) -> list[Placement]:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.auto_place and self.queued:
+                self.place()
+            if self.ready or time.monotonic() >= deadline:
+                out, self.ready = self.ready[:limit], self.ready[limit:]
+                return out
+            gevent.sleep(0.01)
+
+    def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
+        self.recovered.append(task.task_id)
+
+    def take_victims(self, limit: int) -> list[Victim]:
+        return []
+
+    def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:
+        return {t: self.reasons.get(t, WAITING) for t in task_ids if t in self.queued}
+
+    # -- placement engine side (not faked) ----------------------------------------------------
+    def dequeue_gangs(self, limit: int, timeout: float) -> list[PlacementGang]:
+        raise Unimplemented("the fake resource manager places tasks itself")
+
+    def set_placements(self, placements: Sequence[Placement],
+                       failures: Sequence[PlacementFailure]) -> None:
+        raise Unimplemented("the fake resource manager places tasks itself")

@@ -1,0 +1,158 @@
+"""A real `peloton up` (and extra `peloton agent`s) in subprocesses, for end-to-end tests.
+
+Every server binds 127.0.0.1 on free ports, lives in the test's temporary
+directory and is stopped by PID (SIGTERM, or SIGKILL for crash tests).
+The typed client and the CLI talk to it exactly as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from peloton.api.client import PelotonClient
+from tests.harness.procs import PELOTON, OutputTail, free_port, stop
+
+READY_TIMEOUT = 60.0
+
+
+class UpCluster:
+    """One `peloton up` process plus optional separate agents."""
+
+    def __init__(self, base: Path, *, agents: int = 1, extra: Sequence[str] = ()) -> None:
+        self.base = base
+        self.agents = agents
+        self.extra = list(extra)
+        self.jobmgr_port, self.resmgr_port = free_port(), free_port()
+        self.hostmgr_port, self.aurora_port = free_port(), free_port()
+        self.proc: subprocess.Popen[str] | None = None
+        self.tail: OutputTail | None = None
+        self.extra_agents: list[tuple[subprocess.Popen[str], OutputTail]] = []
+        self._client: PelotonClient | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> UpCluster:
+        """Start (or restart) `peloton up` and wait until it serves."""
+        args = [PELOTON, "up", "--jobmgr-port", str(self.jobmgr_port),
+                "--resmgr-port", str(self.resmgr_port), "--hostmgr-port", str(self.hostmgr_port),
+                "--aurora-port", str(self.aurora_port), "--data-dir", str(self.base / "data"),
+                "--agents", str(self.agents), *self.extra]
+        self.proc = subprocess.Popen(args, cwd=self.base, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                     start_new_session=True)
+        self.tail = OutputTail(self.proc)
+        self.tail.wait_for("press Ctrl-C to stop", READY_TIMEOUT)
+        return self
+
+    def stop(self) -> int:
+        """SIGTERM `peloton up` and wait for it; returns its exit code."""
+        code = 0
+        if self.proc is not None:
+            code = stop(self.proc, signal.SIGTERM, timeout=30)
+            self.proc = None
+        return code
+
+    def kill9(self) -> None:
+        """Crash `peloton up` (its task supervisors live on)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+    def close(self) -> None:
+        """Stop everything this harness started, tasks included."""
+        for proc, _ in self.extra_agents:
+            stop(proc, signal.SIGTERM, timeout=20)
+        self.extra_agents.clear()
+        self.stop()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        _kill_sandbox_processes(self.base)
+
+    # -- extra agents -------------------------------------------------------------------
+    def add_agent(self, name: str, *args: str) -> subprocess.Popen[str]:
+        """Start a separate `peloton agent` joining this cluster."""
+        work = self.base / "agents" / name
+        proc = subprocess.Popen([PELOTON, "agent", "--name", name, "--hostmgr",
+                                 f"127.0.0.1:{self.hostmgr_port}", "--work-dir", str(work),
+                                 *args], cwd=self.base, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.extra_agents.append((proc, OutputTail(proc)))
+        return proc
+
+    # -- clients ---------------------------------------------------------------------------
+    @property
+    def client(self) -> PelotonClient:
+        """A typed client connected to this cluster."""
+        if self._client is None:
+            self._client = PelotonClient(jobmgr=f"127.0.0.1:{self.jobmgr_port}",
+                                         resmgr=f"127.0.0.1:{self.resmgr_port}",
+                                         hostmgr=f"127.0.0.1:{self.hostmgr_port}",
+                                         caller="peloton-e2e", timeout=20.0)
+        return self._client
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run the `peloton` CLI against this cluster."""
+        cmd = [PELOTON, "-m", f"127.0.0.1:{self.jobmgr_port}", "-v",
+               f"127.0.0.1:{self.resmgr_port}", "-u", f"127.0.0.1:{self.hostmgr_port}", *args]
+        result = subprocess.run(cmd, cwd=self.base, capture_output=True, text=True,
+                                timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {result.returncode}:\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result
+
+    def log(self) -> str:
+        """What `peloton up` printed so far."""
+        return "\n".join(self.tail.lines) if self.tail else ""
+
+
+def eventually(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    """Poll `check` until it returns something truthy (returned) or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+def task_pids(base: Path) -> dict[str, int]:
+    """run id -> task pid of every run an agent under `base` started (from run.json)."""
+    out = {}
+    for record in base.rglob("sandboxes/*/run.json"):
+        try:
+            doc = json.loads(record.read_text())
+            out[record.parent.name] = int(doc["pid"])
+        except (ValueError, OSError, KeyError):
+            continue
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Is process `pid` still running (not a zombie)?"""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _kill_sandbox_processes(base: Path) -> None:
+    """Kill every task process group started under `base` (best effort, for cleanup)."""
+    for pid in task_pids(base).values():
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            continue
