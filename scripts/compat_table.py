@@ -19,22 +19,36 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
 
-#: gRPC service -> "module:Class" of the servicer that serves it (absent = not served yet).
-GRPC_SERVICERS: dict[str, str] = {}
-#: Aurora service -> "module:Class" of the Thrift handler.
-THRIFT_HANDLERS: dict[str, str] = {}
+#: gRPC service -> "module:Class" of the servicer that serves it (absent = not served).
+GRPC_SERVICERS: dict[str, str] = {
+    "peloton.api.v0.job.JobManager": "peloton.jobmgr.api.v0_jobs:JobManagerServicer",
+    "peloton.api.v0.task.TaskManager": "peloton.jobmgr.api.v0_tasks:TaskManagerServicer",
+    "peloton.api.v0.update.svc.UpdateService": "peloton.jobmgr.api.v0_updates:UpdateServicer",
+    "peloton.api.v0.respool.ResourceManager": "peloton.resmgr.servicer:ResourcePoolServicer",
+    "peloton.api.v0.host.svc.HostService": "peloton.hostmgr.servicer:HostServiceServicer",
+    "peloton.api.v1alpha.job.stateless.svc.JobService": "peloton.jobmgr.api.v1_jobs:JobServicer",
+    "peloton.api.v1alpha.pod.svc.PodService": "peloton.jobmgr.api.v1_pods:PodServicer",
+    "peloton.api.v1alpha.watch.svc.WatchService": "peloton.jobmgr.api.watch:WatchServicer",
+    "peloton.api.v1alpha.admin.svc.AdminService": "peloton.jobmgr.api.admin:AdminServicer",
+}
 
 
 def _implemented(target: str | None) -> set[str]:
+    """Methods the servicer class defines itself (generated base classes excluded)."""
     if not target:
         return set()
     module, _, cls_name = target.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module), cls_name)
-    except (ImportError, AttributeError):
-        return set()
-    return {name for klass in cls.__mro__ if klass is not object for name in vars(klass)
-            if not name.startswith("_") and callable(getattr(cls, name))}
+    cls = getattr(importlib.import_module(module), cls_name)
+    return {name for klass in cls.__mro__
+            if klass is not object and not klass.__module__.startswith("peloton.api.gen")
+            for name, value in vars(klass).items() if callable(value) and name[:1].isupper()}
+
+
+def _aurora_supported() -> set[str]:
+    """Aurora methods the bridge maps onto Peloton (the rest answer INVALID_REQUEST)."""
+    from aurorabridge.handlers import MODULES, unsupported
+
+    return {name for module in MODULES if module is not unsupported for name in module.HANDLERS}
 
 
 def grpc_rows() -> list[str]:
@@ -56,7 +70,7 @@ def thrift_rows() -> list[str]:
             "|---|---|---|"]
     for svc in ("ReadOnlyScheduler", "AuroraSchedulerManager", "AuroraAdmin"):
         methods = list(doc["services"][svc]["methods"])
-        have = _implemented(THRIFT_HANDLERS.get("AuroraAdmin"))
+        have = _aurora_supported()
         done = [m for m in methods if m in have]
         missing = [m for m in methods if m not in have]
         rows.append(f"| `{svc}` | {', '.join(done) or '—'} | {', '.join(missing) or '—'} |")

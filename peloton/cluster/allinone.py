@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from peloton.api.grpc_server import GrpcServer
+from peloton.api.unserved import register_unserved
 from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import Resources
@@ -50,7 +51,8 @@ class UpConfig:
     #: Resources of each local agent (zero: this machine's, divided between the agents).
     agent_resources: Resources = Resources()
     agent_labels: tuple[Label, ...] = ()
-    #: "local" (real processes) or "sim:<hosts>" (virtual hosts, for demos and benchmarks).
+    #: "local" (real processes) or "sim:<hosts>[:<task secs>[:<cpus>]]" (virtual hosts whose
+    #: tasks succeed after <task secs>; for demos and benchmarks).
     backend: str = "local"
     extra_ports: tuple[int, ...] = field(default_factory=tuple)
 
@@ -93,6 +95,7 @@ class AllInOne:
         resmgr = ResourceManager(store, hostmgr, grpc=self.grpc)
         placement = PlacementEngine(resmgr, hostmgr)
         jobmgr = JobManager(store, resmgr, hostmgr, grpc=self.grpc)
+        register_unserved(self.grpc)
         self.hostmgr, self.resmgr, self.jobmgr = hostmgr, resmgr, jobmgr
         parts: list[Component] = [
             FunctionComponent("grpc", self.grpc.start, self.grpc.stop),
@@ -109,9 +112,16 @@ class AllInOne:
         kind = self.config.backend
         if kind.startswith("sim"):
             from peloton.hostmgr.backends.sim import SimBackend
+            from peloton.hostmgr.backends.sim_clock import RealClock
 
-            hosts = int(kind.partition(":")[2] or 10)
-            return SimBackend(hosts=hosts)
+            # "sim[:hosts[:task seconds[:cpus per host]]]"
+            parts = ([*kind.split(":"), "", "", ""])[1:4]
+            hosts = int(parts[0] or 10)
+            secs = float(parts[1] or 1.0)
+            cpus = float(parts[2] or 1.0)
+            return SimBackend(hosts=hosts, task_secs=secs, clock=RealClock(),
+                              capacity=Resources(cpu=cpus, mem_mb=4096.0 * cpus,
+                                                 disk_mb=16384.0 * cpus))
         from peloton.hostmgr.backends.local import LocalBackend
 
         backend = LocalBackend()

@@ -22,7 +22,7 @@ from peloton.core.ports import EventStream, HostEvent
 from peloton.core.states import JobType, TaskState
 from peloton.jobmgr import runs
 from peloton.jobmgr.context import JobContext
-from peloton.jobmgr.writer import Change
+from peloton.jobmgr.writer import Change, pod_event
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -91,6 +91,7 @@ class EventProcessor:
         if job is None:
             return
         changes = {}
+        steps: dict[int, list[TaskRuntime]] = {}
         daemon = job.spec.type is JobType.DAEMON
         for inst, evs in per_task.items():
             cur = job.get_task(inst)
@@ -102,10 +103,16 @@ class EventProcessor:
                            if run != cur.run_id and not ev.state.terminal)
             if live:
                 pinned = daemon or job.task_spec(inst, cur.config_version).stateful
-                changes[inst] = _chain(live, pinned)
+                steps[inst] = []
+                changes[inst] = _chain(live, pinned, steps[inst])
         written = self.ctx.writer.apply(job, changes)
         if not written:
             return
+        # Several events of one run applied in one write (STARTING, RUNNING, SUCCEEDED of a
+        # short task) still leave one pod event each; the writer recorded the last one.
+        history = [pod_event(job_id, inst, rt) for inst in written for rt in steps[inst][:-1]]
+        if history:
+            self.ctx.store.add_pod_events(history)
         service = job.spec.type is not JobType.BATCH
         for inst, rt in written.items():
             restart_due = rt.run_id != rt.desired_run_id
@@ -118,16 +125,20 @@ class EventProcessor:
         self.ctx.on_tasks_changed(job_id)
 
 
-def _chain(events: list[tuple[int, HostEvent]], pinned: bool) -> Change:
-    """One change applying several events of the same run in order."""
+def _chain(events: list[tuple[int, HostEvent]], pinned: bool,
+           steps: list[TaskRuntime]) -> Change:
+    """One change applying several events of the same run in order; `steps` receives
+    every runtime it passes through (refilled on each call)."""
 
     def change(rt: TaskRuntime) -> TaskRuntime | None:
         out: TaskRuntime | None = None
         cur = rt
+        steps.clear()
         for run, ev in events:
             nxt = runs.apply_event(cur, run, ev, pinned=pinned)
             if nxt is not None:
                 cur = out = nxt
+                steps.append(nxt)
         return out
 
     return change

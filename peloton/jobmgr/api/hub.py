@@ -19,11 +19,16 @@ from typing import Any, TypeVar, cast
 import gevent
 from gevent import monkey
 
+from peloton.core.errors import Unavailable
+
 T = TypeVar("T")
 
 _native_ident = monkey.get_original("_thread", "get_ident")
 _native_lock = monkey.get_original("_thread", "allocate_lock")
+_native_thread = monkey.get_original("threading", "current_thread")
 _END = object()
+#: How often a waiting caller checks that the hub's thread still runs (seconds).
+_CHECK = 0.25
 
 
 class Hub:
@@ -31,6 +36,7 @@ class Hub:
 
     def __init__(self) -> None:
         self.hub = gevent.get_hub()
+        self.thread = _native_thread()
 
     def here(self) -> bool:
         """Whether the caller runs on the hub's native thread."""
@@ -53,7 +59,10 @@ class Hub:
                 done.release()
 
         self.hub.loop.run_callback_threadsafe(gevent.spawn, run)
-        done.acquire()
+        while not done.acquire(timeout=_CHECK):
+            if not self.thread.is_alive():
+                # The job manager's thread ended (it was stopped): nothing will answer.
+                raise Unavailable("the job manager has stopped; retry against a running one")
         ok, value = box[0]
         if not ok:
             raise value
@@ -73,7 +82,7 @@ class Hub:
                 yield cast(T, item)
         finally:
             close = getattr(items, "close", None)
-            if close is not None:
+            if close is not None and self.thread.is_alive():
                 self.call(close)
 
 

@@ -1,19 +1,123 @@
 """v1alpha stateless JobService (`peloton.api.v1alpha.job.stateless.svc.JobService`).
 
 The servicer is assembled from its verb groups: writes (v1_jobs_write),
-reads (v1_jobs_read) and the pods of a job (v1_job_pods).
+reads (v1_jobs_read) and, here, the pods of a job (ListPods, QueryPods).
+
+QueryPods filters by pod state, host and name (a pod name `<job>-<instance>`
+or the task's name), sorts and pages in memory (a job's runtimes are
+cached), and explains pending pods: a pod still queued in the resource
+manager gets the resource manager's placement explanation as its `reason`
+(Peloton's fillReasonForPendingTasksFromResMgr) and, when it has no other
+message, as its `message`.  `summary_only` leaves the spec out (only its
+`pod_name` is set) so a big job's statuses come back cheaply.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+from peloton.api.convert.v1_job import pod_spec_for_instance
+from peloton.api.convert.v1_pod_status import pod_info_to_v1, pod_query_from_v1, pod_summary_to_v1
+from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc as svc_grpc
-from peloton.jobmgr.api.v1_job_pods import JobPods
-from peloton.jobmgr.api.v1_jobs_read import JobReads
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.core.model.ids import TaskId
+from peloton.core.model.job import JobSpec
+from peloton.core.model.task import TaskRuntime
+from peloton.core.states import TaskState
+from peloton.jobmgr.api.common import job_spec_at
+from peloton.jobmgr.api.v1_jobs_read import JobReads, job_id_of
 from peloton.jobmgr.api.v1_jobs_write import JobWrites
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
+
+#: Pods per ListPods response.
+LIST_PAGE = 500
+S = TaskState
+#: States in which a run waits in the resource manager (queued, placing, placed).
+QUEUED = frozenset({S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING})
+
+
+def _sort_key(prop: str) -> Any:
+    def key(pair: tuple[int, TaskRuntime]) -> Any:
+        inst, rt = pair
+        if prop in ("state", "status.state"):
+            return list(TaskState).index(rt.state)
+        if prop in ("host", "status.host"):
+            return rt.host
+        if prop in ("creation_time", "start_time", "status.start_time"):
+            return rt.start_time
+        if prop in ("completion_time", "status.completion_time"):
+            return rt.completion_time
+        return inst
+
+    return key
+
+
+class JobPods:
+    """ListPods and QueryPods of JobService (mixed into JobServicer)."""
+
+    ctx: JobContext
+    jobs: JobOps
+    tasks: TaskOps
+
+    def ListPods(self, request: svc.ListPodsRequest, context: Any) -> Iterator[svc.ListPodsResponse]:
+        job_id = job_id_of(request)
+        lo, hi = 0, None
+        if request.HasField("range"):
+            lo, hi = getattr(request.range, "from"), request.range.to or None
+        rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
+                if i >= lo and (hi is None or i < hi)]
+        for start in range(0, len(rows), LIST_PAGE):
+            yield svc.ListPodsResponse(pods=[pod_summary_to_v1(job_id, i, rt)
+                                             for i, rt in rows[start:start + LIST_PAGE]])
+
+    def QueryPods(self, request: svc.QueryPodsRequest, context: Any) -> svc.QueryPodsResponse:
+        job_id = job_id_of(request)
+        self.jobs.get(job_id)  # NotFound for an unknown job
+        spec = request.spec
+        if not spec.HasField("pagination") and request.HasField("pagination"):
+            spec = pod_pb2.QuerySpec()
+            spec.CopyFrom(request.spec)
+            spec.pagination.CopyFrom(request.pagination)
+        query = pod_query_from_v1(spec)
+        rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
+                if (not query.states or rt.state in query.states)
+                and (not query.hosts or rt.host in query.hosts)]
+        if query.names:
+            names = set(query.names)
+            rows = [(i, rt) for i, rt in rows if f"{job_id}-{i}" in names
+                    or self.tasks.spec(job_id, i, rt.config_version).name in names]
+        for prop, desc in reversed(query.order_by):
+            rows.sort(key=_sort_key(prop), reverse=desc)
+        total = len(rows)
+        end = query.offset + query.limit if query.limit else None
+        page = rows[query.offset:end]
+        reasons = self.ctx.resmgr.pending_reasons(
+            [TaskId(job_id, i) for i, rt in page if rt.state in QUEUED]) if page else {}
+        specs: dict[int, JobSpec] = {}
+        out = svc.QueryPodsResponse()
+        for inst, rt in page:
+            if request.summary_only:
+                info = pod_pb2.PodInfo(status=pod_summary_to_v1(job_id, inst, rt).status)
+                info.spec.pod_name.value = f"{job_id}-{inst}"
+            else:
+                if rt.config_version not in specs:
+                    specs[rt.config_version] = job_spec_at(self.ctx, job_id, rt.config_version)
+                pod = pod_spec_for_instance(specs[rt.config_version], job_id, inst)
+                info = pod_info_to_v1(pod, job_id, inst, rt)
+            why = reasons.get(TaskId(job_id, inst))
+            if why:
+                info.status.reason = why
+                info.status.message = info.status.message or why
+            out.pods.append(info)
+        out.pagination.offset = query.offset
+        out.pagination.limit = query.limit or 0
+        out.pagination.total = total
+        return out
 
 
 class JobServicer(JobWrites, JobReads, JobPods,

@@ -21,7 +21,6 @@ and Cancel works for job watches too (Peloton answered NOT_FOUND there).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid
 from collections import deque
@@ -87,7 +86,6 @@ class WatchPublisher:
         self.max_clients = max_clients
         self.watchers: dict[str, Watcher] = {}
         self._subscribed = False
-        self._seq = itertools.count(1)
 
     def add(self, pods: bool, job_ids: frozenset[str] = frozenset(),
             pod_names: frozenset[str] = frozenset(), labels: tuple[Label, ...] = ()) -> Watcher:

@@ -79,9 +79,9 @@ def create_tasks(ctx: JobContext, job: CachedJob) -> None:
                                      health_check=spec.task_spec(i).health_check is not None)
                      for i in missing}
             ctx.store.create_task_runtimes(job.job_id, fresh)
-            stored = ctx.store.get_task_runtimes(job.job_id, missing)
-            for i, rt in stored.items():
-                job.set_task(i, rt)
+            # Created runtimes are stored at revision 1 (the store's contract); no re-read.
+            for i, rt in fresh.items():
+                job.set_task(i, dataclasses.replace(rt, revision=1))
         pending = [i for i, rt in job.tasks() if rt.state in (S.INITIALIZED, S.PENDING)]
         taskops.enqueue(ctx, job, pending)
         if job.runtime.state in (JobState.INITIALIZED, JobState.UNINITIALIZED):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from peloton.core.model.task import TaskRuntime
+from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostEvent
-from peloton.core.model.task import TerminationReason
 from peloton.core.states import HealthState, TaskState
 from peloton.jobmgr import runs
 

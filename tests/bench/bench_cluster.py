@@ -1,0 +1,213 @@
+"""Whole-cluster benchmarks (issue 4/6, item 10): `peloton up` in this process.
+
+(a) 10,000 tasks of /bin/true through one real local agent, beside the
+    machine's own fork/exec rate measured in the same run;
+(b) one job of 50,000 one-second tasks on 900 simulated one-cpu hosts:
+    sustained launches/s and total time against the ideal;
+(c) CreateJob latency over gRPC for 1 and 10,000 instances;
+(d) submit -> RUNNING latency of one task on an idle cluster (real agent).
+"""
+
+from __future__ import annotations
+
+from peloton.common.geventsetup import setup
+
+setup()
+
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from peloton.api.client import PelotonClient  # noqa: E402
+from peloton.api.gen.peloton.api.v0.job import job_pb2  # noqa: E402
+from peloton.api.gen.peloton.api.v0.respool import respool_pb2  # noqa: E402
+from peloton.api.gen.peloton.api.v0.task import task_pb2  # noqa: E402
+from peloton.cluster.allinone import AllInOne, UpConfig  # noqa: E402
+from peloton.core.model.resources import Resources  # noqa: E402
+from tests.bench.common import percentile, report  # noqa: E402
+
+
+def start(base: Path, backend: str, agents: int = 1) -> tuple[AllInOne, PelotonClient]:
+    cluster = AllInOne(UpConfig(jobmgr_port=0, resmgr_port=0, hostmgr_port=0, aurora_port=-1,
+                                data_dir=base, agents=agents, backend=backend,
+                                agent_resources=Resources(2, 8192, 100000)))
+    cluster.start()
+    client = PelotonClient(jobmgr=f"127.0.0.1:{cluster.ports['jobmgr']}",
+                           resmgr=f"127.0.0.1:{cluster.ports['resmgr']}",
+                           hostmgr=f"127.0.0.1:{cluster.ports['hostmgr']}", timeout=60)
+    return cluster, client
+
+
+def make_pool(client: PelotonClient, cpu: float) -> str:
+    cfg = respool_pb2.ResourcePoolConfig(name="bench")
+    cfg.parent.value = "root"
+    for kind, amount in (("cpu", cpu), ("memory", cpu * 8192), ("disk", cpu * 100000),
+                         ("gpu", 0)):
+        cfg.resources.add(kind=kind, reservation=0, limit=amount, share=1)
+    return str(client.create_respool(cfg).result.value)
+
+
+def job_config(pool: str, count: int, cpu: float, command: str,
+               mem: float = 1) -> job_pb2.JobConfig:
+    cfg = job_pb2.JobConfig(name=f"bench-{count}", instanceCount=count, owningTeam="bench")
+    cfg.respoolID.value = pool
+    cfg.sla.preemptible = True
+    res = cfg.defaultConfig.resource
+    res.cpuLimit, res.memLimitMb, res.diskLimitMb = cpu, mem, 1
+    cfg.defaultConfig.command.shell = True
+    cfg.defaultConfig.command.value = command
+    return cfg
+
+
+def wait_state(client: PelotonClient, job_id: str, done: set[str], timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = job_pb2.JobState.Name(client.get_job(job_id).jobInfo.runtime.state)
+        if state in done:
+            return state
+        time.sleep(0.2)
+    return state
+
+
+def fork_exec_rate(n: int = 3000) -> float:
+    """/bin/true per second, sequentially, measured in a plain (not gevent) process."""
+    code = ("import os,time\n"
+            f"n={n}\n"
+            "t=time.perf_counter()\n"
+            "for _ in range(n):\n"
+            "    os.waitpid(os.posix_spawn('/bin/true',['true'],{}),0)\n"
+            "print(n/(time.perf_counter()-t))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    return float(out.stdout.strip())
+
+
+def _true_job(client: PelotonClient, pool: str, n: int) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    job_id = client.create_job(job_config(pool, n, 0.002, "/bin/true", mem=0)).jobId.value
+    state = wait_state(client, job_id, {"SUCCEEDED", "FAILED", "KILLED"}, 200)
+    return n / (time.perf_counter() - t0), state
+
+
+def bench_real_agent(base: Path) -> None:
+    rate = fork_exec_rate()
+    report("machine.fork_exec_true_per_s", rate, "execs/s",
+           note="posix_spawn + wait of /bin/true, sequential, in a separate plain process")
+    n = 10_000
+    # The agent as its own process (`peloton agent`), so it and the scheduler use both cores.
+    cluster, client = start(base / "a1", "local", agents=0)
+    agent = subprocess.Popen([str(Path(sys.executable).with_name("peloton")), "agent",
+                              "--name", "bench-agent", "--hostmgr",
+                              f"127.0.0.1:{cluster.ports['hostmgr']}", "--work-dir",
+                              str(base / "a1" / "agent"), "--cpus", "2", "--mem-mb", "8192",
+                              "--disk-mb", "100000"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not cluster.hostmgr.host_summaries() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        tps, state = _true_job(client, make_pool(client, 2), n)
+        report("cluster.real_agent.true_tasks_per_s", tps, "tasks/s", target=f">={rate * 0.5:.0f}",
+               note=f"10,000 /bin/true end to end, one `peloton agent` process ({state}); "
+                    f"{tps / rate:.2f} of the machine's sequential fork/exec rate")
+    finally:
+        agent.terminate()
+        agent.wait(30)
+        client.close()
+        cluster.stop()
+    # The agent inside the scheduler's process, as `peloton up` runs it.
+    cluster, client = start(base / "a2", "local")
+    try:
+        tps, state = _true_job(client, make_pool(client, 2), n)
+        report("cluster.real_agent_in_process.true_tasks_per_s", tps, "tasks/s",
+               note=f"same, agent inside `peloton up`'s process ({state}); "
+                    f"{tps / rate:.2f} of the fork/exec rate")
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def bench_sim(base: Path) -> None:
+    cluster, client = start(base / "b", "sim:900:1.0:1", agents=0)
+    try:
+        pool = make_pool(client, 900)
+        n = 50_000
+        t0 = time.perf_counter()
+        job_id = client.create_job(job_config(pool, n, 1.0, "sleep 1")).jobId.value
+        state = wait_state(client, job_id, {"SUCCEEDED", "FAILED", "KILLED"}, 200)
+        total = time.perf_counter() - t0
+        ideal = math.ceil(n / 900) * 1.0
+        report("cluster.sim_50k.total_vs_ideal", total / ideal, "x", target="<=1.2",
+               note=f"{n} x 1 s tasks on 900 one-cpu simulated hosts: {total:.1f} s vs ideal "
+                    f"{ideal:.0f} s ({state})")
+        report("cluster.sim_50k.launches_per_s", n / total, "launches/s", target=">=1000",
+               note="900 one-cpu hosts running 1 s tasks cap this at 900/s")
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def bench_create_latency(base: Path) -> None:
+    cluster, client = start(base / "c", "sim:100:1000.0:100", agents=0)
+    try:
+        pool = make_pool(client, 10_000)
+        small = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            client.create_job(job_config(pool, 1, 0.001, "sleep 1000"))
+            small.append(time.perf_counter() - t0)
+        report("cluster.create_job_1.p99_ms", percentile(small, 99) * 1000, "ms", target="<=25",
+               note=f"p50 {percentile(small, 50) * 1000:.1f} ms, 200 sequential creates, SQLite")
+        big = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            job_id = client.create_job(job_config(pool, 10_000, 0.0001, "sleep 1000")).jobId.value
+            big.append(time.perf_counter() - t0)
+            # Let the cluster place this job before timing the next create.
+            wait_state(client, job_id, {"RUNNING"}, 120)
+        report("cluster.create_job_10000.p99_ms", max(big) * 1000, "ms", target="<=1000",
+               note=f"max of 5 creates of 10,000 instances on an otherwise idle cluster "
+                    f"(median {sorted(big)[2] * 1000:.0f} ms)")
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def bench_submit_to_running(base: Path) -> None:
+    cluster, client = start(base / "d", "local")
+    try:
+        pool = make_pool(client, 2)
+        samples = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            job_id = client.create_job(job_config(pool, 1, 0.01, "sleep 5")).jobId.value
+            while True:
+                rt = client.get_task(job_id, 0).result.runtime
+                if rt.state == task_pb2.RUNNING:
+                    break
+                time.sleep(0.002)
+            samples.append(time.perf_counter() - t0)
+            client.stop_tasks(job_id)
+        report("cluster.submit_to_running.median_ms", percentile(samples, 50) * 1000, "ms",
+               target="<=50", note=f"one task, real agent, p90 {percentile(samples, 90) * 1000:.0f} ms"
+                                   " (polled every 2 ms)")
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        bench_submit_to_running(base)
+        bench_create_latency(base)
+        bench_real_agent(base)
+        bench_sim(base)
+
+
+if __name__ == "__main__":
+    main()
