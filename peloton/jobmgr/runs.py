@@ -49,9 +49,10 @@ def queued(rt: TaskRuntime, now: float) -> TaskRuntime:
 def launched(rt: TaskRuntime, hostname: str, agent_id: str, ports: tuple[tuple[str, int], ...],
              now: float) -> TaskRuntime:
     """Placed on a host and handed to it."""
+    # The desired host stays: it is cleared once the run is RUNNING, unless the task is
+    # pinned to it (a daemon instance, a stateful task), see apply_event.
     return dataclasses.replace(rt, state=S.LAUNCHED, host=hostname, agent_id=agent_id,
-                               ports=ports, message="", reason="", desired_host="",
-                               update_time=now)
+                               ports=ports, message="", reason="", update_time=now)
 
 
 def killing(rt: TaskRuntime, now: float, reason: TerminationReason) -> TaskRuntime:
