@@ -76,9 +76,16 @@ def image_from_mesos(container: mesos_pb2.ContainerInfo) -> str:
 
 
 def executor_data_from_mesos(executor: mesos_pb2.ExecutorInfo, field: str) -> bytes:
-    """The data of a custom executor (Aurora's thermos); other executors are refused."""
+    """The data of an executor, kept opaque for round trips.
+
+    A CUSTOM executor (Aurora's Thermos) must carry data.  A DEFAULT one is the
+    command executor: the task's command runs, and any data rides along untouched
+    (the Aurora bridge keeps the client's TaskConfig there so reads give it back).
+    """
+    if executor.type == mesos_pb2.ExecutorInfo.DEFAULT:
+        return executor.data
     if executor.type != mesos_pb2.ExecutorInfo.CUSTOM:
-        raise InvalidArgument(f"{field}.type: only CUSTOM executors are supported",
+        raise InvalidArgument(f"{field}.type: only DEFAULT and CUSTOM executors are supported",
                               field=f"{field}.type")
     if not executor.data:
         raise InvalidArgument(f"{field}.data: a custom executor needs data", field=f"{field}.data")

@@ -115,7 +115,7 @@ def test_service_fixture_task() -> None:
 
 
 @pytest.mark.parametrize(("edit", "field"), [
-    (lambda c: setattr(c.executor, "type", mesos_pb2.ExecutorInfo.DEFAULT), "defaultConfig.executor.type"),
+    (lambda c: setattr(c.executor, "type", mesos_pb2.ExecutorInfo.UNKNOWN), "defaultConfig.executor.type"),
     (lambda c: c.executor.MergeFrom(mesos_pb2.ExecutorInfo(type=mesos_pb2.ExecutorInfo.CUSTOM,
                                                           executor_id=mesos_pb2.ExecutorID(value="x"))),
      "defaultConfig.executor.data"),
@@ -192,3 +192,11 @@ def test_task_query() -> None:
     query = v0_task_runtime.task_query_from_v0(spec)
     assert query.states == {TaskState.RUNNING}
     assert (query.names, query.hosts, query.limit, query.offset) == (("web",), ("h1",), 50, 0)
+
+
+def test_default_executor_data_is_kept_opaque() -> None:
+    """The Aurora bridge stashes the client's TaskConfig in a DEFAULT executor's data."""
+    from peloton.api.convert.v0_task import executor_data_from_mesos
+
+    executor = mesos_pb2.ExecutorInfo(type=mesos_pb2.ExecutorInfo.DEFAULT, data=b"aurora-config")
+    assert executor_data_from_mesos(executor, "executor") == b"aurora-config"

@@ -1,0 +1,142 @@
+"""An Apache-Thrift-generated Aurora client drives a job's whole life against `peloton up`
+(issue 6/6): create by startJobUpdate, watch it RUNNING, update, pause/resume, roll back,
+pulse, kill — in binary and in JSON, the two protocols Aurora clients speak."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.aurora_apache_client import connect, generate
+from tests.harness.cluster import UpCluster, eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+RESOURCES = ["--agent-cpus", "2", "--agent-mem-mb", "4096", "--agent-disk-mb", "100000"]
+
+
+@pytest.fixture(scope="module")
+def apache(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    return generate(tmp_path_factory.mktemp("aurora-client"))
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
+    cluster = UpCluster(tmp_path_factory.mktemp("aurora-up"), agents=3, extra=RESOURCES).start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def task_config(t: Any, name: str, command: str) -> Any:
+    processes = [{"name": "prepare", "cmdline": "echo prepared > ready", "final": False},
+                 {"name": "main", "cmdline": command, "final": False}]
+    data = json.dumps({"task": {"name": name, "processes": processes,
+                                "constraints": [{"order": ["prepare", "main"]}]}})
+    return t.TaskConfig(
+        job=t.JobKey(role="www", environment="devel", name=name), owner=t.Identity(user="www"),
+        isService=True, priority=0, maxTaskFailures=1, production=False, tier="preemptible",
+        resources=[t.Resource(numCpus=0.1), t.Resource(ramMb=32), t.Resource(diskMb=16)],
+        constraints=[t.Constraint(name="host",
+                                  constraint=t.TaskConstraint(limit=t.LimitConstraint(limit=1)))],
+        executorConfig=t.ExecutorConfig(name="AuroraExecutor", data=data),
+        container=t.Container(mesos=t.MesosContainer()))
+
+
+def request(t: Any, task: Any, instances: int, pulse_ms: int | None = None,
+            rollback: bool = False) -> Any:
+    settings = t.JobUpdateSettings(updateGroupSize=1, maxPerInstanceFailures=0,
+                                   maxFailedInstances=0, minWaitInInstanceRunningMs=100,
+                                   rollbackOnFailure=rollback, updateOnlyTheseInstances=[],
+                                   waitForBatchCompletion=False,
+                                   blockIfNoPulsesAfterMs=pulse_ms)
+    return t.JobUpdateRequest(taskConfig=task, instanceCount=instances, settings=settings,
+                              metadata=[])
+
+
+def status(client: Any, key: Any) -> int:
+    resp = client.getJobUpdateDetails(key, None)
+    assert resp.responseCode == 1, resp.details
+    return int(resp.result.getJobUpdateDetailsResult.detailsList[0].update.summary.state.status)
+
+
+def tasks(client: Any, t: Any, key: Any) -> list[Any]:
+    resp = client.getTasksWithoutConfigs(t.TaskQuery(jobKeys=[key]))
+    assert resp.responseCode == 1, resp.details
+    return list(resp.result.scheduleStatusResult.tasks)
+
+
+def running(client: Any, t: Any, key: Any) -> list[Any]:
+    return [tk for tk in tasks(client, t, key) if tk.status == t.ScheduleStatus.RUNNING]
+
+
+@pytest.mark.parametrize("protocol", ["binary", "json"])
+def test_aurora_client_drives_a_whole_job_life(up: UpCluster, apache: tuple[Any, Any],
+                                               protocol: str) -> None:
+    admin, t = apache
+    client = connect(admin, f"http://127.0.0.1:{up.aurora_port}/api", protocol)
+    name = f"web-{protocol}"
+    try:
+        resp = client.startJobUpdate(request(t, task_config(t, name, "sleep 1000"), 2), "deploy")
+        assert resp.responseCode == t.ResponseCode.OK, resp.details
+        key = resp.result.startJobUpdateResult.key
+        job = key.job
+        eventually(lambda: len(running(client, t, job)) == 2, 90, "two instances RUNNING")
+        hosts = {tk.assignedTask.slaveHost for tk in running(client, t, job)}
+        assert len(hosts) == 2, "the host limit constraint spreads the instances"
+        eventually(lambda: status(client, key) == t.JobUpdateStatus.ROLLED_FORWARD, 60,
+                   "first deployment ROLLED_FORWARD")
+        summary = [s for s in client.getJobSummary("www").result.jobSummaryResult.summaries
+                   if s.job.key.name == name]
+        assert summary and summary[0].job.instanceCount == 2
+
+        # An update, held by pulses: it waits until pulsed, pauses, resumes, rolls back.
+        resp = client.startJobUpdate(request(t, task_config(t, name, "sleep 1001"), 3,
+                                             pulse_ms=60_000), "scale up")
+        assert resp.responseCode == t.ResponseCode.OK, resp.details
+        second = resp.result.startJobUpdateResult.key
+        assert status(client, second) == t.JobUpdateStatus.ROLL_FORWARD_AWAITING_PULSE
+        assert client.pulseJobUpdate(second).responseCode == t.ResponseCode.OK
+        eventually(lambda: status(client, second) == t.JobUpdateStatus.ROLLING_FORWARD, 30,
+                   "pulsed update rolling")
+        assert client.pauseJobUpdate(second, "hold").responseCode == t.ResponseCode.OK
+        assert status(client, second) == t.JobUpdateStatus.ROLL_FORWARD_PAUSED
+        assert client.resumeJobUpdate(second, "go").responseCode == t.ResponseCode.OK
+        assert client.rollbackJobUpdate(second, "changed my mind").responseCode == \
+            t.ResponseCode.OK
+        eventually(lambda: status(client, second) == t.JobUpdateStatus.ROLLED_BACK, 120,
+                   "rolled back")
+        eventually(lambda: len(running(client, t, job)) == 2, 90, "back to two instances")
+
+        # A stale update id is refused and changes nothing.
+        stale = client.pauseJobUpdate(t.JobUpdateKey(job=job, id=key.id), "old")
+        assert stale.responseCode == t.ResponseCode.INVALID_REQUEST
+
+        updates = client.getJobUpdateSummaries(t.JobUpdateQuery(jobKey=job)).result
+        ids = [s.key.id for s in updates.getJobUpdateSummariesResult.updateSummaries]
+        assert ids[:2] == [second.id, key.id]
+
+        assert client.killTasks(job, [0], "one").responseCode == t.ResponseCode.OK
+        eventually(lambda: {tk.assignedTask.instanceId: tk.status
+                            for tk in tasks(client, t, job)}.get(0) == t.ScheduleStatus.KILLED,
+                   60, "instance 0 KILLED")
+        assert client.killTasks(job, None, "all").responseCode == t.ResponseCode.OK
+        eventually(lambda: not running(client, t, job), 60, "every instance stopped")
+    finally:
+        client._iprot.trans.close()
+
+
+def test_unsupported_methods_answer_invalid_request(up: UpCluster,
+                                                    apache: tuple[Any, Any]) -> None:
+    admin, t = apache
+    client = connect(admin, f"http://127.0.0.1:{up.aurora_port}/api", "binary")
+    try:
+        resp = client.snapshot()
+        assert resp.responseCode == t.ResponseCode.INVALID_REQUEST
+        assert "snapshot" in resp.details[0].message
+    finally:
+        client._iprot.trans.close()
