@@ -55,7 +55,7 @@ test: setup system-packages
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy --strict peloton/core
+	$(VENV)/bin/mypy --strict peloton aurorabridge cli migrations archiver
 	$(VENV)/bin/lint-imports
 
 bench: setup

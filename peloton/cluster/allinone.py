@@ -22,13 +22,18 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
 from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import Resources
+from peloton.hostmgr.backends.base import HostBackend
 from peloton.storage import Store, StoreOptions, check_schema, open_store
+
+if TYPE_CHECKING:
+    from aurorabridge.app import AuroraBridge
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +74,7 @@ class AllInOne:
             self.ports[name] = self.grpc.add_port(f"{config.host}:{port}")
         self._lifecycle: Lifecycle | None = None
         self.agents: list[object] = []
-        self.bridge: object | None = None
+        self.bridge: AuroraBridge | None = None
 
     def store_url(self) -> str:
         """The storage URL in use."""
@@ -108,7 +113,7 @@ class AllInOne:
         self._lifecycle = Lifecycle(parts[::-1][::-1], name="peloton-up")
         self._lifecycle.start()
 
-    def _backend(self) -> object:
+    def _backend(self) -> HostBackend:
         kind = self.config.backend
         if kind.startswith("sim"):
             from peloton.hostmgr.backends.sim import SimBackend
@@ -167,11 +172,11 @@ class AllInOne:
         client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
                                hostmgr=config.hostmgr, caller="peloton-aurorabridge")
         self.bridge = AuroraBridge(config, client)
-        self.bridge.start()  # type: ignore[attr-defined]
+        self.bridge.start()
 
     def _stop_bridge(self) -> None:
         if self.bridge is not None:
-            self.bridge.stop()  # type: ignore[attr-defined]
+            self.bridge.stop()
             self.bridge = None
 
     def stop(self) -> None:
@@ -190,7 +195,7 @@ class AllInOne:
             f"host manager  gRPC {host}:{self.ports['hostmgr']}  (v0 HostService, agents)",
         ]
         if self.bridge is not None:
-            lines.append(f"aurora bridge HTTP http://{host}:{self.bridge.port}/api  "  # type: ignore[attr-defined]
+            lines.append(f"aurora bridge HTTP http://{host}:{self.bridge.port}/api  "
                          "(Aurora Thrift: binary and JSON)")
         for agent in self.agents:
             lines.append(f"agent         {agent.config.name} gRPC {agent.address}  "  # type: ignore[attr-defined]

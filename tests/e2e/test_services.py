@@ -3,6 +3,7 @@ daemon and stateful jobs, health checks (issue 5/6, item 6) — real processes, 
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -306,7 +307,7 @@ def test_stateful_instance_never_runs_twice_and_stays_on_its_host(services: UpCl
         assert not ev.hostname or ev.hostname == first, "a stateful task moved hosts"
     runs = sorted(by_run, key=lambda r: int(r.rsplit("-", 1)[1]))
     assert len(runs) == 4
-    for older, newer in zip(runs, runs[1:], strict=False):
+    for older, newer in itertools.pairwise(runs):
         ended = by_run[older].get("KILLED")
         started = by_run[newer].get("RUNNING") or by_run[newer].get("STARTING")
         assert ended is not None and started is not None and started >= ended, (older, newer)

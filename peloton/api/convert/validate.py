@@ -133,8 +133,11 @@ def check_task(spec: TaskSpec, *, job_type: JobType, sla: SlaSpec, instance: int
             raise _fail("batch tasks may not have a health check", at("health"))
         if health.type is HealthCheckType.COMMAND and not health.command:
             raise _fail("a command health check needs a command", at("health_command"))
-        if health.type is HealthCheckType.HTTP and not 0 < health.http_port <= MAX_PORT:
-            raise _fail("an HTTP health check needs a port", at("health_port"))
+        # Port 0 probes the task's first port (usually a dynamic one, unknown until placed).
+        if health.type is HealthCheckType.HTTP and not (
+                0 < health.http_port <= MAX_PORT or (health.http_port == 0 and spec.ports)):
+            raise _fail("an HTTP health check needs a port (or the task needs a port to probe)",
+                        at("health_port"))
     if spec.restart_policy.max_failures > MAX_TASK_FAILURES:
         raise _fail(f"must be <= {MAX_TASK_FAILURES}, got {spec.restart_policy.max_failures}",
                     at("max_failures"))

@@ -160,16 +160,18 @@ def test_a_default_every_instance_overrides_is_not_checked() -> None:
     # has an empty health check command in a default no instance uses).
     cfg = v0_config("service_job.yaml")
     cfg.instanceCount = 1
-    cfg.defaultConfig.healthCheck.httpCheck.port = 0
     override = cfg.instanceConfig[0]
     override.healthCheck.CopyFrom(cfg.defaultConfig.healthCheck)
     override.healthCheck.httpCheck.port = 8080
+    # A command health check without a command: invalid, but only in the default.
+    cfg.defaultConfig.healthCheck.type = task_pb2.HealthCheckConfig.COMMAND
+    cfg.defaultConfig.healthCheck.commandCheck.command = ""
     health = v0_job.job_spec_from_v0(cfg).task_spec(0).health_check
     assert health is not None and health.http_port == 8080
     cfg.instanceCount = 2  # now instance 1 uses the default, which is checked
     with pytest.raises(InvalidArgument) as err:
         v0_job.job_spec_from_v0(cfg)
-    assert err.value.field == "defaultConfig.healthCheck.httpCheck.port"
+    assert err.value.field == "defaultConfig.healthCheck.commandCheck.command"
 
 
 def test_get_returns_the_document_with_scheduler_fields() -> None:
