@@ -28,6 +28,8 @@ from peloton.jobmgr.workflows import event
 from peloton.storage import JobQuery, JobQueryResult
 
 log = logging.getLogger(__name__)
+#: Seconds between storing a new job and creating its tasks.
+CREATE_DELAY = 0.02
 
 
 class JobOps:
@@ -60,7 +62,9 @@ class JobOps:
         job = self.ctx.cache.add(CachedJob(job_id, spec, stored))
         if rolling is not None and spec.type is not JobType.BATCH:
             self._rolling_create(job, rolling, opaque_data)
-        self.ctx.enqueue_job(job_id)
+        # A moment's delay lets the reply reach the client before creating the tasks of a
+        # big job takes the process for a while.
+        self.ctx.enqueue_job(job_id, CREATE_DELAY)
         log.info("created job %s (%s, %d instances) in pool %s", job_id, spec.name,
                  spec.instance_count, spec.respool_id)
         return job_id

@@ -20,7 +20,7 @@ from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, N
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobSpec
 from peloton.core.model.update import UpdateInfo, UpdateSpec, WorkflowEvent
-from peloton.core.states import JobType, WorkflowState, WorkflowType
+from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
 from peloton.jobmgr import recovery
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
@@ -64,6 +64,12 @@ class WorkflowOps:
         job = self.job(job_id)
         with job.lock:
             self.check_version(job, version)
+            if job.runtime.state in (JobState.INITIALIZED, JobState.UNINITIALIZED):
+                # The job's tasks are not all created yet (it was created a moment ago):
+                # create them now, so the workflow starts from a whole job.
+                from peloton.jobmgr.goalstate.job import create_tasks
+
+                create_tasks(self.ctx, job)
             old = job.spec
             if kind is WorkflowType.UPDATE:
                 if new_spec is None:

@@ -27,9 +27,10 @@ bad instead of crashing on a KeyError.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import orjson
 
 from peloton.core.errors import DataCorruption
 from peloton.storage.codec_compile import (
@@ -93,8 +94,8 @@ def from_json(cls: type[T], text: str | bytes | None, entity: str) -> T:
     try:
         if text is None:
             raise CodecError("the stored value is empty")
-        return decode(cls, json.loads(text))
-    except (CodecError, ValueError, TypeError, RecursionError) as exc:
+        return decode(cls, orjson.loads(text))
+    except (CodecError, ValueError, TypeError, RecursionError, orjson.JSONDecodeError) as exc:
         raise DataCorruption(f"{entity} is corrupt: {exc}") from exc
     except DataCorruption:
         raise

@@ -11,18 +11,21 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import json
 import types
 import typing
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
+import orjson
+
 Fn = Callable[[Any], Any]
 
 ENCODERS: dict[type, Fn] = {}
 DECODERS: dict[type, Fn] = {}
-json_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+def json_encode(data: Any) -> str:
+    """Compact JSON text (orjson: several times faster than the stdlib on the hot path)."""
+    return orjson.dumps(data).decode()
 _MISSING = dataclasses.MISSING
 
 

@@ -26,10 +26,10 @@ from peloton.api.convert.v0_update import (
 )
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2 as pb
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2_grpc as pb_grpc
-from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.ids import validate_uuid
 from peloton.core.model.update import UpdateInfo
-from peloton.core.states import JobState, JobType, WorkflowType
+from peloton.core.states import JobType, WorkflowType
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.workflows import WorkflowOps
@@ -68,8 +68,6 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
             old, runtime = self.jobs.get(job_id)
         except NotFound:
             raise NotFound(f"job not found: {job_id}", field="jobId") from None
-        if runtime.state is JobState.INITIALIZED:
-            raise Unavailable("cannot update partially created job")
         if old.type is not JobType.SERVICE:
             raise InvalidArgument("job must be of type service", field="jobId")
         config = request.jobConfig

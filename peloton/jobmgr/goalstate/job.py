@@ -11,6 +11,8 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
+import gevent
+
 from peloton.common.goalstate import Action
 from peloton.core.lifecycle.job_goalstate import JobAction, job_actions
 from peloton.core.model.task import TaskRuntime, TerminationReason
@@ -22,6 +24,8 @@ from peloton.jobmgr.jobruntime import refresh_runtime
 
 log = logging.getLogger(__name__)
 S = TaskState
+#: Task runtimes created (and queued) per step of a job's creation.
+CREATE_CHUNK = 20_000
 
 
 class JobEntity:
@@ -74,15 +78,22 @@ def create_tasks(ctx: JobContext, job: CachedJob) -> None:
             # A rolling create or update adds these itself, batch by batch.
             adding = set(job.update.instances_added)
             missing = [i for i in missing if i not in adding]
-        if missing:
+        # Chunks keep the process responsive while a huge job is created (API replies and
+        # events interleave), and let placement start on the first tasks early.
+        for lo in range(0, len(missing), CREATE_CHUNK):
+            chunk = missing[lo:lo + CREATE_CHUNK]
             fresh = {i: runs.initial(goal, spec.version, now,
                                      health_check=spec.task_spec(i).health_check is not None)
-                     for i in missing}
+                     for i in chunk}
             ctx.store.create_task_runtimes(job.job_id, fresh)
             # Created runtimes are stored at revision 1 (the store's contract); no re-read.
             for i, rt in fresh.items():
                 job.set_task(i, dataclasses.replace(rt, revision=1))
-        pending = [i for i, rt in job.tasks() if rt.state in (S.INITIALIZED, S.PENDING)]
+            taskops.enqueue(ctx, job, chunk)
+            gevent.sleep(0)
+        created = set(missing)
+        pending = [i for i, rt in job.tasks() if rt.state in (S.INITIALIZED, S.PENDING)
+                   and i not in created]
         taskops.enqueue(ctx, job, pending)
         if job.runtime.state in (JobState.INITIALIZED, JobState.UNINITIALIZED):
             job.runtime = ctx.store.update_job_runtime(job.job_id, dataclasses.replace(

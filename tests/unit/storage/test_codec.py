@@ -86,7 +86,7 @@ def test_unknown_keys_are_ignored_and_missing_optional_fields_default() -> None:
 
 
 @pytest.mark.parametrize(("cls", "text", "why"), [
-    (TaskRuntime, "{not json", "Expecting"),
+    (TaskRuntime, "{not json", "expected a string key"),
     (TaskRuntime, '{"state": "EXPLODED"}', "'EXPLODED' is not a TaskState"),
     (TaskRuntime, '{"run_id": "7"}', "TaskRuntime.run_id: expected int, got str"),
     (TaskRuntime, '{"run_id": true}', "expected int, got bool"),
