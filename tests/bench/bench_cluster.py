@@ -167,8 +167,11 @@ def bench_create_latency(base: Path) -> None:
             t0 = time.perf_counter()
             job_id = client.create_job(job_config(pool, 10_000, 0.0001, "sleep 1000")).jobId.value
             big.append(time.perf_counter() - t0)
-            # Let the cluster place this job before timing the next create.
-            wait_state(client, job_id, {"RUNNING"}, 120)
+            # Let the cluster place all of this job before timing the next create.
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and client.get_job(job_id).jobInfo.runtime \
+                    .taskStats.get("RUNNING", 0) < 10_000:
+                time.sleep(0.2)
         report("cluster.create_job_10000.p99_ms", max(big) * 1000, "ms", target="<=1000",
                note=f"max of 5 creates of 10,000 instances on an otherwise idle cluster "
                     f"(median {sorted(big)[2] * 1000:.0f} ms)")
@@ -201,7 +204,7 @@ def bench_submit_to_running(base: Path) -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         base = Path(tmp)
         bench_submit_to_running(base)
         bench_create_latency(base)

@@ -214,7 +214,11 @@ class SqlTasks:
         # and write exactly the rows whose revision matches (the write lock from BEGIN
         # IMMEDIATE means nothing changes between that read and the write).
         conn.exec_driver_sql("SAVEPOINT cas")
-        if conn.exec_driver_sql(_SQLITE_CAS, params).rowcount == len(params):
+        # The DB-API cursor directly: SQLAlchemy's executemany bookkeeping per row costs
+        # more than SQLite's own work here.
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        cursor.executemany(_SQLITE_CAS, params)
+        if cursor.rowcount == len(params):
             conn.exec_driver_sql("RELEASE cas")
             return {(p[3], p[4]) for p in params}
         conn.exec_driver_sql("ROLLBACK TO cas")
