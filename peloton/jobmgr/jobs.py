@@ -62,9 +62,9 @@ class JobOps:
         job = self.ctx.cache.add(CachedJob(job_id, spec, stored))
         if rolling is not None and spec.type is not JobType.BATCH:
             self._rolling_create(job, rolling, opaque_data)
-        # A moment's delay lets the reply reach the client before creating the tasks of a
-        # big job takes the process for a while.
-        self.ctx.enqueue_job(job_id, CREATE_DELAY)
+        # For a big job, a moment's delay lets the reply reach the client before creating
+        # its tasks takes the process for a while; a small job starts at once.
+        self.ctx.enqueue_job(job_id, CREATE_DELAY if spec.instance_count >= 1000 else 0.0)
         log.info("created job %s (%s, %d instances) in pool %s", job_id, spec.name,
                  spec.instance_count, spec.respool_id)
         return job_id

@@ -26,6 +26,8 @@ Change = Callable[[TaskRuntime], TaskRuntime | None]
 
 #: Compare-and-set rounds before a change is given up (each one reloads the losers).
 MAX_ROUNDS = 5
+#: Batches at least this big skip group commit (see `apply`).
+DIRECT_BATCH = 64
 
 
 class TaskWriter:
@@ -59,7 +61,12 @@ class TaskWriter:
                 writes.append(RuntimeWrite(job.job_id, inst, new))
             if not writes:
                 break
-            result = self.committer.write_many(writes)
+            # A big batch is its own transaction already; only small ones (a goal-state
+            # action's single task) gain from sharing one with other callers.
+            if len(writes) >= DIRECT_BATCH:
+                result = self.store.write_task_runtimes(writes)
+            else:
+                result = self.committer.write_many(writes)
             events: list[PodEvent] = []
             for task, stored in result.written.items():
                 job.set_task(task.instance, stored)

@@ -25,6 +25,15 @@ from peloton.storage.sql.database import Database
 from peloton.storage.sql.tables import pod_events, updates, workflow_events
 
 
+_POD_EVENT_UPSERT = (
+    "INSERT INTO pod_events (job_id, instance, run_id, time_us, state, expires_at, body) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}) "
+    "ON CONFLICT (job_id, instance, run_id, time_us, state) "
+    "DO UPDATE SET expires_at = excluded.expires_at, body = excluded.body")
+_POD_EVENT_UPSERT_SQLITE = _POD_EVENT_UPSERT.format(p="?")
+_POD_EVENT_UPSERT_PG = _POD_EVENT_UPSERT.format(p="%s")
+
+
 def pod_event_row(event: PodEvent, expires_at: float) -> dict[str, Any]:
     """The pod_events row of an event."""
     return {"job_id": event.job_id, "instance": event.instance, "run_id": event.run_id,
@@ -59,10 +68,20 @@ class SqlHistory:
 
     # -- pod events --------------------------------------------------------
     def add_pod_events(self, events: Sequence[PodEvent]) -> None:
+        if not events:
+            return
         expires = self.db.options.clock() + self.db.options.pod_event_ttl
-        rows = [pod_event_row(e, expires) for e in events]
-        if rows:
-            self.db.run("add pod events", lambda c: self.db.upsert(c, pod_events, rows))
+        # Every task state change writes one of these: plain tuples through the DB-API
+        # cursor, since SQLAlchemy's per-row statement bookkeeping costs more than the insert.
+        rows = [(e.job_id, e.instance, e.run_id, time_key(e.time), e.state.value, expires,
+                 codec.to_json(e)) for e in events]
+        sql = _POD_EVENT_UPSERT_PG if self.db.dialect == "postgresql" else _POD_EVENT_UPSERT_SQLITE
+
+        def tx(conn: Connection) -> None:
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            cursor.executemany(sql, rows)
+
+        self.db.run("add pod events", tx)
 
     def get_pod_events(self, job_id: str, instance: int, run_id: int | None = None,
                        limit: int | None = None) -> list[PodEvent]:
