@@ -82,6 +82,36 @@ def implemented_methods(servicer: object) -> set[str]:
     return names
 
 
+class _Undecodable:
+    """Stands in for a request whose bytes are not a valid message of its type."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _safe(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    # grpc answers INTERNAL when a deserializer raises; garbage from a client is the
+    # client's error, so it is reported as INVALID_ARGUMENT by the guards below.
+    if deserialize is None:
+        return None
+
+    def decode(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception as exc:
+            return _Undecodable(exc)
+
+    return decode
+
+
+def _refuse_undecodable(request: Any, context: grpc.ServicerContext, where: str) -> None:
+    if isinstance(request, _Undecodable):
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                      f"{where}: the request is not a valid message: {request.error}")
+
+
 def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> None:
     if isinstance(exc, PelotonError):
         context.abort(status_for(exc), exc.message)
@@ -92,6 +122,7 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> Non
 def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = None
                  ) -> Callable[..., Any]:
     def call(request: Any, context: grpc.ServicerContext) -> Any:
+        _refuse_undecodable(request, context, where)
         try:
             if hook is not None:
                 return hook.unary(where, lambda: fn(request, context))
@@ -108,6 +139,7 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
 def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None
                   ) -> Callable[..., Iterator[Any]]:
     def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        _refuse_undecodable(request, context, where)
         try:
             if hook is not None:
                 yield from hook.stream(where, lambda: fn(request, context))
@@ -143,13 +175,13 @@ def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[st
         fn = handler.unary_unary if method in own else _unimplemented(where)
         return grpc.unary_unary_rpc_method_handler(
             _guard_unary(fn, where, hook if method in own else None),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_safe(handler.request_deserializer),
             response_serializer=handler.response_serializer)
     if handler.unary_stream is not None:
         stream = (_guard_stream(handler.unary_stream, where, hook) if method in own
                   else _unimplemented(where))
         return grpc.unary_stream_rpc_method_handler(
-            stream, request_deserializer=handler.request_deserializer,
+            stream, request_deserializer=_safe(handler.request_deserializer),
             response_serializer=handler.response_serializer)
     raise ValueError(f"{where}: only unary and server-streaming methods are served")
 

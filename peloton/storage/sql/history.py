@@ -24,7 +24,6 @@ from peloton.storage.bulk import time_key
 from peloton.storage.sql.database import Database
 from peloton.storage.sql.tables import pod_events, updates, workflow_events
 
-
 _POD_EVENT_UPSERT = (
     "INSERT INTO pod_events (job_id, instance, run_id, time_us, state, expires_at, body) "
     "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}) "
