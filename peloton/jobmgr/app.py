@@ -41,6 +41,7 @@ from peloton.jobmgr.goalstate.update import UpdateEntity
 from peloton.jobmgr.jobruntime import RuntimeUpdater
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.launcher import Launcher
+from peloton.jobmgr.sla import DeadlineTracker
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.jobmgr.writer import TaskWriter
@@ -74,6 +75,7 @@ class JobManager:
         self.events = EventProcessor(ctx, hostmgr.subscribe("jobmgr"))
         self.evictor = Evictor(ctx)
         self.daemons = DaemonController(ctx)
+        self.deadlines = DeadlineTracker(ctx)
         task_engine, job_engine = ctx.task_engine, ctx.job_engine
         self._lifecycle = Lifecycle([
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
@@ -82,6 +84,7 @@ class JobManager:
             FunctionComponent("task-engine", task_engine.start, task_engine.stop),
             FunctionComponent("update-engine", update_engine.start, update_engine.stop),
             self.updater, self.events, self.launcher, self.evictor, self.daemons,
+            self.deadlines,
         ], name="jobmgr")
         if grpc is not None:
             self.register(grpc)

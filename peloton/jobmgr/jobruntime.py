@@ -20,6 +20,7 @@ from peloton.core.lifecycle.job_state import derive_job_state
 from peloton.core.states import JobState, JobType, TaskState
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.sla import start_within_limit
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class RuntimeUpdater:
             if job is None:
                 continue
             try:
+                start_within_limit(self.ctx, job)
                 if refresh_runtime(self.ctx, job):
                     self.ctx.enqueue_job(job_id)
             except Exception:

@@ -101,6 +101,9 @@ def recover(ctx: JobContext) -> int:
             elif rt.goal_state is not rt.state:
                 ctx.enqueue_task(job_id, inst)
         if queued:
+            if job.spec.sla.maximum_running_instances > 0:
+                # Waiting instances of a limited job start as room frees up, not all at once.
+                queued = [i for i in queued if job.task(i).state is not S.INITIALIZED]
             taskops.enqueue(ctx, job, queued)
         ctx.enqueue_job(job_id)
         ctx.on_tasks_changed(job_id)

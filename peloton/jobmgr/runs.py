@@ -20,9 +20,11 @@ _HEALTH = {h.value: h for h in HealthState}
 
 
 def initial(goal: TaskState, config_version: int, now: float, *,
-            health_check: bool = False) -> TaskRuntime:
-    """The runtime of a brand-new task: run 1, PENDING (it is queued at once)."""
-    return TaskRuntime(state=S.PENDING, goal_state=goal, run_id=1, desired_run_id=1,
+            health_check: bool = False, waiting: bool = False) -> TaskRuntime:
+    """The runtime of a brand-new task: run 1, PENDING (it is queued at once), or
+    INITIALIZED when it must `wait` for room under its job's maximumRunningInstances."""
+    return TaskRuntime(state=S.INITIALIZED if waiting else S.PENDING, goal_state=goal,
+                       run_id=1, desired_run_id=1,
                        config_version=config_version, desired_config_version=config_version,
                        healthy=HealthState.HEALTH_UNKNOWN if health_check else HealthState.DISABLED,
                        update_time=now)

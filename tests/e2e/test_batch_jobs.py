@@ -133,3 +133,34 @@ def test_bad_requests_get_clear_errors_and_change_nothing(cluster: UpCluster,
     missing = cluster.cli("job", "get", "00000000-0000-4000-8000-000000000000", check=False)
     assert missing.returncode != 0 and "not found" in (missing.stderr + missing.stdout).lower()
     assert cluster.cli("-j", "job", "query").stdout == before
+
+
+def test_maximum_running_instances_caps_a_batch_job(cluster: UpCluster, tmp_path: Path) -> None:
+    cluster.cli("respool", "create", "/e2e", str(write_pool(tmp_path, "e2e")))
+    job = write_job(tmp_path, "capped-sla", "sleep 1", count=6)
+    job.write_text(job.read_text().replace("  preemptible: true\n",
+                                           "  preemptible: true\n  maximumrunninginstances: 2\n"))
+    job_id = create(cluster, "/e2e", job)
+    peak = 0
+
+    def done() -> bool:
+        nonlocal peak
+        states = task_states(cluster, job_id)
+        peak = max(peak, sum(1 for s in states.values() if s not in ("INITIALIZED",
+                                                                      "SUCCEEDED")))
+        return job_state(cluster, job_id) == "SUCCEEDED"
+
+    eventually(done, 120, "job SUCCEEDED", interval=0.1)
+    assert 1 <= peak <= 2, f"{peak} instances in flight with maximumRunningInstances 2"
+
+
+def test_max_running_time_kills_overdue_tasks(cluster: UpCluster, tmp_path: Path) -> None:
+    cluster.cli("respool", "create", "/e2e", str(write_pool(tmp_path, "e2e")))
+    job = write_job(tmp_path, "slow", "sleep 300", count=2)
+    job.write_text(job.read_text().replace("  preemptible: true\n",
+                                           "  preemptible: true\n  maxrunningtime: 2\n"))
+    job_id = create(cluster, "/e2e", job)
+    eventually(lambda: job_state(cluster, job_id) == "KILLED", 60, "job KILLED by its deadline")
+    info = cluster.client.get_task(job_id, 0).result.runtime
+    assert info.reason == "DEADLINE_TIMEOUT_EXCEEDED" or "DEADLINE" in info.message.upper() \
+        or S.Name(info.state) == "KILLED"

@@ -17,7 +17,7 @@ from peloton.common.goalstate import Action
 from peloton.core.lifecycle.job_goalstate import JobAction, job_actions
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.states import JobState, JobType, TaskState
-from peloton.jobmgr import runs, taskops
+from peloton.jobmgr import runs, sla, taskops
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobruntime import refresh_runtime
@@ -78,23 +78,31 @@ def create_tasks(ctx: JobContext, job: CachedJob) -> None:
             # A rolling create or update adds these itself, batch by batch.
             adding = set(job.update.instances_added)
             missing = [i for i in missing if i not in adding]
+        limited = sla.limit_of(job) > 0
         # Chunks keep the process responsive while a huge job is created (API replies and
         # events interleave), and let placement start on the first tasks early.
         for lo in range(0, len(missing), CREATE_CHUNK):
             chunk = missing[lo:lo + CREATE_CHUNK]
             fresh = {i: runs.initial(goal, spec.version, now,
-                                     health_check=spec.task_spec(i).health_check is not None)
+                                     health_check=spec.task_spec(i).health_check is not None,
+                                     waiting=limited)
                      for i in chunk}
             ctx.store.create_task_runtimes(job.job_id, fresh)
             # Created runtimes are stored at revision 1 (the store's contract); no re-read.
             for i, rt in fresh.items():
                 job.set_task(i, dataclasses.replace(rt, revision=1))
-            taskops.enqueue(ctx, job, chunk)
+            if limited:
+                sla.start_within_limit(ctx, job)
+            else:
+                taskops.enqueue(ctx, job, chunk)
             gevent.sleep(0)
         created = set(missing)
-        pending = [i for i, rt in job.tasks() if rt.state in (S.INITIALIZED, S.PENDING)
-                   and i not in created]
-        taskops.enqueue(ctx, job, pending)
+        if limited:
+            sla.start_within_limit(ctx, job)
+        else:
+            pending = [i for i, rt in job.tasks() if rt.state in (S.INITIALIZED, S.PENDING)
+                       and i not in created]
+            taskops.enqueue(ctx, job, pending)
         if job.runtime.state in (JobState.INITIALIZED, JobState.UNINITIALIZED):
             job.runtime = ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
                 job.runtime, state=JobState.PENDING, update_time=now,
@@ -192,6 +200,11 @@ def reload(ctx: JobContext, job: CachedJob) -> None:
     ctx.enqueue_job(job.job_id)
 
 
+def evaluate_sla(ctx: JobContext, job: CachedJob) -> None:
+    """Start waiting instances of a job with maximumRunningInstances as room frees up."""
+    sla.start_within_limit(ctx, job)
+
+
 def invalid(ctx: JobContext, job: CachedJob) -> None:
     """Log a (goal, state) pair that has no valid action."""
     log.error("job %s: goal %s in state %s has no valid action", job.job_id,
@@ -212,4 +225,5 @@ _ACTIONS: dict[JobAction, Callable[[JobContext, CachedJob], None]] = {
     JobAction.DELETE_FROM_ACTIVE_JOBS: delete_from_active,
     JobAction.ENQUEUE_JOB_UPDATE: enqueue_update,
     JobAction.RUNTIME_UPDATE: runtime_update,
+    JobAction.EVALUATE_SLA: evaluate_sla,
 }

@@ -18,7 +18,7 @@ from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
 from peloton.core.model.ids import RunId
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import JobType, TaskState
-from peloton.jobmgr import taskops
+from peloton.jobmgr import sla, taskops
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
 
@@ -64,7 +64,10 @@ class TaskEntity:
 
 
 def _start(ctx: JobContext, job: CachedJob, inst: int, rt: TaskRuntime) -> None:
-    taskops.enqueue(ctx, job, [inst])
+    if sla.limit_of(job) > 0:
+        sla.start_within_limit(ctx, job)  # instances start in order, as room frees up
+    else:
+        taskops.enqueue(ctx, job, [inst])
 
 
 def _stop(ctx: JobContext, job: CachedJob, inst: int, rt: TaskRuntime) -> None:

@@ -1,0 +1,96 @@
+"""Job SLA enforcement: at most N instances running at once, and a run-time deadline.
+
+* `maximumRunningInstances` (batch jobs): only that many instances are queued or running at
+  a time; the rest wait INITIALIZED and are started as earlier ones finish (the job
+  goal-state's EVALUATE_SLA action and every job refresh call `start_within_limit`).
+* `maxRunningTime`: a task RUNNING longer than that many seconds is killed with the
+  reason DEADLINE_TIMEOUT_EXCEEDED (Peloton's deadline tracker, here checked every few
+  seconds instead of every 30 minutes).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+
+from peloton.core.model.task import TerminationReason
+from peloton.core.states import JobState, JobType, TaskState
+from peloton.jobmgr import taskops
+from peloton.jobmgr.cache import CachedJob
+from peloton.jobmgr.context import JobContext
+
+log = logging.getLogger(__name__)
+S = TaskState
+#: States of a task that count against maximumRunningInstances.
+ACTIVE = frozenset({S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING, S.LAUNCHED,
+                    S.STARTING, S.RUNNING, S.KILLING, S.PREEMPTING})
+
+
+def limit_of(job: CachedJob) -> int:
+    """The job's cap on instances in flight (0: none)."""
+    return job.spec.sla.maximum_running_instances if job.spec.type is JobType.BATCH else 0
+
+
+def start_within_limit(ctx: JobContext, job: CachedJob) -> list[int]:
+    """Queue waiting (INITIALIZED) instances up to the job's limit; returns those queued."""
+    cap = limit_of(job)
+    if cap <= 0 or job.runtime.goal_state is JobState.KILLED:
+        return []
+    active = sum(n for state, n in job.counts.items() if state in ACTIVE)
+    room = cap - active
+    if room <= 0:
+        return []
+    waiting = [i for i, rt in job.tasks() if rt.state is S.INITIALIZED
+               and rt.goal_state is S.SUCCEEDED][:room]
+    return taskops.enqueue(ctx, job, waiting) if waiting else []
+
+
+def overdue(job: CachedJob, now: float) -> list[int]:
+    """Instances running past the job's maxRunningTime."""
+    limit = job.spec.sla.max_running_time_secs
+    if limit <= 0:
+        return []
+    return [i for i, rt in job.tasks() if rt.state is S.RUNNING and rt.start_time
+            and now - rt.start_time > limit and rt.goal_state not in (S.KILLED, S.DELETED)]
+
+
+class DeadlineTracker:
+    """Kills tasks that run past their job's maxRunningTime."""
+
+    def __init__(self, ctx: JobContext, interval: float = 2.0) -> None:
+        self.ctx = ctx
+        self.interval = interval
+        self._greenlet: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        """Begin checking in a greenlet."""
+        self._greenlet = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        """Stop checking."""
+        if self._greenlet is not None:
+            self._greenlet.kill()
+            self._greenlet = None
+
+    def check_once(self) -> int:
+        """One pass over the cached jobs; returns how many tasks were stopped."""
+        now = self.ctx.clock()
+        stopped = 0
+        for job in self.ctx.cache:
+            late = overdue(job, now)
+            if late:
+                log.info("job %s: instances %s exceeded maxRunningTime %ss", job.job_id, late,
+                         job.spec.sla.max_running_time_secs)
+                taskops.set_goal(self.ctx, job, late, S.KILLED,
+                                 reason=TerminationReason.DEADLINE_TIMEOUT_EXCEEDED)
+                stopped += len(late)
+        return stopped
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.check_once()
+            except Exception:
+                log.exception("deadline check failed")
+            gevent.sleep(self.interval)
