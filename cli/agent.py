@@ -8,7 +8,12 @@ import click
 @click.command("agent")
 @click.option("--name", default=None, help="Hostname to register as (default: this machine's).")
 @click.option("--hostmgr", default="127.0.0.1:5391", show_default=True,
-              help="host:port of the host manager.")
+              help="host:port of the host manager (several, comma-separated, are tried in turn).")
+@click.option("--zkservers", "zk_servers", multiple=True,
+              help="ZooKeeper server (repeatable): register with the host manager leader "
+                   "published there, and follow it when it fails over.")
+@click.option("--zkroot", "zk_root", default="/peloton", show_default=True,
+              help="ZooKeeper root path of the leader znodes.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
 @click.option("--port", default=0, show_default=True, type=int,
               help="Port of the agent's gRPC service (0 picks a free one).")
@@ -24,9 +29,9 @@ import click
               help="Host label for placement constraints (repeatable).")
 @click.option("--kill-tasks-on-exit", is_flag=True,
               help="Kill this agent's tasks when it stops (default: leave them to be adopted).")
-def agent(name: str | None, hostmgr: str, host: str, port: int, work_dir: str, cpus: float,
-          mem_mb: float, disk_mb: float, gpus: float, port_ranges: str, labels: tuple[str, ...],
-          kill_tasks_on_exit: bool) -> None:
+def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: str, host: str,
+          port: int, work_dir: str, cpus: float, mem_mb: float, disk_mb: float, gpus: float,
+          port_ranges: str, labels: tuple[str, ...], kill_tasks_on_exit: bool) -> None:
     """Run tasks on this machine for a Peloton host manager.
 
     Registers with the host manager, runs each task as a real process in its
@@ -38,6 +43,7 @@ def agent(name: str | None, hostmgr: str, host: str, port: int, work_dir: str, c
     Example:
       peloton agent --name node-1 --hostmgr 127.0.0.1:5391 \\
           --cpus 4 --mem-mb 8192 --label zone=a --work-dir /var/lib/peloton
+      peloton agent --zkservers 127.0.0.1:2181   # the host manager leader
     """
     from peloton.common import geventsetup
 
@@ -46,7 +52,8 @@ def agent(name: str | None, hostmgr: str, host: str, port: int, work_dir: str, c
     from peloton.core.errors import PelotonError
 
     try:
-        config = build_config(work_dir=work_dir, name=name, hostmgr=hostmgr, host=host, port=port,
+        config = build_config(work_dir=work_dir, name=name, hostmgr=hostmgr, zk_servers=zk_servers,
+                              zk_root=zk_root, host=host, port=port,
                               cpus=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpus=gpus,
                               ports=port_ranges, labels=labels)
     except PelotonError as exc:

@@ -12,7 +12,7 @@ import sys
 
 #: Commands that run long-lived, greenlet-based servers.
 DAEMON_COMMANDS = frozenset({"up", "agent", "aurorabridge", "jobmgr", "resmgr", "hostmgr",
-                             "placement", "archiver"})
+                             "placement", "archiver", "ui"})
 
 
 def main() -> None:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import click
 
 from cli.agent import agent
+from cli.archive import archive
+from cli.archiver import archiver
 from cli.aurorabridge import aurorabridge
 from cli.commands import API_GROUPS
 from cli.context import PelotonGroup, global_options
+from cli.daemons import hostmgr, jobmgr, placement, resmgr
 from cli.migrate import migrate
+from cli.ui import ui
 from cli.up import up
 
 
@@ -29,6 +33,13 @@ cli.add_command(up)
 cli.add_command(agent)
 cli.add_command(migrate)
 cli.add_command(aurorabridge)
+cli.add_command(jobmgr)
+cli.add_command(resmgr)
+cli.add_command(hostmgr)
+cli.add_command(placement)
+cli.add_command(archiver)
+cli.add_command(archive)
+cli.add_command(ui)
 for _group in API_GROUPS:
     cli.add_command(_group)
 

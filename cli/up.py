@@ -28,11 +28,20 @@ import click
 @click.option("--agent-mem-mb", default=0.0, type=float, help="Memory each local agent offers.")
 @click.option("--agent-disk-mb", default=0.0, type=float, help="Disk each local agent offers.")
 @click.option("--agent-gpus", default=0.0, type=float, help="GPUs each local agent offers.")
+@click.option("--agent-ports", default="31000-32999", show_default=True,
+              help="Dynamic port range the local agents share (split between them).")
 @click.option("--backend", default="local", show_default=True,
-              help='"local" (real processes) or "sim:N" (N simulated hosts).')
+              help='"local" (real processes), "sim:N" (N simulated hosts) or "mesos:URL" '
+              '(an Apache Mesos master, e.g. mesos:http://master:5050 or '
+              'mesos:zk://zk:2181/mesos).')
+@click.option("--archive", default="", metavar="URL",
+              help="Also run the archiver into this archive (dir:///path, sqlite:///file.db, ...).")
+@click.option("--ui-port", default=5292, show_default=True, type=int,
+              help="Web UI HTTP port (0 picks a free port, -1 disables the UI).")
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
-       agent_disk_mb: float, agent_gpus: float, backend: str) -> None:
+       agent_disk_mb: float, agent_gpus: float, agent_ports: str, backend: str, archive: str,
+       ui_port: int) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C.
 
     \b
@@ -49,5 +58,14 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
 
     run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
                  hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
-                 data_dir=Path(data_dir), agents=agents, backend=backend,
-                 agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus)))
+                 data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive, ui_port=ui_port,
+                 agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus),
+                 agent_ports=_port_range(agent_ports)))
+
+
+def _port_range(text: str) -> tuple[int, int]:
+    """Parse "BEGIN-END" (a click usage error if it is not one)."""
+    begin, sep, end = text.partition("-")
+    if not sep or not begin.isdigit() or not end.isdigit() or not 0 < int(begin) <= int(end) < 65536:
+        raise click.BadParameter(f"expected BEGIN-END, got {text!r}", param_hint="--agent-ports")
+    return int(begin), int(end)

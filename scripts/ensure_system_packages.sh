@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs when they are missing:
 # PostgreSQL (contract and integration tests), ZooKeeper (leader election,
-# Aurora discovery) and the Apache Thrift compiler (an independent Aurora
-# client for the bridge tests). Idempotent and quiet when all are present.
+# Aurora discovery), the Apache Thrift compiler (an independent Aurora
+# client for the bridge tests) and Chromium (the web UI's browser tests, run
+# headless). Idempotent and quiet when all are present.
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v thrift >/dev/null 2>&1 || need+=(thrift-compiler)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${need[*]}"
 sudo=""

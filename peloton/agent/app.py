@@ -14,13 +14,16 @@ import fcntl
 import logging
 import os
 from pathlib import Path
+from typing import Any
+
+from gevent import monkey as gevent_monkey
 
 from peloton.agent.config import AgentConfig
 from peloton.agent.executor import Executor
 from peloton.agent.files import FileServer
 from peloton.agent.isolation import detect
 from peloton.agent.launcher import Spawner, supervisor_command
-from peloton.agent.link import AgentIdentity, HostmgrLink
+from peloton.agent.link import AgentIdentity, HostmgrLink, HostmgrTargets
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes
 from peloton.agent.service import SERVICE_NAME, AgentServicer
@@ -76,10 +79,29 @@ class AgentApp:
             hostname=config.name, agent_id=config.agent_id(),
             capacity=config.effective_resources(), ports=config.ports, labels=config.labels,
             address=f"{config.host}:{self.server.port}", file_address=self.files.address)
-        self.link = HostmgrLink(config.hostmgr, identity, self.executor.snapshot, self.reporter)
+        self.zk: Any = None
+        self.discovery: Any = None
+        targets = HostmgrTargets(config.hostmgr, self._leader if config.zk_servers else None)
+        self.link = HostmgrLink(targets, identity, self.executor.snapshot, self.reporter)
         pb_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.executor, self.reporter),
                                                    self.server.server)
         self.server.register_names([SERVICE_NAME])
+
+    def _leader(self) -> str | None:
+        """The host manager leader's address from ZooKeeper (None until known)."""
+        return self.discovery.address() if self.discovery is not None else None
+
+    def _follow_leader(self) -> None:
+        """Watch the host manager's leader znode; a new leader wakes the link at once."""
+        from peloton.common.discovery import LeaderDiscovery
+        from peloton.common.leader import HOST_MANAGER, new_client
+
+        patched = bool(gevent_monkey.is_module_patched("socket"))
+        self.zk = new_client(self.config.zk_servers, use_gevent=patched)
+        self.zk.start(timeout=30)
+        self.discovery = LeaderDiscovery(self.zk, HOST_MANAGER, root=self.config.zk_root,
+                                         on_change=lambda _leader: self.link.kick())
+        self.discovery.start()
 
     @property
     def address(self) -> str:
@@ -101,6 +123,8 @@ class AgentApp:
         self.reporter.start()
         self.server.start()
         self.files.start()
+        if self.config.zk_servers:
+            self._follow_leader()
         self.link.start()
         log.info("agent %s serving on %s (%s; %d runs adopted); host manager %s", self.config.name,
                  self.address, self.isolation.kind, adopted, self.config.hostmgr)
@@ -112,6 +136,10 @@ class AgentApp:
             self.executor.kill(live, grace_secs)
         self.reporter.stop()
         self.link.stop()
+        if self.zk is not None:
+            self.discovery.stop()
+            self.zk.stop()
+            self.zk.close()
         self.server.stop()
         self.files.stop()
         self.executor.stop()

@@ -52,7 +52,12 @@ class AgentConfig:
 
     work_dir: Path
     name: str = field(default_factory=socket.gethostname)
+    #: host:port of the host manager; several, comma-separated, are tried in turn.
     hostmgr: str = "127.0.0.1:5391"
+    #: ZooKeeper servers: register with the host manager leader published there (and follow
+    #: it across failovers); `hostmgr` is used while no leader is known.
+    zk_servers: tuple[str, ...] = ()
+    zk_root: str = "/peloton"
     host: str = "127.0.0.1"
     port: int = 0
     #: HTTP port of the sandbox file server (0: a free port).

@@ -6,6 +6,11 @@ manager is unreachable or answers "reregister" (it restarted and does not
 know us), the link goes back to registering, with capped backoff.  Tasks
 are never touched by any of this: they keep running while the host
 manager is away, and their updates wait in the reporter.
+
+Where the host manager is (`HostmgrTargets`): one address, several tried in
+turn (a standby answers UNAVAILABLE, so the agent moves on to the next), or
+the leader published in ZooKeeper, followed across failovers (a change of
+leader wakes the link at once).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -52,13 +58,46 @@ class AgentIdentity:
             address=self.address, version=self.version, file_address=self.file_address)
 
 
+#: Reconnect quickly to a host manager that restarts on the same address (gRPC's default
+#: backoff grows to two minutes).
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100),
+                   ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
+
+
+class HostmgrTargets:
+    """Where to register: the ZooKeeper leader if `leader` knows one, else `addresses` in turn."""
+
+    def __init__(self, addresses: str | Sequence[str],
+                 leader: Callable[[], str | None] | None = None) -> None:
+        listed = addresses.split(",") if isinstance(addresses, str) else list(addresses)
+        self.addresses = [a.strip() for a in listed if a.strip()]
+        self._leader = leader
+        self._at = 0
+        if not self.addresses and leader is None:
+            raise ValueError("no host manager address")
+
+    def current(self) -> str:
+        """The address to register with now."""
+        found = self._leader() if self._leader is not None else None
+        if found or not self.addresses:
+            return found or ""
+        return self.addresses[self._at % len(self.addresses)]
+
+    def failed(self, address: str) -> None:
+        """`address` did not take us: try the next listed one."""
+        if self.addresses and self.addresses[self._at % len(self.addresses)] == address:
+            self._at += 1
+
+
 class HostmgrLink:
     """Registration and heartbeat loop; also the reporter's transport."""
 
-    def __init__(self, target: str, identity: AgentIdentity, snapshot: Callable[[], list[Update]],
+    def __init__(self, target: str | HostmgrTargets, identity: AgentIdentity,
+                 snapshot: Callable[[], list[Update]],
                  reporter: StatusReporter, *, call_timeout: float = 10.0,
                  max_backoff_secs: float = 5.0) -> None:
-        self.target = target
+        self.targets = target if isinstance(target, HostmgrTargets) else HostmgrTargets(target)
+        self.target = ""
         self.identity = identity
         self._snapshot = snapshot
         self._reporter = reporter
@@ -68,8 +107,24 @@ class HostmgrLink:
         self.registered = threading.Event()
         self._stop = threading.Event()
         self._kick = threading.Event()  # wakes the loop to re-register at once
-        self._channel = grpc.insecure_channel(target)
+        self._channel: Any = None
+        self._stub: Any = None
+        if first := self.targets.current():
+            self._connect(first)
+
+    def _connect(self, address: str) -> None:
+        """Talk to `address` from now on (a new channel when it changed)."""
+        if address == self.target and self._channel is not None:
+            return
+        old, self.target = self._channel, address
+        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         self._stub = pb_grpc.AgentRegistryStub(self._channel)
+        if old is not None:
+            old.close()
+
+    def kick(self) -> None:
+        """Look for the host manager again now (its leader changed)."""
+        self._kick.set()
 
     def start(self) -> None:
         """Start registering in the background."""
@@ -79,7 +134,8 @@ class HostmgrLink:
         """Stop heartbeating and close the channel."""
         self._stop.set()
         self._kick.set()
-        self._channel.close()
+        if self._channel is not None:
+            self._channel.close()
 
     def send(self, updates: Sequence[Update]) -> bool:
         """Deliver one batch (the reporter's transport); False if the host manager did not take it."""
@@ -110,12 +166,18 @@ class HostmgrLink:
         self._kick.set()
 
     def _register(self) -> bool:
+        address = self.targets.current()
+        if not address:
+            log.debug("no host manager leader known yet")
+            return False
+        self._connect(address)
         request = pb.RegisterRequest(agent=self.identity.to_pb(),
                                      runs=[update_to_pb(u) for u in self._snapshot()])
         try:
             reply = self._stub.Register(request, timeout=self.call_timeout)
         except grpc.RpcError as exc:
-            log.debug("register with %s: %s", self.target, exc.code().name)
+            log.debug("register with %s: %s", address, exc.code().name)
+            self.targets.failed(address)
             return False
         except ValueError:  # the channel was closed by stop()
             return False
@@ -145,7 +207,8 @@ class HostmgrLink:
                 if self._register():
                     backoff = 0.1
                 else:
-                    self._stop.wait(backoff)
+                    self._kick.wait(backoff)  # a new leader (kick) ends the wait early
+                    self._kick.clear()
                     backoff = min(self.max_backoff_secs, backoff * 2)
                     continue
             self._kick.wait(self.heartbeat_secs)

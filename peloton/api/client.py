@@ -33,11 +33,13 @@ from peloton.api.client_discovery import (
     endpoints_from_zookeeper,
     normalize_address,
 )
+from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
 from peloton.api.client_v0 import Range, V0Calls
 from peloton.api.client_v1 import V1Calls
 
-__all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "PelotonClient", "Range"]
+__all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "FileTail", "PelotonClient",
+           "Range"]
 
 DEFAULT_CALLER = "peloton-cli"
 DEFAULT_TIMEOUT = 20.0
@@ -100,6 +102,14 @@ class PelotonClient(V0Calls, V1Calls):
         sandbox = self.browse_sandbox(job_id, instance_id, task_id)
         path = client_sandbox.pick_path(list(sandbox.paths), filename)
         return client_sandbox.fetch_file(sandbox.hostname, sandbox.port, path, timeout=self.timeout)
+
+    def tail_task_file(self, job_id: str, instance_id: int, filename: str = "stdout", *,
+                       max_bytes: int = 64 * 1024, task_id: str = "") -> FileTail:
+        """The last `max_bytes` of `filename` in a task's sandbox and the file's size (for log views)."""
+        sandbox = self.browse_sandbox(job_id, instance_id, task_id)
+        path = client_sandbox.pick_path(list(sandbox.paths), filename)
+        return client_sandbox.fetch_tail(sandbox.hostname, sandbox.port, path, max_bytes,
+                                         timeout=self.timeout)
 
     def read_pod_file(self, name: str, filename: str = "stdout", *, pod_id: str = "") -> bytes:
         """The content of `filename` in a pod's sandbox (latest run unless `pod_id`)."""

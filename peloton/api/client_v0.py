@@ -178,6 +178,12 @@ class V0Calls:
                                            runId=run_id, limit=limit)
         return self._checked(self._tasks, "GetPodEvents", req, task_pb2.GetPodEventsResponse)
 
+    def delete_task_pod_events(self, job_id: str, instance_id: int,
+                               run_id: int) -> task_pb2.DeletePodEventsResponse:
+        """Delete the events of an instance's runs 1..`run_id` (the archiver's trim)."""
+        req = task_pb2.DeletePodEventsRequest(jobId=_job(job_id), instanceId=instance_id, runId=run_id)
+        return self._checked(self._tasks, "DeletePodEvents", req, task_pb2.DeletePodEventsResponse)
+
     # -- ResourceManager ----------------------------------------------------------------------
     def create_respool(self, config: respool_pb2.ResourcePoolConfig) -> respool_pb2.CreateResponse:
         """Create a pool; `config.parent` names its parent pool's ID."""

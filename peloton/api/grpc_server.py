@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent import futures
+from typing import Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -22,6 +23,24 @@ SERVER_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
 ]
+
+
+class ServiceHost(Protocol):
+    """Where servicers are registered: a GrpcServer, or a recorder that serves them later
+    (peloton.api.ports_grpc.leader_gate serves a daemon's services only while it leads)."""
+
+    @property
+    def server(self) -> grpc.Server:
+        """The grpc.Server (or a stand-in) for generated `add_XServicer_to_server` calls."""
+        ...
+
+    def add_generic(self, handlers: Sequence[grpc.GenericRpcHandler], names: Sequence[str]) -> None:
+        """Register generic handlers serving the fully-qualified service `names`."""
+        ...
+
+    def register_names(self, names: Sequence[str]) -> None:
+        """Record services added through generated `add_*_to_server` helpers."""
+        ...
 
 
 class GrpcServer:

@@ -28,10 +28,13 @@ from typing import Any, Protocol
 import grpc
 
 from peloton.api.grpc_errors import status_for
-from peloton.api.grpc_server import GrpcServer
+from peloton.api.grpc_server import ServiceHost
 from peloton.core.errors import PelotonError
 
 log = logging.getLogger(__name__)
+
+#: Trailer carrying PelotonError.field of a failed call.
+FIELD_TRAILER = "peloton-error-field"
 
 #: v0 services Peloton serves under a second, package-less name.
 LEGACY_ALIASES = {
@@ -114,6 +117,8 @@ def _refuse_undecodable(request: Any, context: grpc.ServicerContext, where: str)
 
 def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> None:
     if isinstance(exc, PelotonError):
+        if exc.field:  # our own clients rebuild the error with its field (ports_grpc.channel)
+            context.set_trailing_metadata(((FIELD_TRAILER, exc.field),))
         context.abort(status_for(exc), exc.message)
     log.exception("unexpected error in %s", where)
     context.abort(grpc.StatusCode.INTERNAL, f"internal error in {where}: {type(exc).__name__}: {exc}")
@@ -186,7 +191,7 @@ def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[st
     raise ValueError(f"{where}: only unary and server-streaming methods are served")
 
 
-def register(server: GrpcServer, add_fn: Callable[[Any, Any], None], servicer: object,
+def register(server: ServiceHost, add_fn: Callable[[Any, Any], None], servicer: object,
              aliases: Sequence[str] = (), hook: CallHook | None = None) -> str:
     """Serve `servicer` (a subclass of a generated XServicer) on `server`; returns its name.
 

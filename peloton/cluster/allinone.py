@@ -10,7 +10,7 @@ separate ones would, so an agent started elsewhere with `peloton agent
 
 Start order: storage (schema checked), host manager (agents can
 register), resource manager, placement engine, job manager (recovery
-needs the other three), agents, Aurora bridge.  Stop is the reverse;
+needs the other three), agents, Aurora bridge, web UI.  Stop is the reverse;
 tasks keep running in their supervisors and are adopted on the next start.
 """
 
@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,12 +30,14 @@ from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
 from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
 from peloton.core.model.constraints import Label
-from peloton.core.model.resources import Resources
+from peloton.core.model.resources import PortRange, Resources
 from peloton.hostmgr.backends.base import HostBackend
 from peloton.storage import Store, StoreOptions, check_schema, open_store
 
 if TYPE_CHECKING:
+    from archiver.app import Archiver
     from aurorabridge.app import AuroraBridge
+    from peloton.ui.server import UiServer
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +60,17 @@ class UpConfig:
     #: Resources of each local agent (zero: this machine's, divided between the agents).
     agent_resources: Resources = Resources()
     agent_labels: tuple[Label, ...] = ()
-    #: "local" (real processes) or "sim:<hosts>[:<task secs>[:<cpus>]]" (virtual hosts whose
-    #: tasks succeed after <task secs>; for demos and benchmarks).
+    #: Dynamic ports the local agents hand out, split between them.
+    agent_ports: tuple[int, int] = (31000, 32999)
+    #: "local" (real processes), "sim:<hosts>[:<task secs>[:<cpus>]]" (virtual hosts whose
+    #: tasks succeed after <task secs>; for demos and benchmarks) or "mesos:<master>" (an
+    #: Apache Mesos master: http://host:port, host:port or zk://host:port/mesos).
     backend: str = "local"
     extra_ports: tuple[int, ...] = field(default_factory=tuple)
+    #: Archive URL (dir:///path, sqlite:///file.db, postgresql://...); empty: no archiver.
+    archive: str = ""
+    #: Web UI HTTP port; -1 disables the UI.
+    ui_port: int = 5292
 
 
 class AllInOne:
@@ -75,6 +86,8 @@ class AllInOne:
         self._lifecycle: Lifecycle | None = None
         self.agents: list[object] = []
         self.bridge: AuroraBridge | None = None
+        self.archiver: Archiver | None = None
+        self.ui: UiServer | None = None
 
     def store_url(self) -> str:
         """The storage URL in use."""
@@ -109,6 +122,10 @@ class AllInOne:
         ]
         if self.config.aurora_port >= 0:
             parts.append(FunctionComponent("aurorabridge", self._start_bridge, self._stop_bridge))
+        if self.config.archive:
+            parts.append(FunctionComponent("archiver", self._start_archiver, self._stop_archiver))
+        if self.config.ui_port >= 0:
+            parts.append(FunctionComponent("ui", self._start_ui, self._stop_ui))
         parts.append(FunctionComponent("store", lambda: None, store.close))
         self._lifecycle = Lifecycle(parts[::-1][::-1], name="peloton-up")
         self._lifecycle.start()
@@ -127,11 +144,33 @@ class AllInOne:
             return SimBackend(hosts=hosts, task_secs=secs, clock=RealClock(),
                               capacity=Resources(cpu=cpus, mem_mb=4096.0 * cpus,
                                                  disk_mb=16384.0 * cpus))
+        if kind.startswith("mesos:"):
+            return self._mesos_backend(kind.removeprefix("mesos:"))
         from peloton.hostmgr.backends.local import LocalBackend
 
         backend = LocalBackend()
         backend.register_on(self.grpc)
         return backend
+
+    def _mesos_backend(self, master: str) -> HostBackend:
+        from peloton.core.model.storage_records import FrameworkInfo
+        from peloton.hostmgr.backends.mesos import MesosBackend, MesosConfig
+
+        config = MesosConfig(master=master)
+        store = self.store
+        assert store is not None
+
+        # The framework id lives in the `frameworks` table, so a restarted cluster comes back
+        # as the same Mesos framework and its tasks keep running.
+        def load() -> str:
+            info = store.get_framework_info(config.framework_name)
+            return info.framework_id if info is not None else ""
+
+        def save(framework_id: str, stream_id: str) -> None:
+            store.put_framework_info(FrameworkInfo(
+                config.framework_name, framework_id, stream_id, time.time(), socket.gethostname()))
+
+        return MesosBackend(config, load_framework_id=load, save_framework_id=save)
 
     # -- agents ------------------------------------------------------------------------
     def _start_agents(self) -> None:
@@ -147,9 +186,15 @@ class AllInOne:
         for i in range(n):
             name = "localhost" if n == 1 else f"localhost-{i}"
             labels = (*self.config.agent_labels, Label("peloton/agent", str(i)))
+            # Agents on one machine share its ports: each gets its own slice of the
+            # dynamic range, so two "hosts" never hand the same port to two tasks.
+            first, last = self.config.agent_ports
+            span = max(1, (last - first + 1) // n)
+            begin = first + i * span
             cfg = AgentConfig(work_dir=(self.config.data_dir / "agents" / name).resolve(),
                               name=name, hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
-                              host=self.config.host, resources=each, labels=labels)
+                              host=self.config.host, resources=each, labels=labels,
+                              ports=(PortRange(begin, begin + span - 1),))
             agent = AgentApp(cfg)
             agent.start()
             self.agents.append(agent)
@@ -179,6 +224,43 @@ class AllInOne:
             self.bridge.stop()
             self.bridge = None
 
+    # -- archiver (talks to the job manager over gRPC, like a separate one) ---------------
+    def _start_archiver(self) -> None:
+        from archiver.app import Archiver
+        from archiver.config import ArchiverConfig
+        from archiver.sinks import open_sink
+        from peloton.api.client import PelotonClient
+
+        client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}", caller="peloton-archiver")
+        self.archiver = Archiver(ArchiverConfig(), client, open_sink(self.config.archive))
+        self.archiver.start()
+        self._archiver_client = client
+
+    def _stop_archiver(self) -> None:
+        if self.archiver is not None:
+            self.archiver.stop()
+            self.archiver.sink.close()
+            self._archiver_client.close()
+            self.archiver = None
+
+    # -- web UI (a front like the CLI: it talks to the daemons over gRPC) -----------------
+    def _start_ui(self) -> None:
+        from peloton.api.client import PelotonClient
+        from peloton.ui.server import UiServer
+
+        client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}",
+                               resmgr=f"127.0.0.1:{self.ports['resmgr']}",
+                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}", caller="peloton-ui")
+        self.ui = UiServer(client, self.config.host, self.config.ui_port)
+        self.ui.start()
+        self._ui_client = client
+
+    def _stop_ui(self) -> None:
+        if self.ui is not None:
+            self.ui.stop()
+            self._ui_client.close()
+            self.ui = None
+
     def stop(self) -> None:
         """Stop everything, newest first."""
         if self._lifecycle is not None:
@@ -200,6 +282,10 @@ class AllInOne:
         for agent in self.agents:
             lines.append(f"agent         {agent.config.name} gRPC {agent.address}  "  # type: ignore[attr-defined]
                          f"work dir {agent.work_dir}")  # type: ignore[attr-defined]
+        if self.archiver is not None:
+            lines.append(f"archiver      into {self.archiver.sink.url}")
+        if self.ui is not None:
+            lines.append(f"web UI        {self.ui.url}")
         lines.append(f"storage       {self.store.url if self.store else self.store_url()}")
         return lines
 

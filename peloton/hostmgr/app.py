@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import gevent
 
-from peloton.api.grpc_server import GrpcServer
+from peloton.api.grpc_server import ServiceHost
 from peloton.common.metrics import Metrics
 from peloton.core.errors import NotFound
 from peloton.core.model.host import HostInfo
@@ -54,7 +54,7 @@ class HostManager:
 
     def __init__(self, store: HostStore, backend: HostBackend,
                  config: HostManagerConfig | None = None, *,
-                 grpc_server: GrpcServer | None = None,
+                 grpc_server: ServiceHost | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  metrics: Metrics | None = None) -> None:
         self.config = cfg = config or HostManagerConfig()

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from peloton.api.convert.v0_host import host_info_to_v0, host_state_from_v0
 from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2, host_svc_pb2_grpc
-from peloton.api.grpc_server import GrpcServer
+from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.host import HostInfo
@@ -81,7 +81,7 @@ class HostServiceServicer(host_svc_pb2_grpc.HostServiceServicer):  # type: ignor
         return names
 
 
-def serve_host_service(server: GrpcServer, admin: HostAdmin) -> str:
+def serve_host_service(server: ServiceHost, admin: HostAdmin) -> str:
     """Register the v0 HostService on `server` (before it starts); returns the service name."""
     return register(server, host_svc_pb2_grpc.add_HostServiceServicer_to_server,
                     HostServiceServicer(admin))

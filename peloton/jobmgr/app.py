@@ -18,7 +18,7 @@ from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
-from peloton.api.grpc_server import GrpcServer
+from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.common.goalstate import Engine
 from peloton.common.lifecycle import FunctionComponent, Lifecycle
@@ -41,6 +41,7 @@ from peloton.jobmgr.goalstate.update import UpdateEntity
 from peloton.jobmgr.jobruntime import RuntimeUpdater
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.launcher import Launcher
+from peloton.jobmgr.peers import PeerResync
 from peloton.jobmgr.sla import DeadlineTracker
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
@@ -54,7 +55,7 @@ class JobManager:
     """Jobs, tasks and workflows of the cluster, driven toward their goal states."""
 
     def __init__(self, store: Store, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
-                 config: JobManagerConfig | None = None, grpc: GrpcServer | None = None,
+                 config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.config = config or JobManagerConfig()
         self.committer = GroupCommitter(store)
@@ -76,6 +77,7 @@ class JobManager:
         self.evictor = Evictor(ctx)
         self.daemons = DaemonController(ctx)
         self.deadlines = DeadlineTracker(ctx)
+        self.resync = PeerResync(ctx)
         task_engine, job_engine = ctx.task_engine, ctx.job_engine
         self._lifecycle = Lifecycle([
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
@@ -84,12 +86,12 @@ class JobManager:
             FunctionComponent("task-engine", task_engine.start, task_engine.stop),
             FunctionComponent("update-engine", update_engine.start, update_engine.stop),
             self.updater, self.events, self.launcher, self.evictor, self.daemons,
-            self.deadlines,
+            self.deadlines, self.resync,
         ], name="jobmgr")
         if grpc is not None:
             self.register(grpc)
 
-    def register(self, grpc: GrpcServer) -> None:
+    def register(self, grpc: ServiceHost) -> None:
         """Serve the job manager's APIs on `grpc`.
 
         Every call goes through one hook: the AdminService lockdown check, then the

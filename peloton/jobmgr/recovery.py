@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 
 from peloton.core.errors import DataCorruption, NotFound
-from peloton.core.model.ids import RunId
+from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.sched import LaunchSpec
 from peloton.core.states import TaskState
 from peloton.jobmgr import taskops
@@ -68,8 +68,7 @@ def track(ctx: JobContext, job_id: str) -> CachedJob:
 
 def recover(ctx: JobContext) -> int:
     """Load every active job and hand its runs back to the other daemons; returns jobs loaded."""
-    alive: list[str] = []
-    adopted: dict[str, list[LaunchSpec]] = {}
+    handed = _HandBack(ctx, to_resmgr=True)
     loaded = 0
     for job_id in ctx.store.get_active_jobs():
         try:
@@ -82,34 +81,90 @@ def recover(ctx: JobContext) -> int:
             log.error("cannot recover job %s: %s", job_id, exc)
             continue
         loaded += 1
-        queued = []
+        queued = handed.job(job)
         for inst, rt in job.tasks():
             if rt.state in _HELD:
-                spec = job.spec_version(rt.config_version) or job.spec
-                ctx.resmgr.recover_task(spec.respool_id,
-                                        rm_task(job_id, spec, inst, rt, ctx.needs),
-                                        rt.state, rt.host)
-                run_id = str(RunId(job_id, inst, rt.run_id))
-                alive.append(run_id)
-                if rt.host:
-                    adopted.setdefault(rt.host, []).append(
-                        LaunchSpec(run_id=run_id, spec=spec.task_spec(inst), ports=rt.ports))
                 if rt.state is not S.RUNNING or rt.run_id != rt.desired_run_id:
                     ctx.enqueue_task(job_id, inst)
-            elif rt.state in _QUEUED:
-                queued.append(inst)
-            elif rt.goal_state is not rt.state:
+            elif rt.state not in _QUEUED and rt.goal_state is not rt.state:
                 ctx.enqueue_task(job_id, inst)
         if queued:
-            if job.spec.sla.maximum_running_instances > 0:
-                # Waiting instances of a limited job start as room frees up, not all at once.
-                queued = [i for i in queued if job.task(i).state is not S.INITIALIZED]
-            taskops.enqueue(ctx, job, queued)
+            startable = _startable(job, queued)
+            # A previous leader may have taken placements of these runs and stopped before
+            # launching them; the resource manager would hold them until its launch timeout.
+            # Forgetting them there first queues them afresh (a no-op for a fresh one).
+            ctx.resmgr.kill_tasks([TaskId(job_id, i) for i in startable])
+            taskops.enqueue(ctx, job, startable)
         ctx.enqueue_job(job_id)
         ctx.on_tasks_changed(job_id)
-    for host, specs in adopted.items():
-        ctx.hostmgr.adopt(host, specs)
-    if alive:
-        ctx.hostmgr.reconcile(alive)
-    log.info("recovered %d active jobs (%d runs on hosts)", loaded, len(alive))
+    handed.to_hosts()
+    log.info("recovered %d active jobs (%d runs on hosts)", loaded, len(handed.alive))
     return loaded
+
+
+def hand_back(ctx: JobContext, *, to_resmgr: bool, to_hostmgr: bool) -> int:
+    """Hand the cached jobs' runs to a resource or host manager that started over (a new
+    leader term has empty state); returns the runs on hosts.  Idempotent on the other side."""
+    handed = _HandBack(ctx, to_resmgr=to_resmgr)
+    for job in list(ctx.cache):  # a snapshot: jobs come and go while this yields
+        queued = handed.job(job)
+        if to_resmgr and queued:
+            taskops.enqueue(ctx, job, _startable(job, queued))
+    if to_hostmgr:
+        handed.to_hosts()
+    log.info("handed back %d jobs (%d runs on hosts) to the %s", len(ctx.cache),
+             len(handed.alive), " and ".join(
+                 n for n, on in (("resource manager", to_resmgr), ("host manager", to_hostmgr))
+                 if on))
+    return len(handed.alive)
+
+
+def _startable(job: CachedJob, queued: list[int]) -> list[int]:
+    """The queued instances to queue again now."""
+    if job.spec.sla.maximum_running_instances > 0:
+        # Waiting instances of a limited job start as room frees up, not all at once.
+        return [i for i in queued if job.task(i).state is not S.INITIALIZED]
+    return queued
+
+
+class _HandBack:
+    """Collects what the other daemons must be told about the runs of cached jobs.
+
+    Runs on hosts are recovered in the resource manager (with their allocation) as they
+    are seen, and gathered per host for the host manager (`adopt`, then `reconcile`, so a
+    launch lost in a crash comes back LOST and is retried).  Queued runs are returned per
+    job for the caller to queue again.
+    """
+
+    def __init__(self, ctx: JobContext, *, to_resmgr: bool) -> None:
+        self.ctx = ctx
+        self.to_resmgr = to_resmgr
+        self.alive: list[str] = []
+        self.adopted: dict[str, list[LaunchSpec]] = {}
+
+    def job(self, job: CachedJob) -> list[int]:
+        """Note one job's runs; returns its queued instances."""
+        ctx, job_id = self.ctx, job.job_id
+        queued = []
+        for inst, rt in list(job.tasks()):
+            if rt.state in _HELD:
+                spec = job.spec_version(rt.config_version) or job.spec
+                if self.to_resmgr:
+                    ctx.resmgr.recover_task(spec.respool_id,
+                                            rm_task(job_id, spec, inst, rt, ctx.needs),
+                                            rt.state, rt.host)
+                run_id = str(RunId(job_id, inst, rt.run_id))
+                self.alive.append(run_id)
+                if rt.host:
+                    self.adopted.setdefault(rt.host, []).append(
+                        LaunchSpec(run_id=run_id, spec=spec.task_spec(inst), ports=rt.ports))
+            elif rt.state in _QUEUED:
+                queued.append(inst)
+        return queued
+
+    def to_hosts(self) -> None:
+        """Tell the host manager where the runs are, and have it re-report them."""
+        for host, specs in self.adopted.items():
+            self.ctx.hostmgr.adopt(host, specs)
+        if self.alive:
+            self.ctx.hostmgr.reconcile(self.alive)

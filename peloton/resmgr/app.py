@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2_grpc
-from peloton.api.grpc_server import GrpcServer
+from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.common.metrics import Metrics
 from peloton.core.errors import Unavailable
@@ -64,7 +64,7 @@ class ResourceManager:
     name = "resmgr"
 
     def __init__(self, store: ResourcePoolStore, hostmgr: HostManagerPort,
-                 config: ResourceManagerConfig | None = None, grpc: GrpcServer | None = None,
+                 config: ResourceManagerConfig | None = None, grpc: ServiceHost | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  metrics: Metrics | None = None) -> None:
         self.config = config or ResourceManagerConfig()
@@ -92,7 +92,7 @@ class ResourceManager:
         if grpc is not None:
             self.register(grpc)
 
-    def register(self, grpc: GrpcServer) -> None:
+    def register(self, grpc: ServiceHost) -> None:
         """Serve the v0 ResourceManager API (and its legacy name) on `grpc`."""
         register(grpc, respool_pb2_grpc.add_ResourceManagerServicer_to_server,
                  ResourcePoolServicer(lambda: self.pools))

@@ -31,7 +31,7 @@ from tests.bench.common import percentile, report  # noqa: E402
 
 
 def start(base: Path, backend: str, agents: int = 1) -> tuple[AllInOne, PelotonClient]:
-    cluster = AllInOne(UpConfig(jobmgr_port=0, resmgr_port=0, hostmgr_port=0, aurora_port=-1,
+    cluster = AllInOne(UpConfig(jobmgr_port=0, resmgr_port=0, hostmgr_port=0, aurora_port=-1, ui_port=-1,
                                 data_dir=base, agents=agents, backend=backend,
                                 agent_resources=Resources(2, 8192, 100000)))
     cluster.start()

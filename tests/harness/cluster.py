@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import time
@@ -31,6 +32,9 @@ class UpCluster:
         self.extra = list(extra)
         self.jobmgr_port, self.resmgr_port = free_port(), free_port()
         self.hostmgr_port, self.aurora_port = free_port(), free_port()
+        self.ui_port = free_port()
+        # Task ports of this cluster, apart from any other cluster running on the machine.
+        self.port_base = random.randrange(34000, 58000, 2000)
         self.proc: subprocess.Popen[str] | None = None
         self.tail: OutputTail | None = None
         self.extra_agents: list[tuple[subprocess.Popen[str], OutputTail]] = []
@@ -41,8 +45,10 @@ class UpCluster:
         """Start (or restart) `peloton up` and wait until it serves."""
         args = [PELOTON, "up", "--jobmgr-port", str(self.jobmgr_port),
                 "--resmgr-port", str(self.resmgr_port), "--hostmgr-port", str(self.hostmgr_port),
-                "--aurora-port", str(self.aurora_port), "--data-dir", str(self.base / "data"),
-                "--agents", str(self.agents), *self.extra]
+                "--aurora-port", str(self.aurora_port), "--ui-port", str(self.ui_port),
+                "--data-dir", str(self.base / "data"),
+                "--agents", str(self.agents), "--agent-ports",
+                f"{self.port_base}-{self.port_base + 999}", *self.extra]
         self.proc = subprocess.Popen(args, cwd=self.base, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -81,9 +87,11 @@ class UpCluster:
     def add_agent(self, name: str, *args: str) -> subprocess.Popen[str]:
         """Start a separate `peloton agent` joining this cluster."""
         work = self.base / "agents" / name
+        first = self.port_base + 1000 + 100 * len(self.extra_agents)
+        ports = [] if "--ports" in args else ["--ports", f"{first}-{first + 99}"]
         proc = subprocess.Popen([PELOTON, "agent", "--name", name, "--hostmgr",
                                  f"127.0.0.1:{self.hostmgr_port}", "--work-dir", str(work),
-                                 *args], cwd=self.base, stdout=subprocess.PIPE,
+                                 *ports, *args], cwd=self.base, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.extra_agents.append((proc, OutputTail(proc)))

@@ -18,6 +18,7 @@ from peloton.hostmgr.app import HostManager
 from peloton.hostmgr.config import HostManagerConfig
 from peloton.storage import Store, StoreOptions, open_store
 from tests.harness.fake_host_backend import FakeBackend
+from tests.harness.ports_wire import Wired, over_grpc
 
 JOB = "6d1b7c0e-0000-4000-8000-000000000001"
 CONFIG = HostManagerConfig(consumers=("jobmgr",), recovery_grace=0.0, lease_timeout=30.0,
@@ -78,12 +79,28 @@ def connect(hm: HostManager) -> HostManager:
     return hm
 
 
+@pytest.fixture(params=["direct", "grpc"])
+def wire(request: pytest.FixtureRequest) -> str:
+    """How tests reach the host manager's port: the object itself (`peloton up`), or its
+    private gRPC service through the client adapter (multi-process mode)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def make_hm(store: Store, backend: FakeBackend, clock: FakeClock
-            ) -> Callable[..., HostManager]:
+def make_hm(store: Store, backend: FakeBackend, clock: FakeClock, wire: str
+            ) -> Iterator[Callable[..., HostManager]]:
+    wired: list[Wired] = []
+
     def make(config: HostManagerConfig = CONFIG, b: FakeBackend | None = None) -> HostManager:
-        return connect(HostManager(store, b or backend, config, clock=clock.now))
-    return make
+        hm = connect(HostManager(store, b or backend, config, clock=clock.now))
+        if wire == "grpc":
+            wired.append(over_grpc(hm))
+            return wired[-1]  # type: ignore[return-value]
+        return hm
+
+    yield make
+    for w in wired:
+        w.close()
 
 
 @pytest.fixture

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from peloton.core.errors import PelotonError
 from peloton.core.model.constraints import Condition, Label, LabelConstraint, LabelKind
 from peloton.core.model.host import HostOffer
 from peloton.core.model.sched import HostLease, Placement
@@ -18,6 +20,7 @@ from peloton.placement.round import place_round
 from peloton.resmgr.app import ResourceManager
 from peloton.storage import Store, StoreOptions, open_store
 from tests.fakes.hostmgr import FakeHostManager
+from tests.harness.ports_wire import Wired, over_grpc
 from tests.unit.resmgr.helpers import FakeClock, make_pool, make_rm, singles, state_of, tasks
 
 S = TaskState
@@ -44,11 +47,28 @@ def cluster(cpu_hosts: int = 4, gpu_hosts: int = 0) -> FakeHostManager:
     return fake
 
 
-def setup(store: Store, clock: FakeClock, fake: FakeHostManager,
+@pytest.fixture(params=["direct", "grpc"])
+def via(request: pytest.FixtureRequest) -> Iterator[Callable[[Any], Any]]:
+    """How the engine reaches both daemons: directly (`peloton up`) or over their private
+    gRPC services (multi-process mode)."""
+    wired: list[Wired] = []
+
+    def wrap(port: Any) -> Any:
+        if request.param == "direct":
+            return port
+        wired.append(over_grpc(port))
+        return wired[-1]
+
+    yield wrap
+    for w in wired:
+        w.close()
+
+
+def setup(store: Store, clock: FakeClock, fake: FakeHostManager, via: Callable[[Any], Any],
           **kw: object) -> tuple[ResourceManager, PlacementEngine, str]:
     rm = make_rm(store, fake, clock, retry_delay=0.0)
     pool = make_pool(rm, "a", cpu=(0, 1000), gpu=(0, 100))
-    engine = PlacementEngine(rm, fake, PlacementEngineConfig(**kw))  # type: ignore[arg-type]
+    engine = PlacementEngine(via(rm), via(fake), PlacementEngineConfig(**kw))  # type: ignore[arg-type]
     return rm, engine, pool
 
 
@@ -59,9 +79,10 @@ def hosts_of(placements: list[Placement]) -> dict[str, int]:
     return out
 
 
-def test_a_round_places_commits_and_frees_the_lease(store: Store, clock: FakeClock) -> None:
+def test_a_round_places_commits_and_frees_the_lease(store: Store, clock: FakeClock,
+        via: Callable[[Any], Any]) -> None:
     fake = cluster()
-    rm, engine, pool = setup(store, clock, fake)
+    rm, engine, pool = setup(store, clock, fake, via)
     ts = tasks(10)
     rm.enqueue_gangs(pool, singles(ts))
     rm.loops.admit_once()
@@ -76,9 +97,10 @@ def test_a_round_places_commits_and_frees_the_lease(store: Store, clock: FakeClo
     assert engine.run_once() == engine.run_once().__class__()  # nothing left: an empty round
 
 
-def test_unplaced_tasks_carry_the_placer_report(store: Store, clock: FakeClock) -> None:
+def test_unplaced_tasks_carry_the_placer_report(store: Store, clock: FakeClock,
+        via: Callable[[Any], Any]) -> None:
     fake = cluster()
-    rm, engine, pool = setup(store, clock, fake)
+    rm, engine, pool = setup(store, clock, fake, via)
     ts = tasks(5, cpu=3)  # 15 of 16 cpus are entitled, but a 4-cpu host takes one each
     rm.enqueue_gangs(pool, singles(ts))
     rm.loops.admit_once()
@@ -91,9 +113,10 @@ def test_unplaced_tasks_carry_the_placer_report(store: Store, clock: FakeClock) 
     assert state_of(rm, left) is S.READY
 
 
-def test_gpu_hosts_only_get_gpu_tasks(store: Store, clock: FakeClock) -> None:
+def test_gpu_hosts_only_get_gpu_tasks(store: Store, clock: FakeClock,
+        via: Callable[[Any], Any]) -> None:
     fake = cluster(cpu_hosts=2, gpu_hosts=2)
-    rm, engine, pool = setup(store, clock, fake)
+    rm, engine, pool = setup(store, clock, fake, via)
     plain = tasks(12, strategy=Strategy.SPREAD)
     gpu = tasks(4, gpu=1)
     rm.enqueue_gangs(pool, singles(plain + gpu))
@@ -109,9 +132,10 @@ def test_gpu_hosts_only_get_gpu_tasks(store: Store, clock: FakeClock) -> None:
     assert "gpu host kept for gpu tasks" in reason
 
 
-def test_at_most_one_instance_per_host(store: Store, clock: FakeClock) -> None:
+def test_at_most_one_instance_per_host(store: Store, clock: FakeClock,
+        via: Callable[[Any], Any]) -> None:
     fake = cluster()
-    rm, engine, pool = setup(store, clock, fake)
+    rm, engine, pool = setup(store, clock, fake, via)
     label = Label("peloton.job_id", "web")
     limit = LabelConstraint(LabelKind.TASK, Condition.LESS_THAN, label, 1)
     ts = tasks(6, labels=(label,), constraint=limit, strategy=Strategy.SPREAD)
@@ -127,9 +151,10 @@ def test_at_most_one_instance_per_host(store: Store, clock: FakeClock) -> None:
     assert "task constraint" in rm.pending_reasons([left[0].task_id])[left[0].task_id]
 
 
-def test_host_manager_failure_returns_the_tasks(store: Store, clock: FakeClock) -> None:
+def test_host_manager_failure_returns_the_tasks(store: Store, clock: FakeClock,
+        via: Callable[[Any], Any]) -> None:
     fake = cluster()
-    rm, engine, pool = setup(store, clock, fake)
+    rm, engine, pool = setup(store, clock, fake, via)
     ts = tasks(3)
     rm.enqueue_gangs(pool, singles(ts))
     rm.loops.admit_once()
@@ -138,7 +163,7 @@ def test_host_manager_failure_returns_the_tasks(store: Store, clock: FakeClock) 
         raise ConnectionError("host manager unreachable")
 
     fake.acquire_hosts = down  # type: ignore[method-assign]
-    with pytest.raises(ConnectionError):
+    with pytest.raises((ConnectionError, PelotonError)):  # PelotonError: INTERNAL over gRPC
         engine.run_once()
     assert {state_of(rm, t) for t in ts} == {S.READY}
     assert "no host lease" in rm.pending_reasons([ts[0].task_id])[ts[0].task_id]

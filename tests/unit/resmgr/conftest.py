@@ -10,6 +10,7 @@ import pytest
 from peloton.resmgr.app import ResourceManager
 from peloton.storage import Store, StoreOptions, open_store
 from tests.fakes.hostmgr import FakeHostManager
+from tests.harness.ports_wire import over_grpc
 from tests.unit.resmgr.helpers import FakeClock, make_rm
 
 
@@ -42,9 +43,16 @@ def hostmgr() -> FakeHostManager:
     return fake
 
 
-@pytest.fixture
-def rm(store: Store, hostmgr: FakeHostManager, clock: FakeClock) -> Iterator[ResourceManager]:
-    """A loaded (not started) resource manager: tests drive its loops by hand."""
+@pytest.fixture(params=["direct", "grpc"])
+def rm(request: pytest.FixtureRequest, store: Store, hostmgr: FakeHostManager,
+       clock: FakeClock) -> Iterator[ResourceManager]:
+    """A loaded (not started) resource manager: tests drive its loops by hand.  Its port
+    is reached directly (`peloton up`) or through its private gRPC service (multi-process)."""
     manager = make_rm(store, hostmgr, clock)
-    yield manager
+    if request.param == "grpc":
+        wired = over_grpc(manager)
+        yield wired  # type: ignore[misc]
+        wired.close()
+    else:
+        yield manager
     manager.stop()

@@ -1,0 +1,182 @@
+"""HostManagerPort over gRPC, with the status stream as long polls that survive failovers.
+
+`GrpcHostManager` is what the placement engine, the job manager and the
+resource manager hold in multi-process mode.  Each method is one call to
+peloton.private.hostmgr.HostManagerService on the host manager's leader
+(see channel.py).
+
+`RemoteEventStream` is one consumer's `EventStream`.  It keeps the read
+cursor on this side together with the stream id it reads under; the host
+manager keeps only acknowledged offsets.  When the host manager restarts or
+fails over its stream id changes, the next poll is answered with the new id
+and the consumer's acknowledged offset there, and the stream carries on from
+that offset: events not acknowledged before are re-delivered by the agents,
+so nothing is lost and nothing from the old stream is acknowledged in the
+new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from peloton.api.convert.private_hosts import (
+    event_from_pb,
+    launch_failure_from_pb,
+    launches_to_pb,
+    offer_from_pb,
+    reservation_to_pb,
+    summary_from_pb,
+)
+from peloton.api.convert.private_sched import enum_from_pb, resources_from_pb
+from peloton.api.gen.peloton.private.hostmgr import hostmgr_pb2 as pb
+from peloton.api.ports_grpc.channel import PeerChannel, Target
+from peloton.core.model.resources import Resources
+from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
+from peloton.core.ports import HostEvent, HostSummary
+from peloton.core.states import HostState
+
+log = logging.getLogger(__name__)
+
+SERVICE = "peloton.private.hostmgr.HostManagerService"
+#: The host manager's YARPC dispatcher name (api-compat.md §2).
+RPC_SERVICE = "peloton-hostmgr"
+
+
+class GrpcHostManager:
+    """A `HostManagerPort` whose calls go to the host manager's leader."""
+
+    def __init__(self, target: Target, *, caller: str, timeout: float = 10.0) -> None:
+        self.channel = PeerChannel(target, SERVICE, rpc_service=RPC_SERVICE, caller=caller,
+                                   timeout=timeout)
+
+    def close(self) -> None:
+        """Close the channels."""
+        self.channel.close()
+
+    # -- placement engine side ------------------------------------------------------------------
+    def acquire_hosts(self, max_hosts: int = 0) -> HostLease:
+        """Lease every UP host with free resources (or at most `max_hosts`)."""
+        reply = self.channel.call("AcquireHosts", pb.AcquireHostsRequest(max_hosts=max_hosts),
+                                  pb.AcquireHostsResponse)
+        return HostLease(reply.lease_id, tuple(offer_from_pb(o) for o in reply.offers))
+
+    def commit_lease(self, lease_id: str, reservations: Sequence[HostReservation]) -> None:
+        """Turn a lease into reservations."""
+        self.channel.call("CommitLease", pb.CommitLeaseRequest(
+            lease_id=lease_id, reservations=[reservation_to_pb(r) for r in reservations]),
+            pb.CommitLeaseResponse)
+
+    def release_lease(self, lease_id: str) -> None:
+        """Give a lease back unused."""
+        self.channel.call("ReleaseLease", pb.ReleaseLeaseRequest(lease_id=lease_id),
+                          pb.ReleaseLeaseResponse)
+
+    # -- job manager side -------------------------------------------------------------------------
+    def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> list[LaunchFailure]:
+        """Start runs on a host; returns those it could not take."""
+        specs, launches = launches_to_pb(tasks)
+        reply = self.channel.call("Launch", pb.LaunchRequest(hostname=hostname, specs=specs,
+                                                             tasks=launches), pb.LaunchResponse)
+        return [launch_failure_from_pb(f) for f in reply.failures]
+
+    def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
+        """Stop runs wherever they are."""
+        self.channel.call("Kill", pb.KillRequest(run_ids=list(run_ids), grace_secs=grace_secs),
+                          pb.KillResponse)
+
+    def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
+        """Runs known to be on `hostname` hold their resources again."""
+        specs, launches = launches_to_pb(tasks)
+        self.channel.call("Adopt", pb.AdoptRequest(hostname=hostname, specs=specs, tasks=launches),
+                          pb.AdoptResponse)
+
+    def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
+        """Ask the hosts to re-report these runs (every run if None, as HostManager allows)."""
+        self.channel.call("Reconcile", pb.ReconcileRequest(run_ids=list(run_ids or ()),
+                                                           all=run_ids is None),
+                          pb.ReconcileResponse)
+
+    def sandbox_files(self, hostname: str, run_id: str,
+                      path: str = "") -> tuple[str, list[tuple[str, int]]]:
+        """(file server address, [(file, size)]) of a run's sandbox."""
+        reply = self.channel.call("SandboxFiles", pb.SandboxFilesRequest(
+            hostname=hostname, run_id=run_id, path=path), pb.SandboxFilesResponse)
+        return reply.address, [(f.name, f.size) for f in reply.files]
+
+    def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
+                     length: int = 1 << 20) -> bytes:
+        """Bytes of a file in a run's sandbox."""
+        reply = self.channel.call("ReadSandbox", pb.ReadSandboxRequest(
+            hostname=hostname, run_id=run_id, path=path, offset=offset, length=length),
+            pb.ReadSandboxResponse)
+        return bytes(reply.data)
+
+    def subscribe(self, consumer: str) -> RemoteEventStream:
+        """The status stream for `consumer` (connects on the first poll)."""
+        return RemoteEventStream(self.channel, consumer)
+
+    # -- cluster views --------------------------------------------------------------------------
+    def cluster_capacity(self) -> tuple[Resources, float]:
+        """Capacity of connected UP hosts, and slack cpu."""
+        reply = self.channel.call("ClusterCapacity", pb.ClusterCapacityRequest(),
+                                  pb.ClusterCapacityResponse)
+        return resources_from_pb(reply.capacity), reply.slack_cpu
+
+    def host_states(self) -> dict[str, HostState]:
+        """Maintenance state of every known host."""
+        reply = self.channel.call("HostStates", pb.HostStatesRequest(), pb.HostStatesResponse)
+        return {name: enum_from_pb(HostState, state, "states")
+                for name, state in reply.states.items()}
+
+    def host_summaries(self) -> list[HostSummary]:
+        """Every known host with capacity, allocation and connection."""
+        reply = self.channel.call("HostSummaries", pb.HostSummariesRequest(),
+                                  pb.HostSummariesResponse)
+        return [summary_from_pb(h) for h in reply.hosts]
+
+    def draining_runs(self) -> list[tuple[str, str]]:
+        """(hostname, run id) of every run on a DRAINING host."""
+        reply = self.channel.call("DrainingRuns", pb.DrainingRunsRequest(),
+                                  pb.DrainingRunsResponse)
+        return [(r.hostname, r.run_id) for r in reply.runs]
+
+
+class RemoteEventStream:
+    """One consumer's `EventStream` over PollEvents/AckEvents; see the module docstring."""
+
+    def __init__(self, channel: PeerChannel, consumer: str) -> None:
+        self.consumer = consumer
+        self._channel = channel
+        self.stream_id = ""  # unknown until the first poll: that poll "subscribes"
+        self._cursor = 0
+
+    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
+        """Events after the last one returned (oldest first), waiting up to `timeout`."""
+        deadline = time.monotonic() + timeout
+        resets = 0
+        while True:
+            wait = max(0.0, deadline - time.monotonic())
+            reply = self._channel.call("PollEvents", pb.PollEventsRequest(
+                consumer=self.consumer, stream_id=self.stream_id, after=self._cursor, limit=limit,
+                timeout=wait), pb.PollEventsResponse, wait=wait)
+            if reply.stream_id != self.stream_id:
+                if self.stream_id:
+                    log.info("status stream of consumer %s: the host manager's stream changed "
+                             "(%s -> %s); resuming after offset %d", self.consumer,
+                             self.stream_id, reply.stream_id, reply.acknowledged)
+                self.stream_id, self._cursor = reply.stream_id, reply.acknowledged
+                resets += 1
+                if resets <= 2:  # read the new stream at once, with whatever wait is left
+                    continue
+                return []
+            events = [event_from_pb(e) for e in reply.events]
+            if events:
+                self._cursor = events[-1].offset
+            return events
+
+    def acknowledge(self, offset: int) -> None:
+        """Everything up to `offset` (of the stream last polled) is processed and persisted."""
+        self._channel.call("AckEvents", pb.AckEventsRequest(
+            consumer=self.consumer, stream_id=self.stream_id, offset=offset), pb.AckEventsResponse)

@@ -1,0 +1,159 @@
+"""One daemon process: `peloton jobmgr|resmgr|hostmgr|placement --config FILE ...`.
+
+Start order: storage (schema checked; stateful roles), ZooKeeper (when
+configured), the gRPC server bound, the role's objects (the first term is
+built before serving, so the leader gate knows every service name), the
+server started, then leadership: the election joined (or, without
+ZooKeeper, the only instance leads at once).  Placement has no election: its
+engine starts right after the server.  Stop is the reverse; tasks keep
+running on their agents.
+
+The process prints `peloton <role> (pid N): serving gRPC on host:port` when
+it serves (a standby serves too, answering UNAVAILABLE until it leads).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+
+from peloton.api.grpc_server import GrpcServer
+from peloton.api.unserved import register_unserved
+from peloton.cluster.daemons.config import SCHEMAS, DaemonConfig, load
+from peloton.cluster.daemons.leadership import Leadership
+from peloton.cluster.daemons.roles import ELECTED, Runtime, placement_engine
+from peloton.common.leader import LeaderId, listen_ip, new_client
+from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
+from peloton.common.metrics import Metrics
+from peloton.core.errors import Unavailable
+from peloton.storage import StoreOptions, check_schema, open_store
+
+log = logging.getLogger(__name__)
+
+#: How long a process waits for ZooKeeper at start before giving up (seconds).
+ZK_CONNECT_TIMEOUT = 30.0
+
+
+class DaemonProcess:
+    """Everything one daemon process runs; `start()` then `stop()`."""
+
+    def __init__(self, role: str, config: DaemonConfig) -> None:
+        if role not in SCHEMAS:
+            raise ValueError(f"unknown daemon {role!r}")
+        self.role = role
+        self.config = config
+        self.grpc: GrpcServer | None = None
+        self.leadership: Leadership | None = None
+        self.runtime: Runtime | None = None
+        self._lifecycle: Lifecycle | None = None
+
+    @property
+    def address(self) -> str:
+        """host:port the gRPC server serves on."""
+        assert self.grpc is not None
+        return f"{self.config.grpc.host}:{self.grpc.port}"
+
+    def advertised(self) -> LeaderId:
+        """What this process publishes as leader: an address other machines can dial."""
+        assert self.grpc is not None
+        g = self.config.grpc
+        ip = g.advertise or (g.host if g.host not in ("", "0.0.0.0", "::") else listen_ip())
+        return LeaderId(hostname=socket.gethostname(), ip=ip, http=0, grpc=self.grpc.port,
+                        version=_version())
+
+    def start(self) -> None:
+        """Build and start everything (see the module docstring for the order)."""
+        cfg = self.config
+        store = None
+        if self.role in ELECTED:
+            store = open_store(cfg.storage.url, StoreOptions(bootstrap=cfg.storage.bootstrap))
+            check_schema(store)
+        zk = None
+        if cfg.election.zk_servers:
+            zk = new_client(cfg.election.zk_servers, session_timeout=cfg.election.session_timeout,
+                            use_gevent=_gevent_patched())
+            try:
+                zk.start(timeout=ZK_CONNECT_TIMEOUT)
+            except Exception as exc:
+                zk.close()
+                raise Unavailable(f"cannot connect to ZooKeeper at {cfg.election.hosts}: "
+                                  f"{exc}") from None
+        self.grpc = grpc = GrpcServer(f"{cfg.grpc.host}:{cfg.grpc.port}")
+        rt = self.runtime = Runtime(self.role, cfg, store, zk, Metrics(self.role))
+        parts: list[Component] = []
+        if self.role in ELECTED:
+            zk_role, terms = ELECTED[self.role]
+            self.leadership = Leadership(zk_role, terms(rt), client=zk, me=self.advertised(),
+                                         root=cfg.election.root)
+            self.leadership.gate.install(grpc)
+            if self.role == "jobmgr":
+                register_unserved(grpc)
+            parts = [FunctionComponent("grpc", grpc.start, grpc.stop), self.leadership]
+        else:
+            parts = [FunctionComponent("grpc", grpc.start, grpc.stop), placement_engine(rt)]
+        self._lifecycle = Lifecycle(parts, name=f"peloton-{self.role}")
+        self._lifecycle.start()
+
+    def stop(self) -> None:
+        """Stop everything, newest first; then close peers, ZooKeeper and storage."""
+        if self._lifecycle is not None:
+            self._lifecycle.stop()
+            self._lifecycle = None
+        rt, self.runtime = self.runtime, None
+        if rt is None:
+            return
+        for closer in reversed(rt.closers):
+            try:
+                (getattr(closer, "close", None) or closer.stop)()
+            except Exception:
+                log.warning("closing %r failed", closer, exc_info=True)
+        if rt.zk is not None:
+            rt.zk.stop()
+            rt.zk.close()
+        if rt.store is not None:
+            rt.store.close()
+
+
+def _gevent_patched() -> bool:
+    from gevent import monkey
+
+    return bool(monkey.is_module_patched("socket"))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("peloton-py")
+    except PackageNotFoundError:
+        return ""
+
+
+def run(role: str, files: Sequence[str], announce: bool = True) -> None:
+    """Run one daemon until SIGINT/SIGTERM, then stop cleanly."""
+    config = load(SCHEMAS[role], files)
+    logging.basicConfig(level=config.logging.level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    process = DaemonProcess(role, config)
+    try:
+        process.start()
+    except Exception:
+        process.stop()
+        raise
+    if announce:
+        print(f"peloton {role} (pid {os.getpid()}): serving gRPC on {process.address}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        process.stop()
+        if announce:
+            print(f"peloton {role}: stopped", flush=True)

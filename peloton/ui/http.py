@@ -1,0 +1,223 @@
+"""The UI's WSGI application: pages, static files and the JSON API under /ui/api.
+
+Routes (every JSON answer is an object; errors are `{"error": kind, "message": text}`):
+
+    GET  /  /jobs  /jobs/<id>  /jobs/<id>/tasks/<n>  /pools  /hosts   the page shell
+    GET  /static/<file>                                                CSS, JS, icons
+    GET  /health                                                       "OK"
+    GET  /ui/api/overview | pools | hosts?state= | jobs?state=&name=&owner=&pool=&limit=
+    GET  /ui/api/jobs/<id>          GET /ui/api/jobs/<id>/tasks/<n>?log_bytes=
+    POST /ui/api/jobs/<id>/(stop|start|restart)        body {"batch_size": n} optional
+    POST /ui/api/jobs/<id>/tasks/<n>/(stop|start|restart)
+    POST /ui/api/jobs/<id>/workflow/(pause|resume|abort)
+    POST /ui/api/hosts/<hostname>/maintenance/(start|complete)
+
+Errors are mapped once, here: the kind of the client's `PelotonError`
+picks the HTTP status (not_found 404, invalid_argument 400, conflict and
+failed_precondition 409, unavailable 503, ...) and its message is passed
+on as the server wrote it.  Anything else is a 500 that is also logged.
+
+Writes must be `POST` with `Content-Type: application/json` and, when
+the browser sends an `Origin`, from this very host: a page elsewhere
+cannot make a visitor's browser stop their jobs (a cross-site form can
+send neither that content type nor a matching origin).  Pages may load
+nothing from elsewhere (Content-Security-Policy `default-src 'self'`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from peloton.core.errors import InvalidArgument, PelotonError
+from peloton.ui.actions import HOST_VERBS, JOB_VERBS, TASK_VERBS, WORKFLOW_VERBS, Actions
+from peloton.ui.reads import Reads
+
+log = logging.getLogger(__name__)
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+#: HTTP status of each error kind; unknown kinds are 500.
+STATUS_OF_KIND = {
+    "invalid_argument": 400, "permission_denied": 403, "not_found": 404, "method_not_allowed": 405,
+    "already_exists": 409, "conflict": 409, "failed_precondition": 409, "payload_too_large": 413,
+    "unsupported_media_type": 415, "resource_exhausted": 429, "unimplemented": 501,
+    "unavailable": 503, "deadline_exceeded": 504,
+}
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
+            405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
+            415: "Unsupported Media Type", 429: "Too Many Requests", 500: "Internal Server Error",
+            501: "Not Implemented", 503: "Service Unavailable", 504: "Gateway Timeout"}
+_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
+          ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
+_SECURITY = [("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "same-origin"),
+             ("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")]
+MAX_BODY = 64 * 1024
+
+_PAGES = re.compile(r"^/(?:jobs(?:/[^/]+(?:/tasks/\d+)?)?|pools|hosts)?/?$")
+_JOB = r"(?P<job>[^/]+)"
+_TASK = r"/tasks/(?P<instance>\d+)"
+
+
+class HttpError(Exception):
+    """A failure of the HTTP exchange itself (not of Peloton): a kind and a message."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+class Reply:
+    """Status, headers and body of one answer."""
+
+    def __init__(self, status: int, content_type: str, body: bytes, cache: str = "no-store") -> None:
+        self.status, self.body = status, body
+        self.headers = [("Content-Type", content_type), ("Cache-Control", cache), *_SECURITY]
+
+    @classmethod
+    def json(cls, status: int, data: object) -> Reply:
+        """A JSON answer."""
+        return cls(status, "application/json; charset=utf-8", json.dumps(data).encode())
+
+    @classmethod
+    def error(cls, kind: str, message: str) -> Reply:
+        """The JSON error body for `kind`, with its HTTP status."""
+        return cls.json(STATUS_OF_KIND.get(kind, 500), {"error": kind, "message": message})
+
+
+Handler = Callable[[dict[str, str], dict[str, str], dict[str, Any]], object]
+
+
+class UiApp:
+    """The WSGI callable: see the module docstring for routes and rules."""
+
+    def __init__(self, reads: Reads, actions: Actions, *, refresh_ms: int = 2000) -> None:
+        self.refresh_ms = refresh_ms
+        r, a = reads, actions
+        get: list[tuple[str, Handler]] = [
+            (r"/overview", lambda m, q, b: r.overview()),
+            (r"/pools", lambda m, q, b: r.pools()),
+            (r"/hosts", lambda m, q, b: r.hosts(q)),
+            (r"/jobs", lambda m, q, b: r.jobs(q)),
+            (rf"/jobs/{_JOB}", lambda m, q, b: r.job(m["job"])),
+            (rf"/jobs/{_JOB}{_TASK}", lambda m, q, b: r.task(m["job"], _instance(m), q)),
+        ]
+        post: list[tuple[str, Handler]] = [
+            (rf"/jobs/{_JOB}/(?P<verb>{'|'.join(JOB_VERBS)})",
+             lambda m, q, b: a.job(m["job"], m["verb"], b)),
+            (rf"/jobs/{_JOB}{_TASK}/(?P<verb>{'|'.join(TASK_VERBS)})",
+             lambda m, q, b: a.task(m["job"], _instance(m), m["verb"])),
+            (rf"/jobs/{_JOB}/workflow/(?P<verb>{'|'.join(WORKFLOW_VERBS)})",
+             lambda m, q, b: a.workflow(m["job"], m["verb"])),
+            (rf"/hosts/(?P<host>[^/]+)/maintenance/(?P<verb>{'|'.join(HOST_VERBS)})",
+             lambda m, q, b: a.host(m["host"], m["verb"])),
+        ]
+        self._routes = {"GET": _compile(get), "POST": _compile(post)}
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            reply = self._route(environ)
+        except HttpError as exc:
+            reply = Reply.error(exc.kind, exc.message)
+        except PelotonError as exc:
+            reply = Reply.error(exc.kind, exc.message)
+        except Exception as exc:  # a bug or an unexpected failure: say so, and log it
+            log.exception("UI request %s %s failed", environ.get("REQUEST_METHOD"),
+                          environ.get("PATH_INFO"))
+            reply = Reply.error("internal", f"{type(exc).__name__}: {exc}")
+        headers = [*reply.headers, ("Content-Length", str(len(reply.body)))]
+        start_response(f"{reply.status} {_REASONS.get(reply.status, '')}".rstrip(), headers)
+        return [reply.body]
+
+    def _route(self, environ: dict[str, Any]) -> Reply:
+        path = environ.get("PATH_INFO", "") or "/"
+        method = environ.get("REQUEST_METHOD", "GET")
+        if path.startswith("/ui/api/"):
+            return self._api(method, path.removeprefix("/ui/api"), environ)
+        if method not in ("GET", "HEAD"):
+            raise HttpError("method_not_allowed", f"{method} is not allowed on {path}")
+        if path == "/health":
+            return Reply(200, "text/plain; charset=utf-8", b"OK")
+        if path.startswith("/static/"):
+            return _static(path.removeprefix("/static/"))
+        if _PAGES.match(path):
+            html = _asset("index.html").decode().replace("{{REFRESH_MS}}", str(self.refresh_ms))
+            return Reply(200, _TYPES[".html"], html.encode())
+        raise HttpError("not_found", f"no page at {path}")
+
+    def _api(self, method: str, path: str, environ: dict[str, Any]) -> Reply:
+        routes = self._routes.get(method)
+        found = _match(routes, path) if routes is not None else None
+        if found is None:
+            allowed = [m for m, table in self._routes.items() if _match(table, path) is not None]
+            if allowed:
+                raise HttpError("method_not_allowed", f"use {' or '.join(allowed)} for /ui/api{path}")
+            raise HttpError("not_found", f"no API route /ui/api{path}")
+        handler, params = found
+        query = dict(parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
+        body = _json_body(environ) if method == "POST" else {}
+        return Reply.json(200, handler(params, query, body))
+
+
+def _instance(params: dict[str, str]) -> int:
+    value = int(params["instance"])  # the route admits digits only
+    if value >= 2**31:
+        raise InvalidArgument(f"instance: {value} is not an instance id", field="instance")
+    return value
+
+
+def _compile(table: list[tuple[str, Handler]]) -> list[tuple[re.Pattern[str], Handler]]:
+    return [(re.compile(f"^{pattern}/?$"), handler) for pattern, handler in table]
+
+
+def _match(table: list[tuple[re.Pattern[str], Handler]],
+           path: str) -> tuple[Handler, dict[str, str]] | None:
+    for pattern, handler in table:
+        m = pattern.match(path)
+        if m:
+            return handler, {k: unquote(v) for k, v in m.groupdict().items()}
+    return None
+
+
+def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
+    """The POST body as a JSON object, after the same-origin checks of the module docstring."""
+    content_type = (environ.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise HttpError("unsupported_media_type", "actions take Content-Type: application/json")
+    origin, host = environ.get("HTTP_ORIGIN", ""), environ.get("HTTP_HOST", "")
+    if origin and urlsplit(origin).netloc != host:
+        raise HttpError("permission_denied", f"cross-origin request from {origin} refused")
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise HttpError("invalid_argument", "bad Content-Length") from None
+    if length > MAX_BODY:
+        raise HttpError("payload_too_large", f"request body over {MAX_BODY} bytes")
+    raw = environ["wsgi.input"].read(length) if length > 0 else b""
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError as exc:
+        raise InvalidArgument(f"request body is not JSON: {exc}", field="body") from None
+    if not isinstance(body, dict):
+        raise InvalidArgument("request body must be a JSON object", field="body")
+    return body
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("peloton.ui").joinpath("static", name).read_bytes()
+
+
+def _static(name: str) -> Reply:
+    """A file under peloton/ui/static; names are plain `[a-z0-9_-]` segments, so no `..`."""
+    if not re.fullmatch(r"(?:[\w-]+/)*[\w-]+\.\w+", name) or "." + name.rsplit(".", 1)[-1] not in _TYPES:
+        raise HttpError("not_found", f"no static file {name!r}")
+    try:
+        data = _asset(name)
+    except (FileNotFoundError, IsADirectoryError):
+        raise HttpError("not_found", f"no static file {name!r}") from None
+    return Reply(200, _TYPES["." + name.rsplit(".", 1)[-1]], data, cache="no-cache")

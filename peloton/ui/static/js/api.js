@@ -1,0 +1,49 @@
+// The JSON API client of the pages: every answer is an object; failures carry the server's
+// {"error": kind, "message": text}, which the pages show as they are.
+
+const TIMEOUT_MS = 30000;
+
+export class ApiError extends Error {
+  constructor(kind, message, status) {
+    super(message);
+    this.kind = kind;
+    this.status = status;
+  }
+}
+
+async function request(path, options) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
+  let response;
+  try {
+    response = await fetch(path, {...options, signal: abort.signal, headers: {Accept: 'application/json', ...options.headers}});
+  } catch (err) {
+    const why = err.name === 'AbortError' ? `no answer within ${TIMEOUT_MS / 1000}s` : err.message;
+    throw new ApiError('unavailable', `cannot reach the UI server: ${why}`, 0);
+  } finally {
+    clearTimeout(timer);
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    throw new ApiError('internal', `HTTP ${response.status}: the answer is not JSON`, response.status);
+  }
+  if (!response.ok) {
+    throw new ApiError(body.error || 'error', body.message || `HTTP ${response.status}`, response.status);
+  }
+  return body;
+}
+
+/** GET a JSON object. */
+export function getJSON(path) {
+  return request(path, {method: 'GET'});
+}
+
+/** POST a JSON object (the server refuses writes that are not JSON, see peloton/ui/http.py). */
+export function postJSON(path, body = {}) {
+  return request(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+}
+
+/** A path segment, escaped. */
+export const seg = (text) => encodeURIComponent(String(text));
