@@ -15,8 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import gevent
-
+from peloton.common.loop import Loop
 from peloton.core.model.constraints import LabelKind, Verdict, evaluate
 from peloton.core.model.task import TaskSpec
 from peloton.core.ports import HostSummary
@@ -105,17 +104,15 @@ class DaemonController:
     def __init__(self, ctx: JobContext, interval: float = 2.0) -> None:
         self.ctx = ctx
         self.interval = interval
-        self._greenlet: gevent.Greenlet | None = None
+        self._loop = Loop("daemon-jobs", self.reconcile_once, interval=interval, log=log)
 
     def start(self) -> None:
         """Begin reconciling in a greenlet."""
-        self._greenlet = gevent.spawn(self._run)
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop reconciling."""
-        if self._greenlet is not None:
-            self._greenlet.kill()
-            self._greenlet = None
+        self._loop.stop()
 
     def reconcile_once(self) -> tuple[int, int]:
         """One pass over every daemon job; (instances added, instances removed)."""
@@ -128,11 +125,3 @@ class DaemonController:
             a, r = reconcile_job(self.ctx, job, hosts)
             added, removed = added + a, removed + r
         return added, removed
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.reconcile_once()
-            except Exception:
-                log.exception("daemon reconciliation failed")
-            gevent.sleep(self.interval)

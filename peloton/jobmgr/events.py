@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-import gevent
-
+from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunId
 from peloton.core.model.task import TaskRuntime
@@ -34,25 +33,15 @@ class EventProcessor:
     def __init__(self, ctx: JobContext, stream: EventStream) -> None:
         self.ctx = ctx
         self.stream = stream
-        self._greenlet: gevent.Greenlet | None = None
+        self._loop = Loop("status-events", lambda: self.process_once(self.ctx.config.poll_timeout), log=log)
 
     def start(self) -> None:
         """Begin consuming in a greenlet."""
-        self._greenlet = gevent.spawn(self._run)
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop consuming; unacknowledged events are re-delivered later."""
-        if self._greenlet is not None:
-            self._greenlet.kill()
-            self._greenlet = None
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.process_once(self.ctx.config.poll_timeout)
-            except Exception:
-                log.exception("status event batch failed; retrying")
-                gevent.sleep(1.0)
+        self._loop.stop()
 
     def process_once(self, timeout: float = 0.0) -> int:
         """Apply one batch of events; returns how many were taken."""
@@ -142,4 +131,3 @@ def _chain(events: list[tuple[int, HostEvent]], pinned: bool,
         return out
 
     return change
-

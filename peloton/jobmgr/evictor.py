@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-import gevent
-
+from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunId
 from peloton.core.model.task import TerminationReason
@@ -29,25 +28,15 @@ class Evictor:
 
     def __init__(self, ctx: JobContext) -> None:
         self.ctx = ctx
-        self._greenlet: gevent.Greenlet | None = None
+        self._loop = Loop("evictor", self.evict_once, interval=ctx.config.evict_interval, log=log)
 
     def start(self) -> None:
         """Begin evicting in a greenlet."""
-        self._greenlet = gevent.spawn(self._run)
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop evicting."""
-        if self._greenlet is not None:
-            self._greenlet.kill()
-            self._greenlet = None
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.evict_once()
-            except Exception:
-                log.exception("eviction round failed")
-            gevent.sleep(self.ctx.config.evict_interval)
+        self._loop.stop()
 
     def evict_once(self) -> int:
         """One round; returns how many runs were asked to move."""

@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-import gevent
-
+from peloton.common.loop import Loop
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.sched import LaunchSpec, PlacedTask, Placement
 from peloton.core.model.task import TaskRuntime, TaskSpec
@@ -48,25 +47,16 @@ class Launcher:
 
     def __init__(self, ctx: JobContext) -> None:
         self.ctx = ctx
-        self._greenlet: gevent.Greenlet | None = None
+        self._loop = Loop("launcher", lambda: self.launch_once(self.ctx.config.poll_timeout),
+                          log=log)
 
     def start(self) -> None:
         """Begin launching in a greenlet."""
-        self._greenlet = gevent.spawn(self._run)
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop launching."""
-        if self._greenlet is not None:
-            self._greenlet.kill()
-            self._greenlet = None
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.launch_once(self.ctx.config.poll_timeout)
-            except Exception:
-                log.exception("launch round failed")
-                gevent.sleep(1.0)
+        self._loop.stop()
 
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""

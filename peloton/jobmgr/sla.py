@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 
-import gevent
-
+from peloton.common.loop import Loop
 from peloton.core.model.task import TerminationReason
 from peloton.core.states import JobState, JobType, TaskState
 from peloton.jobmgr import taskops
@@ -61,17 +60,15 @@ class DeadlineTracker:
     def __init__(self, ctx: JobContext, interval: float = 2.0) -> None:
         self.ctx = ctx
         self.interval = interval
-        self._greenlet: gevent.Greenlet | None = None
+        self._loop = Loop("deadlines", self.check_once, interval=interval, log=log)
 
     def start(self) -> None:
         """Begin checking in a greenlet."""
-        self._greenlet = gevent.spawn(self._run)
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop checking."""
-        if self._greenlet is not None:
-            self._greenlet.kill()
-            self._greenlet = None
+        self._loop.stop()
 
     def check_once(self) -> int:
         """One pass over the cached jobs; returns how many tasks were stopped."""
@@ -86,11 +83,3 @@ class DeadlineTracker:
                                  reason=TerminationReason.DEADLINE_TIMEOUT_EXCEEDED)
                 stopped += len(late)
         return stopped
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.check_once()
-            except Exception:
-                log.exception("deadline check failed")
-            gevent.sleep(self.interval)

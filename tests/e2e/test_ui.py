@@ -1,0 +1,135 @@
+"""The web UI end to end: a real `peloton up` (which serves the UI), the CLI, and real headless Chromium.
+
+The pages are loaded in Chromium and the DOM their scripts built is read
+back: the job list, the job's tasks and their states, the task's log text,
+pools and hosts.  Then a job is stopped through the UI's JSON API (what
+the Stop button posts) and the job page is seen to show it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from peloton.api.gen.peloton.api.v0.task import task_pb2
+from tests.e2e.conftest import write_job, write_pool
+from tests.e2e.test_batch_jobs import create
+from tests.harness.browser import Browser, Element, chromium, render
+from tests.harness.cluster import UpCluster, eventually
+
+pytestmark = [
+    pytest.mark.e2e, pytest.mark.timeout(180),
+    pytest.mark.skipif(chromium() is None, reason="CHROMIUM NOT INSTALLED: the UI's browser tests need "
+                       "Debian's chromium (make test installs it via scripts/ensure_system_packages.sh)"),
+]
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[UpCluster, str]]:
+    """A one-agent cluster with a pool and a two-task job whose tasks print and then sleep."""
+    base = tmp_path_factory.mktemp("ui")
+    cluster = UpCluster(base, agents=1, extra=["--agent-cpus", "2", "--agent-mem-mb", "4096",
+                                               "--agent-disk-mb", "100000"]).start()
+    try:
+        assert f"web UI        http://127.0.0.1:{cluster.ui_port}/" in cluster.log()
+        cluster.cli("respool", "create", "/uipool", str(write_pool(base, "uipool")))
+        job_id = create(cluster, "/uipool", write_job(
+            base, "ui-hello", 'echo "hello from ui $PELOTON_INSTANCE_ID"; echo "to stderr" >&2; sleep 600',
+            count=2))
+        eventually(lambda: running(cluster, job_id), 60, "both tasks RUNNING")
+        yield cluster, job_id
+    finally:
+        cluster.close()
+
+
+def running(cluster: UpCluster, job_id: str) -> bool:
+    tasks = cluster.client.list_tasks(job_id).result.value
+    return len(tasks) == 2 and all(t.runtime.state == task_pb2.RUNNING for t in tasks.values())
+
+
+def page(cluster: UpCluster, path: str) -> Element:
+    dom = render(f"http://127.0.0.1:{cluster.ui_port}{path}")
+    banner = dom.find(id="banner")
+    assert "hidden" in banner.attrs, f"the page shows an error: {banner.text}"
+    return dom
+
+
+def test_jobs_job_and_task_pages_show_the_job_its_tasks_and_their_logs(up: tuple[UpCluster, str]) -> None:
+    cluster, job_id = up
+    jobs = page(cluster, "/jobs?name=ui-hello")
+    link = jobs.find("a", data_job_id=job_id)
+    assert link.text == "ui-hello" and link.attrs["href"] == f"/jobs/{job_id}"
+    [row] = jobs.rows()
+    assert row[:3] == ["ui-hello", "RUNNING", "BATCH"] and "/uipool" in row and "RUNNING 2" in row
+
+    job = page(cluster, f"/jobs/{job_id}")
+    assert job.find("h1").text.startswith("ui-hello")
+    tasks = job.rows(lambda t: "Ports" in t.text)
+    assert [(r[0], r[1], r[3]) for r in tasks] == [("0", "RUNNING", "localhost"),
+                                                   ("1", "RUNNING", "localhost")]
+
+    task = page(cluster, f"/jobs/{job_id}/tasks/1")
+    assert task.find("pre", data_log="stdout").text.strip() == "hello from ui 1"
+    assert task.find("pre", data_log="stderr").text.strip() == "to stderr"
+    assert any(r[1] == "RUNNING" for r in task.rows())  # pod events
+
+
+def test_overview_pools_and_hosts_pages(up: tuple[UpCluster, str]) -> None:
+    cluster, _ = up
+    overview = page(cluster, "/")
+    hosts_card = overview.find("section", aria_label="Hosts")
+    assert hosts_card.find("span", data_state="UP").text == "UP 1"
+    tasks_card = overview.find("section", aria_label="Tasks")
+    assert tasks_card.find("span", data_state="RUNNING").text.startswith("RUNNING")
+    pools = page(cluster, "/pools")
+    assert pools.find("span", data_pool="/uipool").text == "uipool"
+    hosts = page(cluster, "/hosts")
+    [row] = hosts.rows()
+    assert row[0] == "localhost" and row[2] == "UP" and row[-1] == "Start maintenance"
+
+
+def test_stopping_the_job_through_the_ui_api_shows_on_its_page(up: tuple[UpCluster, str]) -> None:
+    cluster, job_id = up
+    base = f"http://127.0.0.1:{cluster.ui_port}"
+    request = urllib.request.Request(f"{base}/ui/api/jobs/{job_id}/stop", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json", "Origin": base})
+    with urllib.request.urlopen(request, timeout=20) as response:
+        assert json.loads(response.read())["message"] == f"Stopping 2 instances of job {job_id}"
+
+    def stopped() -> Element | None:
+        dom = page(cluster, f"/jobs/{job_id}")
+        states = [r[1] for r in dom.rows(lambda t: "Ports" in t.text)]
+        return dom if states == ["KILLED", "KILLED"] else None
+
+    dom = eventually(stopped, 60, "the job page showing both tasks KILLED", interval=1.0)
+    assert dom.find("h1").find("span", data_state="KILLED")
+
+
+def test_clicking_stop_asks_first_then_the_page_refreshes_to_killed(up: tuple[UpCluster, str],
+                                                                   tmp_path: Path) -> None:
+    cluster, _ = up
+    job_id = create(cluster, "/uipool", write_job(tmp_path, "ui-click", "sleep 600", count=1))
+    eventually(lambda: cluster.client.list_tasks(job_id).result.value[0].runtime.state == task_pb2.RUNNING,
+               60, "the task RUNNING")
+    browser = Browser()
+    try:
+        tab = browser.open(f"http://127.0.0.1:{cluster.ui_port}/jobs/{job_id}")
+        stop = 'document.querySelector(\'button[data-action$="/stop"]\')'
+        browser.wait_for(tab, f"document.body.dataset.loaded === 'true' && {stop} !== null", 30)
+        browser.evaluate(tab, f"{stop}.click()")
+        assert browser.evaluate(tab, "document.getElementById('confirm').open") is True
+        title = browser.evaluate(tab, "document.getElementById('confirm-title').textContent")
+        assert title == "Stop job ui-click?"
+        assert cluster.client.list_tasks(job_id).result.value[0].runtime.goalState != task_pb2.KILLED
+        browser.evaluate(tab, "document.getElementById('confirm-ok').click()")
+        toast = browser.wait_for(tab, "!document.getElementById('toast').hidden && "
+                                      "document.getElementById('toast').textContent", 20)
+        assert toast == f"Stopping 1 instance of job {job_id}"
+        # No reload: the page's own refresh brings the new state.
+        browser.wait_for(tab, "document.querySelector('h1 .state').dataset.state === 'KILLED'", 60)
+    finally:
+        browser.close()
