@@ -126,7 +126,10 @@ def bench_loop(workdir: Path, hosts: int = 900, n: int = 18_000, duration: float
     report(f"{name}.launches_per_s", n / total, "launches/s",
            target=">=1000" if duration >= 1 else "",
            note=f"{n} 1-cpu tasks on {hosts} 1-cpu fake hosts; ceiling {ceiling:.0f}/s")
-    report(f"{name}.total_vs_ideal", total / ideal, "x", target="<=1.2",
+    # The issue's <= 1.2x target is for one-second tasks; the short-task case is a stress
+    # reading of the loop's fixed per-round latency, so it carries no target.
+    report(f"{name}.total_vs_ideal", total / ideal, "x",
+           target="<=1.2" if duration >= 1 else "",
            note=f"{total:.1f}s vs ideal {ideal:.1f}s")
 
 
