@@ -17,7 +17,7 @@ RUN_ARGS ?=
 SUPERVISOR := $(VENV)/bin/peloton-supervisor
 SUPERVISOR_SRC := peloton/agent/supervisor/supervisor.c
 
-.PHONY: run test gen lint bench clean setup system-packages
+.PHONY: run test gen lint bench clean setup system-packages fuzz
 
 setup: $(INSTALLED) $(GEN_STAMP) $(SUPERVISOR)
 
@@ -52,6 +52,13 @@ system-packages:
 
 test: setup system-packages
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Property tests with fresh random draws, FUZZ_ROUNDS times (make test replays fixed draws).
+FUZZ_ROUNDS ?= 20
+fuzz: setup
+	@for i in $$(seq $(FUZZ_ROUNDS)); do \
+	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -x -p no:cacheprovider \
+	    $$(grep -rl '@given' tests/unit) || exit 1; done
 
 lint: setup
 	$(VENV)/bin/ruff check .

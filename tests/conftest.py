@@ -6,9 +6,16 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.harness.postgres import PostgresServer
 from tests.harness.zookeeper import ZooKeeperServer, running_zookeeper
+
+# `make test` (what CI runs) draws the same examples every run, so a red CI means the code
+# changed, not that a new random draw came up.  `make fuzz` draws fresh examples, many rounds.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("fuzz", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

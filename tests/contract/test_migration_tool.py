@@ -35,13 +35,21 @@ class Interrupted(Exception):
 
 @pytest.fixture
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
-    """Opens fresh, migrated stores: make_store("sqlite") or make_store("postgresql")."""
+    """Opens fresh, migrated stores: make_store("sqlite"|"postgresql"|"cql-fake"|"cassandra").
+
+    "cassandra" is a real server (PELOTON_TEST_CASSANDRA), skipped loudly without one.
+    """
     opened: list[Store] = []
     dropped: list[str] = []
 
     def make(backend: str) -> Store:
         if backend == "cql-fake":
             return fake_cassandra_store()
+        if backend == "cassandra":
+            store = open_store(request.getfixturevalue("cassandra_module_url"))
+            store.truncate_all()  # type: ignore[attr-defined]
+            opened.append(store)
+            return store
         if backend == "sqlite":
             path = tmp_path / f"{uuid.uuid4().hex[:8]}.db"
             shutil.copy(request.getfixturevalue("sqlite_template"), path)
@@ -144,9 +152,21 @@ def test_round_trip_through_the_cassandra_backend_code(make_store: MakeStore) ->
     assert verify_stores(b, c).ok
 
 
+@pytest.mark.cassandra
+def test_round_trip_through_a_real_cassandra(make_store: MakeStore) -> None:
+    a, b, c = make_store("sqlite"), make_store("cassandra"), make_store("sqlite")
+    ids = populate(a)
+    copy_store(a, b, batch_size=3)
+    copy_store(b, c, batch_size=4)
+    assert verify_stores(a, b).ok and verify_stores(b, c).ok and verify_stores(a, c).ok
+    assert b.query_jobs(JobQuery(owner="o0")) == a.query_jobs(JobQuery(owner="o0"))
+    assert b.get_job_ids_by_name("job-2") == [ids[2]]
+
+
 @pytest.mark.parametrize(("source_backend", "dest_backend"), [
     ("sqlite", "sqlite"), ("sqlite", "cql-fake"), ("cql-fake", "sqlite"),
-    pytest.param("sqlite", "postgresql", marks=pytest.mark.postgres)])
+    pytest.param("sqlite", "postgresql", marks=pytest.mark.postgres),
+    pytest.param("sqlite", "cassandra", marks=pytest.mark.cassandra)])
 def test_interrupted_copy_resumes_without_redoing_batches(
         make_store: MakeStore, source_backend: str, dest_backend: str) -> None:
     src, dst = make_store(source_backend), make_store(dest_backend)

@@ -32,6 +32,7 @@ is changed until the daemon calls `EntitlementTable.apply(tree)`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -206,8 +207,11 @@ def _split_slack(slack_cpu: float, children: list[PoolNode],
         fill = water_fill(left, [c.slack_demand[_CPU] for c in children], shares)
         kept = [x + f for x, f in zip(kept, fill, strict=True)]
         left -= sum(fill)
-        total_share = sum(shares)
-        if left > _TINY and total_share > 0:
-            kept = [x + left * s / total_share for x, s in zip(kept, shares, strict=True)]
+        if left > _TINY:
+            # Spare slack by share, through water_fill so that a denormal share counts as 0
+            # (left * 5e-324 / 5e-324 rounds to 2 * left and would hand out more than exists).
+            spare = water_fill(left, [math.inf] * len(children), shares,
+                               serve_zero_weights=False)
+            kept = [x + f for x, f in zip(kept, spare, strict=True)]
     return [(tot, (tot[0], tot[1] - m, tot[2] - d, tot[3] - g), (cpu, m, d, g))
             for tot, (m, d, g), cpu in zip(totals, parts, kept, strict=True)]

@@ -118,6 +118,17 @@ def test_slack_cpu_scaled_when_slack_shrinks() -> None:
     assert table.get("p").slack.cpu == pytest.approx(4)
 
 
+def test_slack_spare_with_a_denormal_share_is_not_inflated() -> None:
+    # Found by hypothesis in CI: left * 5e-324 / 5e-324 rounds to 2 * left.
+    tree = PoolTree()
+    g = tree.create("g", pool_config("g", cpu=(0, 0, 5e-324)))
+    tree.create("l", pool_config("l", "g", cpu=(0, 0, 0)))
+    table = compute_entitlements(tree, Resources(cpu=1, mem_mb=100), 1.5)
+    assert table.get("g").slack.cpu <= 1.5
+    assert table.get("root").slack.cpu == 1.5
+    assert g.pool_id == "g"
+
+
 # -- properties over random two-level trees ---------------------------------------------------
 
 child = st.tuples(st.integers(0, 10), st.floats(0, 1), st.floats(0, 4), st.booleans(),

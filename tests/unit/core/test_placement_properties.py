@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from peloton.core.model.constraints import Condition, Label, LabelConstraint, LabelKind
 from peloton.core.model.host import HostOffer
-from peloton.core.model.resources import PortRange
+from peloton.core.model.resources import EPSILON, PortRange
 from peloton.core.placement.hosts import key_of
 from peloton.core.placement.request import GangRequest, Strategy, TaskRequest
 from peloton.core.placement.stack import Placer
@@ -67,7 +67,7 @@ def test_matches_brute_force(hosts: list[HostOffer], tasks: list[TaskRequest]) -
         else:
             assert not plan.placed and plan.unplaced[0].report.hosts_fit == 0
     for h in placer.index.records():
-        assert min(h.cpu, h.mem, h.disk, h.gpu, h.rcpu) >= -1e-6
+        assert min(h.cpu, h.mem, h.disk, h.gpu, h.rcpu) >= -EPSILON  # fits are epsilon-tolerant
 
 
 @settings(max_examples=80, deadline=None)
@@ -91,7 +91,7 @@ def test_batches_never_overcommit(hosts: list[HostOffer],
         assert offers[p.hostname].state is HostState.UP
     for name, (cpu, mem, gpu) in used.items():
         cap = offers[name].available
-        assert cpu <= cap.cpu + 1e-6 and mem <= cap.mem_mb + 1e-6 and gpu <= cap.gpu + 1e-6
+        assert cpu <= cap.cpu + EPSILON and mem <= cap.mem_mb + EPSILON and gpu <= cap.gpu + EPSILON
         assert len(ports[name]) == len(set(ports[name]))
         assert all(any(p in r for r in offers[name].ports) for p in ports[name])
     placed_ids = {p.task_id for p in plan.placed}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from peloton.core.model.resources import Resources
 from peloton.core.preemption import (
@@ -81,3 +83,39 @@ def test_tracker_records_are_candidates() -> None:
     over = OverAllocation("p", Resources(cpu=1), Resources())
     ((victim, action),) = select_victims(over, node.active)
     assert victim is low and action is VictimAction.REVOKE
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+_states = st.sampled_from([S.READY, S.PLACING, S.RUNNING, S.LAUNCHING, S.PENDING])
+_tasks = st.lists(st.builds(
+    T, name=st.just("t"), state=_states, priority=st.integers(0, 3),
+    start_time=st.floats(0, 100), preemptible=st.booleans(), revocable=st.booleans(),
+    resources=st.builds(Resources, st.integers(0, 4).map(float), st.integers(0, 4).map(float))),
+    max_size=12)
+_excess = st.builds(Resources, st.integers(0, 8).map(float), st.integers(0, 8).map(float))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_tasks, _excess, _excess)
+def test_victim_properties(tasks: list[T], non_slack: Resources, slack: Resources) -> None:
+    got = select_victims(OverAllocation("p", non_slack, slack), tasks)
+    victims = [t for t, _ in got]
+    assert len({id(t) for t in victims}) == len(victims)           # nobody picked twice
+    for t, action in got:
+        assert t.preemptible and t.state in (S.READY, S.PLACING, S.RUNNING)
+        assert action is (VictimAction.REVOKE if t.state is S.RUNNING else VictimAction.REQUEUE)
+    # Each kind of victims follows the eviction ranking.
+    order = {id(t): i for i, t in enumerate(rank_victims(tasks))}
+    for revocable in (True, False):
+        ranks = [order[id(t)] for t in victims if t.revocable is revocable]
+        assert ranks == sorted(ranks)
+    # The excess is covered whenever the eligible tasks together could cover it.
+    for revocable, excess in ((True, slack), (False, non_slack)):
+        eligible = [t for t in rank_victims(tasks) if t.revocable is revocable]
+        freed = sum((t.resources for t in victims if t.revocable is revocable), Resources())
+        could = sum((t.resources for t in eligible), Resources())
+        if excess.fits_in(could):
+            assert excess.fits_in(freed)
+        # No victim is useless: each one freed something still needed when it was picked.
+        assert all(not t.resources.is_zero() for t in victims if t.revocable is revocable)
