@@ -3,8 +3,12 @@
 Every daemon serves its APIs through `GrpcServer`; the health service
 reports SERVING for each registered service once `start()` returns, and
 NOT_SERVING after `stop()` begins, so load balancers and `peloton up`
-scripts can wait on it.  Message limits are raised to Peloton's 256 MiB:
-a 50,000-instance job does not fit grpcio's 4 MiB default.
+scripts can wait on it.  Services behind a leader gate are *gated*: they
+report SERVING only while this process leads (`set_serving`), so a load
+balancer that checks a service by name skips standbys; the overall status
+("") stays SERVING while the process is up, as a liveness probe expects.
+Message limits are raised to Peloton's 256 MiB: a 50,000-instance job does
+not fit grpcio's 4 MiB default.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ class GrpcServer:
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._service_names: list[str] = [health.SERVICE_NAME]
+        #: Gated service name -> serving now (see the module docstring).
+        self._gated: dict[str, bool] = {}
+        self._started = False
         self.port = self._server.add_insecure_port(bind)
         if self.port == 0:
             raise OSError(f"cannot bind gRPC server to {bind}")
@@ -83,11 +90,28 @@ class GrpcServer:
         reflection.enable_server_reflection(
             [*self._service_names, reflection.SERVICE_NAME], self._server)
         self._server.start()
+        self._started = True
         self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         for name in self._service_names:
-            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            self._health.set(name, _status(self._gated.get(name, True)))
+
+    def gate_health(self, names: Sequence[str]) -> None:
+        """Make `names` gated: NOT_SERVING until `set_serving(names, True)`."""
+        self.set_serving(names, False)
+
+    def set_serving(self, names: Sequence[str], serving: bool) -> None:
+        """Report gated `names` as SERVING or NOT_SERVING (e.g. on gaining or losing leadership)."""
+        for name in names:
+            self._gated[name] = serving
+            if self._started:
+                self._health.set(name, _status(serving))
 
     def stop(self, grace: float = 2.0) -> None:
         """Report NOT_SERVING, then stop, letting in-flight calls finish within `grace`."""
         self._health.enter_graceful_shutdown()
         self._server.stop(grace).wait()
+
+
+def _status(serving: bool) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+    return (health_pb2.HealthCheckResponse.SERVING if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from peloton.api.convert.private_hosts import (
     event_from_pb,
@@ -205,6 +206,29 @@ def test_a_new_term_is_reported_to_term_listeners(
     client.pool_id_for_path("/a")
     assert changes == [("7", "9")]
     client.close()
+
+
+def test_health_of_gated_services_follows_leadership(
+        gated: tuple[LeaderGate, ServiceRecorder, str]) -> None:
+    gate, recorder, address = gated
+    name = "peloton.private.resmgr.ResourceManagerService"
+    assert name in gate.names
+    with grpc.insecure_channel(address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+
+        def status(service: str) -> int:
+            req = health_pb2.HealthCheckRequest(service=service)
+            return int(health.Check(req, timeout=5).status)
+
+        serving, not_serving = (health_pb2.HealthCheckResponse.SERVING,
+                                health_pb2.HealthCheckResponse.NOT_SERVING)
+        assert status(name) == not_serving          # a standby: balancers skip it
+        assert status("") == serving                # but the process is alive
+        gate.open("term-1", recorder)
+        assert status(name) == serving
+        gate.close()                                # leadership lost
+        assert status(name) == not_serving
+        assert status("") == serving
 
 
 # -- the status stream across a host manager restart ----------------------------------------------

@@ -114,10 +114,13 @@ class LeaderGate(grpc.GenericRpcHandler):  # type: ignore[misc]
         self.names = list(dict.fromkeys(names))
         self._services = frozenset(self.names)
         self._term: _Term | None = None
+        self._server: GrpcServer | None = None
 
     def install(self, server: GrpcServer) -> None:
-        """Serve the gated names on `server` (before it starts)."""
+        """Serve the gated names on `server` (before it starts); their health follows the gate."""
         server.add_generic([self], self.names)
+        server.gate_health(self.names)
+        self._server = server
 
     @property
     def term(self) -> str | None:
@@ -128,10 +131,14 @@ class LeaderGate(grpc.GenericRpcHandler):  # type: ignore[misc]
     def open(self, term: str, recorder: ServiceRecorder) -> None:
         """Start serving what `recorder` holds, as term `term`."""
         self._term = _Term(term, recorder)
+        if self._server is not None:
+            self._server.set_serving(self.names, True)
 
     def close(self) -> None:
         """Refuse every call from now on (calls in flight finish on their term)."""
         self._term = None
+        if self._server is not None:
+            self._server.set_serving(self.names, False)
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         """The handler for one call (gRPC asks every generic handler in turn)."""
