@@ -11,6 +11,11 @@ In order of preference:
 Each task gets its own cgroup `<parent>/<run-id>`, made and removed by its
 supervisor; the parent is made here, under the agent's own cgroup so the
 tasks stay inside whatever limits the agent itself runs under.
+
+PELOTON_MEMORY_ISOLATION (read here only, by `requested_mode`) overrides the
+choice: `auto` (the default) as above; `cgroup` requires cgroup v2 or v1 and
+refuses to start the agent without one; `rlimit` uses RLIMIT_AS even where a
+cgroup would do (to exercise that path, or where cgroups are shared).
 """
 
 from __future__ import annotations
@@ -18,12 +23,18 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from peloton.core.errors import FailedPrecondition, InvalidArgument
 
 log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: The environment variable choosing the mechanism, and the values it takes.
+MODE_ENV = "PELOTON_MEMORY_ISOLATION"
+MODES = ("auto", "cgroup", "rlimit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +121,28 @@ def _try_v1(name: str) -> MemoryIsolation | None:
     return MemoryIsolation("cgroup v1", parent)
 
 
-def detect(agent_name: str) -> MemoryIsolation:
-    """The best mechanism available here; logs which one and why."""
+def requested_mode(environ: Mapping[str, str] = os.environ) -> str:
+    """The mechanism PELOTON_MEMORY_ISOLATION asks for (auto when unset or empty)."""
+    mode = environ.get(MODE_ENV, "").strip().lower() or "auto"
+    if mode not in MODES:
+        raise InvalidArgument(f"{MODE_ENV}={environ[MODE_ENV]!r}: expected one of "
+                              f"{', '.join(MODES)}", field=MODE_ENV)
+    return mode
+
+
+def detect(agent_name: str, mode: str | None = None) -> MemoryIsolation:
+    """The mechanism to use here (`mode`, default from the environment); logs which and why.
+
+    Raises InvalidArgument for an unknown mode and FailedPrecondition when `cgroup`
+    is required but no writable cgroup memory controller exists.
+    """
+    mode = requested_mode() if mode is None else mode
+    if mode not in MODES:
+        raise InvalidArgument(f"memory isolation {mode!r}: expected one of {', '.join(MODES)}",
+                              field=MODE_ENV)
+    if mode == "rlimit":
+        log.info("memory limits enforced with RLIMIT_AS (%s=rlimit)", MODE_ENV)
+        return MemoryIsolation("rlimit")
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", agent_name)
     for probe in (_try_v2, _try_v1):
         try:
@@ -122,5 +153,8 @@ def detect(agent_name: str) -> MemoryIsolation:
         if found is not None:
             log.info("memory limits enforced with %s under %s", found.kind, found.parent)
             return found
+    if mode == "cgroup":
+        raise FailedPrecondition(f"{MODE_ENV}=cgroup but no writable cgroup memory controller "
+                                 f"(v2 or v1) under {CGROUP_ROOT}", field=MODE_ENV)
     log.warning("no writable cgroup memory controller: memory limits enforced with RLIMIT_AS")
     return MemoryIsolation("rlimit")

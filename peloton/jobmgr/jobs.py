@@ -128,8 +128,11 @@ class JobOps:
             self.ctx.store.create_task_configs(job_id, version, new.default_task,
                                                dict(new.instance_tasks))
             self.ctx.store.add_job_config(job_id, new)
+            # INITIALIZED (as Peloton's Update does) makes the job engine's next look run
+            # CREATE_TASKS for the new instances; left RUNNING, it would do nothing.
             job.runtime = self.ctx.store.update_job_runtime(job_id, dataclasses.replace(
-                job.runtime, config_version=version, update_time=self.ctx.clock()))
+                job.runtime, config_version=version, state=JobState.INITIALIZED,
+                update_time=self.ctx.clock()))
             job.spec = new
             job.specs[version] = new
         self.ctx.enqueue_job(job_id)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from peloton.api.gen.peloton.api.v0.task import task_pb2
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from tests.e2e.conftest import write_job, write_pool
 from tests.e2e.test_batch_jobs import create, job_state, task_states
 from tests.harness.cluster import UpCluster, alive, eventually, task_pids
@@ -59,6 +61,79 @@ def test_kill_9_of_peloton_up_recovers_jobs_and_adopts_running_tasks(tmp_path: P
         up.close()
 
 
+#: Instance 0's first run fails at once (its retry, run 2, succeeds); every other run sleeps.
+FAIL_FIRST_RUN = ('if [ "$PELOTON_INSTANCE_ID" = 0 ] && [ "${PELOTON_TASK_ID##*-}" = 1 ]; '
+                  'then echo "first run fails" >&2; exit 3; fi; sleep 7')
+
+
+def runs_in_order(up: UpCluster, job_id: str, inst: int) -> list[int]:
+    """Run numbers of an instance's pod events, oldest first, consecutive repeats merged."""
+    events = list(up.client.get_pod_events(job_id, inst).result)  # newest first
+    out: list[int] = []
+    for ev in reversed(events):
+        run = int(ev.taskId.value.rsplit("-", 1)[1])
+        if not out or out[-1] != run:
+            out.append(run)
+    return out
+
+
+@pytest.mark.timeout(90)
+def test_kill_9_while_tasks_are_queued_and_retrying(tmp_path: Path) -> None:
+    started = time.monotonic()
+    up = UpCluster(tmp_path, agents=1, extra=RESOURCES).start()
+    try:
+        # 0.25 cpu tasks in a pool limited to 1 cpu: 4 of the 6 run at once, 2 wait.
+        up.cli("respool", "create", "/capped", str(write_pool(tmp_path, "capped", cpu_limit=1)))
+        job_id = create(up, "/capped", write_job(tmp_path, "queued", FAIL_FIRST_RUN, count=6,
+                                                 cpu=0.25, max_failures=2))
+
+        def crash_point() -> tuple[dict[int, str], list[int]] | None:
+            tasks = up.client.list_tasks(job_id).result.value
+            running = {i: t.runtime.mesosTaskId.value for i, t in tasks.items()
+                       if S.Name(t.runtime.state) == "RUNNING"}
+            queued = [i for i, t in tasks.items()
+                      if S.Name(t.runtime.state) in ("INITIALIZED", "PENDING", "READY")]
+            failed_once = tasks[0].runtime.failureCount == 1 if 0 in tasks else False
+            ok = failed_once and len(running) == 4 and queued
+            return (running, queued) if ok else None
+
+        running, queued = eventually(crash_point, 30,
+                                     "instance 0 failed once, 4 running, some queued",
+                                     interval=0.1)
+        pids = eventually(lambda: (p := {r: task_pids(tmp_path).get(r)
+                                         for r in running.values()}) and all(p.values()) and p,
+                          10, "pids of the running tasks")
+        up.kill9()
+        assert all(alive(pid) for pid in pids.values() if pid), "tasks outlive the scheduler"
+        up.start()
+        eventually(lambda: job_state(up, job_id) == "SUCCEEDED", 45, "job SUCCEEDED")
+
+        final = up.client.list_tasks(job_id).result.value
+        for inst, run_id in running.items():
+            # Adopted: the run that was running at the crash is the one that finished.
+            assert final[inst].runtime.mesosTaskId.value == run_id, (inst, run_id)
+            assert S.Name(final[inst].runtime.state) == "SUCCEEDED"
+        assert {r: task_pids(tmp_path).get(r) for r in running.values()} == pids, \
+            "an adopted task was started again"
+        for inst in range(6):
+            runs = runs_in_order(up, job_id, inst)
+            assert runs == sorted(set(runs)), f"instance {inst} reused a run id: {runs}"
+            if inst in running:
+                assert runs[-1] == int(running[inst].rsplit("-", 1)[1])
+        zero = runs_in_order(up, job_id, 0)
+        assert zero == [1, 2] and final[0].runtime.failureCount == 1
+        first = [e for e in up.client.get_pod_events(job_id, 0).result
+                 if e.taskId.value == f"{job_id}-0-1"]
+        assert any(e.actualState == "FAILED" and "exited with code 3" in e.message
+                   for e in first), first
+        for inst in (i for i in queued if i != 0):
+            # Queued at the crash (never launched): recovered with its first run, run once.
+            assert runs_in_order(up, job_id, inst) == [1], inst
+        assert time.monotonic() - started < 60
+    finally:
+        up.close()
+
+
 def test_host_maintenance_drains_tasks_then_host_goes_down_and_comes_back(tmp_path: Path) -> None:
     up = UpCluster(tmp_path, agents=2, extra=RESOURCES).start()
     try:
@@ -85,6 +160,13 @@ def test_host_maintenance_drains_tasks_then_host_goes_down_and_comes_back(tmp_pa
         up.close()
 
 
+def pending_reasons(up: UpCluster, job_id: str) -> dict[int, str]:
+    """instance -> why it waits (v1alpha QueryPods), for pods not running yet."""
+    pods = up.client.query_pods(job_id, pod_pb2.QuerySpec(), summary_only=True).pods
+    return {int(p.spec.pod_name.value.rsplit("-", 1)[1]): p.status.reason for p in pods
+            if p.status.state != pod_pb2.POD_STATE_RUNNING}
+
+
 def test_gpu_hosts_only_run_gpu_tasks(tmp_path: Path) -> None:
     up = UpCluster(tmp_path, agents=1, extra=RESOURCES).start()
     try:
@@ -92,13 +174,22 @@ def test_gpu_hosts_only_run_gpu_tasks(tmp_path: Path) -> None:
                      "--gpus", "1")
         eventually(lambda: "gpuhost" in up.cli("host", "query").stdout, 30, "gpu host joined")
         up.cli("respool", "create", "/e2e", str(write_pool(tmp_path, "e2e", gpu_limit=4)))
-        plain = create(up, "/e2e", write_job(tmp_path, "plain", "sleep 60", count=6, cpu=0.2))
-        gpu = create(up, "/e2e", write_job(tmp_path, "gpu", "sleep 60", count=1, cpu=0.2, gpu=1))
+        gpu = create(up, "/e2e", write_job(tmp_path, "gpu", "sleep 60", count=1, cpu=0.25, gpu=1))
         eventually(lambda: set(task_states(up, gpu).values()) == {"RUNNING"}, 60, "gpu task runs")
-        eventually(lambda: set(task_states(up, plain).values()) == {"RUNNING"}, 60,
-                   "plain tasks run")
+        # More plain work (10 x 0.25 cpu) than the plain host's 2 cpus hold, while the gpu
+        # host has 1.75 cpus free: without GPU reservation 2 would land on the gpu host.
+        plain = create(up, "/e2e", write_job(tmp_path, "plain", "sleep 60", count=10, cpu=0.25))
+        eventually(lambda: list(task_states(up, plain).values()).count("RUNNING") == 8, 60,
+                   "8 plain tasks run")
+        why = eventually(lambda: (r := pending_reasons(up, plain)) and len(r) == 2 and all(
+            "gpu host kept for gpu tasks" in m for m in r.values()) and r, 30,
+            "the 2 others pending, refused by the gpu host")
+        states = task_states(up, plain)
+        assert [states[i] for i in sorted(why)] == ["PENDING", "PENDING"], states
         assert set(hosts_of(up, gpu).values()) == {"gpuhost"}
-        assert "gpuhost" not in set(hosts_of(up, plain).values())
+        placed = {h for i, h in hosts_of(up, plain).items() if i not in why}
+        assert placed == {"localhost"}, "plain tasks must not use the gpu host"
+        assert not any(hosts_of(up, plain)[i] for i in why), "pending tasks have no host"
     finally:
         up.close()
 

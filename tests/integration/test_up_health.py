@@ -1,20 +1,84 @@
-"""`peloton up` serves gRPC health and reflection and stops cleanly on SIGTERM."""
+"""`peloton up`: gRPC health and reflection, its defaults (SQLite under ./.peloton), the
+addresses it prints, `--agents N`, `--store`, and clean stops on SIGTERM and Ctrl-C.
+
+Every port is 0 (picked free by the daemons) or taken from a free-port probe, so these
+tests cannot collide with a `make run` on the default ports of the same machine.
+"""
 
 from __future__ import annotations
 
+import random
+import re
 import signal
+import socket
 import subprocess
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from tests.harness.procs import PELOTON, OutputTail, free_port, stop
+from peloton.api.client import PelotonClient
+from tests.harness.procs import PELOTON, OutputTail, free_port, stop, wait_for
+
+READY = "press Ctrl-C to stop"
+#: "job manager   gRPC 127.0.0.1:PORT  (...)" and the like, as `peloton up` prints them.
+ADDRESS = re.compile(r"^\s+(job manager|res\. manager|host manager)\s+gRPC (127\.0\.0\.1:\d+)")
+AGENT = re.compile(r"^\s+agent\s+(\S+) gRPC (127\.0\.0\.1:\d+)\s+work dir (\S+)")
+STORAGE = re.compile(r"^\s+storage\s+(\S+)")
 
 
-def test_up_answers_health_and_stops_on_sigterm(tmp_path) -> None:
+def up_args(*extra: str, jobmgr_port: int = 0) -> list[str]:
+    """`peloton up` on free ports only (0: picked by the daemons), task ports apart."""
+    first = random.randrange(34000, 58000, 2000)
+    return [PELOTON, "up", "--jobmgr-port", str(jobmgr_port), "--resmgr-port", "0", "--hostmgr-port", "0",
+            "--aurora-port", "0", "--ui-port", "0", "--agent-ports", f"{first}-{first + 999}",
+            *extra]
+
+
+def start_up(cwd: Path, *extra: str) -> tuple[subprocess.Popen[str], OutputTail]:
+    proc = subprocess.Popen(up_args(*extra), cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    tail = OutputTail(proc)
+    try:
+        tail.wait_for(READY, timeout=60)
+    except BaseException:
+        stop(proc, signal.SIGTERM)
+        raise
+    return proc, tail
+
+
+def printed(tail: OutputTail) -> tuple[dict[str, str], dict[str, str], str]:
+    """(daemon -> address, agent name -> address, storage URL) from the banner."""
+    daemons, agents, storage = {}, {}, ""
+    for line in tail.lines:
+        if m := ADDRESS.match(line):
+            daemons[m.group(1)] = m.group(2)
+        elif m := AGENT.match(line):
+            agents[m.group(1)] = m.group(2)
+        elif m := STORAGE.match(line):
+            storage = m.group(1)
+    return daemons, agents, storage
+
+
+def serving(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, int(port))) == 0
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_up_answers_health_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([PELOTON, "up", "--grpc-port", str(port)], cwd=tmp_path,
+    proc = subprocess.Popen(up_args(jobmgr_port=port), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         OutputTail(proc).wait_for(f"127.0.0.1:{port}", timeout=30)
@@ -30,3 +94,60 @@ def test_up_answers_health_and_stops_on_sigterm(tmp_path) -> None:
     finally:
         code = stop(proc, signal.SIGTERM)
     assert code == 0
+
+
+def test_up_with_two_agents_defaults_to_sqlite_in_dot_peloton_and_stops_on_ctrl_c(
+        tmp_path: Path) -> None:
+    proc, tail = start_up(tmp_path, "--agents", "2")
+    try:
+        daemons, agents, storage = printed(tail)
+        assert set(daemons) == {"job manager", "res. manager", "host manager"}, tail.lines
+        assert len(set(daemons.values())) == 3 and all(map(serving, daemons.values()))
+        assert any(line.strip().startswith("aurora bridge HTTP http://127.0.0.1:")
+                   for line in tail.lines)
+        assert any(line.strip().startswith("web UI") for line in tail.lines)
+        # The default store: a SQLite file under ./.peloton of the working directory.
+        default_db = (tmp_path / ".peloton" / "state.db").resolve()
+        assert storage == f"sqlite:///{default_db}"
+        assert default_db.is_file() and default_db.stat().st_size > 0
+        assert len(agents) == 2 and len(set(agents.values())) == 2, agents
+        with PelotonClient(jobmgr=daemons["job manager"], resmgr=daemons["res. manager"],
+                           hostmgr=daemons["host manager"], caller="up-test",
+                           timeout=10) as client:
+            def both_registered() -> bool:
+                names = {h.hostname for h in client.query_hosts().host_infos}
+                return names == set(agents)
+
+            wait_for(both_registered, 30, "both agents in QueryHosts")
+            assert set(agents) == {"localhost-0", "localhost-1"}
+    except BaseException:
+        stop(proc, signal.SIGTERM)
+        raise
+    code = stop(proc, signal.SIGINT, timeout=30)  # what Ctrl-C sends
+    assert code == 0, tail.lines[-20:]
+    assert tail.lines[-1] == "peloton up: stopped", tail.lines[-20:]
+    wait_for(lambda: pid_gone(proc.pid), 5, "peloton up gone")
+    assert not any(map(serving, daemons.values())), "a daemon still listens after Ctrl-C"
+
+    explicit = tmp_path / "elsewhere" / "explicit.db"
+    explicit.parent.mkdir()
+    before = default_db.stat().st_mtime_ns, default_db.stat().st_size
+    proc, tail = start_up(tmp_path, "--agents", "2", "--store", f"sqlite:///{explicit}")
+    try:
+        daemons, _, storage = printed(tail)
+        assert storage == f"sqlite:///{explicit}"
+        assert explicit.is_file() and explicit.stat().st_size > 0
+        pool = tmp_path / "pool.yaml"
+        pool.write_text("name: in-explicit-store\nowningteam: t\nresources:\n"
+                        "- kind: cpu\n  reservation: 0\n  limit: 1\n  share: 1\npolicy: 1\n")
+        made = subprocess.run([PELOTON, "-v", daemons["res. manager"], "respool", "create",
+                               "/in-explicit-store", str(pool)], capture_output=True, text=True,
+                              timeout=30)
+        assert made.returncode == 0, made.stderr
+    finally:
+        code = stop(proc, signal.SIGINT, timeout=30)
+    assert code == 0, tail.lines[-20:]
+    assert b"in-explicit-store" in explicit.read_bytes(), "the pool must be in the --store file"
+    assert b"in-explicit-store" not in default_db.read_bytes()
+    assert (default_db.stat().st_mtime_ns, default_db.stat().st_size) == before, \
+        "with --store, ./.peloton/state.db must not be used"
