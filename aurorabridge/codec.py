@@ -194,6 +194,28 @@ def write_reply(codec: Codec, call: Call, result: Any) -> bytes:
     return _write(codec, call.method, TMessageType.REPLY, call.seqid, result, call.enveloped)
 
 
+def write_binary_result(result: Any) -> bytes:
+    """The binary encoding of `<method>_result` alone, to be sent with `binary_reply`."""
+    buf = _FastBuffer()
+    result.write(_FastBinary(buf))
+    return bytes(buf.getvalue())
+
+
+def binary_reply(call: Call, encoded_result: bytes) -> bytes:
+    """What `write_reply(Codec.BINARY, call, result)` returns, from `write_binary_result(result)`.
+
+    A binary message is its envelope followed by the struct (nothing ends it), so a reply
+    encoded once can be sent to many calls, each with its own envelope (method, seqid).
+    """
+    if not call.enveloped:
+        return encoded_result
+    buf = _FastBuffer()
+    proto = _FastBinary(buf)
+    proto.write_message_begin(call.method, TMessageType.REPLY, call.seqid)
+    proto.write_message_end()
+    return bytes(buf.getvalue()) + encoded_result
+
+
 def write_exception(codec: Codec, method: str, seqid: int, kind: int, message: str) -> bytes:
     """Encode a TApplicationException reply (always enveloped)."""
     exc = TApplicationException(kind, message)

@@ -7,6 +7,8 @@ with an ERROR Response naming the exception (Aurora clients retry transport
 failures for minutes, so a bug must not look like a network problem).  The
 YARPC form gets YARPC's response headers, and its envelope-less requests,
 which cannot carry a TApplicationException, get YARPC's HTTP errors instead.
+Big binary replies are encoded once per Response object: a handler that
+answers many calls with one shared Response pays for one encoding.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from aurorabridge.thrift_api import SERVICES, result_class
 log = logging.getLogger(__name__)
 
 #: A handler table entry: takes the decoded `<method>_args`, returns a Response struct.
+#: A handler may return the same Response object again (it must never mutate it then).
 Handler = Callable[[Any], Any]
+
+#: Binary replies at least this big are remembered by Response identity, the newest few.
+MEMO_MIN_BYTES = 64 * 1024
+MEMO_ENTRIES = 8
 
 
 @dataclass(slots=True)
@@ -49,6 +56,10 @@ class ThriftProcessor:
 
     def __init__(self, handlers: dict[str, Handler]) -> None:
         self._handlers = handlers
+        # id(Response) -> (that Response, method, its binary `<method>_result`): task queries
+        # hand one Response to many callers (task_answers), and a 5,000-task reply costs far
+        # more to encode than to send.  Holding the Response keeps its id from being reused.
+        self._encoded: dict[int, tuple[Any, str, bytes]] = {}
 
     def process(self, neg: Negotiated, body: bytes, yarpc_headers: list[tuple[str, str]]) -> Reply:
         """Answer one request; `yarpc_headers` are echoed on YARPC replies (Context-*)."""
@@ -88,7 +99,16 @@ class ThriftProcessor:
     def _reply(self, neg: Negotiated, call: codec.Call, response: Any,
                yarpc_headers: list[tuple[str, str]]) -> Reply:
         result = result_class(call.method)(success=response)
-        return self._finish(neg, codec.write_reply(neg.output, call, result), yarpc_headers)
+        if neg.output is not Codec.BINARY:
+            return self._finish(neg, codec.write_reply(neg.output, call, result), yarpc_headers)
+        memo = self._encoded.get(id(response))
+        if memo is None or memo[0] is not response or memo[1] != call.method:
+            memo = (response, call.method, codec.write_binary_result(result))
+            if len(memo[2]) >= MEMO_MIN_BYTES:  # small replies are cheap to encode again
+                if len(self._encoded) >= MEMO_ENTRIES:
+                    del self._encoded[next(iter(self._encoded))]  # the oldest
+                self._encoded[id(response)] = memo
+        return self._finish(neg, codec.binary_reply(call, memo[2]), yarpc_headers)
 
     def _finish(self, neg: Negotiated, body: bytes, yarpc_headers: list[tuple[str, str]]) -> Reply:
         headers = [("Content-Type", neg.reply_content_type)]

@@ -23,6 +23,7 @@ from aurorabridge.ptoa.states import TERMINAL_WORKFLOW_STATES
 from aurorabridge.ptoa.task_config import TaskConfigReader
 from aurorabridge.pulse import PulseTimer
 from aurorabridge.respool_loader import RespoolLoader
+from aurorabridge.task_answers import TaskAnswers
 from aurorabridge.validation import CheckedTask
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.core.errors import NotFound
@@ -69,6 +70,8 @@ class BridgeContext:
     handlers: HandlerSettings = field(default_factory=HandlerSettings)
     limits: ValidationSettings = field(default_factory=ValidationSettings)
     reader: TaskConfigReader = field(default_factory=TaskConfigReader)
+    #: Converted tasks and replies that task queries reuse (task_answers.py).
+    answers: TaskAnswers = field(default_factory=TaskAnswers)
     clock: Callable[[], float] = time.monotonic
     #: Hosts marked by startMaintenance (Peloton has no such stage; see handlers/maintenance.py).
     scheduled_hosts: set[str] = field(default_factory=set)

@@ -79,10 +79,15 @@ def query_pods(ctx: BridgeContext, job_id: str, states: list[Any] | None = None,
                names: list[str] | None = None, hosts: list[str] | None = None,
                summary_only: bool = False) -> list[Any]:
     """PodInfos of a job, optionally filtered (Peloton filters; callers re-check)."""
-    spec = pod_pb2.QuerySpec(pod_states=states or [], hosts=hosts or [],
-                             names=[peloton_pb2.PodName(value=n) for n in names or []])
-    resp = ctx.port.query_pods(job_id, spec, summary_only=summary_only)
+    resp = ctx.port.query_pods(job_id, pod_query(states, names, hosts), summary_only=summary_only)
     return list(resp.pods)
+
+
+def pod_query(states: list[Any] | None = None, names: list[str] | None = None,
+              hosts: list[str] | None = None) -> Any:
+    """The QuerySpec of a QueryPods call (empty lists match everything)."""
+    return pod_pb2.QuerySpec(pod_states=states or [], hosts=hosts or [],
+                             names=[peloton_pb2.PodName(value=n) for n in names or []])
 
 
 def get_config_summary(ctx: BridgeContext, args: Any) -> Any:

@@ -8,7 +8,11 @@ FakePeloton served over gRPC from a second process, holding 1,000 jobs
 enveloped TBinaryProtocol calls (the Aurora CLI's form): getJobSummary for a
 random role (10 jobs per reply), then getTasksWithoutConfigs for the big
 job.  Numbers are "bridge over fake backend": they measure the bridge's own
-cost plus one in-process fake, not a real job manager.
+cost plus one in-process fake, not a real job manager.  No pod changes
+during the run, so after the first (cold) call, which `5k_single_ms`
+reports, the bridge still asks the fake for all 5,000 pods per shared
+computation but rebuilds nothing (aurorabridge/task_answers.py): the
+loaded numbers are those of a job polled while steady.
 """
 
 from __future__ import annotations
@@ -160,11 +164,12 @@ def main() -> None:
         tasks = _decode("getTasksWithoutConfigs", body).result.scheduleStatusResult.tasks
         assert len(tasks) == BIG_TASKS, len(tasks)
         report("aurorabridge.getTasksWithoutConfigs.5k_single_ms", single * 1000, "ms", "",
-               f"{NOTE}; one call, {len(body) / 1e6:.1f} MB reply")
+               f"{NOTE}; one cold call (nothing cached), {len(body) / 1e6:.1f} MB reply")
         done_n, lat, failed = _load(port, lambda: big, 10.0, CLIENTS)
         report("aurorabridge.getTasksWithoutConfigs.5k.req_per_s", done_n / 10.0, "req/s", "",
                f"{NOTE}; 16 binary clients; 5,000 tasks per reply; {failed} failed")
-        report("aurorabridge.getTasksWithoutConfigs.5k.p99_ms", percentile(lat, 99) * 1000, "ms", "", NOTE)
+        report("aurorabridge.getTasksWithoutConfigs.5k.p99_ms", percentile(lat, 99) * 1000, "ms", "<=200",
+               f"{NOTE}; steady job, cached replies")
         report("aurorabridge.setup_s", setup_s, "s", "", "1,000 jobs + a 5,000-task job built and served")
         conn.close()
     finally:

@@ -1,6 +1,12 @@
 """An Apache-Thrift-generated Aurora client drives a job's whole life against `peloton up`
 (issue 6/6): create by startJobUpdate, watch it RUNNING, update, pause/resume, roll back,
-pulse, kill — in binary and in JSON, the two protocols Aurora clients speak."""
+pulse, roll forward to a new command, kill — in binary and in JSON, the two protocols
+Aurora clients speak.
+
+Every task's main process needs a file its `prepare` process writes, and is declared
+*before* it: only the Thermos `order` constraint makes it run second.  Were the order
+ignored, main would fail at once and the task would show a failure count and a FAILED
+event, which the test checks for."""
 
 from __future__ import annotations
 
@@ -32,8 +38,9 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
 
 
 def task_config(t: Any, name: str, command: str) -> Any:
-    processes = [{"name": "prepare", "cmdline": "echo prepared > ready", "final": False},
-                 {"name": "main", "cmdline": command, "final": False}]
+    # main is listed first on purpose: the order constraint, not the list, must run prepare first.
+    processes = [{"name": "main", "cmdline": f"test -e ready && {command}", "final": False},
+                 {"name": "prepare", "cmdline": "echo prepared > ready", "final": False}]
     data = json.dumps({"task": {"name": name, "processes": processes,
                                 "constraints": [{"order": ["prepare", "main"]}]}})
     return t.TaskConfig(
@@ -73,6 +80,25 @@ def running(client: Any, t: Any, key: Any) -> list[Any]:
     return [tk for tk in tasks(client, t, key) if tk.status == t.ScheduleStatus.RUNNING]
 
 
+def never_failed(t: Any, tk: Any) -> bool:
+    """Whether a task's run never failed: prepare ran before main, as the order constraint says."""
+    return tk.failureCount == 0 and all(e.status != t.ScheduleStatus.FAILED for e in tk.taskEvents)
+
+
+def replaced(runs: list[Any], old_ids: dict[int, str]) -> list[Any]:
+    """`runs` if every instance runs and none is a run in `old_ids`, else []."""
+    fresh = [tk for tk in runs if tk.assignedTask.taskId not in old_ids.values()]
+    return fresh if len(fresh) == len(old_ids) == len(runs) else []
+
+
+def commands(client: Any, t: Any, key: Any) -> dict[int, str]:
+    """Instance -> Thermos data of its RUNNING task (getTasksStatus keeps executorConfig)."""
+    resp = client.getTasksStatus(t.TaskQuery(jobKeys=[key], statuses={t.ScheduleStatus.RUNNING}))
+    assert resp.responseCode == t.ResponseCode.OK, resp.details
+    return {tk.assignedTask.instanceId: tk.assignedTask.task.executorConfig.data
+            for tk in resp.result.scheduleStatusResult.tasks}
+
+
 @pytest.mark.parametrize("protocol", ["binary", "json"])
 def test_aurora_client_drives_a_whole_job_life(up: UpCluster, apache: tuple[Any, Any],
                                                protocol: str) -> None:
@@ -85,8 +111,10 @@ def test_aurora_client_drives_a_whole_job_life(up: UpCluster, apache: tuple[Any,
         key = resp.result.startJobUpdateResult.key
         job = key.job
         eventually(lambda: len(running(client, t, job)) == 2, 90, "two instances RUNNING")
-        hosts = {tk.assignedTask.slaveHost for tk in running(client, t, job)}
-        assert len(hosts) == 2, "the host limit constraint spreads the instances"
+        first_runs = running(client, t, job)
+        assert len({tk.assignedTask.slaveHost for tk in first_runs}) == 2, \
+            "the host limit constraint spreads the instances"
+        assert all(never_failed(t, tk) for tk in first_runs), first_runs
         eventually(lambda: status(client, key) == t.JobUpdateStatus.ROLLED_FORWARD, 60,
                    "first deployment ROLLED_FORWARD")
         summary = [s for s in client.getJobSummary("www").result.jobSummaryResult.summaries
@@ -111,13 +139,33 @@ def test_aurora_client_drives_a_whole_job_life(up: UpCluster, apache: tuple[Any,
                    "rolled back")
         eventually(lambda: len(running(client, t, job)) == 2, 90, "back to two instances")
 
+        # An update to a new command that rolls forward: new runs of every instance, each
+        # the successor of the run it replaced, running the new config.
+        old_ids = {tk.assignedTask.instanceId: tk.assignedTask.taskId
+                   for tk in running(client, t, job)}
+        resp = client.startJobUpdate(request(t, task_config(t, name, "sleep 1002"), 2), "new cmd")
+        assert resp.responseCode == t.ResponseCode.OK, resp.details
+        third = resp.result.startJobUpdateResult.key
+        eventually(lambda: status(client, third) == t.JobUpdateStatus.ROLLED_FORWARD, 120,
+                   "new command ROLLED_FORWARD")
+        new_runs = eventually(lambda: replaced(running(client, t, job), old_ids), 60,
+                              "both instances RUNNING in new runs")
+        assert sorted(tk.assignedTask.instanceId for tk in new_runs) == [0, 1], new_runs
+        for tk in new_runs:
+            assert tk.ancestorId == old_ids[tk.assignedTask.instanceId], tk
+            assert never_failed(t, tk), tk
+        data = commands(client, t, job)
+        assert sorted(data) == [0, 1] and all("sleep 1002" in d for d in data.values()), data
+        groups = list(client.getConfigSummary(job).result.configSummaryResult.summary.groups)
+        assert len(groups) == 1 and "sleep 1002" in groups[0].config.executorConfig.data, groups
+
         # A stale update id is refused and changes nothing.
         stale = client.pauseJobUpdate(t.JobUpdateKey(job=job, id=key.id), "old")
         assert stale.responseCode == t.ResponseCode.INVALID_REQUEST
 
         updates = client.getJobUpdateSummaries(t.JobUpdateQuery(jobKey=job)).result
         ids = [s.key.id for s in updates.getJobUpdateSummariesResult.updateSummaries]
-        assert ids[:2] == [second.id, key.id]
+        assert ids[:3] == [third.id, second.id, key.id]
 
         assert client.killTasks(job, [0], "one").responseCode == t.ResponseCode.OK
         eventually(lambda: {tk.assignedTask.instanceId: tk.status

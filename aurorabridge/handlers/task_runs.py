@@ -1,0 +1,140 @@
+"""The pod runs a TaskQuery matches in one job, and their conversion to ScheduledTasks.
+
+`fetch` asks Peloton (one QueryPods call, statuses only: Peloton filters by
+state, name and host); `runs` re-applies every filter, since an older jobmgr
+may ignore one, and, with `pod_runs_depth` > 1, adds earlier runs of each
+instance (GetPod per instance), as Peloton's bridge did.  A run's spec is
+looked up only when the run must be converted: a cached task
+(task_answers) needs none, and thousands of pods share a few specs, fetched
+once per config version and request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aurorabridge import validation
+from aurorabridge.atop.states import pod_states
+from aurorabridge.fanout import fanout
+from aurorabridge.handlers.context import BridgeContext
+from aurorabridge.handlers.jobs import pod_query
+from aurorabridge.ptoa import basics, states
+from aurorabridge.ptoa.scheduled_task import scheduled_task
+from aurorabridge.thrift_api import api
+from peloton.core.errors import NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A job a query is about: its name `role/env/name` and Peloton id."""
+
+    name: str
+    job_id: str
+
+
+class SpecsByVersion:
+    """Pod specs of one job by config version (one GetJob per version per request)."""
+
+    def __init__(self, ctx: BridgeContext, job_id: str) -> None:
+        self._ctx = ctx
+        self._job_id = job_id
+        self._jobs: dict[str, Any] = {}
+
+    def pod_spec(self, version: str, pod_name: str) -> Any:
+        """The spec of `pod_name` at config `version` (the current one if that is unknown)."""
+        if version not in self._jobs:
+            info = self._ctx.directory.get(self._job_id, version) if version else None
+            self._jobs[version] = info or self._ctx.directory.get(self._job_id)
+        info = self._jobs[version]
+        if info is None:
+            return None
+        spec = info.job_info.spec
+        return spec.instance_spec.get(basics.instance_of(pod_name), spec.default_spec)
+
+
+@dataclass(slots=True)
+class Run:
+    """One run of a pod that matches a query."""
+
+    job: str
+    name: str
+    status: Any  # PodStatus
+    given_spec: Any  # the spec Peloton sent with the pod, or None
+    specs: SpecsByVersion
+    instance: int
+    run: int
+
+    def spec(self) -> Any:
+        """The run's PodSpec, or None if its job is gone."""
+        if self.given_spec is not None:
+            return self.given_spec
+        return self.specs.pod_spec(self.status.version.value, self.name)
+
+
+def _run(target: Target, status: Any, spec: Any, specs: SpecsByVersion) -> Run:
+    pod_id = status.pod_id.value
+    name = (spec.pod_name.value if spec is not None else "") or basics.pod_name_of(pod_id)
+    given = spec if spec is not None and spec.containers else None
+    return Run(target.name, name, status, given, specs, basics.instance_of(name), basics.run_of(pod_id))
+
+
+def fetch(ctx: BridgeContext, target: Target, query: Any) -> Any:
+    """QueryPodsResponse of the target's pods, narrowed by Peloton where it can."""
+    statuses = set(query.statuses or ())
+    names = [f"{target.job_id}-{i}" for i in validation.check_instance_ids(query.instanceIds, "instanceIds")]
+    spec = pod_query(pod_states(statuses) if statuses else None, names, sorted(set(query.slaveHosts or ())))
+    return ctx.port.query_pods(target.job_id, spec, summary_only=True)
+
+
+def runs(ctx: BridgeContext, target: Target, query: Any, pods: Any) -> list[Run]:
+    """The runs among `pods` (a QueryPodsResponse's) that match `query`."""
+    statuses = set(query.statuses or ())
+    instance_ids = set(validation.check_instance_ids(query.instanceIds, "instanceIds"))
+    hosts = set(query.slaveHosts or ())
+    task_ids = set(query.taskIds or ())
+    specs = SpecsByVersion(ctx, target.job_id)
+    found = [_run(target, p.status, p.spec if p.HasField("spec") else None, specs) for p in pods.pods]
+    if instance_ids:
+        found = [r for r in found if r.instance in instance_ids]
+    depth = ctx.handlers.pod_runs_depth
+    if depth > 1:
+        nested = fanout(lambda r: _with_previous(ctx, target, r, depth), found, ctx.handlers.workers)
+        found = [r for rs in nested for r in rs]
+    return [r for r in found
+            if (not statuses or states.schedule_status(r.status.state) in statuses)
+            and (not hosts or r.status.host in hosts)
+            and (not task_ids or r.status.pod_id.value in task_ids)]
+
+
+def job_runs(ctx: BridgeContext, target: Target, query: Any) -> list[Run]:
+    """`runs` of a fresh `fetch`."""
+    return runs(ctx, target, query, fetch(ctx, target, query))
+
+
+def _with_previous(ctx: BridgeContext, target: Target, run: Run, depth: int) -> list[Run]:
+    try:
+        resp = ctx.port.get_pod(run.name, limit=depth)
+    except NotFound:
+        return [run]
+    # An earlier run without a spec had its config version's spec; the current run's would
+    # describe the wrong config after an update.
+    return [run] + [_run(target, p.status, p.spec if p.HasField("spec") else None, run.specs)
+                    for p in resp.previous]
+
+
+def events(ctx: BridgeContext, run: Run) -> list[Any]:
+    """The run's event history, newest first (empty if the pod is gone)."""
+    try:
+        resp = ctx.port.get_pod_events_v1(run.name, pod_id=run.status.pod_id.value)
+    except NotFound:
+        return []
+    return list(resp.events)
+
+
+def convert(ctx: BridgeContext, run: Run, with_executor: bool, history: list[Any] | None) -> Any:
+    """The ScheduledTask of a run (TaskConfig without executorConfig unless `with_executor`)."""
+    spec = run.spec()
+    task = (ctx.reader.task_config(spec, run.job, run.job.split("/", 1)[0], None, with_executor=with_executor)
+            if spec is not None else api.TaskConfig(job=basics.job_key(run.job)))
+    return scheduled_task(run.name, spec, run.status, task, history)

@@ -1,0 +1,78 @@
+"""What task queries reuse between requests: converted tasks, whole replies, shared reads.
+
+Task listings are polled: by the Aurora CLI while it waits for an update, by
+dashboards, by many clients at once, mostly over pods that have not changed.
+Three layers keep a repeated query of a 5,000-task job cheap:
+
+* `task(key, make)`: the ScheduledTask of one pod run, keyed by the bytes of
+  its Peloton PodStatus (plus job, pod and executor choice).  A run's spec is
+  fixed by its config version, which the status carries, so equal bytes mean
+  an equal task; any change to the pod (state, host, ports, message, run)
+  changes the bytes, and the run is converted afresh.
+* `reply(key, fingerprint, make)`: the previous Response of the same query
+  when everything it was computed from (the caller's fingerprint: jobs and
+  the bytes of their QueryPods replies) is unchanged; the processor then also
+  reuses its encoding (processor.ThriftProcessor).
+* `shared(key, fn)`: overlapping identical queries share one computation that
+  started after each of them arrived (coalesce.Coalescer), so answers are as
+  fresh as unshared ones.
+
+Everything handed out here is shared between replies and must not be mutated.
+Memory is bounded: the oldest entries go first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from aurorabridge.coalesce import Coalescer
+
+MAX_TASKS = 50_000  # about 1.2 KB each: ~60 MB at most
+MAX_REPLIES = 64
+
+
+def _trim(cache: dict[Any, Any], limit: int) -> None:
+    """Drop the oldest quarter of `cache` when it is full (dicts keep insertion order)."""
+    if len(cache) >= limit:
+        for old in list(cache)[: max(1, limit // 4)]:
+            del cache[old]
+
+
+class TaskAnswers:
+    """The caches of the task handlers (one per BridgeContext)."""
+
+    def __init__(self, max_tasks: int = MAX_TASKS, max_replies: int = MAX_REPLIES) -> None:
+        self._max_tasks = max_tasks
+        self._max_replies = max_replies
+        self._tasks: dict[tuple[str, str, bool, bytes], Any] = {}
+        self._replies: dict[Hashable, tuple[Hashable, Any]] = {}
+        self._coalescer: Coalescer[Any] = Coalescer()
+
+    def task(self, job: str, pod_name: str, with_executor: bool, status: Any,
+             make: Callable[[], Any]) -> Any:
+        """The cached ScheduledTask of a run with this PodStatus, else `make()` (remembered)."""
+        key = (job, pod_name, with_executor, status.SerializeToString(deterministic=True))
+        hit = self._tasks.get(key)
+        if hit is None:
+            hit = make()
+            _trim(self._tasks, self._max_tasks)
+            self._tasks[key] = hit
+        return hit
+
+    def reply(self, key: Hashable, fingerprint: Hashable, make: Callable[[], tuple[Any, bool]]) -> Any:
+        """The last Response for `key` if it was made from an equal `fingerprint`, else the
+        Response of `make()`, which also says whether it may be reused for that fingerprint."""
+        last = self._replies.get(key)
+        if last is not None and last[0] == fingerprint:
+            return last[1]
+        response, reusable = make()
+        self._replies.pop(key, None)  # re-inserted as the newest, or forgotten
+        if reusable:
+            _trim(self._replies, self._max_replies)
+            self._replies[key] = (fingerprint, response)
+        return response
+
+    def shared(self, key: Hashable, fn: Callable[[], Any]) -> Any:
+        """`fn()`, shared with overlapping callers of the same key (see coalesce)."""
+        return self._coalescer.run(key, fn)

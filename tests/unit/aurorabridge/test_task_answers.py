@@ -1,0 +1,142 @@
+"""What task queries share and reuse (task_answers, coalesce, the processor's encoding memo),
+and that reuse never hides a change."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from aurorabridge import codec
+from aurorabridge.coalesce import Coalescer
+from aurorabridge.negotiation import Codec, Negotiated
+from aurorabridge.processor import ThriftProcessor
+from aurorabridge.responses import ok
+from aurorabridge.thrift_api import api, result_class
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.core.errors import Unavailable
+from tests.harness.fake_peloton import FakePeloton
+from tests.unit.aurorabridge.conftest import Call
+from tests.unit.aurorabridge.test_handlers_jobs_tasks import deploy
+from tests.unit.aurorabridge.wire import decode_reply, encode_call
+
+KEY = api.JobKey(role="www", environment="devel", name="hello")
+
+
+def listing(call: Call, method: str = "getTasksWithoutConfigs") -> Any:
+    resp = call(method, query=api.TaskQuery(jobKeys=[KEY]))
+    assert resp.responseCode == api.ResponseCode.OK
+    return resp
+
+
+def test_an_unchanged_big_listing_is_the_same_reply_and_a_change_shows(call: Call, fake: FakePeloton) -> None:
+    deploy(call, 30)  # over pod_events_max_pods: tasks come from pod statuses alone
+    first = listing(call)
+    gets = len(fake.calls_of("get_stateless_job"))
+    assert listing(call) is first
+    assert len(fake.calls_of("query_pods")) == 2, "every request still asks Peloton"
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    fake.set_pod(job_id, 7, pod_pb2.POD_STATE_FAILED, message="exited 1")
+    changed = listing(call)
+    tasks, before = changed.result.scheduleStatusResult.tasks, first.result.scheduleStatusResult.tasks
+    assert changed is not first
+    assert tasks[7].status == api.ScheduleStatus.FAILED and tasks[7].taskEvents[0].message == "exited 1"
+    assert all(tasks[i] is before[i] for i in range(30) if i != 7), "unchanged pods keep their task"
+    assert len(fake.calls_of("get_stateless_job")) == gets + 1, "one spec lookup, for the changed pod"
+    with_configs = listing(call, "getTasksStatus").result.scheduleStatusResult.tasks
+    assert with_configs[0].assignedTask.task.executorConfig is not None
+    assert tasks[0].assignedTask.task.executorConfig is None
+
+
+def test_small_listings_are_not_reused(call: Call, fake: FakePeloton) -> None:
+    deploy(call, 2)  # event history is fetched, and may change without the pod status changing
+    assert listing(call) is not listing(call)
+
+
+def test_overlapping_callers_share_a_run_that_started_after_they_asked() -> None:
+    coalescer: Coalescer[int] = Coalescer()
+    started, release = threading.Event(), threading.Event()
+    runs: list[int] = []
+
+    def fn() -> int:
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            started.set()
+            release.wait(5)
+        return len(runs)
+
+    results: dict[str, int] = {}
+
+    def caller(name: str) -> None:
+        results[name] = coalescer.run("job", fn)
+
+    first = threading.Thread(target=caller, args=("first",))
+    first.start()
+    assert started.wait(5)
+    late = [threading.Thread(target=caller, args=(f"late{i}",)) for i in range(3)]
+    for t in late:
+        t.start()
+    release.set()
+    for t in [first, *late]:
+        t.join(5)
+    # The late callers asked while run 1 was under way: they get run 2, not run 1's older answer.
+    assert results == {"first": 1, "late0": 2, "late1": 2, "late2": 2}
+    assert runs == [1, 2]
+    assert coalescer.run("job", fn) == 3, "nothing left in flight"
+
+
+def test_a_failed_shared_run_fails_its_callers_and_is_not_remembered() -> None:
+    coalescer: Coalescer[int] = Coalescer()
+
+    def down() -> int:
+        raise Unavailable("job manager is not reachable")
+
+    with pytest.raises(Unavailable):
+        coalescer.run("job", down)
+    assert coalescer.run("job", lambda: 5) == 5
+
+
+def test_greenlets_of_an_unpatched_process_never_wait_on_each_other() -> None:
+    """The bridge served from a test thread: a greenlet waiting on a real Event stops its hub."""
+    import gevent
+
+    coalescer: Coalescer[int] = Coalescer()
+    runs: list[int] = []
+
+    def fn() -> int:
+        runs.append(1)
+        gevent.sleep(0.05)  # yields to the hub, as a Peloton call does
+        return len(runs)
+
+    results: list[int] = []
+
+    def serve() -> None:
+        greenlets = [gevent.spawn(coalescer.run, "job", fn) for _ in range(2)]
+        gevent.joinall(greenlets, timeout=5)
+        results.extend(g.value for g in greenlets)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive(), "a greenlet blocked its hub"
+    assert results == [2, 2], "each ran its own computation"
+
+
+def test_a_shared_reply_is_encoded_once_and_enveloped_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks = [api.ScheduledTask(assignedTask=api.AssignedTask(taskId=f"t-{i}" + "x" * 40, instanceId=i),
+                               status=api.ScheduleStatus.RUNNING) for i in range(2000)]
+    shared = ok(api.Result(scheduleStatusResult=api.ScheduleStatusResult(tasks=tasks)))
+    processor = ThriftProcessor({"getTasksWithoutConfigs": lambda args: shared})
+    encodes: list[int] = []
+    real = codec.write_binary_result
+    monkeypatch.setattr(codec, "write_binary_result", lambda r: encodes.append(1) or real(r))
+    neg = Negotiated(Codec.BINARY, Codec.BINARY)
+    bodies = [processor.process(neg, encode_call("getTasksWithoutConfigs", seqid=s), []).body for s in (3, 4)]
+    assert len(encodes) == 1
+    for seqid, body in zip((3, 4), bodies, strict=True):
+        call = codec.Call("getTasksWithoutConfigs", seqid, None)
+        fresh = codec.write_reply(Codec.BINARY, call, result_class("getTasksWithoutConfigs")(success=shared))
+        assert body == fresh
+    assert len(decode_reply("getTasksWithoutConfigs", bodies[1]).result.scheduleStatusResult.tasks) == 2000
+
