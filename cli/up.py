@@ -31,8 +31,9 @@ import click
 @click.option("--agent-ports", default="31000-32999", show_default=True,
               help="Dynamic port range the local agents share (split between them).")
 @click.option("--backend", default="local", show_default=True,
-              help='"local" (real processes), "sim:N" (N simulated hosts) or "mesos:URL" '
-              '(an Apache Mesos master, e.g. mesos:http://master:5050 or '
+              help='"local" (real processes), "sim:N[:TASK_S[:CPUS[:START_S]]]" (N simulated '
+              'hosts of CPUS cpus whose tasks run START_S after launch and end TASK_S later) '
+              'or "mesos:URL" (an Apache Mesos master, e.g. mesos:http://master:5050 or '
               'mesos:zk://zk:2181/mesos).')
 @click.option("--archive", default="", metavar="URL",
               help="Also run the archiver into this archive (dir:///path, sqlite:///file.db, ...).")

@@ -62,9 +62,10 @@ class UpConfig:
     agent_labels: tuple[Label, ...] = ()
     #: Dynamic ports the local agents hand out, split between them.
     agent_ports: tuple[int, int] = (31000, 32999)
-    #: "local" (real processes), "sim:<hosts>[:<task secs>[:<cpus>]]" (virtual hosts whose
-    #: tasks succeed after <task secs>; for demos and benchmarks) or "mesos:<master>" (an
-    #: Apache Mesos master: http://host:port, host:port or zk://host:port/mesos).
+    #: "local" (real processes), "sim:<hosts>[:<task secs>[:<cpus>[:<start secs>]]]" (virtual
+    #: hosts whose tasks are RUNNING <start secs> after launch and succeed <task secs> later;
+    #: for demos and benchmarks) or "mesos:<master>" (an Apache Mesos master: http://host:port,
+    #: host:port or zk://host:port/mesos).
     backend: str = "local"
     extra_ports: tuple[int, ...] = field(default_factory=tuple)
     #: Archive URL (dir:///path, sqlite:///file.db, postgresql://...); empty: no archiver.
@@ -136,12 +137,13 @@ class AllInOne:
             from peloton.hostmgr.backends.sim import SimBackend
             from peloton.hostmgr.backends.sim_clock import RealClock
 
-            # "sim[:hosts[:task seconds[:cpus per host]]]"
-            parts = ([*kind.split(":"), "", "", ""])[1:4]
+            # "sim[:hosts[:task seconds[:cpus per host[:start seconds]]]]"
+            parts = ([*kind.split(":"), "", "", "", ""])[1:5]
             hosts = int(parts[0] or 10)
             secs = float(parts[1] or 1.0)
             cpus = float(parts[2] or 1.0)
-            return SimBackend(hosts=hosts, task_secs=secs, clock=RealClock(),
+            start_secs = float(parts[3] or 0.0)
+            return SimBackend(hosts=hosts, task_secs=secs, start_secs=start_secs, clock=RealClock(),
                               capacity=Resources(cpu=cpus, mem_mb=4096.0 * cpus,
                                                  disk_mb=16384.0 * cpus))
         if kind.startswith("mesos:"):
