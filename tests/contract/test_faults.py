@@ -17,7 +17,7 @@ from peloton.core.states import JobState
 from peloton.storage import JobQuery, Store, open_store
 from peloton.storage.sql import tables
 from tests.contract import factories as f
-from tests.contract.conftest import Clocks
+from tests.contract.conftest import Clocks, fake_cassandra_store
 from tests.harness.postgres import PostgresServer
 from tests.harness.procs import free_port
 
@@ -142,3 +142,20 @@ def test_locked_sqlite_is_unavailable_after_retries(tmp_path: Path, clocks: Cloc
     store.add_active_job("j")
     assert store.get_active_jobs() == ["j"]
     store.close()
+
+
+def test_corrupt_cassandra_rows_name_the_entity() -> None:
+    # The Cassandra backend decodes through the same codec; over the in-process CQL
+    # interpreter a damaged body must also name its row, not crash or read as empty.
+    store = fake_cassandra_store()
+    jid = f.job_id()
+    store.create_job(jid, f.job_spec(), f.job_runtime())
+    store.create_task_runtimes(jid, {0: f.task_runtime(), 1: f.task_runtime()})
+    data = store.s.data  # type: ignore[attr-defined]
+    data["job_runtime"][(jid,)][()]["body"] = "not json{"
+    data["task_runtime"][(jid,)][(1,)]["body"] = '{"state": "EXPLODED"}'
+    with pytest.raises(DataCorruption, match=f"job runtime of job {jid} is corrupt"):
+        store.get_job_runtime(jid)
+    with pytest.raises(DataCorruption, match=f"{jid}-1"):
+        store.get_task_runtime(jid, 1)
+    assert store.get_task_runtime(jid, 0).revision == 1  # the healthy row still reads
