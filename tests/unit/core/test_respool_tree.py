@@ -16,6 +16,7 @@ from peloton.core.model.respool import ResourceConfig, ResourcePool, ResourcePoo
 from peloton.core.respool.tracker import TaskTracker
 from peloton.core.respool.tree import PoolTree
 from peloton.core.respool.validation import parse_kind
+from peloton.core.states import TaskState
 from tests.unit.core.factories import pool_config, rm_task
 
 
@@ -147,6 +148,12 @@ def test_delete_rules(tree: PoolTree) -> None:
     with pytest.raises(FailedPrecondition, match="holds tasks"):
         tree.create("c", pool_config("c", "b"))
     tracker.finish(next(tracker.records()).task_id)
+    # Allocation alone (a running task, no demand) also keeps a pool alive.
+    running = tracker.recover("b", rm_task(1, inst=7), TaskState.RUNNING)
+    assert tree.get("b").demand_resources().is_zero()
+    with pytest.raises(FailedPrecondition, match="still has work"):
+        tree.delete("b")
+    tracker.finish(running.task_id)
     tree.delete("b")
     tree.delete("a")
     assert len(tree) == 1
