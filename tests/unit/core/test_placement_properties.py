@@ -80,6 +80,7 @@ def test_batches_never_overcommit(hosts: list[HostOffer],
     used: dict[str, list[float]] = {}
     ports: dict[str, list[int]] = {}
     by_id = {t.task_id: t for g in gangs for t in g}
+    limited: dict[tuple[str, int], list[object]] = {}
     for p in plan.placed:
         req = by_id[p.task_id]
         u = used.setdefault(p.hostname, [0.0, 0.0, 0.0])
@@ -89,11 +90,23 @@ def test_batches_never_overcommit(hosts: list[HostOffer],
         ports.setdefault(p.hostname, []).extend(p.ports)
         assert len(p.ports) == req.needs.ports
         assert offers[p.hostname].state is HostState.UP
+        # Checked here from the offers, not through the placer's own filters:
+        if offers[p.hostname].available.gpu > 0:          # scarce GPU hosts: GPU tasks only
+            assert req.needs.resources.gpu > 0
+        c = req.needs.constraint
+        if c is not None and c.kind is LabelKind.HOST:      # zone = a
+            assert c.label in offers[p.hostname].labels
+        if c is not None and c.kind is LabelKind.TASK:      # count of job tasks before it < k
+            per_host = limited.setdefault((p.hostname, c.requirement), [])
+            per_host.append(p.task_id)
     for name, (cpu, mem, gpu) in used.items():
         cap = offers[name].available
         assert cpu <= cap.cpu + EPSILON and mem <= cap.mem_mb + EPSILON and gpu <= cap.gpu + EPSILON
         assert len(ports[name]) == len(set(ports[name]))
         assert all(any(p in r for r in offers[name].ports) for p in ports[name])
+    for (_, k), ids in limited.items():
+        # The i-th task limited to "< k" saw at least i - 1 job tasks on its host.
+        assert len(ids) <= k
     placed_ids = {p.task_id for p in plan.placed}
     for g in gangs:  # all or nothing
         inside = [t.task_id in placed_ids for t in g]
