@@ -147,6 +147,18 @@ def test_bad_update_rolls_back_to_the_old_config(services: UpCluster, tmp_path: 
     eventually(lambda: running_on(services, job_id) == 4, 90, "all instances running again")
     spec = services.client.get_stateless_job(job_id).job_info.spec
     assert spec.default_spec.containers[0].entrypoint.value == "sleep 1000"
+    # Every pod, not just the job's spec, is back on the old config: the rollback's config
+    # version (a copy of the old one) or, if the update never reached it, the old version
+    # itself; either way running the old command.
+    rolled = version(services, job_id).split("-")[0]
+    on: dict[str, str] = {}
+    for name in old_pods:
+        pod = services.client.get_pod(name, limit=1).current
+        assert pod.status.state == pod_pb2.POD_STATE_RUNNING, (name, pod.status)
+        on[name] = pod.status.version.value.split("-")[0]
+        assert [c.entrypoint.value for c in pod.spec.containers] == ["sleep 1000"], \
+            (name, pod.spec)
+    assert set(on.values()) <= {old, rolled} and rolled in on.values(), (old, rolled, on)
 
 
 def test_pause_stops_progress_and_resume_continues(services: UpCluster, tmp_path: Path) -> None:
@@ -311,3 +323,23 @@ def test_stateful_instance_never_runs_twice_and_stays_on_its_host(services: UpCl
         ended = by_run[older].get("KILLED")
         started = by_run[newer].get("RUNNING") or by_run[newer].get("STARTING")
         assert ended is not None and started is not None and started >= ended, (older, newer)
+
+    # Restarts alone cannot move it (placement ties break by host position, so the same host
+    # wins anyway).  Take its host away: two other hosts have room, yet the task waits.
+    services.cli("host", "maintenance", "start", first)
+    eventually(lambda: first in services.cli("host", "query", "-s", "HOST_STATE_DOWN").stdout,
+               90, "its host DOWN")
+
+    def waiting() -> pod_pb2.PodStatus | None:
+        (pod,) = services.client.query_pods(job_id, pod_pb2.QuerySpec()).pods
+        return pod.status if "desired host" in pod.status.reason else None
+
+    status = eventually(waiting, 60, "placement refusing every other host")
+    assert status.state == pod_pb2.POD_STATE_PENDING and not status.host, status
+    assert status.desiredHost == first, status
+    services.cli("host", "maintenance", "complete", first)
+    back = eventually(lambda: (t := services.client.get_task(job_id, 0).result.runtime)
+                      .state == 8 and t, 90, "running again after the maintenance")
+    assert back.host == first, "a stateful task moved hosts"
+    hosts = {ev.hostname for ev in services.client.get_pod_events(job_id, 0).result if ev.hostname}
+    assert hosts == {first}, hosts

@@ -21,6 +21,7 @@ import pytest
 from peloton.api.grpc_server import GrpcServer
 from peloton.core.model.task import HealthCheckSpec, HealthCheckType, PortSpec
 from peloton.core.states import HealthState, TaskState
+from peloton.hostmgr.backends.base import StatusUpdate
 from peloton.hostmgr.backends.local import LocalBackend
 from tests.harness.agents import AgentProcess, Recorder, sandbox, task, wait_file
 from tests.harness.procs import PELOTON, free_port, wait_for
@@ -189,6 +190,46 @@ def test_http_health_check_follows_the_server(hostmgr: Hostmgr, agent: AgentProc
     wait_for(lambda: HealthState.UNHEALTHY in rec.health(rid), 20, "UNHEALTHY while /ok is 404")
     (sandbox(agent.work_dir, rid) / "ok").write_text("fine")
     wait_for(lambda: rec.health(rid)[-1:] == [HealthState.HEALTHY], 20, "HEALTHY once /ok exists")
+    hostmgr.backend.kill("it-agent", [rid], 0.1)
+
+
+def _first_health(rec: Recorder, rid: str, health: HealthState) -> StatusUpdate:
+    return next(u for u in rec.of(rid) if u.healthy is health)
+
+
+def test_health_check_waits_its_initial_delay(hostmgr: Hostmgr, agent: AgentProcess) -> None:
+    check = HealthCheckSpec(type=HealthCheckType.COMMAND, command="true",
+                            initial_interval_secs=2, interval_secs=0.1, timeout_secs=1,
+                            max_consecutive_failures=1)
+    launch = task("sleep 300", health=check, grace=0.1)
+    hostmgr.backend.launch("it-agent", [launch])
+    rid, rec = launch.run_id, hostmgr.recorder
+    running = rec.wait_state(rid, TaskState.RUNNING)
+    assert running.healthy is HealthState.HEALTH_UNKNOWN
+    wait_for(lambda: HealthState.HEALTHY in rec.health(rid), 10, "HEALTHY after the delay")
+    healthy = _first_health(rec, rid, HealthState.HEALTHY)
+    # Both stamps come from the agent's clock: the first probe ran no sooner than 2 s after
+    # the task started running, and not much later (the probe itself is instant).
+    assert 2.0 <= healthy.timestamp - running.timestamp < 4.0, \
+        healthy.timestamp - running.timestamp
+    assert rec.health(rid) == [HealthState.HEALTH_UNKNOWN, HealthState.HEALTHY]
+    hostmgr.backend.kill("it-agent", [rid], 0.1)
+
+
+def test_a_probe_that_hangs_is_cut_at_its_timeout(hostmgr: Hostmgr, agent: AgentProcess) -> None:
+    check = HealthCheckSpec(type=HealthCheckType.COMMAND, command="sleep 5",
+                            initial_interval_secs=0, interval_secs=0.1, timeout_secs=0.5,
+                            max_consecutive_failures=1)
+    launch = task("sleep 300", health=check, grace=0.1)
+    hostmgr.backend.launch("it-agent", [launch])
+    rid, rec = launch.run_id, hostmgr.recorder
+    running = rec.wait_state(rid, TaskState.RUNNING)
+    wait_for(lambda: HealthState.UNHEALTHY in rec.health(rid), 10, "UNHEALTHY on the timeout")
+    unhealthy = _first_health(rec, rid, HealthState.UNHEALTHY)
+    assert unhealthy.state is TaskState.RUNNING
+    assert "timed out after 0.5 s" in unhealthy.message, unhealthy.message
+    # Cut at 0.5 s, not left to run its 5 s.
+    assert unhealthy.timestamp - running.timestamp < 3.0, unhealthy.timestamp - running.timestamp
     hostmgr.backend.kill("it-agent", [rid], 0.1)
 
 

@@ -265,6 +265,20 @@ class FakeUpdateService(update_svc_pb2_grpc.UpdateServiceServicer):
         self.w.record("UpdateService.PauseUpdate", request, context)
         return update_svc_pb2.PauseUpdateResponse()
 
+    def ResumeUpdate(self, request: Any, context: Any) -> Any:
+        self.w.record("UpdateService.ResumeUpdate", request, context)
+        return update_svc_pb2.ResumeUpdateResponse()
+
+    def AbortUpdate(self, request: Any, context: Any) -> Any:
+        self.w.record("UpdateService.AbortUpdate", request, context)
+        return update_svc_pb2.AbortUpdateResponse()
+
+    def RollbackUpdate(self, request: Any, context: Any) -> Any:
+        self.w.record("UpdateService.RollbackUpdate", request, context)
+        if request.updateId.value != "upd-1":
+            raise NotFound(f"update {request.updateId.value} not found")
+        return update_svc_pb2.RollbackUpdateResponse()
+
 
 def stream_of(items: list[Any]) -> Iterator[Any]:
     """Helper for streaming fakes."""

@@ -89,6 +89,17 @@ class FakeJobService(svc_grpc.JobServiceServicer):
         self._check(request)
         return svc.PauseJobWorkflowResponse(version=self._bump())
 
+    def StartJob(self, request: Any, context: Any) -> Any:
+        self.w.record("JobService.StartJob", request, context)
+        self._check(request)
+        return svc.StartJobResponse(version=self._bump())
+
+    def RefreshJob(self, request: Any, context: Any) -> Any:
+        self.w.record("JobService.RefreshJob", request, context)
+        if request.job_id.value != JOB:
+            raise NotFound(f"job {request.job_id.value} not found")
+        return svc.RefreshJobResponse()
+
     def DeleteJob(self, request: Any, context: Any) -> Any:
         self.w.record("JobService.DeleteJob", request, context)
         self._check(request)
@@ -131,13 +142,18 @@ class FakePodService(pod_svc_pb2_grpc.PodServiceServicer):
 
 
 class FakeWatchService(watch_svc_pb2_grpc.WatchServiceServicer):
-    """Two changes, then the stream ends."""
+    """Two changes (of pod 0 of JOB for a pod filter, else of JOB), then the stream ends."""
 
     def __init__(self, world: World) -> None:
         self.w = world
 
     def Watch(self, request: Any, context: Any) -> Iterator[Any]:
         self.w.record("WatchService.Watch", request, context)
-        for revision in (1, 2):
-            yield watch_svc_pb2.WatchResponse(watch_id="w-1", revision=revision,
-                                              stateless_jobs=[_summary("svc", "1-1-1")])
+        for revision, state in ((1, pod_pb2.POD_STATE_LAUNCHED), (2, pod_pb2.POD_STATE_RUNNING)):
+            if request.HasField("pod_filter"):
+                pod = pod_pb2.PodSummary(pod_name=v1.PodName(value=f"{JOB}-0"),
+                                         status=pod_pb2.PodStatus(state=state, host="host-a"))
+                yield watch_svc_pb2.WatchResponse(watch_id="w-1", revision=revision, pods=[pod])
+            else:
+                yield watch_svc_pb2.WatchResponse(watch_id="w-1", revision=revision,
+                                                  stateless_jobs=[_summary("svc", "1-1-1")])
