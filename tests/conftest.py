@@ -11,6 +11,10 @@ from hypothesis import settings
 from tests.harness.postgres import PostgresServer
 from tests.harness.zookeeper import ZooKeeperServer, running_zookeeper
 
+# As in peloton.common.geventsetup (and inherited by every server a test starts): processes
+# here fork only to exec, and gRPC's fork handlers can wedge such a child before its exec.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 # `make test` (what CI runs) draws the same examples every run, so a red CI means the code
 # changed, not that a new random draw came up.  `make fuzz` draws fresh examples, many rounds.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)

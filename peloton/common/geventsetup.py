@@ -8,6 +8,15 @@ concurrent in-process gRPC calls deadlock (seen on these machines).
 
 from __future__ import annotations
 
+import os
+
+# Set before gRPC starts (importing this module comes first in every daemon and in `peloton`).
+# Our processes fork only to exec; gevent's subprocess forks in Python, and gRPC's fork
+# handlers then restart its poller in the child, which closes every descriptor before exec:
+# the child printed "epoll_wait error: Bad file descriptor" and hung or aborted (a probe of
+# `true` failed; an agent started by a benchmark never came up).  No child here uses gRPC.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 _done = False
 
 #: Threads gRPC may park blocking calls on; 64 was enough in every measurement here.
