@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from peloton.api.convert import v0_job, v0_task_runtime
 from peloton.api.convert.common import run_of
@@ -16,6 +17,24 @@ from peloton.jobmgr.tasks import TaskOps
 
 #: Largest instance range end a client may send ("all instances").
 ALL = 2**31 - 1
+
+
+_Reply = TypeVar("_Reply", task_pb2.StartResponse, task_pb2.StopResponse)
+_RangeAction = Callable[[str, Sequence[tuple[int, int]]], tuple[list[int], list[int]]]
+
+
+def _on_ranges(out: _Reply, done_field: str, action: _RangeAction, request: Any) -> _Reply:
+    """Start or Stop the request's instance ranges: the instances acted on go in `done_field`,
+    the rest in invalidInstanceIds; an unknown job is the typed notFound error."""
+    try:
+        done, invalid = action(request.jobId.value, _ranges(request.ranges))
+    except NotFound as exc:
+        out.error.notFound.id.value = request.jobId.value
+        out.error.notFound.message = exc.message
+        return out
+    getattr(out, done_field).extend(done)
+    out.invalidInstanceIds.extend(invalid)
+    return out
 
 
 def _ranges(ranges: Any) -> list[tuple[int, int]]:
@@ -106,28 +125,12 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         return out
 
     def Start(self, request: task_pb2.StartRequest, context: Any) -> task_pb2.StartResponse:
-        out = task_pb2.StartResponse()
-        try:
-            started, invalid = self.tasks.start(request.jobId.value, _ranges(request.ranges))
-        except NotFound as exc:
-            out.error.notFound.id.value = request.jobId.value
-            out.error.notFound.message = exc.message
-            return out
-        out.startedInstanceIds.extend(started)
-        out.invalidInstanceIds.extend(invalid)
-        return out
+        return _on_ranges(task_pb2.StartResponse(), "startedInstanceIds", self.tasks.start,
+                          request)
 
     def Stop(self, request: task_pb2.StopRequest, context: Any) -> task_pb2.StopResponse:
-        out = task_pb2.StopResponse()
-        try:
-            stopped, invalid = self.tasks.stop(request.jobId.value, _ranges(request.ranges))
-        except NotFound as exc:
-            out.error.notFound.id.value = request.jobId.value
-            out.error.notFound.message = exc.message
-            return out
-        out.stoppedInstanceIds.extend(stopped)
-        out.invalidInstanceIds.extend(invalid)
-        return out
+        return _on_ranges(task_pb2.StopResponse(), "stoppedInstanceIds", self.tasks.stop,
+                          request)
 
     def Restart(self, request: task_pb2.RestartRequest, context: Any) -> task_pb2.RestartResponse:
         out = task_pb2.RestartResponse()
