@@ -62,7 +62,7 @@ fuzz: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy --strict peloton aurorabridge cli migrations archiver
+	$(VENV)/bin/mypy --strict peloton aurorabridge cli migrations archiver ui
 	$(VENV)/bin/lint-imports
 
 bench: setup

@@ -34,8 +34,8 @@ from aurorabridge.processor import ThriftProcessor
 from aurorabridge.respool_loader import RespoolLoader
 from peloton.api.client import PelotonClient
 from peloton.api.client_discovery import DEFAULT_HOSTMGR, DEFAULT_JOBMGR, DEFAULT_RESMGR
+from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.common.leader import new_client
-from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
 from peloton.common.serverset import ServerSetMember, ServiceInstance
 
 log = logging.getLogger(__name__)

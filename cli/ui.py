@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from peloton.ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
+from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
 
 
 @click.command("ui")
@@ -34,7 +34,7 @@ def ui(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: 
     from peloton.common import geventsetup
 
     geventsetup.setup()  # before anything imports grpc
-    from peloton.ui.server import UiConfig, run
+    from ui.server import UiConfig, run
 
     servers = tuple(s.strip() for s in zkservers.replace(" ", ",").split(",") if s.strip())
     run(UiConfig(host=host, port=port, jobmgr=jobmgr, resmgr=resmgr, hostmgr=hostmgr,

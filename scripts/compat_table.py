@@ -21,15 +21,15 @@ BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
 
 #: gRPC service -> "module:Class" of the servicer that serves it (absent = not served).
 GRPC_SERVICERS: dict[str, str] = {
-    "peloton.api.v0.job.JobManager": "peloton.jobmgr.api.v0_jobs:JobManagerServicer",
-    "peloton.api.v0.task.TaskManager": "peloton.jobmgr.api.v0_tasks:TaskManagerServicer",
-    "peloton.api.v0.update.svc.UpdateService": "peloton.jobmgr.api.v0_updates:UpdateServicer",
-    "peloton.api.v0.respool.ResourceManager": "peloton.resmgr.servicer:ResourcePoolServicer",
-    "peloton.api.v0.host.svc.HostService": "peloton.hostmgr.servicer:HostServiceServicer",
-    "peloton.api.v1alpha.job.stateless.svc.JobService": "peloton.jobmgr.api.v1_jobs:JobServicer",
-    "peloton.api.v1alpha.pod.svc.PodService": "peloton.jobmgr.api.v1_pods:PodServicer",
-    "peloton.api.v1alpha.watch.svc.WatchService": "peloton.jobmgr.api.watch:WatchServicer",
-    "peloton.api.v1alpha.admin.svc.AdminService": "peloton.jobmgr.api.admin:AdminServicer",
+    "peloton.api.v0.job.JobManager": "peloton.jobmgr.servicers.v0_jobs:JobManagerServicer",
+    "peloton.api.v0.task.TaskManager": "peloton.jobmgr.servicers.v0_tasks:TaskManagerServicer",
+    "peloton.api.v0.update.svc.UpdateService": "peloton.jobmgr.servicers.v0_updates:UpdateServicer",
+    "peloton.api.v0.respool.ResourceManager": "peloton.resmgr.servicers:ResourcePoolServicer",
+    "peloton.api.v0.host.svc.HostService": "peloton.hostmgr.servicers:HostServiceServicer",
+    "peloton.api.v1alpha.job.stateless.svc.JobService": "peloton.jobmgr.servicers.v1_jobs:JobServicer",
+    "peloton.api.v1alpha.pod.svc.PodService": "peloton.jobmgr.servicers.v1_pods:PodServicer",
+    "peloton.api.v1alpha.watch.svc.WatchService": "peloton.jobmgr.servicers.watch:WatchServicer",
+    "peloton.api.v1alpha.admin.svc.AdminService": "peloton.jobmgr.servicers.admin:AdminServicer",
 }
 
 

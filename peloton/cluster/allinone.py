@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
-from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
+from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 from peloton.hostmgr.backends.base import HostBackend
@@ -37,7 +37,7 @@ from peloton.storage import Store, StoreOptions, check_schema, open_store
 if TYPE_CHECKING:
     from archiver.app import Archiver
     from aurorabridge.app import AuroraBridge
-    from peloton.ui.server import UiServer
+    from ui.server import UiServer
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ class AllInOne:
     # -- web UI (a front like the CLI: it talks to the daemons over gRPC) -----------------
     def _start_ui(self) -> None:
         from peloton.api.client import PelotonClient
-        from peloton.ui.server import UiServer
+        from ui.server import UiServer
 
         client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}",
                                resmgr=f"127.0.0.1:{self.ports['resmgr']}",

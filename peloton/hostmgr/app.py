@@ -40,7 +40,7 @@ from peloton.hostmgr.leases import LeaseBook
 from peloton.hostmgr.maintenance import Maintenance
 from peloton.hostmgr.registry import HostRegistry
 from peloton.hostmgr.routing import Router
-from peloton.hostmgr.servicer import serve_host_service
+from peloton.hostmgr.servicers import serve_host_service
 from peloton.hostmgr.worker import Acker, Deferred
 from peloton.storage.cluster_store import HostStore
 

@@ -20,29 +20,29 @@ from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
+from peloton.common.components import FunctionComponent, Lifecycle
 from peloton.common.goalstate import Engine
-from peloton.common.lifecycle import FunctionComponent, Lifecycle
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.jobmgr import recovery
-from peloton.jobmgr.api.admin import AdminServicer, ApiLock
-from peloton.jobmgr.api.hub import ApiHook, Hub
-from peloton.jobmgr.api.v0_jobs import JobManagerServicer
-from peloton.jobmgr.api.v0_tasks import TaskManagerServicer
-from peloton.jobmgr.api.v0_updates import UpdateServicer
-from peloton.jobmgr.api.v1_jobs import JobServicer
-from peloton.jobmgr.api.v1_pods import PodServicer
-from peloton.jobmgr.api.watch import WatchPublisher, WatchServicer
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.context import JobContext
-from peloton.jobmgr.daemons import DaemonController
-from peloton.jobmgr.events import EventProcessor
+from peloton.jobmgr.daemon_jobs import DaemonController
 from peloton.jobmgr.evictor import Evictor
 from peloton.jobmgr.goalstate.update import UpdateEntity
 from peloton.jobmgr.jobruntime import RuntimeUpdater
 from peloton.jobmgr.jobs import JobOps
-from peloton.jobmgr.launcher import Launcher
 from peloton.jobmgr.peers import PeerResync
+from peloton.jobmgr.placement_processor import Launcher
+from peloton.jobmgr.servicers.admin import AdminServicer, ApiLock
+from peloton.jobmgr.servicers.hub import ApiHook, Hub
+from peloton.jobmgr.servicers.v0_jobs import JobManagerServicer
+from peloton.jobmgr.servicers.v0_tasks import TaskManagerServicer
+from peloton.jobmgr.servicers.v0_updates import UpdateServicer
+from peloton.jobmgr.servicers.v1_jobs import JobServicer
+from peloton.jobmgr.servicers.v1_pods import PodServicer
+from peloton.jobmgr.servicers.watch import WatchPublisher, WatchServicer
 from peloton.jobmgr.sla import DeadlineTracker
+from peloton.jobmgr.status_events import EventProcessor
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.jobmgr.writer import TaskWriter
@@ -95,7 +95,7 @@ class JobManager:
         """Serve the job manager's APIs on `grpc`.
 
         Every call goes through one hook: the AdminService lockdown check, then the
-        call on the hub this job manager was built on (see peloton.jobmgr.api.hub).
+        call on the hub this job manager was built on (see peloton.jobmgr.servicers.hub).
         """
         ctx, jobs, tasks, workflows = self.ctx, self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()

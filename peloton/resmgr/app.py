@@ -50,7 +50,7 @@ from peloton.resmgr.loops import Counts, Loops
 from peloton.resmgr.pools import PoolBook, load_tree
 from peloton.resmgr.preemptor import Preemptor
 from peloton.resmgr.reasons import pending_reasons
-from peloton.resmgr.servicer import ResourcePoolServicer
+from peloton.resmgr.servicers import ResourcePoolServicer
 from peloton.resmgr.taskbook import TaskBook
 from peloton.resmgr.wakeup import Wakeup
 from peloton.storage.cluster_store import ResourcePoolStore

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 
 from peloton.api.ports_grpc.leader_gate import LeaderGate, ServiceRecorder
+from peloton.common.components import Component, Lifecycle
 from peloton.common.fencing import Fence
 from peloton.common.leader import Candidate, LeaderId
-from peloton.common.lifecycle import Component, Lifecycle
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from peloton.api.unserved import register_unserved
 from peloton.cluster.daemons.config import SCHEMAS, DaemonConfig, load
 from peloton.cluster.daemons.leadership import Leadership
 from peloton.cluster.daemons.roles import ELECTED, Runtime, placement_engine
+from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.common.leader import LeaderId, listen_ip, new_client
-from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
 from peloton.common.metrics import Metrics
 from peloton.core.errors import Unavailable
 from peloton.storage import StoreOptions, check_schema, open_store

@@ -36,10 +36,10 @@ from peloton.cluster.daemons.config import (
     ResmgrProcessConfig,
 )
 from peloton.cluster.daemons.leadership import Term, TermBuilder
+from peloton.common.components import Component
 from peloton.common.discovery import LeaderDiscovery
 from peloton.common.fencing import Fence, fenced
 from peloton.common.leader import HOST_MANAGER, JOB_MANAGER, RESOURCE_MANAGER
-from peloton.common.lifecycle import Component
 from peloton.common.metrics import Metrics
 from peloton.storage import Store
 

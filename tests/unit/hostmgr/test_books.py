@@ -15,7 +15,7 @@ from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.app import HostManager
 from peloton.hostmgr.backends.base import HostEventListener
 from peloton.hostmgr.registry import HostRegistry
-from peloton.hostmgr.servicer import HostAdmin
+from peloton.hostmgr.servicers import HostAdmin
 from peloton.storage import StoreOptions, open_store
 from tests.harness.fake_host_backend import FakeBackend
 from tests.unit.hostmgr.conftest import CONFIG, connect, reservation, rid, spec

@@ -27,8 +27,8 @@ from peloton.api.gen.peloton.api.v0.task import task_pb2_grpc
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc
 from peloton.api.grpc_server import GrpcServer
-from peloton.ui.server import UiServer
 from tests.unit.ui import fakes
+from ui.server import UiServer
 
 
 @dataclass

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from peloton.api.client import PelotonClient
-from peloton.ui.http import STATUS_OF_KIND
 from tests.harness.procs import free_port
 from tests.unit.ui import fakes
 from tests.unit.ui.conftest import Ui, serving
+from ui.http import STATUS_OF_KIND
 
-STATIC = Path(__file__).resolve().parents[3] / "peloton" / "ui" / "static"
+STATIC = Path(__file__).resolve().parents[3] / "ui" / "static"
 
 
 @pytest.mark.parametrize("path", ["/", "/jobs", f"/jobs/{fakes.JOB}", f"/jobs/{fakes.JOB}/tasks/3", "/pools",

@@ -13,8 +13,8 @@ from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2 as pod_svc
 from peloton.core.model.ids import TaskId
 from tests.fakes.resmgr import WAITING
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import (
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import (
     RUNNING,
     create,
     get,

@@ -12,8 +12,8 @@ import pytest
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2, task_pb2_grpc
 from peloton.core.states import TaskState
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import POOL
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import POOL
 
 RUNNING = task_pb2.RUNNING
 

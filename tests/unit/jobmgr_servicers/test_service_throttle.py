@@ -12,8 +12,8 @@ from typing import Any
 
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.states import TaskState
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import RUNNING, create, pods, service_spec, wait_workflow
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import RUNNING, create, pods, service_spec, wait_workflow
 
 FAILED = pod_pb2.POD_STATE_FAILED
 

@@ -30,9 +30,9 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_
 from peloton.core.errors import Conflict, InvalidArgument
 from peloton.core.model.job import JobSpec
 from peloton.core.states import JobState, WorkflowType
-from peloton.jobmgr.api.common import opaque, version
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.common import opaque, version
 from peloton.jobmgr.workflows import WorkflowOps
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from peloton.api.client import PelotonClient
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument
-from peloton.ui.render import Json
+from ui.render import Json
 
 JOB_VERBS = ("stop", "start", "restart")
 TASK_VERBS = ("stop", "start", "restart")

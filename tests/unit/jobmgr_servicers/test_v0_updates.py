@@ -11,8 +11,8 @@ from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.update import update_pb2
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2 as upd
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import (
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import (
     RUNNING,
     Releaser,
     create,

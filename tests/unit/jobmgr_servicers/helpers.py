@@ -9,7 +9,7 @@ from peloton.api.gen.peloton.api.v1alpha import peloton_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
-from tests.unit.jobmgr_api.conftest import Cluster
+from tests.unit.jobmgr_servicers.conftest import Cluster
 
 POOL = "respool-default"
 RUNNING = pod_pb2.POD_STATE_RUNNING

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from gevent.pywsgi import WSGIServer
 
 from peloton.api.client import PelotonClient
-from peloton.ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
-from peloton.ui.actions import Actions
-from peloton.ui.http import UiApp
-from peloton.ui.reads import Reads
+from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
+from ui.actions import Actions
+from ui.http import UiApp
+from ui.reads import Reads
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class UiServer:
                  refresh_ms: int = DEFAULT_REFRESH_MS) -> None:
         self.app = UiApp(Reads(client), Actions(client), refresh_ms=refresh_ms)
         self._server = WSGIServer((host, port), self.app, log=None,
-                                  error_log=logging.getLogger("peloton.ui.http"))
+                                  error_log=logging.getLogger("ui.http"))
         self._server.init_socket()
         self.host = host
         self.port: int = self._server.server_port

@@ -30,9 +30,9 @@ from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound
 from peloton.core.model.job import JobSpec
 from peloton.core.model.update import UpdateSpec
 from peloton.core.states import JobType, WorkflowType
-from peloton.jobmgr.api.queries import job_query
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.queries import job_query
 from peloton.jobmgr.workflows import WorkflowOps
 
 

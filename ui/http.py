@@ -35,8 +35,8 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from peloton.core.errors import InvalidArgument, PelotonError
-from peloton.ui.actions import HOST_VERBS, JOB_VERBS, TASK_VERBS, WORKFLOW_VERBS, Actions
-from peloton.ui.reads import Reads
+from ui.actions import HOST_VERBS, JOB_VERBS, TASK_VERBS, WORKFLOW_VERBS, Actions
+from ui.reads import Reads
 
 log = logging.getLogger(__name__)
 
@@ -209,11 +209,11 @@ def _json_body(environ: dict[str, Any]) -> dict[str, Any]:
 
 
 def _asset(name: str) -> bytes:
-    return resources.files("peloton.ui").joinpath("static", name).read_bytes()
+    return resources.files("ui").joinpath("static", name).read_bytes()
 
 
 def _static(name: str) -> Reply:
-    """A file under peloton/ui/static; names are plain `[a-z0-9_-]` segments, so no `..`."""
+    """A file under ui/static; names are plain `[a-z0-9_-]` segments, so no `..`."""
     if not re.fullmatch(r"(?:[\w-]+/)*[\w-]+\.\w+", name) or "." + name.rsplit(".", 1)[-1] not in _TYPES:
         raise HttpError("not_found", f"no static file {name!r}")
     try:

@@ -26,7 +26,7 @@ from peloton.storage.sql import tables
 from tests.contract import factories as f
 from tests.fakes.hostmgr import FakeHostManager
 from tests.fakes.resmgr import FakeResourceManager
-from tests.unit.jobmgr_api.conftest import DEADLINE
+from tests.unit.jobmgr_servicers.conftest import DEADLINE
 
 
 def _seed(store: Store) -> tuple[str, str]:

@@ -8,8 +8,8 @@ import pytest
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import create, get, job_id, pods, service_spec, wait_running
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import create, get, job_id, pods, service_spec, wait_running
 
 
 def test_create_runs_pods_and_get_job_shows_the_rolling_create(cluster: Cluster) -> None:

@@ -40,7 +40,7 @@ export function getJSON(path) {
   return request(path, {method: 'GET'});
 }
 
-/** POST a JSON object (the server refuses writes that are not JSON, see peloton/ui/http.py). */
+/** POST a JSON object (the server refuses writes that are not JSON, see ui/http.py). */
 export function postJSON(path, body = {}) {
   return request(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
 }

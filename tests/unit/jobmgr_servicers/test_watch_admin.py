@@ -10,8 +10,8 @@ from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2 as admin
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as watch
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import RUNNING, create, get, job_id, service_spec, wait_running
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import RUNNING, create, get, job_id, service_spec, wait_running
 
 
 def test_pod_watch_streams_changes_of_the_filtered_job_until_cancelled(cluster: Cluster) -> None:
@@ -121,7 +121,7 @@ def test_goal_state_engine_lockdown_and_unsupported_components(cluster: Cluster)
 
 
 def test_api_kinds_follow_peloton_api_lock_lists() -> None:
-    from peloton.jobmgr.api.admin import ApiLock
+    from peloton.jobmgr.servicers.admin import ApiLock
 
     kind = ApiLock.kind
     assert kind("peloton.api.v1alpha.job.stateless.svc.JobService/GetJobIDFromJobName") == "read"

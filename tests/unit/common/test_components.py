@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from peloton.common.lifecycle import Component, FunctionComponent, Lifecycle
+from peloton.common.components import Component, FunctionComponent, Lifecycle
 
 
 class Recorder:

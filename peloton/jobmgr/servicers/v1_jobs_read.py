@@ -30,10 +30,10 @@ from peloton.api.convert.v1_workflow import (
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
-from peloton.jobmgr.api.common import job_spec_at, job_summary, version, workflow_of
-from peloton.jobmgr.api.queries import job_query
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.common import job_spec_at, job_summary, version, workflow_of
+from peloton.jobmgr.servicers.queries import job_query
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import JobQuery, SortField
 

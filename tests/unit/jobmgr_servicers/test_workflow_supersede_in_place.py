@@ -8,8 +8,8 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.core.model.resources import Resources
 from tests.fakes.hostmgr import Booking
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import (
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import (
     RUNNING,
     Releaser,
     create,
@@ -22,7 +22,7 @@ from tests.unit.jobmgr_api.helpers import (
     wait_running,
     wait_workflow,
 )
-from tests.unit.jobmgr_api.placing import CorePlacement
+from tests.unit.jobmgr_servicers.placing import CorePlacement
 
 
 def _replace(c: Cluster, jid: str, spec: stateless_pb2.JobSpec, ver: str, **update: Any) -> str:

@@ -38,9 +38,9 @@ from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc as 
 from peloton.core.errors import Conflict, InvalidArgument, NotFound, ResourceExhausted
 from peloton.core.model.constraints import Label
 from peloton.core.model.task import TaskRuntime
-from peloton.jobmgr.api.common import job_summary
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.servicers.common import job_summary
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from peloton.core.model.sched import PlacedTask, Placement
 from peloton.core.placement.request import GangRequest
 from peloton.core.placement.stack import Placer
 from peloton.core.states import HostState
-from tests.unit.jobmgr_api.conftest import Cluster
+from tests.unit.jobmgr_servicers.conftest import Cluster
 
 
 class CorePlacement:

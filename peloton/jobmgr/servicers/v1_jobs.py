@@ -26,11 +26,11 @@ from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobSpec
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import TaskState
-from peloton.jobmgr.api.common import job_spec_at
-from peloton.jobmgr.api.v1_jobs_read import JobReads, job_id_of
-from peloton.jobmgr.api.v1_jobs_write import JobWrites
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.common import job_spec_at
+from peloton.jobmgr.servicers.v1_jobs_read import JobReads, job_id_of
+from peloton.jobmgr.servicers.v1_jobs_write import JobWrites
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
 

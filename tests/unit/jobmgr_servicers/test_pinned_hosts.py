@@ -10,9 +10,9 @@ from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
 from peloton.core.model.ids import TaskId
 from peloton.core.states import HostState
-from tests.unit.jobmgr_api.conftest import Cluster
-from tests.unit.jobmgr_api.helpers import POOL, RUNNING, pods
-from tests.unit.jobmgr_api.placing import CorePlacement
+from tests.unit.jobmgr_servicers.conftest import Cluster
+from tests.unit.jobmgr_servicers.helpers import POOL, RUNNING, pods
+from tests.unit.jobmgr_servicers.placing import CorePlacement
 
 PENDING = pod_pb2.POD_STATE_PENDING
 

@@ -28,9 +28,9 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.grpc_server import GrpcServer
-from peloton.jobmgr.api.hub import Hub
 from peloton.jobmgr.app import JobManager
 from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.servicers.hub import Hub
 from peloton.storage import StoreOptions, open_store
 from tests.fakes.hostmgr import FakeHostManager
 from tests.fakes.resmgr import FakeResourceManager

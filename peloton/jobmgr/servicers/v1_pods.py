@@ -28,9 +28,9 @@ from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, N
 from peloton.core.model.events import PodEvent
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.states import TaskState
-from peloton.jobmgr.api.common import job_spec_at, pod_name
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.common import job_spec_at, pod_name
 from peloton.jobmgr.tasks import TaskOps
 
 S = TaskState

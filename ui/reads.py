@@ -19,8 +19,8 @@ from peloton.api.gen.peloton.api.v0.host import host_pb2
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.query import query_pb2
 from peloton.core.errors import InvalidArgument, NotFound, PelotonError
-from peloton.ui import render
-from peloton.ui.render import Json
+from ui import render
+from ui.render import Json
 
 #: Jobs listed when the page does not say; the server caps every page at 5,000.
 DEFAULT_JOB_LIMIT = 200
