@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 PROTO = REPO / "proto"
 OUT = REPO / "peloton" / "api" / "gen"
 # Top-level proto package roots whose generated modules move under OUT.
-ROOTS = ("peloton", "mesos")
+ROOTS = ("peloton", "mesos", "pelotonpy")
 _IMPORT = re.compile(r"^(from|import) (" + "|".join(ROOTS) + r")([.\w]*)", re.MULTILINE)
 
 

@@ -28,7 +28,7 @@ from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes
 from peloton.agent.service import SERVICE_NAME, AgentServicer
 from peloton.agent.watch import Watcher
-from peloton.api.gen.peloton.private.agent import agent_pb2_grpc as pb_grpc
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import GrpcServer
 from peloton.core.errors import FailedPrecondition
 

@@ -26,8 +26,8 @@ import grpc
 from peloton.agent.model import Update
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.wire import update_to_pb
-from peloton.api.gen.peloton.private.agent import agent_pb2 as pb
-from peloton.api.gen.peloton.private.agent import agent_pb2_grpc as pb_grpc
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 

@@ -14,11 +14,11 @@ import grpc
 from peloton.agent.executor import Executor
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.wire import run_spec_from_pb, update_to_pb
-from peloton.api.gen.peloton.private.agent import agent_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.core.errors import InvalidArgument, NotFound, PelotonError
 
 T = TypeVar("T")
-SERVICE_NAME = "peloton.private.agent.AgentService"
+SERVICE_NAME = "pelotonpy.internal.agent.AgentService"
 DEFAULT_READ = 1 << 20
 
 

@@ -7,7 +7,7 @@ The host manager side has its own converters (hostmgr/backends/local_wire.py).
 from __future__ import annotations
 
 from peloton.agent.model import PortBinding, RunSpec, Update
-from peloton.api.gen.peloton.private.agent import agent_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.core.model.task import CommandSpec, HealthCheckSpec, HealthCheckType
 from peloton.core.states import HealthState, TaskState
 

@@ -7,7 +7,7 @@ acknowledged event stream that the host manager offers to its consumers.
 
 In `peloton up` the daemon objects implement these Protocols and are wired
 directly; between separate processes a gRPC client implements the same
-Protocol (peloton.private.*).  Both pass the same tests.
+Protocol (pelotonpy.internal.*).  Both pass the same tests.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def test_a_standby_answers_unavailable_and_callers_retry_until_a_leader_answers(
         gated: tuple[LeaderGate, ServiceRecorder, str]) -> None:
     gate, recorder, address = gated
     with grpc.insecure_channel(address) as channel:
-        raw = channel.unary_unary("/peloton.private.resmgr.ResourceManagerService/PoolIdForPath")
+        raw = channel.unary_unary("/pelotonpy.internal.resmgr.ResourceManagerService/PoolIdForPath")
         with pytest.raises(grpc.RpcError) as refused:
             raw(b"", timeout=5)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -211,7 +211,7 @@ def test_a_new_term_is_reported_to_term_listeners(
 def test_health_of_gated_services_follows_leadership(
         gated: tuple[LeaderGate, ServiceRecorder, str]) -> None:
     gate, recorder, address = gated
-    name = "peloton.private.resmgr.ResourceManagerService"
+    name = "pelotonpy.internal.resmgr.ResourceManagerService"
     assert name in gate.names
     with grpc.insecure_channel(address) as channel:
         health = health_pb2_grpc.HealthStub(channel)

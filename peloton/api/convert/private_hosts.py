@@ -1,4 +1,4 @@
-"""Core host-side values <-> peloton.private.sched messages: the host manager's side.
+"""Core host-side values <-> pelotonpy.internal.sched messages: the host manager's side.
 
 Offers, reservations, host records and summaries, task specs and launches,
 and status-stream events; see private_sched.py for the conventions (plain
@@ -22,7 +22,7 @@ from peloton.api.convert.private_sched import (
     task_id_from_pb,
     task_id_to_pb,
 )
-from peloton.api.gen.peloton.private.sched import sched_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.sched import sched_pb2 as pb
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostInfo, HostOffer

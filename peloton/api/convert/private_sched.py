@@ -1,6 +1,6 @@
-"""Core scheduling values <-> peloton.private.sched messages: the resource manager's side.
+"""Core scheduling values <-> pelotonpy.internal.sched messages: the resource manager's side.
 
-The private services (proto/peloton/private/) mirror the core dataclasses
+The private services (proto/pelotonpy/internal/) mirror the core dataclasses
 one to one, so every function here is a plain field copy; they are named
 by direction like the public converters (`*_to_pb` writes a message,
 `*_from_pb` reads one).  Core enums travel as their values; a value this
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import TypeVar
 
-from peloton.api.gen.peloton.private.sched import sched_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.sched import sched_pb2 as pb
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import (
     AndConstraint,

@@ -2,7 +2,7 @@
 
 `peloton up` wires the daemon objects to each other directly; separate
 processes (`peloton resmgr`, `peloton hostmgr`, ...) talk through these
-adapters instead, over the private services in proto/peloton/private/:
+adapters instead, over the private services in proto/pelotonpy/internal/:
 
 * `channel` — calling a peer's leader: where it is (fixed addresses or a
   ZooKeeper leader znode), retrying UNAVAILABLE with backoff within the

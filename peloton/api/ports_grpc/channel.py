@@ -1,6 +1,6 @@
 """Calling a peer daemon's leader: where it is, retries within a deadline, errors, its term.
 
-A `PeerChannel` calls one private service (`peloton.private.resmgr....`)
+A `PeerChannel` calls one private service (`pelotonpy.internal.resmgr....`)
 on whichever process currently leads the peer's role:
 
 * `Target` says where that is: `StaticTarget` (one or more fixed

@@ -2,7 +2,7 @@
 
 `GrpcHostManager` is what the placement engine, the job manager and the
 resource manager hold in multi-process mode.  Each method is one call to
-peloton.private.hostmgr.HostManagerService on the host manager's leader
+pelotonpy.internal.hostmgr.HostManagerService on the host manager's leader
 (see channel.py).
 
 `RemoteEventStream` is one consumer's `EventStream`.  It keeps the read
@@ -30,7 +30,7 @@ from peloton.api.convert.private_hosts import (
     summary_from_pb,
 )
 from peloton.api.convert.private_sched import enum_from_pb, resources_from_pb
-from peloton.api.gen.peloton.private.hostmgr import hostmgr_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, Target
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
@@ -39,7 +39,7 @@ from peloton.core.states import HostState
 
 log = logging.getLogger(__name__)
 
-SERVICE = "peloton.private.hostmgr.HostManagerService"
+SERVICE = "pelotonpy.internal.hostmgr.HostManagerService"
 #: The host manager's YARPC dispatcher name (api-compat.md §2).
 RPC_SERVICE = "peloton-hostmgr"
 

@@ -1,10 +1,10 @@
-"""peloton.private.hostmgr.HostManagerService: a HostManagerPort served over gRPC.
+"""pelotonpy.internal.hostmgr.HostManagerService: a HostManagerPort served over gRPC.
 
 Like resmgr_servicer.py, each method decodes, calls the port object and
 encodes.  The status stream is served from the host manager's event log
 directly (`StreamSource`, which peloton.hostmgr.events.EventLog is): a
 remote consumer keeps its own cursor and names the stream it read under
-(see the stream section of proto/peloton/private/hostmgr/hostmgr.proto).
+(see the stream section of proto/pelotonpy/internal/hostmgr/hostmgr.proto).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from peloton.api.convert.private_hosts import (
     summary_to_pb,
 )
 from peloton.api.convert.private_sched import resources_to_pb
-from peloton.api.gen.peloton.private.hostmgr import hostmgr_pb2 as pb
-from peloton.api.gen.peloton.private.hostmgr import hostmgr_pb2_grpc as pb_grpc
+from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.ports_grpc.resmgr_servicer import MAX_WAIT
 from peloton.api.service_registry import register

@@ -28,7 +28,7 @@ from peloton.api.grpc_server import GrpcServer
 from peloton.api.ports_grpc.channel import NON_LEADER, TERM_KEY
 
 #: Services whose answers carry the term trailer (our daemon-to-daemon services).
-PRIVATE_PREFIX = "peloton.private."
+PRIVATE_PREFIX = "pelotonpy.internal."
 
 
 class ServiceRecorder:

@@ -1,7 +1,7 @@
 """ResourceManagerPort over gRPC: what the job manager and the placement engine hold in
 multi-process mode instead of the ResourceManager object.
 
-Every method is one call to peloton.private.resmgr.ResourceManagerService
+Every method is one call to pelotonpy.internal.resmgr.ResourceManagerService
 on the resource manager's leader (see channel.py for retries and terms).
 The long polls (`get_placements`, `dequeue_gangs`) give the server their
 own timeout on top of the call deadline.  Enqueue, kill, recover and
@@ -26,7 +26,7 @@ from peloton.api.convert.private_sched import (
     task_id_to_pb,
     victim_from_pb,
 )
-from peloton.api.gen.peloton.private.resmgr import resmgr_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, Target
 from peloton.core.model.ids import TaskId
 from peloton.core.model.sched import (
@@ -39,7 +39,7 @@ from peloton.core.model.sched import (
 from peloton.core.respool.records import RmTask
 from peloton.core.states import TaskState
 
-SERVICE = "peloton.private.resmgr.ResourceManagerService"
+SERVICE = "pelotonpy.internal.resmgr.ResourceManagerService"
 #: The resource manager's YARPC dispatcher name (api-compat.md §2).
 RPC_SERVICE = "peloton-resmgr"
 

@@ -1,4 +1,4 @@
-"""peloton.private.resmgr.ResourceManagerService: a ResourceManagerPort served over gRPC.
+"""pelotonpy.internal.resmgr.ResourceManagerService: a ResourceManagerPort served over gRPC.
 
 The servicer only converts: each method decodes its request, calls the same
 method of the port object it was given (the ResourceManager in a `peloton
@@ -24,8 +24,8 @@ from peloton.api.convert.private_sched import (
     task_id_to_pb,
     victim_to_pb,
 )
-from peloton.api.gen.peloton.private.resmgr import resmgr_pb2 as pb
-from peloton.api.gen.peloton.private.resmgr import resmgr_pb2_grpc as pb_grpc
+from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.core.ports import ResourceManagerPort

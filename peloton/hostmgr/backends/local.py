@@ -25,8 +25,8 @@ from typing import Protocol
 
 import grpc
 
-from peloton.api.gen.peloton.private.agent import agent_pb2 as pb
-from peloton.api.gen.peloton.private.agent import agent_pb2_grpc as pb_grpc
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.core.errors import NotFound, Unavailable
 from peloton.core.model.sched import LaunchSpec
 from peloton.hostmgr.backends.base import BackendHost, HostEventListener, StatusUpdate
@@ -85,7 +85,7 @@ class LocalBackend:
     def register_on(self, server: GrpcServerLike) -> None:
         """Serve AgentRegistry on the host manager's GrpcServer (before it starts)."""
         pb_grpc.add_AgentRegistryServicer_to_server(self.servicer, server.server)
-        server.register_names(["peloton.private.agent.AgentRegistry"])
+        server.register_names(["pelotonpy.internal.agent.AgentRegistry"])
 
     def start(self, listener: HostEventListener) -> None:
         """Accept agents and report to `listener`."""

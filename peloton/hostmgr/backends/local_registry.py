@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from peloton.api.gen.peloton.private.agent import agent_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import StatusUpdate
 from peloton.hostmgr.backends.local_wire import update_from_pb

@@ -1,4 +1,4 @@
-"""Converters between the agent protocol (peloton.private.agent) and backend values.
+"""Converters between the agent protocol (pelotonpy.internal.agent) and backend values.
 
 Named by direction: `*_to_pb` builds a message for an agent, `*_from_pb`
 reads one.  The agent has its own converters (peloton/agent/wire.py); the
@@ -7,7 +7,7 @@ two sides share only the .proto.
 
 from __future__ import annotations
 
-from peloton.api.gen.peloton.private.agent import agent_pb2 as pb
+from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 from peloton.core.model.sched import LaunchSpec
