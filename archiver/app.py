@@ -31,6 +31,7 @@ from archiver.collect import PelotonJobs
 from archiver.config import ArchiverConfig
 from archiver.engine import ArchiveEngine, PassReport
 from archiver.sinks import ArchiveSink, open_sink
+from peloton.common.clock import SYSTEM_CLOCK
 from peloton.common.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class Archiver:
         self.config = config
         self.sink = sink
         self._clock, self._sleep, self._rand = clock, sleep, rand
-        retrier = Retrier(config.retry_policy(), sleep=sleep, clock=time.monotonic, rand=rand,
+        retrier = Retrier(config.retry_policy(), sleep=sleep, clock=SYSTEM_CLOCK, rand=rand,
                           on_retry=lambda n, exc, delay: log.warning(
                               "archiver: call failed (%s); retry %d in %.1fs", exc, n, delay))
         self.engine = ArchiveEngine(client, sink, config, retrier=retrier, sleep=sleep)

@@ -3,8 +3,8 @@
 Used wherever a call can fail for a while and then succeed: a database
 that restarts, a leader that moves, an agent that re-registers.  Modelled
 on kazoo's `KazooRetry`: the policy is a value, the `Retrier` applies it,
-and tests pass a fake `sleep` (which records the delays and advances a
-fake clock) so that no test ever really waits.
+and tests pass `peloton.common.clock.FakeClock` and its `sleep` (which records
+the delays and advances the clock) so that no test ever really waits.
 
 Only errors the caller marks as retryable are retried (by default
 `Unavailable`, which backends raise for a lost connection); anything else
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.core.errors import Unavailable
 
 T = TypeVar("T")
@@ -67,7 +68,7 @@ class Retrier:
 
     def __init__(self, policy: RetryPolicy = RetryPolicy(), *,
                  sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic,
+                 clock: Clock = SYSTEM_CLOCK,
                  rand: Callable[[], float] = random.random,
                  retry_on: tuple[type[BaseException], ...] = (Unavailable,),
                  on_retry: Callable[[int, BaseException, float], None] | None = None) -> None:
@@ -84,14 +85,14 @@ class Retrier:
         On giving up, raises `Unavailable` (chained to the last error) saying
         how many attempts were made over how long.
         """
-        start = self._clock()
+        start = self._clock.monotonic()
         attempt = 1
         while True:
             try:
                 return fn()
             except self._retry_on as exc:
                 delay = self.policy.delay(attempt, self._rand())
-                elapsed = self._clock() - start
+                elapsed = self._clock.monotonic() - start
                 out_of_time = (self.policy.deadline is not None
                                and elapsed + delay > self.policy.deadline)
                 if attempt >= self.policy.attempts or out_of_time:
@@ -101,24 +102,3 @@ class Retrier:
                     self._on_retry(attempt, exc, delay)
                 self._sleep(delay)
                 attempt += 1
-
-
-class FakeClock:
-    """A clock whose `sleep` only moves time forward and records the delays asked for.
-
-    For tests of anything that takes a Retrier (or a clock and a sleep):
-    `Retrier(policy, sleep=clock.sleep, clock=clock.now)`.
-    """
-
-    def __init__(self, start: float = 0.0) -> None:
-        self.time = start
-        self.sleeps: list[float] = []
-
-    def now(self) -> float:
-        """The current fake time."""
-        return self.time
-
-    def sleep(self, seconds: float) -> None:
-        """Advance the fake time by `seconds` without waiting."""
-        self.sleeps.append(seconds)
-        self.time += seconds

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 import gevent
 
 from peloton.api.grpc_server import ServiceHost
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.metrics import Metrics
 from peloton.core.errors import NotFound
 from peloton.core.model.host import HostInfo
@@ -55,7 +55,7 @@ class HostManager:
     def __init__(self, store: HostStore, backend: HostBackend,
                  config: HostManagerConfig | None = None, *,
                  grpc_server: ServiceHost | None = None,
-                 clock: Callable[[], float] = time.monotonic,
+                 clock: Clock = SYSTEM_CLOCK,
                  metrics: Metrics | None = None) -> None:
         self.config = cfg = config or HostManagerConfig()
         self.backend = backend
@@ -63,14 +63,14 @@ class HostManager:
         self._lock = threading.Lock()
         self.metrics = metrics or Metrics("hostmgr")
         self.registry = HostRegistry()
-        self.leases = LeaseBook(self.registry, clock, cfg.lease_timeout, cfg.reservation_timeout)
+        self.leases = LeaseBook(self.registry, clock.monotonic, cfg.lease_timeout, cfg.reservation_timeout)
         self.deferred = Deferred()
         self.acker = Acker(backend, self.deferred)
         self.events = EventLog(cfg.event_buffer_size, cfg.consumers, self.acker)
         self.maintenance = Maintenance(self.registry, self.leases, store, self._lock, clock,
                                        cfg.recovery_grace)
         self.router = Router(self.registry, self.leases, backend, self._lock, self.deferred,
-                             clock, cfg.pending_kill_ttl)
+                             clock.monotonic, cfg.pending_kill_ttl)
         self.intake = Intake(self.registry, self.leases, self.events, self.router, self._lock,
                              self.deferred, self.maintenance.enqueue, self._count_update())
         self._launched = self.metrics.counter("launched_runs", "Runs handed to hosts")

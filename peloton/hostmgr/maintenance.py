@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from enum import StrEnum
 
-from peloton.common.goalstate import Action, Engine
+from peloton.common.clock import Clock
+from peloton.common.goalstate import Action, Engine, Schedule
 from peloton.common.retry import RetryPolicy
 from peloton.core.errors import FailedPrecondition, NotFound
 from peloton.core.model.host import HostInfo
@@ -60,20 +61,11 @@ RULES: dict[HostState, dict[HostState, HostAction]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class _HostEntity:
-    id: str
-    owner: Maintenance
-
-    def actions(self) -> Sequence[Action]:
-        return self.owner.actions_for(self.id)
-
-
 class Maintenance:
     """Drives hosts to their maintenance goal; see the module docstring."""
 
     def __init__(self, registry: HostRegistry, leases: LeaseBook, store: HostStore,
-                 lock: threading.Lock, clock: Callable[[], float],
+                 lock: threading.Lock, clock: Clock,
                  recovery_grace: float = 0.0) -> None:
         self._registry = registry
         self._leases = leases
@@ -84,13 +76,15 @@ class Maintenance:
         self._ready_at = 0.0
         # Serialises read-modify-write of maintenance records (API calls vs the engine).
         self._write_lock = threading.Lock()
-        self.engine = Engine(name="hostmgr-maintenance", clock=clock, backoff=BACKOFF)
+        self.schedule: Schedule[str] = Schedule(name="hostmgr-maintenance", clock=clock,
+                                                backoff=BACKOFF)
+        self.engine = Engine(self.schedule, self.actions_for)
 
     # -- recovery and lifecycle ------------------------------------------------------------
     def load(self) -> None:
         """Adopt the stored records and queue every host not at its goal."""
         infos = self._store.get_hosts()
-        self._ready_at = self._clock() + self._grace
+        self._ready_at = self._clock.monotonic() + self._grace
         with self._lock:
             for info in infos:
                 self._registry.set_info(info)
@@ -100,7 +94,7 @@ class Maintenance:
 
     def enqueue(self, hostname: str, when: float | None = None) -> None:
         """Have the engine look at a host (now, or at `when` on the manager's clock)."""
-        self.engine.enqueue(_HostEntity(hostname, self), when)
+        self.schedule.enqueue(hostname, when)
 
     def settle(self, rounds: int = 100) -> None:
         """Run due evaluations in the caller until none is due (tests, and stop-free tools)."""
@@ -133,7 +127,7 @@ class Maintenance:
                     "completed once the host has drained and is DOWN", field="hostname")
             info = self._write(replace(info, goal_state=S.UP, state=S.UP))
         log.info("host %s: maintenance completed, host is UP", hostname)
-        self.engine.delete(hostname)
+        self.schedule.delete(hostname)
         return info
 
     def query(self, states: Sequence[HostState] = ()) -> list[HostInfo]:
@@ -166,18 +160,18 @@ class Maintenance:
         with self._lock:
             info = self._registry.infos.get(hostname)
         if info is None:
-            return [Action(HostAction.UNTRACK, lambda: self.engine.delete(hostname))]
+            return [Action(HostAction.UNTRACK, lambda: self.schedule.delete(hostname))]
         action = RULES.get(info.goal_state, {}).get(info.state, HostAction.INVALID)
         return [Action(action.value, lambda: self._run(action, hostname))]
 
     def _run(self, action: HostAction, hostname: str) -> None:
         if action is HostAction.UNTRACK:
-            self.engine.delete(hostname)
+            self.schedule.delete(hostname)
             return
         if action is HostAction.INVALID:
             log.warning("host %s: no maintenance action for its goal and state; untracking",
                         hostname)
-            self.engine.delete(hostname)
+            self.schedule.delete(hostname)
             return
         with self._write_lock:
             with self._lock:
@@ -198,7 +192,7 @@ class Maintenance:
             rec = self._registry.hosts.get(hostname)
             if rec is not None and rec.runs:
                 return False  # the intake enqueues the host again when its last run ends
-        if self._clock() < self._ready_at:
+        if self._clock.monotonic() < self._ready_at:
             self.enqueue(hostname, self._ready_at)
             return False
         return True

@@ -1,15 +1,24 @@
 """The job manager's composition root: config + storage + ports -> running components.
 
-Start order (reverse on stop): group commit, recovery (the cache and the
-other daemons' view are rebuilt before anything acts), goal-state engines,
-the runtime updater, the status-event consumer, the launcher, the evictor.
+Everything is built here, once, in dependency order, each part given exactly what it
+uses (peloton/jobmgr/README.md draws the graph):
+
+1. the goal-state queue (ids and deadlines only) and the job cache (the aggregate:
+   every change to a job goes through it, and it schedules the goal-state work);
+2. run control (bulk task operations over the resource and host managers);
+3. the goal-state actions (job, task, workflow), then the engines that run the queue
+   with them;
+4. the API operations (jobs, tasks, workflows) and the loops (placement processor,
+   status events, evictor, daemon jobs, deadlines), recovery and peer resync.
+
+Start order (reverse on stop): group commit, recovery (the cache and the other
+daemons' view are rebuilt before anything acts), goal-state engines, status
+events, placement processor, evictor, daemon jobs, deadlines, peer resync.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 
 from peloton.api.gen.peloton.api.v0.job import job_pb2_grpc
 from peloton.api.gen.peloton.api.v0.task import task_pb2_grpc
@@ -20,19 +29,25 @@ from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.components import FunctionComponent, Lifecycle
-from peloton.common.goalstate import Engine
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
-from peloton.jobmgr import recovery
+from peloton.jobmgr.aggregate import JobDeps, Listeners
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
-from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.daemon_jobs import DaemonController
 from peloton.jobmgr.evictor import Evictor
-from peloton.jobmgr.goalstate.update import UpdateEntity
-from peloton.jobmgr.jobruntime import RuntimeUpdater
+from peloton.jobmgr.goalstate.engines import GoalStateEngines
+from peloton.jobmgr.goalstate.job import JobActions
+from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.goalstate.task import TaskActions
+from peloton.jobmgr.goalstate.update import UpdateActions
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.peers import PeerResync
-from peloton.jobmgr.placement_processor import Launcher
+from peloton.jobmgr.placement_processor import PlacementProcessor
+from peloton.jobmgr.recovery import Recovery
+from peloton.jobmgr.runcontrol import RunControl
+from peloton.jobmgr.sched import NeedsCache
 from peloton.jobmgr.servicers.admin import AdminServicer, ApiLock
 from peloton.jobmgr.servicers.hub import ApiHook, Hub
 from peloton.jobmgr.servicers.v0_jobs import JobManagerServicer
@@ -42,10 +57,9 @@ from peloton.jobmgr.servicers.v1_jobs import JobServicer
 from peloton.jobmgr.servicers.v1_pods import PodServicer
 from peloton.jobmgr.servicers.watch import WatchPublisher, WatchServicer
 from peloton.jobmgr.sla import DeadlineTracker
-from peloton.jobmgr.status_events import EventProcessor
+from peloton.jobmgr.status_events import StatusEvents
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
-from peloton.jobmgr.writer import TaskWriter
 from peloton.storage import GroupCommitter, Store
 
 log = logging.getLogger(__name__)
@@ -56,36 +70,39 @@ class JobManager:
 
     def __init__(self, store: Store, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.config = config or JobManagerConfig()
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        config = self.config = config or JobManagerConfig()
+        self.store, self.resmgr, self.hostmgr, self.clock = store, resmgr, hostmgr, clock
+        # 1. what is due, and the aggregate that schedules it
         self.committer = GroupCommitter(store)
-        self.ctx = JobContext(store=store, writer=TaskWriter(store, self.committer, clock),
-                              resmgr=resmgr, hostmgr=hostmgr, config=self.config, clock=clock)
-        ctx = self.ctx
-        ctx.task_engine = Engine(name="task", workers=self.config.task_workers)
-        ctx.job_engine = Engine(name="job", workers=self.config.job_workers)
-        ctx.update_engine = Engine(name="update", workers=self.config.update_workers)
-        update_engine = ctx.update_engine
-        ctx.on_update_due = lambda job_id: update_engine.enqueue(UpdateEntity(ctx, job_id))
-        self.workflows = WorkflowOps(ctx)
-        self.updater = RuntimeUpdater(ctx)
-        ctx.on_tasks_changed = self.updater.mark
-        self.jobs = JobOps(ctx)
-        self.tasks = TaskOps(ctx)
-        self.launcher = Launcher(ctx)
-        self.events = EventProcessor(ctx, hostmgr.subscribe("jobmgr"))
-        self.evictor = Evictor(ctx)
-        self.daemons = DaemonController(ctx)
-        self.deadlines = DeadlineTracker(ctx)
-        self.resync = PeerResync(ctx)
-        task_engine, job_engine = ctx.task_engine, ctx.job_engine
+        self.queue = GoalStateQueue(clock, config.runtime_update_interval)
+        self.cache = JobCache(JobDeps(store, self.committer, self.queue, clock, Listeners()))
+        # 2. bulk task operations
+        self.control = RunControl(resmgr, hostmgr, clock, config, NeedsCache())
+        # 3. goal-state actions, then the engines that run the queue with them
+        self.job_actions = JobActions(self.cache, self.control, self.queue)
+        self.task_actions = TaskActions(self.cache, self.control, hostmgr, self.queue, clock,
+                                        config)
+        self.update_actions = UpdateActions(self.cache, self.control, self.queue)
+        self.engines = GoalStateEngines(self.queue, self.job_actions, self.task_actions,
+                                        self.update_actions, config)
+        # 4. API operations, loops, recovery
+        self.jobs = JobOps(self.cache, store, resmgr, self.queue, clock)
+        self.tasks = TaskOps(self.cache, store, hostmgr, self.control, self.queue)
+        self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
+                                     clock)
+        self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue)
+        self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config)
+        self.events = StatusEvents(self.cache, hostmgr.subscribe("jobmgr"), hostmgr, self.queue,
+                                   config)
+        self.evictor = Evictor(self.cache, resmgr, hostmgr, self.control, config)
+        self.daemons = DaemonController(self.cache, hostmgr, self.control)
+        self.deadlines = DeadlineTracker(self.cache, self.control, clock)
+        self.resync = PeerResync(self.recovery)
         self._lifecycle = Lifecycle([
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
-            FunctionComponent("recovery", lambda: self._recover()),
-            FunctionComponent("job-engine", job_engine.start, job_engine.stop),
-            FunctionComponent("task-engine", task_engine.start, task_engine.stop),
-            FunctionComponent("update-engine", update_engine.start, update_engine.stop),
-            self.updater, self.events, self.launcher, self.evictor, self.daemons,
+            FunctionComponent("recovery", self._recover),
+            self.engines, self.events, self.placement, self.evictor, self.daemons,
             self.deadlines, self.resync,
         ], name="jobmgr")
         if grpc is not None:
@@ -97,32 +114,33 @@ class JobManager:
         Every call goes through one hook: the AdminService lockdown check, then the
         call on the hub this job manager was built on (see peloton.jobmgr.servicers.hub).
         """
-        ctx, jobs, tasks, workflows = self.ctx, self.jobs, self.tasks, self.workflows
+        cache, store, resmgr = self.cache, self.store, self.resmgr
+        jobs, tasks, workflows = self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()
-        self.watch = WatchPublisher(ctx)
+        self.watch = WatchPublisher(cache.listeners)
         hook = ApiHook(Hub(), self.api_lock.check)
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
-                 JobManagerServicer(ctx, jobs, workflows), hook=hook)
+                 JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook)
         register(grpc, task_pb2_grpc.add_TaskManagerServicer_to_server,
-                 TaskManagerServicer(ctx, jobs, tasks), hook=hook)
+                 TaskManagerServicer(cache, store, jobs, tasks), hook=hook)
         register(grpc, update_svc_pb2_grpc.add_UpdateServiceServicer_to_server,
-                 UpdateServicer(ctx, jobs, workflows), hook=hook)
+                 UpdateServicer(cache, jobs, workflows), hook=hook)
         register(grpc, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server,
-                 JobServicer(ctx, jobs, tasks, workflows), hook=hook)
+                 JobServicer(cache, store, resmgr, jobs, tasks, workflows), hook=hook)
         register(grpc, pod_svc_pb2_grpc.add_PodServiceServicer_to_server,
-                 PodServicer(ctx, jobs, tasks), hook=hook)
+                 PodServicer(cache, store, jobs, tasks), hook=hook)
         register(grpc, watch_svc_pb2_grpc.add_WatchServiceServicer_to_server,
                  WatchServicer(self.watch), hook=hook)
         register(grpc, admin_svc_pb2_grpc.add_AdminServiceServicer_to_server,
-                 AdminServicer(ctx, self.api_lock), hook=hook)
+                 AdminServicer(self.engines, self.api_lock), hook=hook)
 
     def _recover(self) -> None:
-        recovery.recover(self.ctx)
+        self.recovery.recover()
 
     def start(self) -> None:
         """Recover and begin driving jobs."""
         self._lifecycle.start()
-        log.info("job manager started with %d active jobs", len(self.ctx.cache))
+        log.info("job manager started with %d active jobs", len(self.cache))
 
     def stop(self) -> None:
         """Stop every component (running tasks keep running on their hosts)."""

@@ -1,169 +1,47 @@
-"""The job manager's in-memory view of active jobs.
+"""The set of cached jobs: which active jobs the job manager holds, and loading them.
 
-Storage is the truth; the cache is what the job manager last wrote or read
-there, so every decision can be made without a database round trip and
-every write is a compare-and-set against the revision the cache holds.
-Task state counts are kept incrementally (O(1) per change) because a job's
-state is derived from them after every event.
-
-`JobCache.listeners` are told about every task runtime, job runtime and
-workflow a cached job takes on (the watch API subscribes there); with no
-listener the cost is one empty-list check per change.
+A job is cached from its creation (or from recovery, or from the first call that
+touches a finished job again: `track`) until it finishes and is untracked.  Every
+change to a cached job, and every store write about jobs, is in aggregate.py; this
+module only finds, loads and forgets jobs and asks the aggregate for the rest.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterator
-
-import gevent.lock
+import logging
+from collections.abc import Iterator
 
 from peloton.core.errors import NotFound
 from peloton.core.model.job import JobRuntime, JobSpec
-from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.model.update import UpdateInfo
-from peloton.core.states import TaskState
+from peloton.jobmgr.aggregate import (
+    CachedJob,
+    JobDeps,
+    Listeners,
+    create_job,
+    delete_history,
+    delete_job,
+    drop_active,
+)
 
-#: Told (job, instance, runtime) after a cached job takes on a task runtime.
-TaskListener = Callable[["CachedJob", int, TaskRuntime], None]
-#: Told (job) after a cached job's runtime or workflow changed.
-JobListener = Callable[["CachedJob"], None]
-
-
-class Listeners:
-    """Callbacks of the jobs in one cache; called on the job manager's hub, must not block."""
-
-    __slots__ = ("job", "task")
-
-    def __init__(self) -> None:
-        self.task: list[TaskListener] = []
-        self.job: list[JobListener] = []
-
-
-#: Listeners of jobs not (yet) in a cache: loading a job is not a change.
-_NONE = Listeners()
-
-
-class CachedJob:
-    """One job: its current config, runtime, task runtimes and active workflow."""
-
-    __slots__ = ("_listeners", "_runtime", "_tasks", "_update", "counts", "job_id", "lock",
-                 "spec", "specs")
-
-    def __init__(self, job_id: str, spec: JobSpec, runtime: JobRuntime) -> None:
-        self._listeners = _NONE
-        self.job_id = job_id
-        self.spec = spec
-        self._runtime = runtime
-        #: Config versions loaded so far (the current one, and an update's target/source).
-        self.specs: dict[int, JobSpec] = {spec.version: spec}
-        self._tasks: dict[int, TaskRuntime] = {}
-        self.counts: Counter[TaskState] = Counter()
-        self._update: UpdateInfo | None = None
-        #: Serialises job-level actions (create, kill, runtime update) of this job.
-        self.lock = gevent.lock.RLock()
-
-    # -- runtime and workflow (listeners are told of every change) ---------------
-    @property
-    def runtime(self) -> JobRuntime:
-        """The job runtime as last stored."""
-        return self._runtime
-
-    @runtime.setter
-    def runtime(self, runtime: JobRuntime) -> None:
-        self._runtime = runtime
-        for fn in self._listeners.job:
-            fn(self)
-
-    @property
-    def update(self) -> UpdateInfo | None:
-        """The job's current workflow (active or finished), if loaded."""
-        return self._update
-
-    @update.setter
-    def update(self, update: UpdateInfo | None) -> None:
-        self._update = update
-        for fn in self._listeners.job:
-            fn(self)
-
-    # -- tasks -----------------------------------------------------------------
-    def task(self, instance: int) -> TaskRuntime:
-        """The cached runtime of one instance; NotFound if it has none."""
-        try:
-            return self._tasks[instance]
-        except KeyError:
-            raise NotFound(f"instance {instance} of job {self.job_id} not found") from None
-
-    def get_task(self, instance: int) -> TaskRuntime | None:
-        """The cached runtime of one instance, or None."""
-        return self._tasks.get(instance)
-
-    def set_task(self, instance: int, rt: TaskRuntime) -> None:
-        """Record a stored runtime (ignores one older than what is cached)."""
-        old = self._tasks.get(instance)
-        if old is not None:
-            if old.revision > rt.revision:
-                return
-            self.counts[old.state] -= 1
-        self._tasks[instance] = rt
-        self.counts[rt.state] += 1
-        for fn in self._listeners.task:
-            fn(self, instance, rt)
-
-    def drop_task(self, instance: int) -> None:
-        """Forget one instance (it was deleted)."""
-        old = self._tasks.pop(instance, None)
-        if old is not None:
-            self.counts[old.state] -= 1
-
-    def tasks(self) -> Iterator[tuple[int, TaskRuntime]]:
-        """(instance, runtime) pairs in instance order."""
-        for inst in sorted(self._tasks):
-            yield inst, self._tasks[inst]
-
-    def instances(self) -> list[int]:
-        """Instance ids that have a runtime."""
-        return sorted(self._tasks)
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    # -- configs -----------------------------------------------------------------
-    def spec_version(self, version: int) -> JobSpec | None:
-        """A loaded config version, or None."""
-        return self.specs.get(version)
-
-    def task_spec(self, instance: int, version: int | None = None) -> TaskSpec:
-        """The spec an instance runs with at `version` (default: the current config)."""
-        spec = self.specs.get(version, self.spec) if version is not None else self.spec
-        return spec.task_spec(instance)
-
-    def state_counts(self) -> dict[TaskState, int]:
-        """Task count per state (only non-zero entries)."""
-        return {state: n for state, n in self.counts.items() if n > 0}
+log = logging.getLogger(__name__)
 
 
 class JobCache:
-    """All active jobs by id."""
+    """The cached (active) jobs by id."""
 
-    def __init__(self) -> None:
+    def __init__(self, deps: JobDeps) -> None:
+        self.deps = deps
         self._jobs: dict[str, CachedJob] = {}
-        #: Told of changes to every cached job (see the module notes).
-        self.listeners = Listeners()
 
-    def add(self, job: CachedJob) -> CachedJob:
-        """Track a job (replacing any previous entry)."""
-        job._listeners = self.listeners
-        self._jobs[job.job_id] = job
-        return job
+    @property
+    def listeners(self) -> Listeners:
+        """Told of changes to every cached job (the watch API subscribes here)."""
+        return self.deps.listeners
 
     def get(self, job_id: str) -> CachedJob | None:
         """The cached job, or None if it is not active."""
         return self._jobs.get(job_id)
-
-    def remove(self, job_id: str) -> None:
-        """Stop tracking a job."""
-        self._jobs.pop(job_id, None)
 
     def __iter__(self) -> Iterator[CachedJob]:
         return iter(list(self._jobs.values()))
@@ -173,3 +51,80 @@ class JobCache:
 
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._jobs
+
+    def active_ids(self) -> list[str]:
+        """Ids in the stored active-job set (what recovery loads)."""
+        return self.deps.store.get_active_jobs()
+
+    def create(self, job_id: str, spec: JobSpec, runtime: JobRuntime,
+               workflow: UpdateInfo | None = None) -> CachedJob:
+        """Store a new job (see `aggregate.create_job`), cache it and have it evaluated."""
+        job = self._jobs[job_id] = create_job(self.deps, job_id, spec, runtime, workflow)
+        self.deps.queue.enqueue_job(job_id)
+        if workflow is not None:
+            self.deps.queue.enqueue_update(job_id)
+        return job
+
+    def load(self, job_id: str) -> CachedJob:
+        """Read one job from storage, not yet cached: config versions its tasks and workflow
+        use, runtime, tasks, workflow (NotFound, DataCorruption)."""
+        store = self.deps.store
+        runtime = store.get_job_runtime(job_id)
+        spec = store.get_job_config(job_id, runtime.config_version)
+        tasks = store.get_task_runtimes(job_id)
+        update = None
+        if runtime.update_id:
+            try:
+                update = store.get_update(runtime.update_id)
+            except NotFound:
+                log.warning("job %s: workflow %s is gone", job_id, runtime.update_id)
+        versions = {rt.config_version for rt in tasks.values()} | \
+            {rt.desired_config_version for rt in tasks.values()}
+        if update is not None:
+            versions |= {update.config_version, update.prev_config_version}
+        specs = {}
+        for version in sorted(versions - {spec.version, 0}):
+            try:
+                specs[version] = store.get_job_config(job_id, version)
+            except NotFound:
+                log.warning("job %s: config version %d of a task is gone", job_id, version)
+        return CachedJob(self.deps, job_id, spec, runtime, tasks=tasks, specs=specs,
+                         update=update)
+
+    def add(self, job: CachedJob) -> CachedJob:
+        """Cache a loaded job (replacing any previous entry); recovery's way in."""
+        self._jobs[job.job_id] = job
+        return job
+
+    def track(self, job_id: str) -> CachedJob:
+        """The cached job, loading it (and marking it active again) if it is not cached."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            job = self.add(self.load(job_id))
+            job.activate()
+        return job
+
+    def untrack(self, job: CachedJob) -> None:
+        """A finished job leaves the active set and the cache (it stays in storage)."""
+        job.deactivate()
+        self.forget(job.job_id)
+        self.deps.queue.forget_job(job.job_id, job.instances())
+
+    def forget(self, job_id: str) -> None:
+        """Drop a job from the cache only (the next `track` reads it again)."""
+        self._jobs.pop(job_id, None)
+
+    def delete(self, job_id: str) -> None:
+        """Remove every trace of a job (untracking it first if it is cached)."""
+        job = self._jobs.get(job_id)
+        if job is not None:
+            self.untrack(job)
+        delete_job(self.deps.store, job_id)
+
+    def drop_active(self, job_id: str) -> None:
+        """Remove an id from the active set without loading it (it has no runtime)."""
+        drop_active(self.deps.store, job_id)
+
+    def delete_history(self, job_id: str, instance: int, from_run: int, to_run: int) -> None:
+        """Delete the history of runs [from_run, to_run) of an instance."""
+        delete_history(self.deps.store, job_id, instance, from_run, to_run)

@@ -18,11 +18,12 @@ import logging
 from peloton.common.loop import Loop
 from peloton.core.model.constraints import LabelKind, Verdict, evaluate
 from peloton.core.model.task import TaskSpec
-from peloton.core.ports import HostSummary
+from peloton.core.ports import HostManagerPort, HostSummary
 from peloton.core.states import HostState, JobState, JobType, TaskState
-from peloton.jobmgr import runs, taskops
-from peloton.jobmgr.cache import CachedJob
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr import runs
+from peloton.jobmgr.aggregate import CachedJob
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.runcontrol import RunControl
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -48,7 +49,8 @@ def pinned_hosts(job: CachedJob) -> dict[str, int]:
             if rt.desired_host and rt.goal_state not in (S.DELETED, S.KILLED)}
 
 
-def reconcile_job(ctx: JobContext, job: CachedJob, hosts: list[HostSummary]) -> tuple[int, int]:
+def reconcile_job(control: RunControl, job: CachedJob,
+                  hosts: list[HostSummary]) -> tuple[int, int]:
     """Add instances for new eligible hosts and delete those of departed ones; (added, removed)."""
     if job.spec.type is not JobType.DAEMON or job.runtime.goal_state is not JobState.RUNNING:
         return 0, 0
@@ -59,50 +61,42 @@ def reconcile_job(ctx: JobContext, job: CachedJob, hosts: list[HostSummary]) -> 
         gone = [i for host, i in pinned.items() if host not in wanted]
         new_hosts = sorted(wanted - set(pinned))
         if gone:
-            taskops.set_goal(ctx, job, gone, S.DELETED)
+            control.set_goal(job, gone, S.DELETED)
         if not new_hosts:
             return 0, len(gone)
         used = {i for i, _ in job.tasks()} - set(gone)
         free = (i for i in range(len(used) + len(new_hosts) + len(gone) + 1) if i not in used)
         ids = [next(free) for _ in new_hosts]
-        _add(ctx, job, dict(zip(ids, new_hosts, strict=True)))
+        _add(control, job, dict(zip(ids, new_hosts, strict=True)))
     log.info("daemon job %s: %d instances added, %d removed", job.job_id, len(new_hosts),
              len(gone))
     return len(new_hosts), len(gone)
 
 
-def _add(ctx: JobContext, job: CachedJob, placement: dict[int, str]) -> None:
+def _add(control: RunControl, job: CachedJob, placement: dict[int, str]) -> None:
     old = job.spec
-    count = max(old.instance_count, max(placement) + 1)
-    version = ctx.store.get_max_job_config_version(job.job_id) + 1
-    now = ctx.clock()
-    new = dataclasses.replace(old, instance_count=count, version=version, created_at=now)
-    ctx.store.create_task_configs(job.job_id, version, new.default_task, dict(new.instance_tasks))
-    ctx.store.add_job_config(job.job_id, new)
-    job.runtime = ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
-        job.runtime, config_version=version, update_time=now))
-    job.spec = new
-    job.specs[version] = new
-    existing = [i for i in placement if job.get_task(i) is not None]
-    if existing:  # a deleted instance's runtime not yet gone: forget it first
-        ctx.store.delete_task_runtimes(job.job_id, existing)
-        for i in existing:
-            job.drop_task(i)
+    new = job.new_config(dataclasses.replace(
+        old, instance_count=max(old.instance_count, max(placement) + 1)))
+    job.change_runtime(lambda rt: rt, spec=new)  # the job moves to the bigger config
+    # A deleted instance's runtime not yet gone: forget it first.
+    job.delete_tasks([i for i in placement if job.get_task(i) is not None])
+    now = control.clock.wall()
     health = new.default_task.health_check is not None
-    fresh = {i: dataclasses.replace(runs.initial(S.RUNNING, version, now, health_check=health),
-                                    desired_host=host) for i, host in placement.items()}
-    ctx.store.create_task_runtimes(job.job_id, fresh)
-    for i, rt in ctx.store.get_task_runtimes(job.job_id, list(placement)).items():
-        job.set_task(i, rt)
-    taskops.enqueue(ctx, job, list(placement))
-    ctx.on_tasks_changed(job.job_id)
+    job.create_tasks({i: dataclasses.replace(runs.initial(S.RUNNING, new.version, now,
+                                                          health_check=health),
+                                             desired_host=host)
+                      for i, host in placement.items()})
+    control.enqueue(job, list(placement))
 
 
 class DaemonController:
     """Keeps every DAEMON job matched to the cluster's hosts."""
 
-    def __init__(self, ctx: JobContext, interval: float = 2.0) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, hostmgr: HostManagerPort, control: RunControl,
+                 interval: float = 2.0) -> None:
+        self.cache = cache
+        self.hostmgr = hostmgr
+        self.control = control
         self.interval = interval
         self._loop = Loop("daemon-jobs", self.reconcile_once, interval=interval, log=log)
 
@@ -116,12 +110,12 @@ class DaemonController:
 
     def reconcile_once(self) -> tuple[int, int]:
         """One pass over every daemon job; (instances added, instances removed)."""
-        jobs = [j for j in self.ctx.cache if j.spec.type is JobType.DAEMON]
+        jobs = [j for j in self.cache if j.spec.type is JobType.DAEMON]
         if not jobs:
             return 0, 0
-        hosts = self.ctx.hostmgr.host_summaries()
+        hosts = self.hostmgr.host_summaries()
         added = removed = 0
         for job in jobs:
-            a, r = reconcile_job(self.ctx, job, hosts)
+            a, r = reconcile_job(self.control, job, hosts)
             added, removed = added + a, removed + r
         return added, removed

@@ -16,9 +16,11 @@ from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunId
 from peloton.core.model.task import TerminationReason
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import JobType, TaskState
-from peloton.jobmgr import taskops
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.runcontrol import RunControl
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +28,14 @@ log = logging.getLogger(__name__)
 class Evictor:
     """Polls for victims and draining runs and restarts them elsewhere."""
 
-    def __init__(self, ctx: JobContext) -> None:
-        self.ctx = ctx
-        self._loop = Loop("evictor", self.evict_once, interval=ctx.config.evict_interval, log=log)
+    def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
+                 control: RunControl, config: JobManagerConfig) -> None:
+        self.cache = cache
+        self.resmgr = resmgr
+        self.hostmgr = hostmgr
+        self.control = control
+        self.config = config
+        self._loop = Loop("evictor", self.evict_once, interval=config.evict_interval, log=log)
 
     def start(self) -> None:
         """Begin evicting in a greenlet."""
@@ -41,10 +48,10 @@ class Evictor:
     def evict_once(self) -> int:
         """One round; returns how many runs were asked to move."""
         runs: dict[tuple[str, TerminationReason], list[RunId]] = defaultdict(list)
-        for victim in self.ctx.resmgr.take_victims(self.ctx.config.evict_batch):
+        for victim in self.resmgr.take_victims(self.config.evict_batch):
             rid = RunId(victim.task_id.job_id, victim.task_id.instance, victim.run_id)
             runs[(rid.job_id, TerminationReason.PREEMPTED_RESOURCES)].append(rid)
-        for _host, run_id in self.ctx.hostmgr.draining_runs():
+        for _host, run_id in self.hostmgr.draining_runs():
             try:
                 rid = RunId.parse(run_id)
             except InvalidArgument:
@@ -52,7 +59,7 @@ class Evictor:
             runs[(rid.job_id, TerminationReason.KILLED_HOST_MAINTENANCE)].append(rid)
         moved = 0
         for (job_id, reason), rids in runs.items():
-            job = self.ctx.cache.get(job_id)
+            job = self.cache.get(job_id)
             if job is None:
                 continue
             if job.spec.type is JobType.DAEMON and reason is TerminationReason.KILLED_HOST_MAINTENANCE:
@@ -69,12 +76,12 @@ class Evictor:
                          and reason is TerminationReason.PREEMPTED_RESOURCES]
             restart = [i for i in current if i not in kill_goal]
             if kill_goal:
-                taskops.set_goal(self.ctx, job, kill_goal, TaskState.KILLED, reason=reason)
+                self.control.set_goal(job, kill_goal, TaskState.KILLED, reason=reason)
             if restart:
                 by_goal: dict[TaskState, list[int]] = defaultdict(list)
                 for i in restart:
                     by_goal[job.task(i).goal_state].append(i)
                 for goal, insts in by_goal.items():
-                    taskops.set_goal(self.ctx, job, insts, goal, bump_run=True, reason=reason)
+                    self.control.set_goal(job, insts, goal, bump_run=True, reason=reason)
             moved += len(current)
         return moved

@@ -20,8 +20,7 @@ import logging
 
 import gevent
 
-from peloton.jobmgr import recovery
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.recovery import Recovery
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +33,8 @@ class PeerResync:
 
     name = "peer-resync"
 
-    def __init__(self, ctx: JobContext) -> None:
-        self.ctx = ctx
+    def __init__(self, recovery: Recovery) -> None:
+        self.recovery = recovery
         self._resmgr = False
         self._hostmgr = False
         self._greenlet: gevent.Greenlet | None = None
@@ -69,7 +68,7 @@ class PeerResync:
             resmgr, hostmgr = self._resmgr, self._hostmgr
             self._resmgr = self._hostmgr = False
             try:
-                recovery.hand_back(self.ctx, to_resmgr=resmgr, to_hostmgr=hostmgr)
+                self.recovery.hand_back(to_resmgr=resmgr, to_hostmgr=hostmgr)
                 self.passes += 1
             except Exception:
                 log.warning("handing state back failed; retrying in %.0fs", RETRY_SECONDS,

@@ -14,15 +14,17 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
+from peloton.common.clock import Clock
 from peloton.common.loop import Loop
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.sched import LaunchSpec, PlacedTask, Placement
 from peloton.core.model.task import TaskRuntime, TaskSpec
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import TaskState
 from peloton.jobmgr import runs
-from peloton.jobmgr.cache import CachedJob
-from peloton.jobmgr.context import JobContext
-from peloton.jobmgr.writer import Change
+from peloton.jobmgr.aggregate import CachedJob, TaskChange
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.config import JobManagerConfig
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -42,13 +44,18 @@ def assign_ports(spec: TaskSpec, picked: tuple[int, ...]) -> tuple[tuple[str, in
     return tuple(out)
 
 
-class Launcher:
+class PlacementProcessor:
     """Takes placements from the resource manager and launches them."""
 
-    def __init__(self, ctx: JobContext) -> None:
-        self.ctx = ctx
-        self._loop = Loop("launcher", lambda: self.launch_once(self.ctx.config.poll_timeout),
-                          log=log)
+    def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
+                 clock: Clock, config: JobManagerConfig) -> None:
+        self.cache = cache
+        self.resmgr = resmgr
+        self.hostmgr = hostmgr
+        self.clock = clock
+        self.config = config
+        self._loop = Loop("placement-processor",
+                          lambda: self.launch_once(self.config.poll_timeout), log=log)
 
     def start(self) -> None:
         """Begin launching in a greenlet."""
@@ -60,7 +67,7 @@ class Launcher:
 
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
-        placements = self.ctx.resmgr.get_placements(self.ctx.config.launch_batch, timeout)
+        placements = self.resmgr.get_placements(self.config.launch_batch, timeout)
         if not placements:
             return 0
         # job -> instance -> (placement, placed task)
@@ -68,14 +75,13 @@ class Launcher:
         stale: list[TaskId] = []
         for placement in placements:
             for placed in placement.tasks:
-                if self.ctx.cache.get(placed.task_id.job_id) is None:
+                if self.cache.get(placed.task_id.job_id) is None:
                     stale.append(placed.task_id)
                     continue
                 by_job[placed.task_id.job_id][placed.task_id.instance] = (placement, placed)
         per_host: dict[str, list[LaunchSpec]] = defaultdict(list)
-        launched_jobs: dict[str, CachedJob] = {}
         for job_id, items in by_job.items():
-            job = self.ctx.cache.get(job_id)
+            job = self.cache.get(job_id)
             if job is None:
                 continue
             launched = self._write_launched(job, items, stale)
@@ -85,24 +91,20 @@ class Launcher:
                 per_host[placement.hostname].append(
                     LaunchSpec(run_id=str(RunId(job_id, inst, rt.run_id)), spec=spec,
                                ports=rt.ports))
-            if launched:
-                launched_jobs[job_id] = job
         if stale:
-            self.ctx.resmgr.kill_tasks(stale)
+            self.resmgr.kill_tasks(stale)
         count = 0
         for hostname, specs in per_host.items():
-            failures = self.ctx.hostmgr.launch(hostname, specs)
+            failures = self.hostmgr.launch(hostname, specs)
             count += len(specs) - len(failures)
             if failures:
                 self._launch_failed(hostname, [f.run_id for f in failures],
                                     [f.reason for f in failures])
-        for job_id in launched_jobs:
-            self.ctx.on_tasks_changed(job_id)
         return count
 
     def _write_launched(self, job: CachedJob, items: dict[int, tuple[Placement, PlacedTask]],
                         stale: list[TaskId]) -> dict[int, TaskRuntime]:
-        now = self.ctx.clock()
+        now = self.clock.wall()
         changes = {}
         for inst, (placement, placed) in items.items():
             rt = job.get_task(inst)
@@ -115,26 +117,24 @@ class Launcher:
                 continue
             ports = assign_ports(job.task_spec(inst, rt.config_version), placed.ports)
             changes[inst] = _launch(placed.run_id, placement, ports, now)
-        return self.ctx.writer.apply(job, changes)
+        return job.write_tasks(changes)
 
     def _launch_failed(self, hostname: str, run_ids: list[str], reasons: list[str]) -> None:
-        now = self.ctx.clock()
+        now = self.clock.wall()
         dead: list[TaskId] = []
         for run_id, reason in zip(run_ids, reasons, strict=True):
             rid = RunId.parse(run_id)
-            job = self.ctx.cache.get(rid.job_id)
+            job = self.cache.get(rid.job_id)
             dead.append(rid.task)
             if job is None:
                 continue
             msg = f"launch on {hostname} failed: {reason}"
-            self.ctx.writer.apply_one(job, rid.instance, _launch_failed(rid.run, now, msg))
-            self.ctx.enqueue_task(rid.job_id, rid.instance)
-            self.ctx.on_tasks_changed(rid.job_id)
-        self.ctx.resmgr.kill_tasks(dead)
+            job.write_task(rid.instance, _launch_failed(rid.run, now, msg))
+        self.resmgr.kill_tasks(dead)
 
 
 def _launch(run: int, placement: Placement, ports: tuple[tuple[str, int], ...],
-            now: float) -> Change:
+            now: float) -> TaskChange:
     def change(cur: TaskRuntime) -> TaskRuntime | None:
         if cur.run_id != run or cur.state not in LAUNCHABLE:
             return None
@@ -143,7 +143,7 @@ def _launch(run: int, placement: Placement, ports: tuple[tuple[str, int], ...],
     return change
 
 
-def _launch_failed(run: int, now: float, message: str) -> Change:
+def _launch_failed(run: int, now: float, message: str) -> TaskChange:
     def change(cur: TaskRuntime) -> TaskRuntime | None:
         if cur.run_id != run or cur.state is not S.LAUNCHED:
             return None

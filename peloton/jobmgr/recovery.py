@@ -1,13 +1,13 @@
-"""Loading jobs into the cache: on start (recovery) and when a finished job is touched again.
+"""Recovery: loading the active jobs on start and handing their runs to the other daemons.
 
-Recovery reads the active-job set, loads each job's config, runtime,
-tasks and workflow, and rebuilds the rest of the cluster's view from it:
-runs already placed or running are handed to the resource manager with
-their allocation (`recover_task`), queued runs are queued again, and the
-host manager is asked to re-report every run we believe is alive, so a
-launch lost in the crash comes back LOST and is retried.  A job whose
-stored data is corrupt is skipped with an error naming it; it never stops
-the daemon.
+Recovery reads the active-job set, loads each job (config versions, runtime,
+tasks, workflow: `JobCache.load`), and rebuilds the rest of the cluster's view
+from it: runs already placed or running are handed to the resource manager
+with their allocation (`recover_task`), queued runs are queued again, and the
+host manager is asked to re-report every run we believe is alive, so a launch
+lost in the crash comes back LOST and is retried.  A job whose stored data is
+corrupt is skipped with an error naming it; it never stops the daemon.
+`hand_back` does the same for a resource or host manager that started over.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import logging
 from peloton.core.errors import DataCorruption, NotFound
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.sched import LaunchSpec
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import TaskState
-from peloton.jobmgr import taskops
-from peloton.jobmgr.cache import CachedJob
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.aggregate import CachedJob
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.runcontrol import RunControl
 from peloton.jobmgr.sched import rm_task
 
 log = logging.getLogger(__name__)
@@ -30,93 +32,70 @@ _QUEUED = frozenset({S.INITIALIZED, S.PENDING, S.READY, S.PLACING, S.PLACED, S.L
                      S.RESERVED})
 
 
-def load_job(ctx: JobContext, job_id: str) -> CachedJob:
-    """Read one job (config versions its tasks use, runtime, tasks, active workflow)."""
-    runtime = ctx.store.get_job_runtime(job_id)
-    spec = ctx.store.get_job_config(job_id, runtime.config_version)
-    job = CachedJob(job_id, spec, runtime)
-    for inst, rt in ctx.store.get_task_runtimes(job_id).items():
-        job.set_task(inst, rt)
-    versions = {rt.config_version for _, rt in job.tasks()} | \
-        {rt.desired_config_version for _, rt in job.tasks()}
-    for version in versions - {spec.version, 0}:
-        try:
-            job.specs[version] = ctx.store.get_job_config(job_id, version)
-        except NotFound:
-            log.warning("job %s: config version %d of a task is gone", job_id, version)
-    if runtime.update_id:
-        try:
-            update = ctx.store.get_update(runtime.update_id)
-            job.update = update
-            for version in (update.config_version, update.prev_config_version):
-                if version and version not in job.specs:
-                    job.specs[version] = ctx.store.get_job_config(job_id, version)
-        except NotFound:
-            log.warning("job %s: workflow %s is gone", job_id, runtime.update_id)
-    return job
+class Recovery:
+    """Rebuilds the cache from storage and the other daemons' view from the cache."""
 
+    def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
+                 control: RunControl, queue: GoalStateQueue) -> None:
+        self.cache = cache
+        self.resmgr = resmgr
+        self.hostmgr = hostmgr
+        self.control = control
+        self.queue = queue
 
-def track(ctx: JobContext, job_id: str) -> CachedJob:
-    """The cached job, loading it (and marking it active again) if it is not cached."""
-    job = ctx.cache.get(job_id)
-    if job is not None:
-        return job
-    job = ctx.cache.add(load_job(ctx, job_id))
-    ctx.store.add_active_job(job_id)
-    return job
-
-
-def recover(ctx: JobContext) -> int:
-    """Load every active job and hand its runs back to the other daemons; returns jobs loaded."""
-    handed = _HandBack(ctx, to_resmgr=True)
-    loaded = 0
-    for job_id in ctx.store.get_active_jobs():
-        try:
-            job = ctx.cache.add(load_job(ctx, job_id))
-        except NotFound:
-            log.warning("active job %s has no runtime; dropping it from the active set", job_id)
-            ctx.store.delete_active_job(job_id)
-            continue
-        except DataCorruption as exc:
-            log.error("cannot recover job %s: %s", job_id, exc)
-            continue
-        loaded += 1
-        queued = handed.job(job)
-        for inst, rt in job.tasks():
-            if rt.state in _HELD:
-                if rt.state is not S.RUNNING or rt.run_id != rt.desired_run_id:
-                    ctx.enqueue_task(job_id, inst)
-            elif rt.state not in _QUEUED and rt.goal_state is not rt.state:
-                ctx.enqueue_task(job_id, inst)
-        if queued:
-            startable = _startable(job, queued)
-            # A previous leader may have taken placements of these runs and stopped before
-            # launching them; the resource manager would hold them until its launch timeout.
-            # Forgetting them there first queues them afresh (a no-op for a fresh one).
-            ctx.resmgr.kill_tasks([TaskId(job_id, i) for i in startable])
-            taskops.enqueue(ctx, job, startable)
-        ctx.enqueue_job(job_id)
-        ctx.on_tasks_changed(job_id)
-    handed.to_hosts()
-    log.info("recovered %d active jobs (%d runs on hosts)", loaded, len(handed.alive))
-    return loaded
-
-
-def hand_back(ctx: JobContext, *, to_resmgr: bool, to_hostmgr: bool) -> int:
-    """Hand the cached jobs' runs to a resource or host manager that started over (a new
-    leader term has empty state); returns the runs on hosts.  Idempotent on the other side."""
-    handed = _HandBack(ctx, to_resmgr=to_resmgr)
-    for job in list(ctx.cache):  # a snapshot: jobs come and go while this yields
-        queued = handed.job(job)
-        if to_resmgr and queued:
-            taskops.enqueue(ctx, job, _startable(job, queued))
-    if to_hostmgr:
+    def recover(self) -> int:
+        """Load every active job and hand its runs back to the other daemons; returns jobs
+        loaded."""
+        handed = _HandBack(self, to_resmgr=True)
+        loaded = 0
+        for job_id in self.cache.active_ids():
+            try:
+                job = self.cache.add(self.cache.load(job_id))
+            except NotFound:
+                log.warning("active job %s has no runtime; dropping it from the active set",
+                            job_id)
+                self.cache.drop_active(job_id)
+                continue
+            except DataCorruption as exc:
+                log.error("cannot recover job %s: %s", job_id, exc)
+                continue
+            loaded += 1
+            queued = handed.job(job)
+            for inst, rt in job.tasks():
+                if rt.state in _HELD:
+                    if rt.state is not S.RUNNING or rt.run_id != rt.desired_run_id:
+                        self.queue.enqueue_task(job_id, inst)
+                elif rt.state not in _QUEUED and rt.goal_state is not rt.state:
+                    self.queue.enqueue_task(job_id, inst)
+            if queued:
+                startable = _startable(job, queued)
+                # A previous leader may have taken placements of these runs and stopped
+                # before launching them; the resource manager would hold them until its
+                # launch timeout.  Forgetting them there first queues them afresh (a no-op
+                # for a fresh one).
+                self.resmgr.kill_tasks([TaskId(job_id, i) for i in startable])
+                self.control.enqueue(job, startable)
+            self.queue.enqueue_job(job_id)
         handed.to_hosts()
-    log.info("handed back %d jobs (%d runs on hosts) to the %s", len(ctx.cache),
-             len(handed.alive), " and ".join(
-                 n for n, on in (("resource manager", to_resmgr), ("host manager", to_hostmgr))
-                 if on))
-    return len(handed.alive)
+        log.info("recovered %d active jobs (%d runs on hosts)", loaded, len(handed.alive))
+        return loaded
+
+    def hand_back(self, *, to_resmgr: bool, to_hostmgr: bool) -> int:
+        """Hand the cached jobs' runs to a resource or host manager that started over (a new
+        leader term has empty state); returns the runs on hosts.  Idempotent on the other
+        side."""
+        handed = _HandBack(self, to_resmgr=to_resmgr)
+        for job in list(self.cache):  # a snapshot: jobs come and go while this yields
+            queued = handed.job(job)
+            if to_resmgr and queued:
+                self.control.enqueue(job, _startable(job, queued))
+        if to_hostmgr:
+            handed.to_hosts()
+        log.info("handed back %d jobs (%d runs on hosts) to the %s", len(self.cache),
+                 len(handed.alive), " and ".join(
+                     n for n, on in (("resource manager", to_resmgr),
+                                     ("host manager", to_hostmgr)) if on))
+        return len(handed.alive)
 
 
 def _startable(job: CachedJob, queued: list[int]) -> list[int]:
@@ -136,23 +115,22 @@ class _HandBack:
     job for the caller to queue again.
     """
 
-    def __init__(self, ctx: JobContext, *, to_resmgr: bool) -> None:
-        self.ctx = ctx
+    def __init__(self, recovery: Recovery, *, to_resmgr: bool) -> None:
+        self.recovery = recovery
         self.to_resmgr = to_resmgr
         self.alive: list[str] = []
         self.adopted: dict[str, list[LaunchSpec]] = {}
 
     def job(self, job: CachedJob) -> list[int]:
         """Note one job's runs; returns its queued instances."""
-        ctx, job_id = self.ctx, job.job_id
+        resmgr, needs, job_id = self.recovery.resmgr, self.recovery.control.needs, job.job_id
         queued = []
         for inst, rt in list(job.tasks()):
             if rt.state in _HELD:
-                spec = job.spec_version(rt.config_version) or job.spec
+                spec = job.specs.get(rt.config_version) or job.spec
                 if self.to_resmgr:
-                    ctx.resmgr.recover_task(spec.respool_id,
-                                            rm_task(job_id, spec, inst, rt, ctx.needs),
-                                            rt.state, rt.host)
+                    resmgr.recover_task(spec.respool_id, rm_task(job_id, spec, inst, rt, needs),
+                                        rt.state, rt.host)
                 run_id = str(RunId(job_id, inst, rt.run_id))
                 self.alive.append(run_id)
                 if rt.host:
@@ -164,7 +142,8 @@ class _HandBack:
 
     def to_hosts(self) -> None:
         """Tell the host manager where the runs are, and have it re-report them."""
+        hostmgr = self.recovery.hostmgr
         for host, specs in self.adopted.items():
-            self.ctx.hostmgr.adopt(host, specs)
+            hostmgr.adopt(host, specs)
         if self.alive:
-            self.ctx.hostmgr.reconcile(self.alive)
+            hostmgr.reconcile(self.alive)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from peloton.core.lifecycle.task_transitions import check_runtime_write
+from peloton.core.model.events import PodEvent
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostEvent
 from peloton.core.states import HealthState, TaskState
@@ -114,3 +115,13 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
     if check_runtime_write(rt, new) is not None:
         return None
     return new
+
+
+def pod_event(job_id: str, instance: int, rt: TaskRuntime) -> PodEvent:
+    """The history record of a task runtime."""
+    return PodEvent(job_id=job_id, instance=instance, run_id=rt.run_id, state=rt.state,
+                    goal_state=rt.goal_state, time=rt.update_time, prev_run_id=rt.prev_run_id,
+                    desired_run_id=rt.desired_run_id, host=rt.host, agent_id=rt.agent_id,
+                    config_version=rt.config_version,
+                    desired_config_version=rt.desired_config_version, message=rt.message,
+                    reason=rt.reason, healthy=rt.healthy)

@@ -2,7 +2,8 @@
 
 * `maximumRunningInstances` (batch jobs): only that many instances are queued or running at
   a time; the rest wait INITIALIZED and are started as earlier ones finish (the job
-  goal-state's EVALUATE_SLA action and every job refresh call `start_within_limit`).
+  goal-state's EVALUATE_SLA action calls `start_within_limit` on every evaluation, and a
+  job is evaluated after every batch of task changes).
 * `maxRunningTime`: a task RUNNING longer than that many seconds is killed with the
   reason DEADLINE_TIMEOUT_EXCEEDED (Peloton's deadline tracker, here checked every few
   seconds instead of every 30 minutes).
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import logging
 
+from peloton.common.clock import Clock
 from peloton.common.loop import Loop
 from peloton.core.model.task import TerminationReason
 from peloton.core.states import JobState, JobType, TaskState
-from peloton.jobmgr import taskops
-from peloton.jobmgr.cache import CachedJob
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.aggregate import CachedJob
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.runcontrol import RunControl
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -31,7 +33,7 @@ def limit_of(job: CachedJob) -> int:
     return job.spec.sla.maximum_running_instances if job.spec.type is JobType.BATCH else 0
 
 
-def start_within_limit(ctx: JobContext, job: CachedJob) -> list[int]:
+def start_within_limit(control: RunControl, job: CachedJob) -> list[int]:
     """Queue waiting (INITIALIZED) instances up to the job's limit; returns those queued."""
     cap = limit_of(job)
     if cap <= 0 or job.runtime.goal_state is JobState.KILLED:
@@ -42,11 +44,11 @@ def start_within_limit(ctx: JobContext, job: CachedJob) -> list[int]:
         return []
     waiting = [i for i, rt in job.tasks() if rt.state is S.INITIALIZED
                and rt.goal_state is S.SUCCEEDED][:room]
-    return taskops.enqueue(ctx, job, waiting) if waiting else []
+    return control.enqueue(job, waiting) if waiting else []
 
 
 def overdue(job: CachedJob, now: float) -> list[int]:
-    """Instances running past the job's maxRunningTime."""
+    """Instances running past the job's maxRunningTime (`now`: wall seconds)."""
     limit = job.spec.sla.max_running_time_secs
     if limit <= 0:
         return []
@@ -57,8 +59,11 @@ def overdue(job: CachedJob, now: float) -> list[int]:
 class DeadlineTracker:
     """Kills tasks that run past their job's maxRunningTime."""
 
-    def __init__(self, ctx: JobContext, interval: float = 2.0) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, control: RunControl, clock: Clock,
+                 interval: float = 2.0) -> None:
+        self.cache = cache
+        self.control = control
+        self.clock = clock
         self.interval = interval
         self._loop = Loop("deadlines", self.check_once, interval=interval, log=log)
 
@@ -72,14 +77,14 @@ class DeadlineTracker:
 
     def check_once(self) -> int:
         """One pass over the cached jobs; returns how many tasks were stopped."""
-        now = self.ctx.clock()
+        now = self.clock.wall()
         stopped = 0
-        for job in self.ctx.cache:
+        for job in self.cache:
             late = overdue(job, now)
             if late:
                 log.info("job %s: instances %s exceeded maxRunningTime %ss", job.job_id, late,
                          job.spec.sla.max_running_time_secs)
-                taskops.set_goal(self.ctx, job, late, S.KILLED,
-                                 reason=TerminationReason.DEADLINE_TIMEOUT_EXCEEDED)
+                self.control.set_goal(job, late, S.KILLED,
+                                      reason=TerminationReason.DEADLINE_TIMEOUT_EXCEEDED)
                 stopped += len(late)
         return stopped

@@ -17,23 +17,30 @@ from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunId
 from peloton.core.model.task import TaskRuntime
-from peloton.core.ports import EventStream, HostEvent
+from peloton.core.ports import EventStream, HostEvent, HostManagerPort
 from peloton.core.states import JobType, TaskState
 from peloton.jobmgr import runs
-from peloton.jobmgr.context import JobContext
-from peloton.jobmgr.writer import Change, pod_event
+from peloton.jobmgr.aggregate import TaskChange
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.goalstate.queue import GoalStateQueue
 
 log = logging.getLogger(__name__)
 S = TaskState
 
 
-class EventProcessor:
+class StatusEvents:
     """Consumes the status stream as consumer "jobmgr"."""
 
-    def __init__(self, ctx: JobContext, stream: EventStream) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, stream: EventStream, hostmgr: HostManagerPort,
+                 queue: GoalStateQueue, config: JobManagerConfig) -> None:
+        self.cache = cache
         self.stream = stream
-        self._loop = Loop("status-events", lambda: self.process_once(self.ctx.config.poll_timeout), log=log)
+        self.hostmgr = hostmgr
+        self.queue = queue
+        self.config = config
+        self._loop = Loop("status-events", lambda: self.process_once(self.config.poll_timeout),
+                          log=log)
 
     def start(self) -> None:
         """Begin consuming in a greenlet."""
@@ -45,7 +52,7 @@ class EventProcessor:
 
     def process_once(self, timeout: float = 0.0) -> int:
         """Apply one batch of events; returns how many were taken."""
-        events = self.stream.poll(self.ctx.config.event_batch, timeout)
+        events = self.stream.poll(self.config.event_batch, timeout)
         if not events:
             return 0
         self.apply(events)
@@ -63,7 +70,7 @@ class EventProcessor:
             except InvalidArgument:
                 log.warning("ignoring event for unparsable run id %r", ev.run_id)
                 continue
-            if self.ctx.cache.get(rid.job_id) is None:
+            if self.cache.get(rid.job_id) is None:
                 if not ev.state.terminal:
                     orphans.append(ev.run_id)
                 continue
@@ -72,11 +79,11 @@ class EventProcessor:
             self._apply_job(job_id, per_task, orphans)
         if orphans:
             log.info("killing %d orphan runs", len(orphans))
-            self.ctx.hostmgr.kill(orphans, 0.0)
+            self.hostmgr.kill(orphans, 0.0)
 
     def _apply_job(self, job_id: str, per_task: dict[int, list[tuple[int, HostEvent]]],
                    orphans: list[str]) -> None:
-        job = self.ctx.cache.get(job_id)
+        job = self.cache.get(job_id)
         if job is None:
             return
         changes = {}
@@ -94,28 +101,15 @@ class EventProcessor:
                 pinned = daemon or job.task_spec(inst, cur.config_version).stateful
                 steps[inst] = []
                 changes[inst] = _chain(live, pinned, steps[inst])
-        written = self.ctx.writer.apply(job, changes)
-        if not written:
-            return
         # Several events of one run applied in one write (STARTING, RUNNING, SUCCEEDED of a
-        # short task) still leave one pod event each; the writer recorded the last one.
-        history = [pod_event(job_id, inst, rt) for inst in written for rt in steps[inst][:-1]]
-        if history:
-            self.ctx.store.add_pod_events(history)
-        service = job.spec.type is not JobType.BATCH
-        for inst, rt in written.items():
-            restart_due = rt.run_id != rt.desired_run_id
-            if rt.state.terminal and (rt.goal_state is not rt.state or service or restart_due):
-                self.ctx.enqueue_task(job_id, inst)
-            elif rt.state is S.RUNNING and restart_due:
-                self.ctx.enqueue_task(job_id, inst)
-        if job.update is not None:
-            self.ctx.on_update_due(job_id)
-        self.ctx.on_tasks_changed(job_id)
+        # short task) still leave one pod event each.
+        written = job.write_tasks(changes, passed_through=steps)
+        if written and job.update is not None and job.update.state.active:
+            self.queue.enqueue_update(job_id)
 
 
 def _chain(events: list[tuple[int, HostEvent]], pinned: bool,
-           steps: list[TaskRuntime]) -> Change:
+           steps: list[TaskRuntime]) -> TaskChange:
     """One change applying several events of the same run in order; `steps` receives
     every runtime it passes through (refilled on each call)."""
 

@@ -16,14 +16,17 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
-from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
+from peloton.common.clock import Clock
+from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobSpec
-from peloton.core.model.update import UpdateInfo, UpdateSpec, WorkflowEvent
+from peloton.core.model.update import UpdateInfo, UpdateSpec
 from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
-from peloton.jobmgr import recovery
-from peloton.jobmgr.cache import CachedJob
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.aggregate import CachedJob
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.goalstate.job import JobActions
+from peloton.jobmgr.goalstate.update import UpdateActions
+from peloton.storage import Store
 
 log = logging.getLogger(__name__)
 W = WorkflowState
@@ -42,19 +45,17 @@ def diff(old: JobSpec, new: JobSpec) -> tuple[list[int], list[int], list[int], l
 class WorkflowOps:
     """Create and steer the workflows of jobs."""
 
-    def __init__(self, ctx: JobContext) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, store: Store, jobs: JobActions, updates: UpdateActions,
+                 clock: Clock) -> None:
+        self.cache = cache
+        self.store = store
+        self.job_actions = jobs
+        self.update_actions = updates
+        self.clock = clock
 
     def job(self, job_id: str) -> CachedJob:
         """The cached job (loaded if needed)."""
-        return recovery.track(self.ctx, validate_uuid(job_id, "job_id"))
-
-    @staticmethod
-    def check_version(job: CachedJob, version: str) -> None:
-        """Reject a stale entity version (an empty one means "any")."""
-        if version and version != job.runtime.entity_version():
-            raise Conflict(f"unexpected entity version {version!r}: job {job.job_id} is at "
-                           f"{job.runtime.entity_version()}")
+        return self.cache.track(validate_uuid(job_id, "job_id"))
 
     # -- creation ----------------------------------------------------------------
     def create(self, job_id: str, kind: WorkflowType, spec: UpdateSpec, *,
@@ -63,13 +64,11 @@ class WorkflowOps:
         """Start a workflow; returns it (the job's new entity version is on the job)."""
         job = self.job(job_id)
         with job.lock:
-            self.check_version(job, version)
+            job.check_version(version)
             if job.runtime.state in (JobState.INITIALIZED, JobState.UNINITIALIZED):
                 # The job's tasks are not all created yet (it was created a moment ago):
                 # create them now, so the workflow starts from a whole job.
-                from peloton.jobmgr.goalstate.job import create_tasks
-
-                create_tasks(self.ctx, job)
+                self.job_actions.create_tasks(job)
             old = job.spec
             if kind is WorkflowType.UPDATE:
                 if new_spec is None:
@@ -88,32 +87,20 @@ class WorkflowOps:
                 added, removed, updated = [], [], sorted(set(wanted))
             if job.update is not None and job.update.state.active:
                 self._finish(job, job.update, W.ABORTED, "superseded by a newer workflow")
-            number = self.ctx.store.get_max_job_config_version(job.job_id) + 1
-            now = self.ctx.clock()
-            target = dataclasses.replace(target, version=number, created_at=now)
-            self.ctx.store.create_task_configs(job.job_id, number, target.default_task,
-                                               dict(target.instance_tasks))
-            self.ctx.store.add_job_config(job.job_id, target)
-            state = W.PAUSED if spec.start_paused else W.INITIALIZED
-            update = UpdateInfo(
-                update_id=new_id(), job_id=job.job_id, type=kind, state=state, spec=spec,
-                prev_state=W.INITIALIZED, config_version=number, prev_config_version=old.version,
+            target = job.new_config(target)
+            update = job.create_workflow(UpdateInfo(
+                update_id=new_id(), job_id=job.job_id, type=kind,
+                state=W.PAUSED if spec.start_paused else W.INITIALIZED, spec=spec,
+                prev_state=W.INITIALIZED, config_version=target.version,
+                prev_config_version=old.version,
                 instances_total=len(added) + len(updated) + len(removed),
                 instances_added=tuple(added), instances_updated=tuple(updated),
-                instances_removed=tuple(removed), opaque_data=opaque_data,
-                creation_time=now, update_time=now)
-            update = self.ctx.store.create_update(update)
-            self._event(update, None)
-            job.runtime = self.ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
-                job.runtime, config_version=number, update_id=update.update_id,
-                workflow_version=job.runtime.workflow_version + 1, update_time=now))
-            job.spec = target
-            job.specs[number] = target
-            job.update = update
-        self.ctx.on_update_due(job.job_id)
+                instances_removed=tuple(removed), opaque_data=opaque_data))
+            job.change_runtime(lambda rt: dataclasses.replace(
+                rt, workflow_version=rt.workflow_version + 1), spec=target, workflow=update)
         log.info("job %s: %s workflow %s to version %d (%d added, %d updated, %d removed)",
-                 job.job_id, kind.value, update.update_id, number, len(added), len(updated),
-                 len(removed))
+                 job.job_id, kind.value, update.update_id, target.version, len(added),
+                 len(updated), len(removed))
         return update
 
     def preview(self, job_id: str, new_spec: JobSpec, version: str = ""
@@ -121,7 +108,7 @@ class WorkflowOps:
         """What an UPDATE to `new_spec` would do, changing nothing (v1alpha GetReplaceJobDiff):
         (added, removed, updated, unchanged) instances, after the same checks as `create`."""
         job = self.job(job_id)
-        self.check_version(job, version)
+        job.check_version(version)
         self._check_replace(job.spec, new_spec)
         return diff(job.spec, dataclasses.replace(
             new_spec, respool_id=new_spec.respool_id or job.spec.respool_id, type=job.spec.type))
@@ -148,32 +135,30 @@ class WorkflowOps:
         """Pause the job's active workflow; returns the new entity version."""
         job = self.job(job_id)
         with job.lock:
-            self.check_version(job, version)
+            job.check_version(version)
             update = self._active(job)
             if update.state is not W.PAUSED:
-                self._save(job, dataclasses.replace(update, prev_state=update.state,
-                                                    state=W.PAUSED), opaque_data)
+                job.save_workflow(dataclasses.replace(update, prev_state=update.state,
+                                                      state=W.PAUSED), opaque_data)
             return self._bump(job)
 
     def resume(self, job_id: str, version: str = "", opaque_data: str | None = None) -> str:
         """Resume a paused workflow where it left off; returns the new entity version."""
         job = self.job(job_id)
         with job.lock:
-            self.check_version(job, version)
+            job.check_version(version)
             update = self._active(job)
             if update.state is W.PAUSED:
                 back = update.prev_state if update.prev_state is not W.PAUSED else W.INITIALIZED
-                self._save(job, dataclasses.replace(update, state=back, prev_state=W.PAUSED),
-                           opaque_data)
-            entity = self._bump(job)
-        self.ctx.on_update_due(job.job_id)
-        return entity
+                job.save_workflow(dataclasses.replace(update, state=back, prev_state=W.PAUSED),
+                                  opaque_data)
+            return self._bump(job)
 
     def abort(self, job_id: str, version: str = "", opaque_data: str | None = None) -> str:
         """Stop the active workflow where it is (instances stay as they are)."""
         job = self.job(job_id)
         with job.lock:
-            self.check_version(job, version)
+            job.check_version(version)
             update = self._active(job)
             if opaque_data is not None:
                 update = dataclasses.replace(update, opaque_data=opaque_data)
@@ -188,71 +173,40 @@ class WorkflowOps:
             if update_id and update.update_id != update_id:
                 raise InvalidArgument(f"update {update_id} is not the job's active workflow",
                                       field="updateId")
-            from peloton.jobmgr.goalstate.update import start_rollback
-
-            return start_rollback(self.ctx, job, update)
+            return self.update_actions.start_rollback(job, update)
 
     def get(self, update_id: str) -> UpdateInfo:
         """A workflow by id (NotFound if unknown)."""
-        return self.ctx.store.get_update(validate_uuid(update_id, "update_id"))
+        return self.store.get_update(validate_uuid(update_id, "update_id"))
 
     def for_job(self, job_id: str, limit: int = 0) -> list[UpdateInfo]:
         """The job's workflows, newest first."""
         job_id = validate_uuid(job_id, "job_id")
-        updates = sorted(self.ctx.store.get_updates_for_job(job_id),
+        updates = sorted(self.store.get_updates_for_job(job_id),
                          key=lambda u: u.creation_time, reverse=True)
         if not updates:
-            self.ctx.store.get_job_runtime(job_id)  # NotFound for an unknown job
+            self.store.get_job_runtime(job_id)  # NotFound for an unknown job
         return updates[:limit] if limit else updates
 
     def current(self, job_id: str) -> UpdateInfo | None:
         """The job's latest workflow (active or not), or None."""
-        job = self.ctx.cache.get(job_id)
+        job = self.cache.get(job_id)
         if job is not None and job.update is not None:
             return job.update
         try:
-            runtime = self.ctx.store.get_job_runtime(job_id)
-            return self.ctx.store.get_update(runtime.update_id) if runtime.update_id else None
+            runtime = self.store.get_job_runtime(job_id)
+            return self.store.get_update(runtime.update_id) if runtime.update_id else None
         except NotFound:
             return None
 
-    # -- persistence helpers (used by the update goal-state actions too) ---------------
-    def _save(self, job: CachedJob, update: UpdateInfo, opaque_data: str | None = None) -> None:
-        save(self.ctx, job, update, opaque_data)
-
     def _finish(self, job: CachedJob, update: UpdateInfo, state: WorkflowState,
                 message: str) -> None:
-        save(self.ctx, job, dataclasses.replace(update, state=state, prev_state=update.state,
-                                                message=message,
-                                                completion_time=self.ctx.clock()))
+        job.save_workflow(dataclasses.replace(update, state=state, prev_state=update.state,
+                                              message=message,
+                                              completion_time=self.clock.wall()))
 
-    def _bump(self, job: CachedJob) -> str:
-        job.runtime = self.ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
-            job.runtime, workflow_version=job.runtime.workflow_version + 1,
-            update_time=self.ctx.clock()))
+    @staticmethod
+    def _bump(job: CachedJob) -> str:
+        job.change_runtime(lambda rt: dataclasses.replace(
+            rt, workflow_version=rt.workflow_version + 1))
         return job.runtime.entity_version()
-
-    def _event(self, update: UpdateInfo, instance: int | None) -> None:
-        event(self.ctx, update, instance)
-
-
-def save(ctx: JobContext, job: CachedJob, update: UpdateInfo,
-         opaque_data: str | None = None) -> UpdateInfo:
-    """Store a changed workflow (CAS on its revision), cache it and record its state change."""
-    if opaque_data is not None:
-        update = dataclasses.replace(update, opaque_data=opaque_data)
-    old_state = job.update.state if job.update is not None else None
-    stored = ctx.store.update_update(dataclasses.replace(update, update_time=ctx.clock()))
-    if job.update is None or job.update.update_id == stored.update_id:
-        job.update = stored
-    if old_state is not stored.state:
-        event(ctx, stored, None)
-    return stored
-
-
-def event(ctx: JobContext, update: UpdateInfo, instance: int | None,
-          state: WorkflowState | None = None, message: str = "") -> None:
-    """Record a workflow event (of the workflow, or of one instance in it)."""
-    ctx.store.add_workflow_event(WorkflowEvent(
-        update_id=update.update_id, instance=instance, type=update.type,
-        state=state or update.state, time=ctx.clock(), message=message or update.message))

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from migrations import sql_runner
-from peloton.common.retry import FakeClock, Retrier, RetryPolicy
+from peloton.common.clock import FakeClock
+from peloton.common.retry import Retrier, RetryPolicy
 from peloton.storage import Store, StoreOptions, open_store
 from peloton.storage.cassandra.schema import CQL_SCHEMA_VERSIONS
 from peloton.storage.cassandra.store import CassandraStore
@@ -51,14 +52,14 @@ class Clocks:
     """The fake clocks a test store runs on: `wall` for expiry, `retry` for backoff."""
 
     def __init__(self) -> None:
-        self.wall = FakeClock(1_000_000.0)
+        self.wall = FakeClock(wall=1_000_000.0)
         self.retry = FakeClock()
 
     def options(self, attempts: int = 3) -> StoreOptions:
         """Store options wired to these clocks."""
         retrier = Retrier(RetryPolicy(attempts=attempts, initial_delay=0.01),
-                          sleep=self.retry.sleep, clock=self.retry.now)
-        return StoreOptions(retrier=retrier, clock=self.wall.now)
+                          sleep=self.retry.sleep, clock=self.retry)
+        return StoreOptions(retrier=retrier, clock=self.wall.wall)
 
 
 @pytest.fixture

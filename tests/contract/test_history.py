@@ -59,13 +59,13 @@ def test_expired_events_are_swept(store: Store, clocks: Clocks) -> None:
     # Cassandra expires rows itself by TTL on the server's clock; this checks the SQL sweep.
     jid = f.job_id()
     store.add_pod_events([f.pod_event(jid, 0, 1, 1.0)])
-    clocks.wall.time += 30 * 24 * 3600
+    clocks.wall.advance(30 * 24 * 3600)
     store.add_pod_events([f.pod_event(jid, 0, 2, 2.0)])
     assert store.expire_pod_events() == 0
-    clocks.wall.time += 61 * 24 * 3600  # first event is 91 days old: past the 90-day TTL
+    clocks.wall.advance(61 * 24 * 3600)  # first event is 91 days old: past the 90-day TTL
     assert store.expire_pod_events() == 1
     assert [e.run_id for e in store.get_pod_events(jid, 0)] == [2]
-    assert store.expire_pod_events(now=clocks.wall.time + 365 * 24 * 3600) == 1
+    assert store.expire_pod_events(now=clocks.wall.wall() + 365 * 24 * 3600) == 1
 
 
 def test_update_lifecycle_with_cas(store: Store) -> None:

@@ -1,8 +1,10 @@
-"""Job goal-state entity: the core's job table turned into bulk actions.
+"""Job goal-state actions: the core's job table (peloton.core.lifecycle.job_goalstate) in bulk.
 
 Job actions work on all of a job's tasks at once (create 50,000 runtimes in
 one transaction and queue them in one call; kill them with one call per
-daemon) instead of sending every task through the task engine.
+daemon) instead of sending every task through the task engine.  `ACTIONS`
+maps every action the table names to its implementation; a missing one fails
+at import (`require_every_action`), never silently at run time.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import gevent
 
 from peloton.common.goalstate import Action
 from peloton.core.lifecycle.job_goalstate import JobAction, job_actions
+from peloton.core.lifecycle.job_state import derive_job_state
+from peloton.core.model.job import JobRuntime
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.states import JobState, JobType, TaskState
-from peloton.jobmgr import runs, sla, taskops
-from peloton.jobmgr.cache import CachedJob
-from peloton.jobmgr.context import JobContext
-from peloton.jobmgr.jobruntime import refresh_runtime
+from peloton.jobmgr import runs, sla
+from peloton.jobmgr.aggregate import CachedJob
+from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.goalstate.tables import require_every_action
+from peloton.jobmgr.runcontrol import RunControl
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -28,202 +34,193 @@ S = TaskState
 CREATE_CHUNK = 20_000
 
 
-class JobEntity:
-    """One job as the goal-state engine sees it."""
+def derived_runtime(job: CachedJob, now: float) -> Callable[[JobRuntime], JobRuntime | None]:
+    """The change that brings a job runtime in line with its tasks (None: already is)."""
+    def change(rt: JobRuntime) -> JobRuntime | None:
+        counts = job.state_counts()
+        spec = job.spec
+        controller = None
+        if spec.default_task.controller or (0 in spec.instance_tasks and
+                                            spec.instance_tasks[0].controller):
+            t0 = job.get_task(0)
+            controller = t0.state if t0 is not None else None
+        # A daemon job's size is its number of instances (ids may have holes).
+        daemon = spec.type is JobType.DAEMON
+        size = len(job) if daemon else spec.instance_count
+        state = derive_job_state(
+            counts, instance_count=size, job_type=spec.type, current=rt.state,
+            goal=rt.goal_state, partially_created=not daemon and len(job) < spec.instance_count,
+            controller_state=controller)
+        if rt.state is JobState.KILLING and not state.terminal:
+            state = JobState.KILLING
+        start = rt.start_time or (now if counts.get(S.RUNNING) or (
+            state.terminal and counts.get(S.SUCCEEDED)) else 0.0)
+        completion = now if state.terminal and not rt.state.terminal else rt.completion_time
+        if not state.terminal:
+            completion = 0.0
+        stats = dict(counts)
+        if state is rt.state and dict(rt.task_stats) == stats and start == rt.start_time \
+                and completion == rt.completion_time:
+            return None
+        return dataclasses.replace(rt, state=state, task_stats=stats, start_time=start,
+                                   completion_time=completion)
 
-    __slots__ = ("ctx", "job_id")
+    return change
 
-    def __init__(self, ctx: JobContext, job_id: str) -> None:
-        self.ctx = ctx
-        self.job_id = job_id
 
-    @property
-    def id(self) -> str:
-        """The job id."""
-        return self.job_id
+class JobActions:
+    """What the job goal-state engine does; `resolve` turns a job id into its actions."""
 
-    def actions(self) -> Sequence[Action]:
-        """The job's main action and Peloton's follow-ups, in order."""
-        job = self.ctx.cache.get(self.job_id)
+    def __init__(self, cache: JobCache, control: RunControl, queue: GoalStateQueue) -> None:
+        self.cache = cache
+        self.control = control
+        self.queue = queue
+
+    def resolve(self, job_id: str) -> Sequence[Action]:
+        """The job's main action and Peloton's follow-ups, in order (none if it is gone)."""
+        job = self.cache.get(job_id)
         if job is None:
             return ()
         rt = job.runtime
         names = job_actions(rt.goal_state, rt.state, state_version=rt.state_version,
                             desired_state_version=rt.desired_state_version)
-        out = []
-        for name in names:
-            fn = _ACTIONS.get(name)
-            if fn is not None:
-                out.append(Action(name.value, _bind(fn, self.ctx, job)))
-        return out
+        return [Action(name.value, _bind(ACTIONS[name], self, job)) for name in names]
 
-
-def _bind(fn: Callable[[JobContext, CachedJob], None], ctx: JobContext,
-          job: CachedJob) -> Callable[[], None]:
-    return lambda: fn(ctx, job)
-
-
-def create_tasks(ctx: JobContext, job: CachedJob) -> None:
-    """Create the runtimes a job is missing (PENDING, run 1) and queue them all."""
-    with job.lock:
-        spec = job.spec
-        goal = S.SUCCEEDED if spec.type is JobType.BATCH else S.RUNNING
-        if job.runtime.goal_state is JobState.KILLED:
-            return
-        now = ctx.clock()
-        missing = [i for i in range(spec.instance_count) if job.get_task(i) is None]
-        if spec.type is JobType.DAEMON:
-            missing = []  # the daemon controller creates instances, one per host
-        if job.update is not None and job.update.state.active:
-            # A rolling create or update adds these itself, batch by batch.
-            adding = set(job.update.instances_added)
-            missing = [i for i in missing if i not in adding]
-        limited = sla.limit_of(job) > 0
-        # Chunks keep the process responsive while a huge job is created (API replies and
-        # events interleave), and let placement start on the first tasks early.
-        for lo in range(0, len(missing), CREATE_CHUNK):
-            chunk = missing[lo:lo + CREATE_CHUNK]
-            fresh = {i: runs.initial(goal, spec.version, now,
-                                     health_check=spec.task_spec(i).health_check is not None,
-                                     waiting=limited)
-                     for i in chunk}
-            ctx.store.create_task_runtimes(job.job_id, fresh)
-            # Created runtimes are stored at revision 1 (the store's contract); no re-read.
-            for i, rt in fresh.items():
-                job.set_task(i, dataclasses.replace(rt, revision=1))
+    def create_tasks(self, job: CachedJob) -> None:
+        """Create the runtimes a job is missing (PENDING, run 1) and queue them all."""
+        with job.lock:
+            spec = job.spec
+            goal = S.SUCCEEDED if spec.type is JobType.BATCH else S.RUNNING
+            if job.runtime.goal_state is JobState.KILLED:
+                return
+            now = self.control.clock.wall()
+            missing = [i for i in range(spec.instance_count) if job.get_task(i) is None]
+            if spec.type is JobType.DAEMON:
+                missing = []  # the daemon controller creates instances, one per host
+            if job.update is not None and job.update.state.active:
+                # A rolling create or update adds these itself, batch by batch.
+                adding = set(job.update.instances_added)
+                missing = [i for i in missing if i not in adding]
+            limited = sla.limit_of(job) > 0
+            # Chunks let placement start on the first tasks early, and other greenlets run
+            # between them (API replies and events interleave with a huge job's creation).
+            for lo in range(0, len(missing), CREATE_CHUNK):
+                chunk = missing[lo:lo + CREATE_CHUNK]
+                job.create_tasks({i: runs.initial(
+                    goal, spec.version, now,
+                    health_check=spec.task_spec(i).health_check is not None, waiting=limited)
+                    for i in chunk})
+                if limited:
+                    sla.start_within_limit(self.control, job)
+                else:
+                    self.control.enqueue(job, chunk)
+                gevent.sleep(0)
+            created = set(missing)
             if limited:
-                sla.start_within_limit(ctx, job)
+                sla.start_within_limit(self.control, job)
             else:
-                taskops.enqueue(ctx, job, chunk)
-            gevent.sleep(0)
-        created = set(missing)
-        if limited:
-            sla.start_within_limit(ctx, job)
-        else:
-            pending = [i for i, rt in job.tasks() if rt.state in (S.INITIALIZED, S.PENDING)
-                       and i not in created]
-            taskops.enqueue(ctx, job, pending)
-        if job.runtime.state in (JobState.INITIALIZED, JobState.UNINITIALIZED):
-            job.runtime = ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
-                job.runtime, state=JobState.PENDING, update_time=now,
-                state_version=job.runtime.desired_state_version))
-    ctx.on_tasks_changed(job.job_id)
+                self.control.enqueue(job, [i for i, rt in job.tasks() if rt.state in (
+                    S.INITIALIZED, S.PENDING) and i not in created])
+            if job.runtime.state in (JobState.INITIALIZED, JobState.UNINITIALIZED):
+                job.change_runtime(lambda rt: dataclasses.replace(
+                    rt, state=JobState.PENDING, state_version=rt.desired_state_version))
+
+    def start_tasks(self, job: CachedJob) -> None:
+        """Bring a stopped service job back: every task goal RUNNING with a fresh run."""
+        with job.lock:
+            self.create_tasks(job)
+            stopped = [i for i, rt in job.tasks() if rt.goal_state is not S.RUNNING]
+            self.control.set_goal(job, stopped, S.RUNNING, bump_run=True)
+            job.change_runtime(lambda rt: dataclasses.replace(
+                rt, state_version=rt.desired_state_version))
+
+    def kill(self, job: CachedJob) -> None:
+        """Stop every task of the job (goal KILLED), in bulk."""
+        with job.lock:
+            live = [i for i, rt in job.tasks() if not rt.state.terminal]
+
+            def goal_killed(rt: TaskRuntime) -> TaskRuntime | None:
+                if rt.goal_state is S.KILLED:
+                    return None
+                return dataclasses.replace(rt, goal_state=S.KILLED,
+                                           termination=TerminationReason.KILLED_ON_REQUEST)
+
+            job.write_tasks({i: goal_killed for i in job.instances()})
+            self.control.stop(job, live, TerminationReason.KILLED_ON_REQUEST)
+            if any(not rt.state.terminal for _, rt in job.tasks()):
+                job.change_runtime(lambda rt: None if rt.state is JobState.KILLING
+                                   else dataclasses.replace(rt, state=JobState.KILLING))
+
+    def refresh_runtime(self, job: CachedJob) -> None:
+        """Derive the job runtime from its tasks and store it if it changed."""
+        job.change_runtime(derived_runtime(job, self.control.clock.wall()))
+
+    def untrack(self, job: CachedJob) -> None:
+        """A finished job leaves the active set and the cache (it stays in storage)."""
+        self.cache.untrack(job)
+
+    def kill_and_untrack(self, job: CachedJob) -> None:
+        """Kill what still runs; untrack once nothing does."""
+        self.kill(job)
+        if all(rt.state.terminal for _, rt in job.tasks()):
+            self.refresh_runtime(job)
+            self.cache.untrack(job)
+
+    def delete(self, job: CachedJob) -> None:
+        """Remove every trace of a finished job."""
+        self.cache.delete(job.job_id)
+
+    def kill_and_delete(self, job: CachedJob) -> None:
+        """Kill what still runs; delete once nothing does."""
+        self.kill(job)
+        if all(rt.state.terminal for _, rt in job.tasks()):
+            self.cache.delete(job.job_id)
+
+    def delete_from_active(self, job: CachedJob) -> None:
+        """A terminal batch job with a terminal goal is no longer recovered on restart."""
+        rt = job.runtime
+        if job.spec.type is JobType.BATCH and rt.state.terminal and rt.goal_state.terminal:
+            job.deactivate()
+
+    def enqueue_update(self, job: CachedJob) -> None:
+        """A job with an active workflow gets it evaluated."""
+        if job.update is not None and job.update.state.active:
+            self.queue.enqueue_update(job.job_id)
+
+    def reload(self, job: CachedJob) -> None:
+        """Re-read the job runtime from storage (the job is evaluated again)."""
+        job.reload_runtime()
+
+    def evaluate_sla(self, job: CachedJob) -> None:
+        """Start waiting instances of a job with maximumRunningInstances as room frees up."""
+        sla.start_within_limit(self.control, job)
+
+    def invalid(self, job: CachedJob) -> None:
+        """Log a (goal, state) pair that has no valid action."""
+        log.error("job %s: goal %s in state %s has no valid action", job.job_id,
+                  job.runtime.goal_state.value, job.runtime.state.value)
 
 
-def start_tasks(ctx: JobContext, job: CachedJob) -> None:
-    """Bring a stopped service job back: every task goal RUNNING with a fresh run."""
-    with job.lock:
-        create_tasks(ctx, job)
-        stopped = [i for i, rt in job.tasks() if rt.goal_state is not S.RUNNING]
-        taskops.set_goal(ctx, job, stopped, S.RUNNING, bump_run=True)
-        job.runtime = ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
-            job.runtime, state_version=job.runtime.desired_state_version,
-            update_time=ctx.clock()))
+def _bind(fn: Callable[[JobActions, CachedJob], None], actions: JobActions,
+          job: CachedJob) -> Callable[[], None]:
+    return lambda: fn(actions, job)
 
 
-def kill(ctx: JobContext, job: CachedJob) -> None:
-    """Stop every task of the job (goal KILLED), in bulk."""
-    with job.lock:
-        live = [i for i, rt in job.tasks() if not rt.state.terminal]
-        target = [i for i, rt in job.tasks() if rt.goal_state is not S.KILLED]
-
-        def goal_killed(rt: TaskRuntime) -> TaskRuntime | None:
-            if rt.goal_state is S.KILLED:
-                return None
-            return dataclasses.replace(rt, goal_state=S.KILLED,
-                                       termination=TerminationReason.KILLED_ON_REQUEST)
-
-        ctx.writer.apply(job, {i: goal_killed for i in target})
-        taskops.stop(ctx, job, live, TerminationReason.KILLED_ON_REQUEST)
-        if any(not rt.state.terminal for _, rt in job.tasks()) and \
-                job.runtime.state is not JobState.KILLING:
-            job.runtime = ctx.store.update_job_runtime(job.job_id, dataclasses.replace(
-                job.runtime, state=JobState.KILLING, update_time=ctx.clock()))
-    ctx.on_tasks_changed(job.job_id)
-
-
-def untrack(ctx: JobContext, job: CachedJob) -> None:
-    """A finished job leaves the active set and the cache (it stays queryable in storage)."""
-    ctx.store.delete_active_job(job.job_id)
-    ctx.cache.remove(job.job_id)
-    for inst in job.instances():
-        if ctx.task_engine is not None:
-            ctx.task_engine.delete(f"{job.job_id}/{inst}")
-    if ctx.job_engine is not None:
-        ctx.job_engine.delete(job.job_id)
-
-
-def kill_and_untrack(ctx: JobContext, job: CachedJob) -> None:
-    """Kill what still runs; untrack once nothing does."""
-    kill(ctx, job)
-    if all(rt.state.terminal for _, rt in job.tasks()):
-        refresh_runtime(ctx, job)
-        untrack(ctx, job)
-
-
-def delete(ctx: JobContext, job: CachedJob) -> None:
-    """Remove every trace of a finished job."""
-    untrack(ctx, job)
-    ctx.store.delete_job(job.job_id)
-
-
-def kill_and_delete(ctx: JobContext, job: CachedJob) -> None:
-    """Kill what still runs; delete once nothing does."""
-    kill(ctx, job)
-    if all(rt.state.terminal for _, rt in job.tasks()):
-        delete(ctx, job)
-
-
-def delete_from_active(ctx: JobContext, job: CachedJob) -> None:
-    """A terminal batch job with a terminal goal is no longer recovered on restart."""
-    rt = job.runtime
-    if job.spec.type is JobType.BATCH and rt.state.terminal and rt.goal_state.terminal:
-        ctx.store.delete_active_job(job.job_id)
-
-
-def runtime_update(ctx: JobContext, job: CachedJob) -> None:
-    """Recompute the job state from its tasks."""
-    if refresh_runtime(ctx, job) and job.runtime.goal_state.terminal:
-        # Untracking is the next evaluation's main action.
-        ctx.enqueue_job(job.job_id)
-
-
-def enqueue_update(ctx: JobContext, job: CachedJob) -> None:
-    """A job with an active workflow gets it evaluated."""
-    if job.update is not None and not job.update.state.terminal:
-        ctx.on_update_due(job.job_id)
-
-
-def reload(ctx: JobContext, job: CachedJob) -> None:
-    """Re-read the job runtime from storage."""
-    job.runtime = ctx.store.get_job_runtime(job.job_id)
-    ctx.enqueue_job(job.job_id)
-
-
-def evaluate_sla(ctx: JobContext, job: CachedJob) -> None:
-    """Start waiting instances of a job with maximumRunningInstances as room frees up."""
-    sla.start_within_limit(ctx, job)
-
-
-def invalid(ctx: JobContext, job: CachedJob) -> None:
-    """Log a (goal, state) pair that has no valid action."""
-    log.error("job %s: goal %s in state %s has no valid action", job.job_id,
-              job.runtime.goal_state.value, job.runtime.state.value)
-
-
-_ACTIONS: dict[JobAction, Callable[[JobContext, CachedJob], None]] = {
-    JobAction.CREATE_TASKS: create_tasks,
-    JobAction.RECOVER: create_tasks,
-    JobAction.START_TASKS: start_tasks,
-    JobAction.KILL: kill,
-    JobAction.UNTRACK: untrack,
-    JobAction.KILL_AND_UNTRACK: kill_and_untrack,
-    JobAction.DELETE: delete,
-    JobAction.KILL_AND_DELETE: kill_and_delete,
-    JobAction.RELOAD: reload,
-    JobAction.STATE_INVALID: invalid,
-    JobAction.DELETE_FROM_ACTIVE_JOBS: delete_from_active,
-    JobAction.ENQUEUE_JOB_UPDATE: enqueue_update,
-    JobAction.RUNTIME_UPDATE: runtime_update,
-    JobAction.EVALUATE_SLA: evaluate_sla,
+#: Every action the job table names (NOOP is never asked to run).
+ACTIONS: dict[JobAction, Callable[[JobActions, CachedJob], None]] = {
+    JobAction.CREATE_TASKS: JobActions.create_tasks,
+    JobAction.RECOVER: JobActions.create_tasks,
+    JobAction.START_TASKS: JobActions.start_tasks,
+    JobAction.KILL: JobActions.kill,
+    JobAction.UNTRACK: JobActions.untrack,
+    JobAction.KILL_AND_UNTRACK: JobActions.kill_and_untrack,
+    JobAction.DELETE: JobActions.delete,
+    JobAction.KILL_AND_DELETE: JobActions.kill_and_delete,
+    JobAction.RELOAD: JobActions.reload,
+    JobAction.STATE_INVALID: JobActions.invalid,
+    JobAction.DELETE_FROM_ACTIVE_JOBS: JobActions.delete_from_active,
+    JobAction.ENQUEUE_JOB_UPDATE: JobActions.enqueue_update,
+    JobAction.RUNTIME_UPDATE: JobActions.refresh_runtime,
+    JobAction.EVALUATE_SLA: JobActions.evaluate_sla,
 }
+require_every_action("job", JobAction, ACTIONS)

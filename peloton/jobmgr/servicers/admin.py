@@ -22,9 +22,8 @@ from typing import Any
 
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2 as pb
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2_grpc as pb_grpc
-from peloton.common.goalstate import Engine
 from peloton.core.errors import InvalidArgument, Unavailable, Unimplemented
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.goalstate.engines import GoalStateEngines
 
 log = logging.getLogger(__name__)
 
@@ -66,39 +65,12 @@ class ApiLock:
                               f"{component}); {where} refused until RemoveLockdown {component}")
 
 
-class EngineLock:
-    """The GoalStateEngine component: stops the goal-state engines and starts them again."""
-
-    def __init__(self, ctx: JobContext) -> None:
-        self.ctx = ctx
-        self.stopped: list[Engine] = []
-
-    def lock(self) -> None:
-        """Stop every running engine (idempotent)."""
-        if self.stopped:
-            return
-        engines = [self.ctx.job_engine, self.ctx.task_engine, self.ctx.update_engine]
-        for engine in engines:
-            if engine is not None:
-                engine.stop()
-                self.stopped.append(engine)
-        log.warning("goal-state engines locked down by AdminService.Lockdown")
-
-    def unlock(self) -> None:
-        """Start the engines this lock stopped."""
-        stopped, self.stopped = self.stopped, []
-        for engine in stopped:
-            engine.start()
-        if stopped:
-            log.warning("goal-state engines restarted by AdminService.RemoveLockdown")
-
-
 class AdminServicer(pb_grpc.AdminServiceServicer):  # type: ignore[misc]
     """Lockdown and RemoveLockdown of job manager components."""
 
-    def __init__(self, ctx: JobContext, lock: ApiLock) -> None:
+    def __init__(self, engines: GoalStateEngines, lock: ApiLock) -> None:
         self.api = lock
-        self.engines = EngineLock(ctx)
+        self.engines = engines
 
     def _components(self, components: Any) -> list[int]:
         wanted = list(dict.fromkeys(int(c) for c in components))

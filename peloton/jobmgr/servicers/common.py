@@ -8,7 +8,8 @@ from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobRuntime, JobSpec, JobSummary
 from peloton.core.model.update import UpdateInfo
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
+from peloton.storage import Store
 
 
 def job_summary(job_id: str, spec: JobSpec, runtime: JobRuntime) -> JobSummary:
@@ -19,15 +20,16 @@ def job_summary(job_id: str, spec: JobSpec, runtime: JobRuntime) -> JobSummary:
                       sla=spec.sla)
 
 
-def workflow_of(ctx: JobContext, job_id: str, runtime: JobRuntime) -> UpdateInfo | None:
+def workflow_of(cache: JobCache, store: Store, job_id: str,
+                runtime: JobRuntime) -> UpdateInfo | None:
     """The job's current workflow (the cached one if it is the runtime's), or None."""
     if not runtime.update_id:
         return None
-    job = ctx.cache.get(job_id)
+    job = cache.get(job_id)
     if job is not None and job.update is not None and job.update.update_id == runtime.update_id:
         return job.update
     try:
-        return ctx.store.get_update(runtime.update_id)
+        return store.get_update(runtime.update_id)
     except NotFound:
         return None
 
@@ -41,12 +43,12 @@ def pod_name(value: str, field: str = "pod_name") -> TaskId:
                               field=field) from None
 
 
-def job_spec_at(ctx: JobContext, job_id: str, version: int) -> JobSpec:
+def job_spec_at(cache: JobCache, store: Store, job_id: str, version: int) -> JobSpec:
     """One config version of a job (from the cache when loaded there); NotFound if unknown."""
-    job = ctx.cache.get(job_id)
+    job = cache.get(job_id)
     if job is not None and version in job.specs:
         return job.specs[version]
-    return ctx.store.get_job_config(job_id, version)
+    return store.get_job_config(job_id, version)
 
 
 def opaque(request: Any) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from peloton.api.convert.v0_job import JobQuerySpec
 from peloton.core.errors import InvalidArgument
-from peloton.jobmgr.context import JobContext
+from peloton.core.ports import ResourceManagerPort
 from peloton.storage import JobQuery, SortField, TimeRange
 
 #: Peloton's default and maximum page size for job queries.
@@ -16,11 +16,11 @@ def _range(bounds: tuple[float | None, float | None] | None) -> TimeRange | None
     return None if bounds is None else TimeRange(bounds[0], bounds[1])
 
 
-def job_query(ctx: JobContext, spec: JobQuerySpec) -> JobQuery:
+def job_query(resmgr: ResourceManagerPort, spec: JobQuerySpec) -> JobQuery:
     """A storage JobQuery; a respool path is resolved to its id (NotFound if unknown)."""
     pool = spec.respool_id
     if not pool and spec.respool_path:
-        pool = ctx.resmgr.pool_id_for_path(spec.respool_path)
+        pool = resmgr.pool_id_for_path(spec.respool_path)
     order, descending = SortField.CREATION_TIME, True
     if spec.order_by:
         name, descending = spec.order_by[0]

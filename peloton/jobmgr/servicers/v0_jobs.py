@@ -29,8 +29,9 @@ from peloton.api.gen.peloton.api.v0.job import job_pb2, job_pb2_grpc
 from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound
 from peloton.core.model.job import JobSpec
 from peloton.core.model.update import UpdateSpec
+from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobType, WorkflowType
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.queries import job_query
 from peloton.jobmgr.workflows import WorkflowOps
@@ -43,10 +44,12 @@ def _job_id(msg: peloton_pb2.JobID) -> str:
 class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
     """Batch job API of Peloton v0."""
 
-    def __init__(self, ctx: JobContext, jobs: JobOps, workflows: WorkflowOps | None = None) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, jobs: JobOps,
+                 workflows: WorkflowOps) -> None:
+        self.cache = cache
+        self.resmgr = resmgr
         self.jobs = jobs
-        self.workflows = workflows or WorkflowOps(ctx)
+        self.workflows = workflows
 
     def Create(self, request: job_pb2.CreateRequest, context: Any) -> job_pb2.CreateResponse:
         out = job_pb2.CreateResponse()
@@ -86,7 +89,7 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
         out = job_pb2.QueryResponse()
         out.spec.CopyFrom(request.spec)
         try:
-            query = job_query(self.ctx, v0_job.job_query_from_v0(request.spec,
+            query = job_query(self.resmgr, v0_job.job_query_from_v0(request.spec,
                                                                  request.respoolID.value))
         except NotFound as exc:
             out.error.invalidRespool.respoolID.value = request.respoolID.value
@@ -140,7 +143,7 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
         return job_pb2.RefreshResponse()
 
     def GetCache(self, request: job_pb2.GetCacheRequest, context: Any) -> job_pb2.GetCacheResponse:
-        job = self.ctx.cache.get(_job_id(request.id))
+        job = self.cache.get(_job_id(request.id))
         if job is None:
             raise NotFound(f"job {request.id.value} is not in the cache", field="id")
         out = job_pb2.GetCacheResponse()

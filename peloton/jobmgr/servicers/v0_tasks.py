@@ -11,9 +11,10 @@ from peloton.api.gen.peloton.api.v0.task import task_pb2, task_pb2_grpc
 from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import TaskState
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.tasks import TaskOps
+from peloton.storage import Store
 
 #: Largest instance range end a client may send ("all instances").
 ALL = 2**31 - 1
@@ -44,8 +45,9 @@ def _ranges(ranges: Any) -> list[tuple[int, int]]:
 class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[misc]
     """Task API of Peloton v0."""
 
-    def __init__(self, ctx: JobContext, jobs: JobOps, tasks: TaskOps) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, store: Store, jobs: JobOps, tasks: TaskOps) -> None:
+        self.cache = cache
+        self.store = store
         self.jobs = jobs
         self.tasks = tasks
 
@@ -55,10 +57,10 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         return v0_task_runtime.task_info_with_config(job_id, instance, config, rt)
 
     def _job_spec(self, job_id: str, version: int) -> Any:
-        job = self.ctx.cache.get(job_id)
+        job = self.cache.get(job_id)
         if job is not None and version in job.specs:
             return job.specs[version]
-        return self.ctx.store.get_job_config(job_id, version or None)
+        return self.store.get_job_config(job_id, version or None)
 
     def Get(self, request: task_pb2.GetRequest, context: Any) -> task_pb2.GetResponse:
         out = task_pb2.GetResponse()
@@ -147,7 +149,7 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
 
     def GetCache(self, request: task_pb2.GetCacheRequest,
                  context: Any) -> task_pb2.GetCacheResponse:
-        job = self.ctx.cache.get(request.jobId.value)
+        job = self.cache.get(request.jobId.value)
         if job is None or job.get_task(request.instanceId) is None:
             raise NotFound(f"task {request.jobId.value}-{request.instanceId} is not in the cache")
         out = task_pb2.GetCacheResponse()

@@ -30,7 +30,7 @@ from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.ids import validate_uuid
 from peloton.core.model.update import UpdateInfo
 from peloton.core.states import JobType, WorkflowType
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.workflows import WorkflowOps
 
@@ -42,8 +42,8 @@ def _opaque(request: Any) -> str | None:
 class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
     """Create, read and steer v0 updates."""
 
-    def __init__(self, ctx: JobContext, jobs: JobOps, workflows: WorkflowOps) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, jobs: JobOps, workflows: WorkflowOps) -> None:
+        self.cache = cache
         self.jobs = jobs
         self.workflows = workflows
 
@@ -137,7 +137,7 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
     def GetUpdateCache(self, request: pb.GetUpdateCacheRequest,
                        context: Any) -> pb.GetUpdateCacheResponse:
         update = self._update(request)
-        job = self.ctx.cache.get(update.job_id)
+        job = self.cache.get(update.job_id)
         cached = job.update if job is not None else None
         if cached is None or cached.update_id != update.update_id:
             raise NotFound(f"update {update.update_id} is not in the cache", field="updateId")

@@ -25,14 +25,16 @@ from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobSpec
 from peloton.core.model.task import TaskRuntime
+from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import TaskState
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at
 from peloton.jobmgr.servicers.v1_jobs_read import JobReads, job_id_of
 from peloton.jobmgr.servicers.v1_jobs_write import JobWrites
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
+from peloton.storage import Store
 
 #: Pods per ListPods response.
 LIST_PAGE = 500
@@ -60,7 +62,9 @@ def _sort_key(prop: str) -> Any:
 class JobPods:
     """ListPods and QueryPods of JobService (mixed into JobServicer)."""
 
-    ctx: JobContext
+    cache: JobCache
+    store: Store
+    resmgr: ResourceManagerPort
     jobs: JobOps
     tasks: TaskOps
 
@@ -96,7 +100,7 @@ class JobPods:
         total = len(rows)
         end = query.offset + query.limit if query.limit else None
         page = rows[query.offset:end]
-        reasons = self.ctx.resmgr.pending_reasons(
+        reasons = self.resmgr.pending_reasons(
             [TaskId(job_id, i) for i, rt in page if rt.state in QUEUED]) if page else {}
         specs: dict[int, JobSpec] = {}
         out = svc.QueryPodsResponse()
@@ -106,7 +110,7 @@ class JobPods:
                 info.spec.pod_name.value = f"{job_id}-{inst}"
             else:
                 if rt.config_version not in specs:
-                    specs[rt.config_version] = job_spec_at(self.ctx, job_id, rt.config_version)
+                    specs[rt.config_version] = job_spec_at(self.cache, self.store, job_id, rt.config_version)
                 pod = pod_spec_for_instance(specs[rt.config_version], job_id, inst)
                 info = pod_info_to_v1(pod, job_id, inst, rt)
             why = reasons.get(TaskId(job_id, inst))
@@ -124,9 +128,11 @@ class JobServicer(JobWrites, JobReads, JobPods,
                   svc_grpc.JobServiceServicer):  # type: ignore[misc]
     """Stateless jobs of Peloton v1alpha."""
 
-    def __init__(self, ctx: JobContext, jobs: JobOps, tasks: TaskOps,
-                 workflows: WorkflowOps) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort, jobs: JobOps,
+                 tasks: TaskOps, workflows: WorkflowOps) -> None:
+        self.cache = cache
+        self.store = store
+        self.resmgr = resmgr
         self.jobs = jobs
         self.tasks = tasks
         self.workflows = workflows

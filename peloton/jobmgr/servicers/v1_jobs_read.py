@@ -30,12 +30,13 @@ from peloton.api.convert.v1_workflow import (
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
-from peloton.jobmgr.context import JobContext
+from peloton.core.ports import ResourceManagerPort
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at, job_summary, version, workflow_of
 from peloton.jobmgr.servicers.queries import job_query
 from peloton.jobmgr.workflows import WorkflowOps
-from peloton.storage import JobQuery, SortField
+from peloton.storage import JobQuery, SortField, Store
 
 #: Jobs per ListJobs response.
 LIST_PAGE = 500
@@ -50,12 +51,14 @@ def job_id_of(request: Any) -> str:
 class JobReads:
     """The reading RPCs of JobService (mixed into JobServicer)."""
 
-    ctx: JobContext
+    cache: JobCache
+    store: Store
+    resmgr: ResourceManagerPort
     jobs: JobOps
     workflows: WorkflowOps
 
     def _events(self, update: UpdateInfo, instances: bool, limit: int = 0) -> list[WorkflowEvent]:
-        store = self.ctx.store
+        store = self.store
         events = store.get_workflow_events(update.update_id, None)
         if instances:
             for inst in sorted({*update.instances_added, *update.instances_removed,
@@ -70,12 +73,12 @@ class JobReads:
         if request.summary_only:
             spec, runtime = self.jobs.get(job_id)
             out.summary.CopyFrom(job_summary_to_v1(job_summary(job_id, spec, runtime),
-                                                   workflow_of(self.ctx, job_id, runtime)))
+                                                   workflow_of(self.cache, self.store, job_id, runtime)))
         elif wanted:
             config, _, _ = parse_entity_version(wanted, "version")
             self.jobs.get(job_id)  # NotFound for an unknown job
             try:
-                spec = job_spec_at(self.ctx, job_id, config)
+                spec = job_spec_at(self.cache, self.store, job_id, config)
             except NotFound:
                 raise NotFound(f"job {job_id} has no configuration version {config}",
                                field="version") from None
@@ -83,7 +86,7 @@ class JobReads:
             out.job_info.spec.CopyFrom(job_spec_to_v1(spec))
         else:
             spec, runtime = self.jobs.get(job_id)
-            update = workflow_of(self.ctx, job_id, runtime)
+            update = workflow_of(self.cache, self.store, job_id, runtime)
             out.job_info.CopyFrom(job_info_to_v1(job_id, spec, runtime, update))
             if update is not None:
                 out.workflow_info.CopyFrom(workflow_info_to_v1(update, runtime,
@@ -92,7 +95,7 @@ class JobReads:
 
     def GetJobIDFromJobName(self, request: svc.GetJobIDFromJobNameRequest,
                             context: Any) -> svc.GetJobIDFromJobNameResponse:
-        ids = self.ctx.store.get_job_ids_by_name(request.job_name)
+        ids = self.store.get_job_ids_by_name(request.job_name)
         if not ids:
             raise NotFound(f'job id for job name not found: "{request.job_name}"',
                            field="job_name")
@@ -107,16 +110,16 @@ class JobReads:
         _, runtime = self.jobs.get(job_id)
         if not runtime.update_id:
             raise FailedPrecondition(f"job {job_id} has no workflow", field="job_id")
-        events = self.ctx.store.get_workflow_events(runtime.update_id, request.instance_id,
+        events = self.store.get_workflow_events(runtime.update_id, request.instance_id,
                                                     request.limit or None)
         return svc.GetWorkflowEventsResponse(events=[workflow_event_to_v1(e) for e in events])
 
     def QueryJobs(self, request: svc.QueryJobsRequest, context: Any) -> svc.QueryJobsResponse:
-        query = job_query(self.ctx, job_query_from_v1(request.spec))
+        query = job_query(self.resmgr, job_query_from_v1(request.spec))
         result = self.jobs.query(query)
         out = svc.QueryJobsResponse(spec=request.spec)
         for summary in result.jobs:
-            update = workflow_of(self.ctx, summary.job_id, summary.runtime)
+            update = workflow_of(self.cache, self.store, summary.job_id, summary.runtime)
             out.records.append(job_summary_to_v1(summary, update))
         out.pagination.offset = query.offset
         out.pagination.limit = query.limit or 0
@@ -130,7 +133,7 @@ class JobReads:
                                             offset=offset, limit=LIST_PAGE))
             if page.jobs:
                 yield svc.ListJobsResponse(jobs=[
-                    job_summary_to_v1(s, workflow_of(self.ctx, s.job_id, s.runtime))
+                    job_summary_to_v1(s, workflow_of(self.cache, self.store, s.job_id, s.runtime))
                     for s in page.jobs])
             offset += len(page.jobs)
             if len(page.jobs) < LIST_PAGE or offset >= page.total:
@@ -158,7 +161,7 @@ class JobReads:
             instances_unchanged=instance_ranges_to_v1(unchanged))
 
     def GetJobCache(self, request: svc.GetJobCacheRequest, context: Any) -> svc.GetJobCacheResponse:
-        job = self.ctx.cache.get(job_id_of(request))
+        job = self.cache.get(job_id_of(request))
         if job is None:
             raise NotFound(f"job not found in cache: {request.job_id.value}", field="job_id")
         return svc.GetJobCacheResponse(spec=job_spec_to_v1(job.spec),

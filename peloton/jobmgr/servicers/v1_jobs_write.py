@@ -29,11 +29,13 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.core.errors import Conflict, InvalidArgument
 from peloton.core.model.job import JobSpec
+from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobState, WorkflowType
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import opaque, version
 from peloton.jobmgr.workflows import WorkflowOps
+from peloton.storage import Store
 
 
 def _no_secrets(request: Any) -> None:
@@ -59,7 +61,9 @@ def instances_in(ranges: tuple[tuple[int, int], ...], count: int) -> list[int] |
 class JobWrites:
     """The mutating RPCs of JobService (mixed into JobServicer)."""
 
-    ctx: JobContext
+    cache: JobCache
+    store: Store
+    resmgr: ResourceManagerPort
     jobs: JobOps
     workflows: WorkflowOps
 

@@ -28,10 +28,11 @@ from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, N
 from peloton.core.model.events import PodEvent
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.states import TaskState
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at, pod_name
 from peloton.jobmgr.tasks import TaskOps
+from peloton.storage import Store
 
 S = TaskState
 
@@ -54,8 +55,9 @@ def _run(request: Any, task: TaskId) -> int | None:
 class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
     """Start, stop, restart and read pods."""
 
-    def __init__(self, ctx: JobContext, jobs: JobOps, tasks: TaskOps) -> None:
-        self.ctx = ctx
+    def __init__(self, cache: JobCache, store: Store, jobs: JobOps, tasks: TaskOps) -> None:
+        self.cache = cache
+        self.store = store
         self.jobs = jobs
         self.tasks = tasks
 
@@ -88,7 +90,7 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
 
     def _spec(self, task: TaskId, version: int) -> pod_pb2.PodSpec | None:
         try:
-            spec = job_spec_at(self.ctx, task.job_id, version)
+            spec = job_spec_at(self.cache, self.store, task.job_id, version)
         except NotFound:
             return None  # an old config version may have been purged; show the status alone
         return pod_spec_for_instance(spec, task.job_id, task.instance)
@@ -153,7 +155,7 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
 
     def GetPodCache(self, request: pb.GetPodCacheRequest, context: Any) -> pb.GetPodCacheResponse:
         task = _pod(request)
-        job = self.ctx.cache.get(task.job_id)
+        job = self.cache.get(task.job_id)
         if job is None:
             raise NotFound(f"job not found in cache: {task.job_id}", field="pod_name")
         rt = job.get_task(task.instance)

@@ -38,8 +38,7 @@ from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc as 
 from peloton.core.errors import Conflict, InvalidArgument, NotFound, ResourceExhausted
 from peloton.core.model.constraints import Label
 from peloton.core.model.task import TaskRuntime
-from peloton.jobmgr.cache import CachedJob
-from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.aggregate import CachedJob, Listeners
 from peloton.jobmgr.servicers.common import job_summary
 
 log = logging.getLogger(__name__)
@@ -80,8 +79,9 @@ def _has_labels(wanted: tuple[Label, ...], have: tuple[Label, ...]) -> bool:
 class WatchPublisher:
     """Fans job and pod changes out to watchers; see the module notes."""
 
-    def __init__(self, ctx: JobContext, buffer_size: int = 10_000, max_clients: int = 1000) -> None:
-        self.ctx = ctx
+    def __init__(self, listeners: Listeners, buffer_size: int = 10_000,
+                 max_clients: int = 1000) -> None:
+        self.listeners = listeners
         self.buffer_size = buffer_size
         self.max_clients = max_clients
         self.watchers: dict[str, Watcher] = {}
@@ -112,14 +112,14 @@ class WatchPublisher:
 
     def _subscribe(self) -> None:
         if not self._subscribed:
-            self.ctx.cache.listeners.task.append(self._on_task)
-            self.ctx.cache.listeners.job.append(self._on_job)
+            self.listeners.task.append(self._on_task)
+            self.listeners.job.append(self._on_job)
             self._subscribed = True
 
     def _unsubscribe(self) -> None:
         if self._subscribed:
-            self.ctx.cache.listeners.task.remove(self._on_task)
-            self.ctx.cache.listeners.job.remove(self._on_job)
+            self.listeners.task.remove(self._on_task)
+            self.listeners.job.remove(self._on_job)
             self._subscribed = False
 
     def _deliver(self, watcher: Watcher, item: Any) -> None:

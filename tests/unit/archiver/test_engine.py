@@ -20,7 +20,8 @@ from archiver.engine import ArchiveEngine
 from archiver.record import ArchiveCorrupt, ArchiveRecord
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
-from peloton.common.retry import FakeClock, Retrier
+from peloton.common.clock import FakeClock
+from peloton.common.retry import Retrier
 from peloton.core.errors import Unavailable
 from tests.fakes.peloton_jobs import FakeJob, FakePelotonJobs
 
@@ -39,7 +40,7 @@ def engine(peloton: FakePelotonJobs, sink: DirSink, config: ArchiverConfig = CON
            clock: FakeClock | None = None) -> ArchiveEngine:
     clock = clock or FakeClock()
     return ArchiveEngine(peloton, sink, config, retrier=Retrier(config.retry_policy(),
-                                                                sleep=clock.sleep, clock=clock.now),
+                                                                sleep=clock.sleep, clock=clock),
                          sleep=clock.sleep)
 
 

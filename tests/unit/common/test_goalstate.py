@@ -1,4 +1,7 @@
-"""Goal-state engine: ordering, backoff, one evaluation per entity, re-runs, stop; fake clock throughout."""
+"""Goal-state engine: ordering, backoff, one evaluation per key, re-runs, stop; fake clock throughout.
+
+The schedule holds only keys; the engine resolves a key to its actions with the `resolve`
+function it was built with (here: a dict of scripted entities)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,10 @@ import gevent
 import gevent.event
 import pytest
 
-from peloton.common.goalstate import Action, Engine
+from peloton.common.clock import FakeClock
+from peloton.common.goalstate import Action, Engine, EngineObserver, Schedule
 from peloton.common.metrics import GoalStateMetrics, Metrics
-from peloton.common.retry import FakeClock, RetryPolicy
+from peloton.common.retry import RetryPolicy
 
 BACKOFF = RetryPolicy(initial_delay=10.0, max_delay=60.0, multiplier=2.0, jitter=0.0)
 
@@ -40,32 +44,54 @@ class Scripted:
         return run
 
 
-def make_engine(clock: FakeClock, **kwargs: object) -> Engine:
-    return Engine(name="test", clock=clock.now, backoff=BACKOFF, rand=lambda: 0.5, **kwargs)  # type: ignore[arg-type]
+class Harness:
+    """An engine over scripted entities: `add` registers one and enqueues it."""
+
+    def __init__(self, clock: FakeClock, *, backoff: RetryPolicy = BACKOFF,
+                 rand: float = 0.5, observer: EngineObserver | None = None,
+                 workers: int = 1) -> None:
+        self.entities: dict[str, object] = {}
+        self.schedule: Schedule[str] = Schedule(name="test", clock=clock, backoff=backoff,
+                                                rand=lambda: rand, observer=observer)
+        self.engine: Engine[str] = Engine(self.schedule, self._resolve, workers=workers)
+
+    def _resolve(self, key: str) -> Sequence[Action]:
+        return self.entities[key].actions()  # type: ignore[attr-defined, no-any-return]
+
+    def add(self, entity: object, deadline: float | None = None) -> None:
+        self.entities[entity.id] = entity  # type: ignore[attr-defined]
+        self.schedule.enqueue(entity.id, deadline)  # type: ignore[attr-defined]
+
+    def run_due(self) -> int:
+        return self.engine.run_due()
+
+
+def make_engine(clock: FakeClock, **kwargs: object) -> Harness:
+    return Harness(clock, **kwargs)  # type: ignore[arg-type]
 
 
 def test_actions_run_in_order_and_stop_at_the_first_failure() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
     ok = Scripted("ok", names=("a", "b", "c"))
     bad = Scripted("bad", names=("a", "b", "c"), failing={"b"})
-    engine.enqueue(ok)
-    engine.enqueue(bad)
+    engine.add(ok)
+    engine.add(bad)
     assert engine.run_due() == 2
     assert ok.log == ["a", "b", "c"]
     assert bad.log == ["a", "b"]
-    assert not engine.is_scheduled("ok") and engine.is_tracked("ok")
-    assert engine.is_scheduled("bad")
+    assert not engine.schedule.is_scheduled("ok") and engine.schedule.is_tracked("ok")
+    assert engine.schedule.is_scheduled("bad")
 
 
 def test_entities_wait_for_their_deadline_and_reenqueue_keeps_the_earlier_one() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
     entity = Scripted("e")
-    engine.enqueue(entity, 50.0)
-    engine.enqueue(entity, 20.0)
-    engine.enqueue(entity, 80.0)
-    assert engine.deadline("e") == 20.0
+    engine.add(entity, 50.0)
+    engine.add(entity, 20.0)
+    engine.add(entity, 80.0)
+    assert engine.schedule.deadline("e") == 20.0
     clock.sleep(19.0)
     assert engine.run_due() == 0
     clock.sleep(1.0)
@@ -75,116 +101,116 @@ def test_entities_wait_for_their_deadline_and_reenqueue_keeps_the_earlier_one() 
 
 
 def test_backoff_doubles_per_failure_and_is_capped() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
     entity = Scripted("e", failing={"first"})
-    engine.enqueue(entity)
+    engine.add(entity)
     delays = []
     for _ in range(6):
         assert engine.run_due() == 1
-        deadline = engine.deadline("e")
+        deadline = engine.schedule.deadline("e")
         assert deadline is not None
-        delays.append(deadline - clock.now())
-        clock.sleep(deadline - clock.now())
+        delays.append(deadline - clock.monotonic())
+        clock.sleep(deadline - clock.monotonic())
     assert delays == [10.0, 20.0, 40.0, 60.0, 60.0, 60.0]
-    assert engine.failures("e") == 6
+    assert engine.schedule.failures("e") == 6
 
 
 def test_success_resets_the_backoff() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
     entity = Scripted("e", failing={"first"})
-    engine.enqueue(entity)
+    engine.add(entity)
     for _ in range(3):
         engine.run_due()
         clock.sleep(100.0)
-    assert engine.failures("e") == 3
+    assert engine.schedule.failures("e") == 3
     entity.failing.clear()
     engine.run_due()
-    assert engine.failures("e") == 0 and not engine.is_scheduled("e")
+    assert engine.schedule.failures("e") == 0 and not engine.schedule.is_scheduled("e")
     entity.failing.add("second")
-    engine.enqueue(entity)
+    engine.add(entity)
     engine.run_due()
-    assert engine.deadline("e") == clock.now() + 10.0  # back to the first step
+    assert engine.schedule.deadline("e") == clock.monotonic() + 10.0  # back to the first step
 
 
 def test_jitter_comes_from_the_injected_randomness() -> None:
-    clock = FakeClock()
-    engine = Engine(clock=clock.now, rand=lambda: 0.0,
-                    backoff=RetryPolicy(initial_delay=10.0, max_delay=60.0, jitter=0.2))
-    engine.enqueue(Scripted("e", failing={"first"}))
+    clock = FakeClock(monotonic=0.0)
+    engine = Harness(clock, rand=0.0,
+                     backoff=RetryPolicy(initial_delay=10.0, max_delay=60.0, jitter=0.2))
+    engine.add(Scripted("e", failing={"first"}))
     engine.run_due()
-    assert engine.deadline("e") == pytest.approx(8.0)
+    assert engine.schedule.deadline("e") == pytest.approx(8.0)
 
 
 def test_enqueue_during_evaluation_reruns_after_it() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
     entity = Scripted("e", names=("only",))
     runs = []
 
     def hook() -> None:
-        runs.append(clock.now())
+        runs.append(clock.monotonic())
         if len(runs) == 1:
-            engine.enqueue(entity, clock.now() + 5.0)
-            assert engine.is_scheduled("e")
+            engine.add(entity, clock.monotonic() + 5.0)
+            assert engine.schedule.is_scheduled("e")
 
     entity.hook = hook
-    engine.enqueue(entity)
+    engine.add(entity)
     assert engine.run_due() == 1
-    assert engine.deadline("e") == 5.0
+    assert engine.schedule.deadline("e") == 5.0
     clock.sleep(5.0)
     assert engine.run_due() == 1
     assert runs == [0.0, 5.0]
-    assert not engine.is_scheduled("e")
+    assert not engine.schedule.is_scheduled("e")
 
 
 def test_enqueue_during_a_failing_evaluation_wins_over_a_later_retry() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
     entity = Scripted("e", names=("only",), failing={"only"})
-    entity.hook = lambda: engine.enqueue(entity, clock.now() + 1.0)
-    engine.enqueue(entity)
+    entity.hook = lambda: engine.add(entity, clock.monotonic() + 1.0)
+    engine.add(entity)
     engine.run_due()
-    assert engine.deadline("e") == 1.0  # earlier than the 10 s backoff
+    assert engine.schedule.deadline("e") == 1.0  # earlier than the 10 s backoff
 
 
-def test_raising_actions_list_counts_as_failure() -> None:
+def test_raising_resolve_counts_as_failure() -> None:
     class Broken:
         id = "broken"
 
         def actions(self) -> Sequence[Action]:
             raise ValueError("no table entry")
 
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
-    engine.enqueue(Broken())
+    engine.add(Broken())
     engine.run_due()
-    assert engine.failures("broken") == 1 and engine.deadline("broken") == 10.0
+    assert engine.schedule.failures("broken") == 1 and engine.schedule.deadline("broken") == 10.0
 
 
 def test_delete_untracks_queued_and_running_entities() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     engine = make_engine(clock)
     queued = Scripted("queued")
     running = Scripted("running", failing={"first"})
-    running.hook = lambda: engine.delete("running")
-    engine.enqueue(queued, 5.0)
-    engine.enqueue(running)
-    engine.delete("queued")
+    running.hook = lambda: engine.schedule.delete("running")
+    engine.add(queued, 5.0)
+    engine.add(running)
+    engine.schedule.delete("queued")
     assert engine.run_due() == 1
     clock.sleep(100.0)
     assert engine.run_due() == 0
     assert queued.log == [] and running.log == ["first"]
-    assert not engine.is_tracked("running") and not engine.is_scheduled("running")
+    assert not engine.schedule.is_tracked("running") and not engine.schedule.is_scheduled("running")
 
 
 def test_observer_sees_actions_and_queue_sizes() -> None:
-    clock = FakeClock()
+    clock = FakeClock(monotonic=0.0)
     metrics = Metrics("jobmgr")
     engine = make_engine(clock, observer=GoalStateMetrics(metrics, "task"))
-    engine.enqueue(Scripted("a", failing={"second"}))
-    engine.enqueue(Scripted("b"), 100.0)
+    engine.add(Scripted("a", failing={"second"}))
+    engine.add(Scripted("b"), 100.0)
     engine.run_due()
     labels = {"engine": "task", "action": "second"}
     assert metrics.value("peloton_jobmgr_goalstate_action_failures_total", labels) == 1.0
@@ -228,21 +254,21 @@ class Blocking:
 
 def test_workers_run_one_evaluation_per_entity_and_rerun_after() -> None:
     stats = {"now": 0, "max": 0}
-    engine = Engine(workers=4)
+    engine = Harness(FakeClock(), workers=4)
     a, b = Blocking("a", stats), Blocking("b", stats)
-    engine.start()
+    engine.engine.start()
     try:
-        engine.enqueue(a)
-        engine.enqueue(b)
+        engine.add(a)
+        engine.add(b)
         gwait(lambda: a.runs == 1 and b.runs == 1, "both entities to be running")
         assert stats["max"] == 2  # different entities run in parallel
         for _ in range(5):
-            engine.enqueue(a)
+            engine.add(a)
             gevent.sleep(0.01)
-        assert a.runs == 1 and engine.is_scheduled("a")  # queued behind its running evaluation
+        assert a.runs == 1 and engine.schedule.is_scheduled("a")  # queued behind its running evaluation
         a.release.set()
         gwait(lambda: a.runs == 2, "the re-run after the evaluation")
-        assert not engine.is_scheduled("a")
+        assert not engine.schedule.is_scheduled("a")
         b.release.set()
         gwait(lambda: stats["now"] == 0, "evaluations to finish")
         assert a.runs == 2 and b.runs == 1
@@ -250,39 +276,40 @@ def test_workers_run_one_evaluation_per_entity_and_rerun_after() -> None:
     finally:
         a.release.set()
         b.release.set()
-        engine.stop()
+        engine.engine.stop()
 
 
 def test_stop_waits_for_running_evaluations_and_start_resumes() -> None:
     stats = {"now": 0, "max": 0}
-    engine = Engine(workers=1)
+    engine = Harness(FakeClock(), workers=1)
     first, second = Blocking("first", stats), Blocking("second", stats)
-    engine.start()
-    engine.enqueue(first)
-    engine.enqueue(second)
+    engine.engine.start()
+    engine.add(first)
+    engine.add(second)
     gwait(lambda: first.runs == 1, "the first evaluation")
-    stopper = gevent.spawn(engine.stop)
+    stopper = gevent.spawn(engine.engine.stop)
     gevent.sleep(0.01)
     assert not stopper.ready()  # waits for the running evaluation
     first.release.set()
     stopper.join(5)
     assert stopper.ready() and second.runs == 0  # nothing new started
-    assert engine.is_scheduled("second")
+    assert engine.schedule.is_scheduled("second")
     second.release.set()
-    engine.start()
+    engine.engine.start()
     try:
         gwait(lambda: second.runs == 1 and stats["now"] == 0, "the resumed evaluation")
     finally:
-        engine.stop()
+        engine.engine.stop()
 
 
 def test_stop_kills_evaluations_that_outlive_the_timeout() -> None:
     stats = {"now": 0, "max": 0}
-    engine = Engine(workers=1)
+    engine = Harness(FakeClock(), workers=1)
     stuck = Blocking("stuck", stats)
-    engine.start()
-    engine.enqueue(stuck)
+    engine.engine.start()
+    engine.add(stuck)
     gwait(lambda: stuck.runs == 1, "the evaluation")
-    engine.stop(timeout=0.05)
+    engine.engine.stop(timeout=0.05)
     assert stats["now"] == 0
-    assert engine.is_scheduled("stuck") and engine.failures("stuck") == 0  # interrupted, not failed
+    # Interrupted, not failed:
+    assert engine.schedule.is_scheduled("stuck") and engine.schedule.failures("stuck") == 0

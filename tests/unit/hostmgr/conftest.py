@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from peloton.common.retry import FakeClock
+from peloton.common.clock import FakeClock
 from peloton.core.model.constraints import Label
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
@@ -49,7 +49,7 @@ def reservation(hostname: str, instance: int, cpu: float = 1.0, mem: float = 100
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock(1000.0)
+    return FakeClock(monotonic=1000.0)
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def make_hm(store: Store, backend: FakeBackend, clock: FakeClock, wire: str
     wired: list[Wired] = []
 
     def make(config: HostManagerConfig = CONFIG, b: FakeBackend | None = None) -> HostManager:
-        hm = connect(HostManager(store, b or backend, config, clock=clock.now))
+        hm = connect(HostManager(store, b or backend, config, clock=clock))
         if wire == "grpc":
             wired.append(over_grpc(hm))
             return wired[-1]  # type: ignore[return-value]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from peloton.common.retry import FakeClock
+from peloton.common.clock import FakeClock
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostOffer
 from peloton.core.model.resources import PortRange, Resources
@@ -87,7 +87,7 @@ def test_a_leased_host_is_not_offered_again_until_released_or_expired(
     hm.release_lease(first.lease_id)
     hm.release_lease(first.lease_id)  # idempotent
     assert [o.hostname for o in hm.acquire_hosts().offers] == [first.offers[0].hostname]
-    clock.time += 31  # past the lease timeout
+    clock.advance(31)  # past the lease timeout
     hm.prune()
     assert len(hm.acquire_hosts().offers) == 2
 
@@ -124,7 +124,7 @@ def test_reservations_that_no_longer_fit_are_refused(hm: HostManager) -> None:
 def test_unlaunched_reservations_expire(hm: HostManager, clock: FakeClock) -> None:
     hm.commit_lease(hm.acquire_hosts().lease_id, [reservation("h1", 0, cpu=4)])
     assert "h1" not in offers(hm)  # nothing free left on it
-    clock.time += 61
+    clock.advance(61)
     hm.prune()
     assert offers(hm)["h1"].available.cpu == 4
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from peloton.common.retry import FakeClock
+from peloton.common.clock import FakeClock
 from peloton.core.errors import FailedPrecondition, NotFound
 from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.app import HostManager
@@ -82,7 +82,7 @@ def test_maintenance_survives_a_restart(store_url: str, clock: FakeClock) -> Non
     backend = FakeBackend()
     backend.add_host("h1")
     store = open_store(store_url, StoreOptions(bootstrap=True))
-    first = connect(HostManager(store, backend, config, clock=clock.now))
+    first = connect(HostManager(store, backend, config, clock=clock))
     first.launch("h1", [spec(0)])
     backend.report(rid(0), TaskState.RUNNING)
     first.start_maintenance("h1")
@@ -93,7 +93,7 @@ def test_maintenance_survives_a_restart(store_url: str, clock: FakeClock) -> Non
     # A new host manager over the same file: the host is still DRAINING, and its run, which
     # the backend re-reports, is known again (so the drain does not end early).
     store = open_store(store_url, StoreOptions(bootstrap=True))
-    second = HostManager(store, backend, config, clock=clock.now)
+    second = HostManager(store, backend, config, clock=clock)
     second.start()
     try:
         second.settle()  # the deferred reconciliation re-reports the running run
@@ -102,7 +102,7 @@ def test_maintenance_survives_a_restart(store_url: str, clock: FakeClock) -> Non
         second.kill([rid(0)])
         second.settle()
         assert second.host_states() == {"h1": H.DRAINING}  # within the recovery grace
-        clock.time += 11
+        clock.advance(11)
         second.settle()
         assert second.host_states() == {"h1": H.DOWN}
     finally:

@@ -36,6 +36,20 @@ from tests.fakes.hostmgr import FakeHostManager
 from tests.fakes.resmgr import FakeResourceManager
 
 T = TypeVar("T")
+
+
+class SkewedClock:
+    """The system clock plus an offset a test moves forward (both readings move together)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def wall(self) -> float:
+        return time.time() + self.offset
+
 #: Longest any test waits for a state (a hung test fails instead of blocking CI).
 DEADLINE = 20.0
 
@@ -45,6 +59,7 @@ class Cluster:
     """The served job manager, its fakes and stubs for every service."""
 
     jm: JobManager
+    clock: SkewedClock
     hosts: FakeHostManager
     rm: FakeResourceManager
     hub: Hub
@@ -86,10 +101,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             rm = FakeResourceManager(hosts)
             server = GrpcServer("127.0.0.1:0", max_workers=32)
             config = JobManagerConfig(poll_timeout=0.05, runtime_update_interval=0.05)
-            jm = JobManager(store, rm, hosts, config, grpc=server)
+            clock = SkewedClock()
+            jm = JobManager(store, rm, hosts, config, grpc=server, clock=clock)
             jm.start()
             server.start()
-            box.update(jm=jm, hosts=hosts, rm=rm, server=server, hub=Hub(), store=store)
+            box.update(jm=jm, clock=clock, hosts=hosts, rm=rm, server=server, hub=Hub(), store=store)
         except BaseException as exc:
             box["error"] = exc
             raise
@@ -107,7 +123,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         raise box["error"]
     channel = grpc.insecure_channel(f"127.0.0.1:{box['server'].port}")
     try:
-        yield Cluster(box["jm"], box["hosts"], box["rm"], box["hub"], channel,
+        yield Cluster(box["jm"], box["clock"], box["hosts"], box["rm"], box["hub"], channel,
                       stateless_svc_pb2_grpc.JobServiceStub(channel),
                       pod_svc_pb2_grpc.PodServiceStub(channel),
                       watch_svc_pb2_grpc.WatchServiceStub(channel),

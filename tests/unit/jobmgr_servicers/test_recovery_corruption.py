@@ -96,8 +96,8 @@ def _get(stub: Any, job_id: str) -> Any:
 
 def test_recovery_skips_the_corrupt_job_and_serves_the_rest(served: Any) -> None:
     stub, jm, healthy, broken = served
-    assert jm.ctx.cache.get(healthy) is not None      # recovered and cached
-    assert jm.ctx.cache.get(broken) is None           # skipped, not fatal
+    assert jm.cache.get(healthy) is not None      # recovered and cached
+    assert jm.cache.get(broken) is None           # skipped, not fatal
     assert _get(stub, healthy).summary.status.state   # the API still serves the healthy job
     with pytest.raises(grpc.RpcError) as err:
         _get(stub, broken)

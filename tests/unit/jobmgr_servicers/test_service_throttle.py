@@ -1,13 +1,12 @@
 """A failed service task is throttled: it says so and waits 30 s, then 60 s, before running again.
 
-The job manager's clock is swapped for one the test moves forward, so the
+The cluster's job manager reads a clock the test moves forward, so the
 backoff is observed without waiting for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
@@ -16,16 +15,6 @@ from tests.unit.jobmgr_servicers.conftest import Cluster
 from tests.unit.jobmgr_servicers.helpers import RUNNING, create, pods, service_spec, wait_workflow
 
 FAILED = pod_pb2.POD_STATE_FAILED
-
-
-class SkewedClock:
-    """Wall time plus an offset the test advances."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 def _pod(c: Cluster, jid: str) -> Any:
@@ -39,18 +28,17 @@ def _run(pod: Any) -> int:
 
 def _due_in(c: Cluster, jid: str) -> float | None:
     """Seconds until the task goal-state engine looks at instance 0 again (engine clock)."""
-    engine = c.jm.ctx.task_engine
-    assert engine is not None
-    deadline = c.on_hub(lambda: engine.deadline(f"{jid}/0"))
-    return None if deadline is None else deadline - time.monotonic()
+    tasks = c.jm.queue.tasks
+    deadline = c.on_hub(lambda: tasks.deadline((jid, 0)))
+    return None if deadline is None else deadline - c.clock.monotonic()
 
 
-def _fail(c: Cluster, jid: str, clock: SkewedClock) -> None:
+def _fail(c: Cluster, jid: str) -> None:
     """The job's run exits non-zero; its host reports it at the test's time."""
     def fail() -> None:
         (run,) = [r for r in c.hosts.runs() if r.startswith(jid)]
         c.hosts.finish(run, TaskState.FAILED)
-        c.hosts.events[-1] = dataclasses.replace(c.hosts.events[-1], timestamp=clock())
+        c.hosts.events[-1] = dataclasses.replace(c.hosts.events[-1], timestamp=c.clock.wall())
 
     c.on_hub(fail)
 
@@ -66,17 +54,16 @@ def _throttled(c: Cluster, jid: str, run: int) -> Any:
 
 
 def _poke(c: Cluster, jid: str) -> None:
-    c.on_hub(lambda: c.jm.ctx.enqueue_task(jid, 0))
+    c.on_hub(lambda: c.jm.queue.enqueue_task(jid, 0))
 
 
 def test_failed_service_task_is_throttled_with_doubling_backoff(cluster: Cluster) -> None:
-    clock = SkewedClock()
-    cluster.jm.ctx.clock = clock
+    clock = cluster.clock
     jid = create(cluster, service_spec(1)).job_id.value
     wait_workflow(cluster, jid, "WORKFLOW_STATE_SUCCEEDED")
     cluster.until(lambda: _pod(cluster, jid).status.state == RUNNING, "the service running")
 
-    _fail(cluster, jid, clock)
+    _fail(cluster, jid)
     pod = _throttled(cluster, jid, 1)
     assert pod.status.message.startswith("Task throttled due to failure")
     assert pod.status.failure_count == 1
@@ -95,7 +82,7 @@ def test_failed_service_task_is_throttled_with_doubling_backoff(cluster: Cluster
                         _run(p) == 2 and p, "run 2 running after the backoff")
     assert "throttled" not in pod.status.message
 
-    _fail(cluster, jid, clock)  # the second failure waits twice as long
+    _fail(cluster, jid)  # the second failure waits twice as long
     pod = _throttled(cluster, jid, 2)
     assert pod.status.failure_count == 2
     due = _due_in(cluster, jid)

@@ -110,7 +110,7 @@ def test_active_jobs_refresh_and_delete(cluster: Cluster) -> None:
     assert {i.value for i in active.ids} == {jid, other}
 
     # Refresh loads a job that is not cached back from storage.
-    cluster.on_hub(lambda: cluster.jm.ctx.cache.remove(jid))
+    cluster.on_hub(lambda: cluster.jm.cache.forget(jid))
     with pytest.raises(grpc.RpcError) as err:
         cluster.v0jobs.GetCache(job_pb2.GetCacheRequest(id=_id(jid)), timeout=10)
     assert err.value.code() is grpc.StatusCode.NOT_FOUND
@@ -173,7 +173,7 @@ def test_task_start_query_refresh_cache_and_pod_events(cluster: Cluster) -> None
     cache = stub.GetCache(task_pb2.GetCacheRequest(jobId=_id(jid), instanceId=0), timeout=10)
     assert cache.runtime.state == RUNNING and cache.runtime.mesosTaskId.value == f"{jid}-0-2"
     assert cache.runtime.host == tasks[0].runtime.host
-    cluster.on_hub(lambda: cluster.jm.ctx.cache.remove(jid))
+    cluster.on_hub(lambda: cluster.jm.cache.forget(jid))
     with pytest.raises(grpc.RpcError) as err:
         stub.GetCache(task_pb2.GetCacheRequest(jobId=_id(jid), instanceId=1), timeout=10)
     assert err.value.code() is grpc.StatusCode.NOT_FOUND

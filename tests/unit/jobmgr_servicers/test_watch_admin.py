@@ -66,7 +66,7 @@ def test_a_watcher_that_falls_behind_is_ended_with_aborted(cluster: Cluster) -> 
     assert err.value.code() is grpc.StatusCode.ABORTED
     assert err.value.details().startswith("event overflow: task_")
     assert cluster.on_hub(lambda: not cluster.jm.watch.watchers)
-    assert cluster.on_hub(lambda: not cluster.jm.ctx.cache.listeners.task)  # unsubscribed
+    assert cluster.on_hub(lambda: not cluster.jm.cache.listeners.task)  # unsubscribed
 
 
 def test_watch_needs_a_filter(cluster: Cluster) -> None:

@@ -68,13 +68,14 @@ def test_cassandra_urls() -> None:
 
 
 def test_unreachable_cassandra_is_unavailable_after_retries() -> None:
-    from peloton.common.retry import FakeClock, Retrier, RetryPolicy
+    from peloton.common.clock import FakeClock
+    from peloton.common.retry import Retrier, RetryPolicy
     from peloton.core.errors import Unavailable
     from tests.harness.procs import free_port
 
     clock = FakeClock()
     options = StoreOptions(retrier=Retrier(RetryPolicy(attempts=3), sleep=clock.sleep,
-                                           clock=clock.now))
+                                           clock=clock))
     with pytest.raises(Unavailable, match=r"NoHostAvailable.*gave up after 3 attempts"):
         open_store(f"cassandra://127.0.0.1:{free_port()}/ks", options)
     assert len(clock.sleeps) == 2

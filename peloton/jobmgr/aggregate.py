@@ -1,0 +1,476 @@
+"""The job aggregate: every change to a job happens in this module.
+
+A `CachedJob` is the job manager's copy of one active job: its config versions,
+runtime, task runtimes and workflow.  Storage is the truth; the cached copy is
+what this job manager last wrote or read there, so decisions need no database
+round trip and every write is a compare-and-set against the revision it holds.
+The functions at the end write jobs that are not cached (creating and
+deleting one); `JobCache` (cache.py) is the set of cached jobs and calls them.
+
+Nothing outside this module changes a job: no other module calls a store write
+method or assigns a cached job's fields (tests/unit/jobmgr/test_one_writer.py
+fails the build if one does).  Every change takes the same four steps:
+
+1. compute the new value from the current one: callers pass a function
+   `current -> new` (None: nothing to write), so a write that loses its
+   compare-and-set is redone on the reloaded value, never on a stale one;
+2. write it to storage (compare-and-set on its revision; new rows are created);
+3. put what was stored in the cache and tell the listeners (the watch API);
+4. schedule the goal-state work the change calls for.  Callers never enqueue
+   for a change they made; the rule, in one place:
+   - the job runtime changed (state, goal, config, workflow): the job is
+     evaluated now;
+   - task runtimes were written, created or deleted: the job is evaluated
+     within `runtime_update_interval` (its state is derived from its tasks:
+     many changes, one evaluation), and a written task is evaluated now when
+     the inputs of its goal-state decision changed and the decision is one the
+     engine takes (`_wants_look`);
+   - a workflow was saved: it is evaluated now if still active, else (it just
+     ended) the job is.
+   Goal-state actions still schedule their own delayed re-looks (a launch or
+   restart that must wait); that is a timer, not a change.
+
+Locking: `CachedJob.lock` serialises job-level changes (runtime, configs,
+workflow) and the multi-step operations callers build from them; task
+runtimes are per-task compare-and-sets and need no job lock.  Task state
+counts are kept incrementally (O(1) per change): a job's state is derived
+from them after every batch of events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import gevent.lock
+
+from peloton.common.clock import Clock
+from peloton.core.errors import Conflict, NotFound
+from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
+from peloton.core.model.events import PodEvent
+from peloton.core.model.job import JobRuntime, JobSpec
+from peloton.core.model.task import TaskRuntime, TaskSpec
+from peloton.core.model.update import UpdateInfo, WorkflowEvent
+from peloton.core.states import TaskState, WorkflowState
+from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.runs import pod_event
+from peloton.storage import GroupCommitter, RuntimeWrite, Store
+
+log = logging.getLogger(__name__)
+
+#: A change to one task: current runtime -> new runtime, or None for "nothing to write".
+TaskChange = Callable[[TaskRuntime], TaskRuntime | None]
+#: A change to the job runtime: current -> new, or None for "nothing to write".
+RuntimeChange = Callable[[JobRuntime], JobRuntime | None]
+#: Told (job, instance, runtime) after a cached job takes on a task runtime.
+TaskListener = Callable[["CachedJob", int, TaskRuntime], None]
+#: Told (job) after a cached job's runtime or workflow changed.
+JobListener = Callable[["CachedJob"], None]
+
+#: Compare-and-set rounds of task writes before a change is given up (each reloads the losers).
+TASK_ROUNDS = 5
+#: Compare-and-set rounds of a job runtime change before it fails with Conflict.
+RUNTIME_ROUNDS = 3
+#: Task writes at least this many go straight to storage, smaller ones through group commit.
+DIRECT_BATCH = 64
+#: Task decisions a write never schedules: nothing to do; waiting for an event or a timeout
+#: that an action schedules itself (a launch or a kill in flight); or work the bulk paths
+#: already did (an INITIALIZED run is queued by whoever created it).
+_PASSIVE = frozenset({TaskAction.NOOP, TaskAction.START, TaskAction.LAUNCH_RETRY,
+                      TaskAction.EXECUTOR_SHUTDOWN})
+
+
+class Listeners:
+    """Callbacks of the jobs in one cache; called on the job manager's hub, must not block."""
+
+    __slots__ = ("job", "task")
+
+    def __init__(self) -> None:
+        self.task: list[TaskListener] = []
+        self.job: list[JobListener] = []
+
+
+@dataclass(frozen=True, slots=True)
+class JobDeps:
+    """What every cached job writes to, tells and reads the time from (one per job manager)."""
+
+    store: Store
+    committer: GroupCommitter
+    queue: GoalStateQueue
+    clock: Clock
+    listeners: Listeners
+
+
+def _decision_inputs(rt: TaskRuntime) -> tuple[object, ...]:
+    return (rt.goal_state, rt.state, rt.run_id, rt.desired_run_id, rt.config_version,
+            rt.desired_config_version)
+
+
+def _wants_look(old: TaskRuntime | None, new: TaskRuntime) -> bool:
+    """Whether a write of `new` over `old` asks the task goal-state engine for a decision."""
+    if old is not None and _decision_inputs(old) == _decision_inputs(new):
+        return False
+    return action_for(new) not in _PASSIVE
+
+
+class CachedJob:
+    """One job: its config versions, runtime, task runtimes and workflow; the only writer."""
+
+    __slots__ = ("_counts", "_deps", "_runtime", "_spec", "_specs", "_tasks", "_update",
+                 "job_id", "lock")
+
+    def __init__(self, deps: JobDeps, job_id: str, spec: JobSpec, runtime: JobRuntime, *,
+                 tasks: Mapping[int, TaskRuntime] | None = None,
+                 specs: Mapping[int, JobSpec] | None = None,
+                 update: UpdateInfo | None = None) -> None:
+        self._deps = deps
+        self.job_id = job_id
+        self._spec = spec
+        self._runtime = runtime
+        self._specs: dict[int, JobSpec] = {**(specs or {}), spec.version: spec}
+        self._tasks: dict[int, TaskRuntime] = dict(tasks or {})
+        self._counts: Counter[TaskState] = Counter(rt.state for rt in self._tasks.values())
+        self._update = update
+        #: Serialises job-level changes and the multi-step operations built from them.
+        self.lock = gevent.lock.RLock()
+
+    # -- reading -----------------------------------------------------------------------
+    @property
+    def spec(self) -> JobSpec:
+        """The current config."""
+        return self._spec
+
+    @property
+    def specs(self) -> Mapping[int, JobSpec]:
+        """Config versions loaded so far (the current one, tasks' and workflows' versions)."""
+        return self._specs
+
+    @property
+    def runtime(self) -> JobRuntime:
+        """The job runtime as last stored."""
+        return self._runtime
+
+    @property
+    def update(self) -> UpdateInfo | None:
+        """The job's current workflow (active or finished), if it has one."""
+        return self._update
+
+    @property
+    def counts(self) -> Mapping[TaskState, int]:
+        """Tasks per state (entries may be zero)."""
+        return self._counts
+
+    def task(self, instance: int) -> TaskRuntime:
+        """The cached runtime of one instance; NotFound if it has none."""
+        try:
+            return self._tasks[instance]
+        except KeyError:
+            raise NotFound(f"instance {instance} of job {self.job_id} not found") from None
+
+    def get_task(self, instance: int) -> TaskRuntime | None:
+        """The cached runtime of one instance, or None."""
+        return self._tasks.get(instance)
+
+    def tasks(self) -> Iterator[tuple[int, TaskRuntime]]:
+        """(instance, runtime) pairs in instance order."""
+        for inst in sorted(self._tasks):
+            yield inst, self._tasks[inst]
+
+    def instances(self) -> list[int]:
+        """Instance ids that have a runtime."""
+        return sorted(self._tasks)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def task_spec(self, instance: int, version: int | None = None) -> TaskSpec:
+        """The spec an instance runs with at `version` (default: the current config)."""
+        spec = self._specs.get(version, self._spec) if version is not None else self._spec
+        return spec.task_spec(instance)
+
+    def state_counts(self) -> dict[TaskState, int]:
+        """Task count per state (only non-zero entries)."""
+        return {state: n for state, n in self._counts.items() if n > 0}
+
+    def check_version(self, version: str) -> None:
+        """Reject a stale entity version `<config>-<desired state>-<workflow>` ("" = any)."""
+        if version and version != self._runtime.entity_version():
+            raise Conflict(f"unexpected entity version {version!r}: job {self.job_id} is at "
+                           f"{self._runtime.entity_version()}")
+
+    # -- the job runtime and its configs ----------------------------------------------
+    def change_runtime(self, change: RuntimeChange, *, spec: JobSpec | None = None,
+                       workflow: UpdateInfo | None = None) -> JobRuntime:
+        """Compare-and-set the job runtime to `change(current)`, stamped with the wall time.
+
+        With `spec` (from `new_config`) the job moves to that config version in the same
+        write; with `workflow` (from `create_workflow`) the runtime points at it and it
+        becomes the job's workflow.  A lost compare-and-set reloads the runtime and applies
+        `change` again; after RUNTIME_ROUNDS losses it raises Conflict.  The job is then
+        evaluated (and the workflow, if one was given).
+        """
+        store, now = self._deps.store, self._deps.clock.wall()
+        with self.lock:
+            for _ in range(RUNTIME_ROUNDS):
+                new = change(self._runtime)
+                if new is None:
+                    return self._runtime
+                new = dataclasses.replace(new, update_time=now)
+                if spec is not None:
+                    new = dataclasses.replace(new, config_version=spec.version)
+                if workflow is not None:
+                    new = dataclasses.replace(new, update_id=workflow.update_id)
+                try:
+                    stored = store.update_job_runtime(self.job_id, new)
+                except Conflict:
+                    self._runtime = store.get_job_runtime(self.job_id)
+                    continue
+                if spec is not None:
+                    self._spec = self._specs[spec.version] = spec
+                if workflow is not None:
+                    self._update = workflow
+                self._set_runtime(stored)
+                self._deps.queue.enqueue_job(self.job_id)
+                if workflow is not None:
+                    self._deps.queue.enqueue_update(self.job_id)
+                return stored
+        raise Conflict(f"job {self.job_id}: runtime changed under {RUNTIME_ROUNDS} writes in a "
+                       "row; retry")
+
+    def reload_runtime(self) -> JobRuntime:
+        """Re-read the job runtime from storage (someone else may have written it)."""
+        with self.lock:
+            self._set_runtime(self._deps.store.get_job_runtime(self.job_id))
+        self._deps.queue.enqueue_job(self.job_id)
+        return self._runtime
+
+    def new_config(self, spec: JobSpec) -> JobSpec:
+        """Store `spec` as the job's next config version; returns it numbered and stamped.
+
+        The one place config versions are made.  Versions only grow, so an entity version a
+        client saw never matches again.  The job moves to the new version with
+        `change_runtime(..., spec=new)`; a version stored but never moved to is harmless.
+        """
+        store = self._deps.store
+        with self.lock:
+            version = store.get_max_job_config_version(self.job_id) + 1
+            new = dataclasses.replace(spec, version=version, created_at=self._deps.clock.wall())
+            store.create_task_configs(self.job_id, version, new.default_task,
+                                      dict(new.instance_tasks))
+            store.add_job_config(self.job_id, new)
+            self._specs[version] = new
+            return new
+
+    def load_config(self, version: int) -> JobSpec:
+        """A config version, read from storage if it is not loaded yet."""
+        spec = self._specs.get(version)
+        if spec is None:
+            spec = self._specs[version] = self._deps.store.get_job_config(self.job_id, version)
+        return spec
+
+    def activate(self) -> None:
+        """Join the active-job set (recovered on restart)."""
+        self._deps.store.add_active_job(self.job_id)
+
+    def deactivate(self) -> None:
+        """Leave the active-job set (not recovered on restart); the job may stay cached."""
+        self._deps.store.delete_active_job(self.job_id)
+
+    # -- task runtimes -----------------------------------------------------------------
+    def write_tasks(self, changes: Mapping[int, TaskChange], *,
+                    passed_through: Mapping[int, Sequence[TaskRuntime]] | None = None
+                    ) -> dict[int, TaskRuntime]:
+        """Apply `changes` to the named instances; returns the runtimes written.
+
+        Instances whose change returns None, that have no runtime, or that keep losing
+        their compare-and-set are left out.  A write that changes a task's state, run or
+        health leaves a pod event; `passed_through` (read after the change ran: the runtimes
+        it went through, the written one last) adds one for each step before the last.
+        """
+        deps = self._deps
+        pending = dict(changes)
+        written: dict[int, TaskRuntime] = {}
+        replaced: dict[int, TaskRuntime] = {}
+        for _ in range(TASK_ROUNDS):
+            writes: list[RuntimeWrite] = []
+            before: dict[int, TaskRuntime] = {}
+            for inst, change in pending.items():
+                cur = self._tasks.get(inst)
+                new = change(cur) if cur is not None else None
+                if cur is not None and new is not None:
+                    before[inst] = cur
+                    writes.append(RuntimeWrite(self.job_id, inst, new))
+            if not writes:
+                break
+            # A big batch is its own transaction already; only small ones (a goal-state
+            # action's single task) gain from sharing one with other callers.
+            result = (deps.store.write_task_runtimes(writes) if len(writes) >= DIRECT_BATCH
+                      else deps.committer.write_many(writes))
+            events: list[PodEvent] = []
+            for task, stored in result.written.items():
+                inst, old = task.instance, before[task.instance]
+                self._put_task(inst, stored)
+                written[inst], replaced[inst] = stored, old
+                steps = (passed_through or {}).get(inst, ())
+                events.extend(pod_event(self.job_id, inst, rt) for rt in steps[:-1])
+                if old.state is not stored.state or old.run_id != stored.run_id or \
+                        old.healthy is not stored.healthy:
+                    events.append(pod_event(self.job_id, inst, stored))
+            if events:
+                deps.store.add_pod_events(events)
+            lost = {t.instance for t in result.conflicts | result.missing}
+            if not lost:
+                break
+            self.reload_tasks(lost)
+            pending = {inst: pending[inst] for inst in lost if inst in pending}
+        else:
+            log.warning("job %s: gave up writing instances %s after %d rounds",
+                        self.job_id, sorted(pending), TASK_ROUNDS)
+        if written:
+            deps.queue.tasks_changed(self.job_id)
+            for inst, rt in written.items():
+                if _wants_look(replaced[inst], rt):
+                    deps.queue.enqueue_task(self.job_id, inst)
+        return written
+
+    def write_task(self, instance: int, change: TaskChange) -> TaskRuntime | None:
+        """`write_tasks` for a single instance."""
+        return self.write_tasks({instance: change}).get(instance)
+
+    def create_tasks(self, runtimes: Mapping[int, TaskRuntime]) -> None:
+        """Store runtimes of instances that have none (AlreadyExists if one has)."""
+        if not runtimes:
+            return
+        deps = self._deps
+        deps.store.create_task_runtimes(self.job_id, runtimes)
+        # Created runtimes are stored at revision 1 (the store's contract): no re-read.
+        for inst, rt in runtimes.items():
+            self._put_task(inst, dataclasses.replace(rt, revision=1))
+        deps.queue.tasks_changed(self.job_id)
+        for inst, rt in runtimes.items():
+            if _wants_look(None, rt):
+                deps.queue.enqueue_task(self.job_id, inst)
+
+    def delete_tasks(self, instances: Collection[int]) -> None:
+        """Delete the runtimes of instances (their history stays)."""
+        if not instances:
+            return
+        self._deps.store.delete_task_runtimes(self.job_id, list(instances))
+        for inst in instances:
+            old = self._tasks.pop(inst, None)
+            if old is not None:
+                self._counts[old.state] -= 1
+        self._deps.queue.tasks_changed(self.job_id)
+
+    def reload_tasks(self, instances: Collection[int]) -> None:
+        """Re-read task runtimes from storage (an instance with none is forgotten)."""
+        fresh = self._deps.store.get_task_runtimes(self.job_id, list(instances))
+        for inst in instances:
+            if inst in fresh:
+                self._put_task(inst, fresh[inst], force=True)
+            else:
+                old = self._tasks.pop(inst, None)
+                if old is not None:
+                    self._counts[old.state] -= 1
+
+    def _put_task(self, instance: int, rt: TaskRuntime, force: bool = False) -> None:
+        old = self._tasks.get(instance)
+        if old is not None:
+            if old.revision > rt.revision and not force:
+                return
+            self._counts[old.state] -= 1
+        self._tasks[instance] = rt
+        self._counts[rt.state] += 1
+        for fn in self._deps.listeners.task:
+            fn(self, instance, rt)
+
+    # -- workflows -------------------------------------------------------------------
+    def create_workflow(self, update: UpdateInfo) -> UpdateInfo:
+        """Store a new workflow of this job and record that it started.
+
+        It becomes the job's workflow with the runtime change that points the job at it
+        (`change_runtime(..., workflow=stored)`), never before: until then the job's
+        current workflow, if active, still owns the job.
+        """
+        now = self._deps.clock.wall()
+        stored = self._deps.store.create_update(
+            dataclasses.replace(update, creation_time=now, update_time=now))
+        self.workflow_event(stored, None)
+        return stored
+
+    def save_workflow(self, update: UpdateInfo, opaque_data: str | None = None) -> UpdateInfo:
+        """Compare-and-set a changed workflow, cache it and record a change of its state.
+
+        An active workflow is then evaluated.  Conflict if it changed since it was read.
+        """
+        if opaque_data is not None:
+            update = dataclasses.replace(update, opaque_data=opaque_data)
+        with self.lock:
+            old_state = self._update.state if self._update is not None else None
+            stored = self._deps.store.update_update(
+                dataclasses.replace(update, update_time=self._deps.clock.wall()))
+            if self._update is None or self._update.update_id == stored.update_id:
+                self._update = stored
+                self._tell_job()
+        if old_state is not stored.state:
+            self.workflow_event(stored, None)
+        if stored.state.active:
+            self._deps.queue.enqueue_update(self.job_id)
+        elif old_state is not stored.state:
+            self._deps.queue.enqueue_job(self.job_id)  # the job may act now the workflow ended
+        return stored
+
+    def workflow_event(self, update: UpdateInfo, instance: int | None,
+                       state: WorkflowState | None = None, message: str = "") -> None:
+        """Record an event of a workflow, or of one instance in it."""
+        self._deps.store.add_workflow_event(WorkflowEvent(
+            update_id=update.update_id, instance=instance, type=update.type,
+            state=state or update.state, time=self._deps.clock.wall(),
+            message=message or update.message))
+
+    # -- notification ------------------------------------------------------------------
+    def _set_runtime(self, runtime: JobRuntime) -> None:
+        self._runtime = runtime
+        self._tell_job()
+
+    def _tell_job(self) -> None:
+        for fn in self._deps.listeners.job:
+            fn(self)
+
+
+# -- jobs not (yet) cached --------------------------------------------------------------
+def create_job(deps: JobDeps, job_id: str, spec: JobSpec, runtime: JobRuntime,
+               workflow: UpdateInfo | None = None) -> CachedJob:
+    """Store a new job (config version 1 and its runtime, AlreadyExists if the id is taken)
+    and return it, not yet cached (`JobCache.create` caches it, then has it evaluated).
+
+    With `workflow` (a rolling create) the job starts with that workflow, which adds its
+    instances batch by batch; both are stored before the job becomes visible, so the job
+    engine never creates the instances itself first.
+    """
+    deps.store.create_task_configs(job_id, spec.version, spec.default_task,
+                                   dict(spec.instance_tasks))
+    job = CachedJob(deps, job_id, spec, deps.store.create_job(job_id, spec, runtime))
+    if workflow is not None:
+        update = job.create_workflow(workflow)
+        job.change_runtime(lambda rt: dataclasses.replace(
+            rt, workflow_version=rt.workflow_version + 1), workflow=update)
+    return job
+
+
+def delete_job(store: Store, job_id: str) -> None:
+    """Remove every trace of a job from storage (untrack it first if it is cached)."""
+    store.delete_job(job_id)
+
+
+def drop_active(store: Store, job_id: str) -> None:
+    """Remove an id from the active set without loading it (it has no runtime)."""
+    store.delete_active_job(job_id)
+
+
+def delete_history(store: Store, job_id: str, instance: int, from_run: int, to_run: int) -> None:
+    """Delete the pod events of runs [from_run, to_run) of an instance."""
+    store.delete_pod_events(job_id, instance, from_run, to_run)
