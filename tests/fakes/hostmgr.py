@@ -13,7 +13,8 @@ It keeps the port's promises in the simplest way that is still true:
 * `subscribe` gives a per-consumer cursor over one ordered event list;
   acknowledged offsets persist per consumer name, as the port says.
 
-Tests drive time and outcomes themselves: nothing here runs on its own.
+Tests drive time and outcomes themselves: nothing here runs on its own.  Events
+are stamped with the injected clock's wall time.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 import gevent.event
 
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.core.errors import NotFound, Unimplemented
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostInfo, HostOffer
@@ -127,7 +129,8 @@ class FakeStream:
 class FakeHostManager:
     """In-memory hosts behind `HostManagerPort`; see the module docstring."""
 
-    def __init__(self, *, auto_run: bool = True) -> None:
+    def __init__(self, *, auto_run: bool = True, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self.hosts: dict[str, FakeHost] = {}
         self.auto_run = auto_run
         self.leases: dict[str, tuple[str, ...]] = {}
@@ -162,7 +165,7 @@ class FakeHostManager:
         """Append a status event."""
         offset = len(self.events) + 1
         agent = self.hosts[hostname].agent_id if hostname in self.hosts else ""
-        self.events.append(HostEvent(offset, run_id, state, hostname, agent, time.time(),
+        self.events.append(HostEvent(offset, run_id, state, hostname, agent, self.clock.wall(),
                                      message))
         signal, self.signal = self.signal, gevent.event.Event()
         signal.set()
