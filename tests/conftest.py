@@ -1,6 +1,17 @@
-"""Shared fixtures: real servers the tests start themselves (logic in tests/harness/)."""
+"""Shared fixtures: real servers the tests start themselves (logic in tests/harness/).
 
+The test process is made cooperative first, with the same function every daemon calls
+(peloton.common.geventsetup): gevent monkey-patching and gRPC's gevent mode.  Component
+tests then run exactly as `peloton up` runs: one hub, greenlets for every "thread",
+blocking database work on the store's thread pool.
+"""
+
+# ruff: noqa: E402  (the imports below must come after patching)
 from __future__ import annotations
+
+from peloton.common import geventsetup
+
+geventsetup.setup()  # before anything below imports socket, threading, grpc users
 
 import os
 from collections.abc import Iterator
@@ -10,10 +21,6 @@ from hypothesis import settings
 
 from tests.harness.postgres import PostgresServer
 from tests.harness.zookeeper import ZooKeeperServer, running_zookeeper
-
-# As in peloton.common.geventsetup (and inherited by every server a test starts): processes
-# here fork only to exec, and gRPC's fork handlers can wedge such a child before its exec.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 # `make test` (what CI runs) draws the same examples every run, so a red CI means the code
 # changed, not that a new random draw came up.  `make fuzz` draws fresh examples, many rounds.

@@ -15,11 +15,12 @@ import os
 import select
 import signal
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+import gevent
 
 from peloton.core.model.task import HealthCheckSpec, HealthCheckType
 from peloton.core.states import HealthState
@@ -48,29 +49,25 @@ def probe(spec: HealthCheckSpec, port: int, env: Mapping[str, str], cwd: Path) -
 
 
 #: The probe's shell enters the sandbox itself (posix_spawn has no cwd): $1 is the sandbox,
-#: $2 the check's command.  It also writes the command's exit code last on stderr: a SIGCHLD
-#: reaper elsewhere in the process (gevent's, once anything used gevent.subprocess) may collect
-#: the shell before we do, and then that line is the only record of how the check ended.
-_IN_SANDBOX = 'cd -- "$1" || exit 126; (eval "$2"); rc=$?; printf "\\n%s%d" "$3" "$rc" >&2; exit $rc'
-_RC_MARK = "@@peloton-health-rc="
+#: $2 the check's command.
+_IN_SANDBOX = 'cd -- "$1" || exit 126; eval "$2"'
 
 
 def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path) -> tuple[bool, str]:
     """Run the check's command in the sandbox, in a session of its own, for at most its timeout.
 
-    Spawned with posix_spawn, not fork: under gevent, subprocess forks in Python, so the
-    agent's gRPC fork handlers run in the child, whose poller then dies on the descriptors the
-    child closes (the probe exits with SIGABRT: a healthy task reported UNHEALTHY).  At the
-    timeout the probe's whole process group is killed: killing only the shell would leave its
-    children holding stderr, and waiting for stderr to close would then take as long as the
-    probe hangs.
+    Children follow the process's one rule (peloton/jobmgr/README.md, "Child processes"):
+    in the monkey-patched agent, `os.posix_spawn` and `os.waitpid` are gevent's, so the
+    probe is watched from birth, its exit status is kept for us however SIGCHLD is
+    reaped, and every wait below lets other greenlets run.  posix_spawn rather than a
+    Python fork: nothing of this process runs in the child before its exec.  At the
+    timeout the probe's whole process group is killed: killing only the shell would leave
+    its children holding stderr.
     """
-    deadline = time.monotonic() + spec.timeout_secs
     read_end, write_end = os.pipe()
     try:
         pid = os.posix_spawn(
-            "/bin/sh", ["/bin/sh", "-c", _IN_SANDBOX, "health-check", str(cwd), spec.command,
-                        _RC_MARK],
+            "/bin/sh", ["/bin/sh", "-c", _IN_SANDBOX, "health-check", str(cwd), spec.command],
             dict(env), setsid=True,
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -81,55 +78,28 @@ def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path) -> 
     finally:
         os.close(write_end)
     err = b""
+    ended: list[int] = []  # the wait status, once the probe ended within its timeout
     try:
-        status = None
-        while status is None:
-            if read_end >= 0 and select.select([read_end], [], [], max(0.0, min(
-                    0.05, deadline - time.monotonic())))[0]:
-                chunk = os.read(read_end, 4096)
-                if chunk:
-                    err = (err + chunk)[-4096:]
-                else:  # stderr closed; the process may still run
-                    os.close(read_end)
-                    read_end = -1
-            try:
-                done, raw = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # collected by another reaper: the rc line tells
-                done, raw = (pid, -1) if read_end < 0 else (0, 0)
-            if done:
-                status = raw
-            elif time.monotonic() >= deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                _reap(pid)
-                return False, f"timed out after {spec.timeout_secs:g} s"
-            elif read_end < 0:
-                time.sleep(0.01)
-        if read_end >= 0 and select.select([read_end], [], [], 0)[0]:
-            err = (err + os.read(read_end, 4096))[-4096:]  # what it wrote just before exiting
+        with gevent.Timeout(max(0.0, spec.timeout_secs), False):
+            while chunk := _read(read_end):  # until stderr closes: the probe has ended
+                err = (err + chunk)[-4096:]
+            ended.append(os.waitpid(pid, 0)[1])
     finally:
-        if read_end >= 0:
-            os.close(read_end)
-    text, mark, reported = err.decode(errors="replace").rpartition(_RC_MARK)
-    if status == -1:  # reaped elsewhere
-        if not reported.strip().isdigit():
-            return False, "health check ended without an exit status"
-        code = int(reported.strip())
-    else:
-        code = os.waitstatus_to_exitcode(status)
-    if not mark:
-        text = reported  # no rc line (the shell was killed or could not enter the sandbox)
-    tail = text.strip()[-200:]
+        os.close(read_end)
+    if not ended:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return False, f"timed out after {spec.timeout_secs:g} s"
+    code = os.waitstatus_to_exitcode(ended[0])
+    tail = err.decode(errors="replace").strip()[-200:]
     return code == 0, f"command exited with code {code}" + (f": {tail}" if tail else "")
 
 
-def _reap(pid: int, within: float = 5.0) -> None:
-    """Collect a killed probe, polling: gevent's blocking waitpid waits for a SIGCHLD that may
-    have come before it started waiting, for a child it did not fork."""
-    end = time.monotonic() + within
-    with contextlib.suppress(ChildProcessError):  # already collected elsewhere
-        while not os.waitpid(pid, os.WNOHANG)[0] and time.monotonic() < end:
-            time.sleep(0.01)
+def _read(fd: int) -> bytes:
+    """The next bytes of a pipe, waiting (cooperatively) until it has some or closes."""
+    select.select([fd], [], [])
+    return os.read(fd, 4096)
 
 
 def _grpc_probe(port: int, timeout: float) -> tuple[bool, str]:

@@ -157,10 +157,9 @@ class Spawner:
             os.close(self._fd)
             self._fd = -1
         if self._pid:
-            try:
-                os.waitpid(self._pid, 0)
-            except ChildProcessError:
-                pass  # reaped by someone else's SIGCHLD handling
+            # gevent's waitpid (the agent is monkey-patched): the spawner was watched from
+            # posix_spawn on, so its status is kept for us and the wait is cooperative.
+            os.waitpid(self._pid, 0)
             self._pid = 0
 
     def stop(self) -> None:

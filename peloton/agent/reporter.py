@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from peloton.agent.model import Update
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class StatusReporter:
     """Pending updates, the send queue and the resend timer; sends only while connected."""
 
     def __init__(self, send: Send, *, resend_secs: float = 10.0, max_batch: int = 2000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._send = send
         self.resend_secs = resend_secs
         self.max_batch = max_batch
@@ -129,7 +129,7 @@ class StatusReporter:
                     self._queued.discard(uuid)
                     entry = self._pending.get(uuid)
                     if entry is not None:  # else acknowledged while queued
-                        entry.sent_at = self._clock()
+                        entry.sent_at = self._clock.monotonic()
                         batch.append(entry.update)
             if batch and not self._send(batch):
                 # Not delivered: hold everything until the link registers again
@@ -144,7 +144,7 @@ class StatusReporter:
     def _resender(self) -> None:
         while not self._stopped.wait(max(0.05, self.resend_secs / 2)):
             with self._cond:
-                due = self._clock() - self.resend_secs
+                due = self._clock.monotonic() - self.resend_secs
                 stale = [u for u, e in self._pending.items() if e.sent_at <= due]
                 for uuid in stale:
                     self._enqueue(uuid)

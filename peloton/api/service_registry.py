@@ -12,8 +12,7 @@ servicer, and serves it
 * with methods our servicer does not define answering UNIMPLEMENTED with a
   message that names the method (they are listed in the README);
 * optionally through a daemon's `CallHook`, which sees every call first (the
-  job manager's API lockdown refuses calls there, and hands each call to the
-  greenlet hub its state lives on).
+  job manager's API lockdown refuses calls there).
 
 YARPC metadata (`rpc-caller`, `rpc-service`, `rpc-encoding`) and the
 deadline Peloton's YARPC transport requires are accepted, never required.

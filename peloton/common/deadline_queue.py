@@ -12,7 +12,7 @@ Invariants:
   scheduled.
 
 Deadlines are floats on whatever clock the caller uses (the engine uses
-`time.monotonic` unless given another).  Internally a binary heap with lazy
+the injected Clock's monotonic reading).  Internally a binary heap with lazy
 deletion: superseded heap entries are skipped on pop and compacted away when
 they outnumber the live ones.
 """

@@ -1,9 +1,21 @@
-"""Make the process cooperative: gevent monkey-patching plus gRPC's gevent mode.
+"""Make the process cooperative: the one concurrency model of every daemon and component test.
 
-Must run before anything imports socket/threading users (grpc, kazoo,
-psycopg).  The hub threadpool is enlarged because gRPC's gevent mode
-parks blocking calls there: with the default 10 threads, nine or more
-concurrent in-process gRPC calls deadlock (seen on these machines).
+`setup()` must run before anything imports socket/threading users (grpc, kazoo,
+psycopg); every entry point (`peloton up`, `peloton <daemon>`, `peloton agent`, the
+bridge, the archiver, the UI) and tests/conftest.py call it first.  It:
+
+* monkey-patches the standard library: threads, locks, sleeps, sockets, select and
+  subprocess become greenlets and cooperative waits on one hub per process;
+* initialises gRPC's gevent mode, whose blocking calls park on the hub's thread pool.
+  That pool is enlarged because with the default 10 threads, nine or more concurrent
+  in-process gRPC calls deadlock (seen on these machines).  Nothing else uses that
+  pool: blocking C calls (sqlite3) go to their own `peloton.common.blocking` pool;
+* installs gevent's SIGCHLD handling: from here on gevent reaps every child process,
+  and keeps the exit status of each one it watches.  `os.posix_spawn`, `os.fork` and
+  `subprocess` are gevent's (patched), which watch a child from its birth, and
+  `os.waitpid` / `Popen.wait` are cooperative and return that status.  So the rule for
+  children: start them only through those functions (never the original ones, never a
+  SIGCHLD handler of one's own), and wait for them with those functions.
 """
 
 from __future__ import annotations
@@ -24,7 +36,8 @@ HUB_THREADPOOL_SIZE = 64
 
 
 def setup() -> None:
-    """Patch the standard library for gevent and initialise gRPC's gevent support; idempotent."""
+    """Patch the standard library for gevent, initialise gRPC's gevent support and
+    gevent's child reaping; idempotent."""
     global _done
     if _done:
         return
@@ -34,6 +47,11 @@ def setup() -> None:
     import gevent
     import grpc.experimental.gevent as grpc_gevent
 
-    gevent.get_hub().threadpool.maxsize = HUB_THREADPOOL_SIZE
+    hub = gevent.get_hub()
+    hub.threadpool.maxsize = HUB_THREADPOOL_SIZE
     grpc_gevent.init_gevent()
+    # Without this, a child started by the patched os.posix_spawn is watched but never
+    # reported until something else installs the handler (gevent.subprocess does): its
+    # waitpid would wait forever.
+    hub.loop.install_sigchld()
     _done = True

@@ -140,6 +140,11 @@ class Schedule(Generic[K]):
         tracked = self._tracked.get(key)
         return key in self._queue or (tracked is not None and tracked.pending is not None)
 
+    def is_running(self, key: K) -> bool:
+        """True while an evaluation of the key is in progress."""
+        tracked = self._tracked.get(key)
+        return tracked is not None and tracked.running
+
     def deadline(self, key: K) -> float | None:
         """When the key is next due (None if it is not queued)."""
         return self._queue.deadline(key)

@@ -212,8 +212,9 @@ class CachedJob:
         `change` again; after RUNTIME_ROUNDS losses it raises Conflict.  The job is then
         evaluated (and the workflow, if one was given).
         """
-        store, now = self._deps.store, self._deps.clock.wall()
+        store = self._deps.store
         with self.lock:
+            now = self._deps.clock.wall()
             for _ in range(RUNTIME_ROUNDS):
                 new = change(self._runtime)
                 if new is None:
@@ -404,7 +405,8 @@ class CachedJob:
     def save_workflow(self, update: UpdateInfo, opaque_data: str | None = None) -> UpdateInfo:
         """Compare-and-set a changed workflow, cache it and record a change of its state.
 
-        An active workflow is then evaluated.  Conflict if it changed since it was read.
+        An active workflow is then evaluated; one that just ended has its job evaluated.
+        Conflict if it changed since it was read.
         """
         if opaque_data is not None:
             update = dataclasses.replace(update, opaque_data=opaque_data)

@@ -49,7 +49,6 @@ from peloton.jobmgr.recovery import Recovery
 from peloton.jobmgr.runcontrol import RunControl
 from peloton.jobmgr.sched import NeedsCache
 from peloton.jobmgr.servicers.admin import AdminServicer, ApiLock
-from peloton.jobmgr.servicers.hub import ApiHook, Hub
 from peloton.jobmgr.servicers.v0_jobs import JobManagerServicer
 from peloton.jobmgr.servicers.v0_tasks import TaskManagerServicer
 from peloton.jobmgr.servicers.v0_updates import UpdateServicer
@@ -111,14 +110,15 @@ class JobManager:
     def register(self, grpc: ServiceHost) -> None:
         """Serve the job manager's APIs on `grpc`.
 
-        Every call goes through one hook: the AdminService lockdown check, then the
-        call on the hub this job manager was built on (see peloton.jobmgr.servicers.hub).
+        Every call goes through one hook, the AdminService lockdown check.  Handlers run
+        as greenlets of the process's one hub (gRPC's gevent mode), like everything else
+        of the job manager (peloton/jobmgr/README.md, "Concurrency").
         """
         cache, store, resmgr = self.cache, self.store, self.resmgr
         jobs, tasks, workflows = self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()
         self.watch = WatchPublisher(cache.listeners)
-        hook = ApiHook(Hub(), self.api_lock.check)
+        hook = self.api_lock
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
                  JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook)
         register(grpc, task_pb2_grpc.add_TaskManagerServicer_to_server,

@@ -12,6 +12,10 @@ greenlets while started (loops.py):
 * preemption, every `preemption_period` (when enabled);
 * the host manager's status stream: RUNNING and terminal events.
 
+Time: everything reads the injected `Clock`'s monotonic reading, the task book's
+timeouts and the long polls' deadlines alike (a fake clock does not move by itself, so
+with one the long polls are called with a zero timeout, as the tests do).
+
 Start order (Peloton's server.go): load the pool tree from storage (the
 root always exists; no default pool is made), compute entitlements, then
 start the loops.  A restart begins with no tasks: the job manager hands
@@ -24,12 +28,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.metrics import Metrics
 from peloton.core.errors import Unavailable
 from peloton.core.model.ids import TaskId
@@ -65,7 +69,7 @@ class ResourceManager:
 
     def __init__(self, store: ResourcePoolStore, hostmgr: HostManagerPort,
                  config: ResourceManagerConfig | None = None, grpc: ServiceHost | None = None,
-                 clock: Callable[[], float] = time.monotonic,
+                 clock: Clock = SYSTEM_CLOCK,
                  metrics: Metrics | None = None) -> None:
         self.config = config or ResourceManagerConfig()
         self.store = store
@@ -176,7 +180,7 @@ class ResourceManager:
                                      Resources(cpu=self.slack_cpu))
         table.apply(book.tracker.tree)
         book.demand_changed = False
-        self.entitled_at = self.clock()
+        self.entitled_at = self.clock.monotonic()
 
     def _pools_changed(self) -> None:
         self.entitle_locked()
@@ -207,12 +211,13 @@ class ResourceManager:
 
     def get_placements(self, limit: int, timeout: float) -> list[Placement]:
         """Placed runs to launch (PLACED -> LAUNCHING), waiting up to `timeout` for the first."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         while True:
             token = self.placed_signal.token()
             with self.lock:
-                out = self.book.get_placements(limit, self.clock())
-            left = deadline - time.monotonic()
+                now = self.clock.monotonic()
+                out = self.book.get_placements(limit, now)
+            left = deadline - now
             if out or left <= 0:
                 return out
             self.placed_signal.wait(left, token)
@@ -220,14 +225,14 @@ class ResourceManager:
     def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
         """Re-track a run already placed, launched or running, with its allocation."""
         with self.lock:
-            self.book.recover(pool_id, task, state, hostname, self.clock())
+            self.book.recover(pool_id, task, state, hostname, self.clock.monotonic())
 
     def take_victims(self, limit: int) -> list[Victim]:
         """Running tasks to stop so their pools get back within entitlement (each once)."""
         with self.lock:
             if self.preemptor is None:
                 return []
-            return self.preemptor.take(limit, self.clock())
+            return self.preemptor.take(limit, self.clock.monotonic())
 
     def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:
         """Why queued tasks are not running yet."""
@@ -237,26 +242,26 @@ class ResourceManager:
     # -- ResourceManagerPort: placement engine side --------------------------------------------
     def dequeue_gangs(self, limit: int, timeout: float) -> list[PlacementGang]:
         """Admitted gangs to place (READY -> PLACING), at most `limit` tasks."""
-        deadline = time.monotonic() + timeout
+        deadline = self.clock.monotonic() + timeout
         while True:
             token = self.ready_signal.token()
             with self.lock:
                 book = self.book
-                out = book.dequeue(limit, self.clock())
+                now = self.clock.monotonic()
+                out = book.dequeue(limit, now)
                 due = book.ready.next_due()
-            now = time.monotonic()
             left = deadline - now
             if out or left <= 0:
                 return out
             if due is not None:  # a retry comes due before the deadline: look again then
-                left = min(left, max(0.001, due - self.clock()))
+                left = min(left, max(0.001, due - now))
             self.ready_signal.wait(left, token)
 
     def set_placements(self, placements: Sequence[Placement],
                        failures: Sequence[PlacementFailure]) -> None:
         """Apply a placement round: PLACED runs wait for launch, failed ones retry later."""
         with self.lock:
-            placed = self.book.set_placements(placements, failures, self.clock())
+            placed = self.book.set_placements(placements, failures, self.clock.monotonic())
         self.counts.placed.inc(placed)
         self.counts.unplaced.inc(len(failures))
         if placed:

@@ -86,7 +86,7 @@ class Loops:
         """Timeouts, a demand-driven entitlement cycle if due, then admission; returns admitted."""
         rm = self.rm
         cfg = rm.config
-        now = rm.clock()
+        now = rm.clock.monotonic()
         with rm.lock:
             book = rm.book
             expired = expire(book, now)
@@ -138,7 +138,7 @@ class Loops:
         freed = False
         with rm.lock:
             book = rm.book
-            now = rm.clock()
+            now = rm.clock.monotonic()
             for event in events:
                 freed = apply_event(book, event, now) or freed
         self._stream.acknowledge(events[-1].offset)

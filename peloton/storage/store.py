@@ -43,13 +43,18 @@ class StoreOptions:
     to 2 s) before `Unavailable`.  `bootstrap` lets an *empty* database get
     the current schema at open (the embedded SQLite default uses it; a
     database with an older schema still needs `peloton migrate schema up`).
-    `clock` stamps pod-event expiry; tests pass a fake one.
+    `clock` stamps pod-event expiry; tests pass a fake one.  `sqlite_threads`: native
+    threads SQLite transactions run on in a monkey-patched process, so a transaction
+    waiting for the database never stops the hub (peloton.common.blocking; None: 4 for
+    a file, 1 in memory; 0: run on the caller, as deterministic tests do).  PostgreSQL
+    and Cassandra wait cooperatively on the hub and need no threads.
     """
 
     retrier: Retrier = field(default_factory=lambda: Retrier(RetryPolicy()))
     bootstrap: bool = False
     pod_event_ttl: float = DEFAULT_POD_EVENT_TTL
     clock: Callable[[], float] = time.time
+    sqlite_threads: int | None = None
 
 
 class Store(JobConfigStore, JobRuntimeStore, JobQueryStore, JobNameStore, ActiveJobStore,

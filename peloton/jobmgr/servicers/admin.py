@@ -7,8 +7,8 @@ Start*, Stop*, Restart*, Refresh*, Update*, Pause*, Resume*, Rollback*,
 Abort*, Replace*, Patch* write); `GoalStateEngine` stops the goal-state
 engines (nothing is driven toward its goal until the lock is removed;
 what they track is kept).  A locked call fails with UNAVAILABLE naming
-the lock.  The check runs once per call, in `ApiLock.check`, which the
-job manager passes to `service_registry.register` through its CallHook.
+the lock.  The check runs once per call: `ApiLock` is the CallHook the job
+manager passes to `service_registry.register`.
 
 `Kill` and `Launch` (Peloton's task life-cycle locks) are not supported:
 a request naming one fails with UNIMPLEMENTED before anything is locked.
@@ -18,6 +18,7 @@ Peloton answered partial failures with INTERNAL after locking the rest.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2 as pb
@@ -38,7 +39,7 @@ _C = pb.Component
 
 
 class ApiLock:
-    """Which API kinds are locked down; `check` refuses calls of a locked kind."""
+    """Which API kinds are locked down; a CallHook that refuses calls of a locked kind."""
 
     def __init__(self) -> None:
         self.read = False
@@ -63,6 +64,16 @@ class ApiLock:
             component = "Read" if kind == "read" else "Write"
             raise Unavailable(f"All {kind} APIs are locked down (AdminService.Lockdown "
                               f"{component}); {where} refused until RemoveLockdown {component}")
+
+    def unary(self, where: str, call: Callable[[], Any]) -> Any:
+        """Refuse a locked-down call, else run it."""
+        self.check(where)
+        return call()
+
+    def stream(self, where: str, call: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """Refuse a locked-down stream, else produce it."""
+        self.check(where)
+        return call()
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):  # type: ignore[misc]

@@ -12,6 +12,12 @@ refused connection (or a locked SQLite file) is retried with backoff by
 the store's Retrier, re-running the whole transaction, and finally
 raises Unavailable; a missing table means the schema is not there and
 raises SchemaMismatch naming the migrate command.
+
+sqlite3 waits inside C (for the database lock, for the disk), which would stop
+every greenlet of a monkey-patched process, so SQLite transactions run on the
+database's `BlockingPool` of native threads (peloton.common.blocking; an
+in-memory database has one connection, so one thread).  psycopg waits on the
+patched `select`, so PostgreSQL transactions run on the calling greenlet.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
+from peloton.common.blocking import BlockingPool
 from peloton.core.errors import InvalidArgument, Unavailable
 from peloton.storage.registry import redact
 from peloton.storage.schema import SchemaMismatch, SchemaStatus
@@ -39,6 +46,9 @@ T = TypeVar("T")
 #: How long a SQLite writer waits for the lock before the attempt counts as failed
 #: (`sqlite:///path?busy_timeout_ms=N` overrides it).
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+#: Native threads SQLite transactions of a file database run on (fewer than SQLAlchemy's
+#: pool of 5 connections, so a thread never waits for a connection).
+SQLITE_THREADS = 4
 #: How long connecting to PostgreSQL may take before the attempt counts as failed.
 PG_CONNECT_TIMEOUT_S = 5
 
@@ -71,9 +81,14 @@ class Database:
         # An in-memory database is one shared connection: transactions must take turns.
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.memory else nullcontext())
+        threads = options.sqlite_threads
+        if threads is None:
+            threads = 1 if self.memory else SQLITE_THREADS
+        self._blocking = BlockingPool(threads if self.dialect == "sqlite" else 0, "sqlite")
 
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection and stop the SQLite threads."""
+        self._blocking.close()
         self.engine.dispose()
 
     # -- transactions ------------------------------------------------------
@@ -103,7 +118,7 @@ class Database:
                 if translated is exc:
                     raise
                 raise translated from exc
-        return self.options.retrier.call(attempt)
+        return self._blocking.call(lambda: self.options.retrier.call(attempt))
 
     def translate(self, what: str, exc: sa_exc.DBAPIError) -> Exception:
         """Map a driver error to Unavailable (retryable), SchemaMismatch, or itself."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import gevent
-import pytest
 
 from peloton.core.states import TaskState
 from peloton.hostmgr.app import HostManager
@@ -125,8 +124,6 @@ def test_a_consumer_joining_late_sees_what_is_still_buffered(
 
 
 def test_poll_waits_for_the_next_event(hm: HostManager, backend: FakeBackend, wire: str) -> None:
-    if wire == "grpc":  # the producer greenlet cannot run while this thread blocks in gRPC
-        pytest.skip("in-process long poll needs gevent; tests/integration/test_multiprocess.py")
     stream = hm.subscribe("jobmgr")
     assert stream.poll(10, 0.01) == []
     producer = gevent.spawn_later(0.01, backend.report, rid(0), S.RUNNING, "h1")

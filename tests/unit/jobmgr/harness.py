@@ -62,7 +62,7 @@ class Harness:
     def __init__(self, *, hosts: int = 4, config: JobManagerConfig | None = None) -> None:
         self.clock = FakeClock()
         self.store = open_store("sqlite://", StoreOptions(
-            bootstrap=True, retrier=Retrier(NO_RETRY), clock=self.clock.wall))
+            bootstrap=True, retrier=Retrier(NO_RETRY), clock=self.clock.wall, sqlite_threads=0))
         self.hosts = FakeHostManager(clock=self.clock)
         for i in range(hosts):
             self.hosts.add_host(f"host-{i}", cpu=64, mem=65536)

@@ -87,15 +87,15 @@ class Releaser:
 
     def __init__(self, c: Cluster) -> None:
         self.c = c
-        self.seen: set[str] = set(c.on_hub(lambda: set(c.hosts.runs())))
-        c.on_hub(lambda: setattr(c.hosts, "auto_run", False))
+        self.seen: set[str] = set(c.hosts.runs())
+        c.hosts.auto_run = False
 
     def _launched_at_least(self, count: int) -> bool:
         return len(self.launched()) >= count
 
     def launched(self) -> list[str]:
         """Runs launched since the last release, not yet reported."""
-        return sorted(set(self.c.on_hub(self.c.hosts.runs)) - self.seen)
+        return sorted(set(self.c.hosts.runs()) - self.seen)
 
     def release(self, state: Any = None, count: int | None = None) -> list[str]:
         """Report launched runs RUNNING (or `state`); waits for `count` of them if given."""
@@ -110,7 +110,7 @@ class Releaser:
             for run in runs:
                 self.c.hosts.emit(run, state or TaskState.RUNNING, hosts[run])
 
-        self.c.on_hub(emit)
+        emit()
         self.seen.update(runs)
         return runs
 
@@ -126,7 +126,7 @@ class Releaser:
                 if run not in self.seen:
                     hosts.emit(run, TaskState.RUNNING, host)
 
-        self.c.on_hub(run_all)
+        run_all()
 
 
 def in_flight(c: Cluster, jid: str, config: int) -> list[int]:

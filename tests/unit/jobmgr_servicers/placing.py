@@ -28,7 +28,7 @@ class CorePlacement:
         self.c = c
         #: Placement attempts that found no host, per task.
         self.misses: Counter[TaskId] = Counter()
-        c.on_hub(lambda: setattr(c.rm, "place", self.place))
+        c.rm.place = self.place
 
     def place(self, task_ids: Sequence[TaskId] | None = None, hostname: str = "") -> int:
         """Place queued tasks (all, or these) where the core placer puts them."""
@@ -52,5 +52,5 @@ class CorePlacement:
         return count
 
     def missed(self, task_id: TaskId) -> int:
-        """How often `task_id` found no host (read on the hub)."""
-        return self.c.on_hub(lambda: self.misses[task_id])
+        """How often `task_id` found no host."""
+        return self.misses[task_id]

@@ -132,11 +132,11 @@ def test_get_pod_with_previous_runs_and_events(cluster: Cluster) -> None:
 
 
 def test_pod_cache_refresh_and_pending_reason(cluster: Cluster) -> None:
-    cluster.on_hub(lambda: setattr(cluster.rm, "auto_place", False))
+    cluster.rm.auto_place = False
     jid = create(cluster, service_spec(2)).job_id.value
     task = TaskId(jid, 1)
-    cluster.until(lambda: task in cluster.on_hub(lambda: dict(cluster.rm.queued)), "pod 1 queued")
-    cluster.on_hub(lambda: cluster.rm.reasons.update({task: "0 of 4 hosts fit: cpu"}))
+    cluster.until(lambda: task in cluster.rm.queued, "pod 1 queued")
+    cluster.rm.reasons[task] = "0 of 4 hosts fit: cpu"
     pending = pods(cluster, jid, spec=pod_pb2.QuerySpec(pod_states=[pod_pb2.POD_STATE_PENDING]))
     reasons = {p.spec.pod_name.value: (p.status.reason, p.status.message) for p in pending}
     assert reasons[f"{jid}-1"] == ("0 of 4 hosts fit: cpu", "0 of 4 hosts fit: cpu")
@@ -149,7 +149,7 @@ def test_pod_cache_refresh_and_pending_reason(cluster: Cluster) -> None:
         cluster.pods.BrowsePodSandbox(pod_svc.BrowsePodSandboxRequest(pod_name=_name(jid, 1)),
                                       timeout=10)
     assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    cluster.on_hub(lambda: setattr(cluster.rm, "auto_place", True))
+    cluster.rm.auto_place = True
     wait_running(cluster, jid, 2)
     cache_job = cluster.jobs.GetJobCache(svc.GetJobCacheRequest(job_id=job_id(jid)), timeout=10)
     assert cache_job.spec.instance_count == 2 and cache_job.status.version.value

@@ -32,12 +32,12 @@ def _create(c: Cluster, name: str, kind: int, *, volume: bool = False) -> str:
 
 
 def _set_state(c: Cluster, host: str, state: HostState) -> None:
-    c.on_hub(lambda: setattr(c.hosts.hosts[host], "state", state))
+    c.hosts.hosts[host].state = state
 
 
 def _job_runs(c: Cluster, jid: str) -> dict[str, str]:
     """The job's runs launched on some host -> that host."""
-    return {run: host for run, host in c.on_hub(c.hosts.runs).items() if run.startswith(jid)}
+    return {run: host for run, host in c.hosts.runs().items() if run.startswith(jid)}
 
 
 def _pod(c: Cluster, jid: str) -> Any:
@@ -101,7 +101,7 @@ def test_daemon_instance_of_a_departing_host_is_stopped_and_removed(cluster: Clu
         return left if len(left) == 3 else None
 
     left = cluster.until(removed, "the departed host's instance removed")
-    assert leaving in cluster.on_hub(lambda: list(cluster.hosts.killed))
+    assert leaving in cluster.hosts.killed
     assert set(_job_runs(cluster, jid)) == stays  # the others were not touched
     assert {p.status.host for p in left} == {"host-0", "host-1", "host-2"}
     assert all(p.status.state == RUNNING for p in left)

@@ -3,12 +3,10 @@ the API answers DATA_LOSS naming the job instead of crashing a handler."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import gevent
 import grpc
 import pytest
 import sqlalchemy as sa
@@ -26,7 +24,6 @@ from peloton.storage.sql import tables
 from tests.contract import factories as f
 from tests.fakes.hostmgr import FakeHostManager
 from tests.fakes.resmgr import FakeResourceManager
-from tests.unit.jobmgr_servicers.conftest import DEADLINE
 
 
 def _seed(store: Store) -> tuple[str, str]:
@@ -48,44 +45,23 @@ def _seed(store: Store) -> tuple[str, str]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Any, JobManager, str, str]]:
-    box: dict[str, Any] = {}
-    ready, stop = threading.Event(), threading.Event()
-
-    def main() -> None:
-        try:
-            store = open_store(f"sqlite:///{tmp_path / 'state.db'}", StoreOptions(bootstrap=True))
-            box["ids"] = _seed(store)
-            hosts = FakeHostManager()
-            hosts.add_host("host-0", cpu=64, mem=65536)
-            server = GrpcServer("127.0.0.1:0", max_workers=8)
-            jm = JobManager(store, FakeResourceManager(hosts), hosts,
-                            JobManagerConfig(poll_timeout=0.05), grpc=server)
-            jm.start()
-            server.start()
-            box.update(jm=jm, server=server)
-        except BaseException as exc:
-            box["error"] = exc
-            raise
-        finally:
-            ready.set()
-        while not stop.is_set():
-            gevent.sleep(0.02)
-        jm.stop()
-        store.close()
-
-    thread = threading.Thread(target=main, name="jobmgr-hub", daemon=True)
-    thread.start()
-    assert ready.wait(DEADLINE), "job manager did not start"
-    if "error" in box:
-        raise box["error"]
-    channel = grpc.insecure_channel(f"127.0.0.1:{box['server'].port}")
+    store = open_store(f"sqlite:///{tmp_path / 'state.db'}", StoreOptions(bootstrap=True))
+    ids = _seed(store)
+    hosts = FakeHostManager()
+    hosts.add_host("host-0", cpu=64, mem=65536)
+    server = GrpcServer("127.0.0.1:0", max_workers=8)
+    jm = JobManager(store, FakeResourceManager(hosts), hosts,
+                    JobManagerConfig(poll_timeout=0.05), grpc=server)
+    jm.start()
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     try:
-        yield (stateless_svc_pb2_grpc.JobServiceStub(channel), box["jm"], *box["ids"])
+        yield (stateless_svc_pb2_grpc.JobServiceStub(channel), jm, *ids)
     finally:
         channel.close()
-        box["server"].stop(0)
-        stop.set()
-        thread.join(DEADLINE)
+        server.stop(0)
+        jm.stop()
+        store.close()
 
 
 def _get(stub: Any, job_id: str) -> Any:

@@ -29,7 +29,7 @@ def _run(pod: Any) -> int:
 def _due_in(c: Cluster, jid: str) -> float | None:
     """Seconds until the task goal-state engine looks at instance 0 again (engine clock)."""
     tasks = c.jm.queue.tasks
-    deadline = c.on_hub(lambda: tasks.deadline((jid, 0)))
+    deadline = tasks.deadline((jid, 0))
     return None if deadline is None else deadline - c.clock.monotonic()
 
 
@@ -40,7 +40,7 @@ def _fail(c: Cluster, jid: str) -> None:
         c.hosts.finish(run, TaskState.FAILED)
         c.hosts.events[-1] = dataclasses.replace(c.hosts.events[-1], timestamp=c.clock.wall())
 
-    c.on_hub(fail)
+    fail()
 
 
 def _throttled(c: Cluster, jid: str, run: int) -> Any:
@@ -54,7 +54,7 @@ def _throttled(c: Cluster, jid: str, run: int) -> Any:
 
 
 def _poke(c: Cluster, jid: str) -> None:
-    c.on_hub(lambda: c.jm.queue.enqueue_task(jid, 0))
+    c.jm.queue.enqueue_task(jid, 0)
 
 
 def test_failed_service_task_is_throttled_with_doubling_backoff(cluster: Cluster) -> None:

@@ -68,7 +68,7 @@ def run_of(info: Any) -> str:
 def test_update_grows_a_batch_job_and_refuses_to_shrink_it(cluster: Cluster) -> None:
     jid = create_batch(cluster, 2)
     wait_states(cluster, jid, {0: RUNNING, 1: RUNNING})
-    assert len(cluster.on_hub(cluster.hosts.runs)) == 2
+    assert len(cluster.hosts.runs()) == 2
 
     resp = cluster.v0jobs.Update(job_pb2.UpdateRequest(id=_id(jid), config=batch_config(4)),
                                  timeout=10)
@@ -77,7 +77,7 @@ def test_update_grows_a_batch_job_and_refuses_to_shrink_it(cluster: Cluster) -> 
     tasks = wait_states(cluster, jid, {i: RUNNING for i in range(4)})
     assert sorted(tasks) == [0, 1, 2, 3]
     # The new instances were placed and launched on hosts; the old ones were left alone.
-    runs = cluster.on_hub(cluster.hosts.runs)
+    runs = cluster.hosts.runs()
     assert {run_of(tasks[i]) for i in range(4)} == set(runs)
     assert [run_of(tasks[i]) for i in range(4)] == [f"{jid}-{i}-1" for i in range(4)]
     assert all(tasks[i].runtime.host == runs[run_of(tasks[i])] for i in range(4))
@@ -110,7 +110,7 @@ def test_active_jobs_refresh_and_delete(cluster: Cluster) -> None:
     assert {i.value for i in active.ids} == {jid, other}
 
     # Refresh loads a job that is not cached back from storage.
-    cluster.on_hub(lambda: cluster.jm.cache.forget(jid))
+    cluster.jm.cache.forget(jid)
     with pytest.raises(grpc.RpcError) as err:
         cluster.v0jobs.GetCache(job_pb2.GetCacheRequest(id=_id(jid)), timeout=10)
     assert err.value.code() is grpc.StatusCode.NOT_FOUND
@@ -124,7 +124,7 @@ def test_active_jobs_refresh_and_delete(cluster: Cluster) -> None:
     assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "stop it before deleting it" in err.value.details()
     for i in (0, 1):
-        cluster.on_hub(lambda i=i: cluster.hosts.finish(run_of(tasks[i])))
+        cluster.hosts.finish(run_of(tasks[i]))
 
     def inactive() -> bool:
         ids = cluster.v0jobs.GetActiveJobs(job_pb2.GetActiveJobsRequest(), timeout=10).ids
@@ -166,14 +166,14 @@ def test_task_start_query_refresh_cache_and_pod_events(cluster: Cluster) -> None
     assert not started.HasField("error") and list(started.startedInstanceIds) == [0]
     tasks = wait_states(cluster, jid, {0: RUNNING})
     assert run_of(tasks[0]) == f"{jid}-0-2"
-    assert f"{jid}-0-1" in cluster.on_hub(lambda: list(cluster.hosts.killed))
-    assert f"{jid}-0-2" in cluster.on_hub(cluster.hosts.runs)
+    assert f"{jid}-0-1" in cluster.hosts.killed
+    assert f"{jid}-0-2" in cluster.hosts.runs()
 
     # GetCache shows the cached runtime; Refresh reloads a dropped job into the cache.
     cache = stub.GetCache(task_pb2.GetCacheRequest(jobId=_id(jid), instanceId=0), timeout=10)
     assert cache.runtime.state == RUNNING and cache.runtime.mesosTaskId.value == f"{jid}-0-2"
     assert cache.runtime.host == tasks[0].runtime.host
-    cluster.on_hub(lambda: cluster.jm.cache.forget(jid))
+    cluster.jm.cache.forget(jid)
     with pytest.raises(grpc.RpcError) as err:
         stub.GetCache(task_pb2.GetCacheRequest(jobId=_id(jid), instanceId=1), timeout=10)
     assert err.value.code() is grpc.StatusCode.NOT_FOUND

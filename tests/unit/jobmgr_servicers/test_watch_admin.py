@@ -57,7 +57,7 @@ def test_job_watch_filters_by_label(cluster: Cluster) -> None:
 
 
 def test_a_watcher_that_falls_behind_is_ended_with_aborted(cluster: Cluster) -> None:
-    cluster.on_hub(lambda: setattr(cluster.jm.watch, "buffer_size", 3))
+    cluster.jm.watch.buffer_size = 3
     stream = cluster.watch.Watch(watch.WatchRequest(pod_filter=watch_pb2.PodFilter()), timeout=20)
     next(stream)
     create(cluster, service_spec(6))  # one write of six runtimes: more than the buffer at once
@@ -65,8 +65,8 @@ def test_a_watcher_that_falls_behind_is_ended_with_aborted(cluster: Cluster) -> 
         list(stream)
     assert err.value.code() is grpc.StatusCode.ABORTED
     assert err.value.details().startswith("event overflow: task_")
-    assert cluster.on_hub(lambda: not cluster.jm.watch.watchers)
-    assert cluster.on_hub(lambda: not cluster.jm.cache.listeners.task)  # unsubscribed
+    assert not cluster.jm.watch.watchers
+    assert not cluster.jm.cache.listeners.task  # unsubscribed
 
 
 def test_watch_needs_a_filter(cluster: Cluster) -> None:

@@ -105,7 +105,7 @@ def test_in_place_update_keeps_each_pod_on_its_host_where_it_still_fits(cluster:
         full.bookings["filler"] = Booking("filler", Resources(free.cpu + 0.05, 0, 0, 0),
                                           False, (), ())
 
-    cluster.on_hub(setup)
+    setup()
     ver = _replace(cluster, jid, service_spec(3, tag="v2"), ver, batch_size=3, in_place=True)
     after = cluster.until(lambda: _rolled(cluster, jid, 2), "3 pods running config 2")
     assert after[0] == before[0] and after[1] == before[1], (before, after)

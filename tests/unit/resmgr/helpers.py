@@ -21,12 +21,15 @@ from tests.fakes.hostmgr import FakeHostManager
 
 
 class FakeClock:
-    """A clock tests advance by hand."""
+    """A clock tests advance by hand (both readings of peloton.common.clock.Clock)."""
 
     def __init__(self, now: float = 1000.0) -> None:
         self.now = now
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
         return self.now
 
     def advance(self, seconds: float) -> None:

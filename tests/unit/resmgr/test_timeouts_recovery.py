@@ -44,7 +44,7 @@ def test_placing_times_out_with_growing_backoff(store: Store, hostmgr: FakeHostM
         assert "did not answer" in rm.pending_reasons([task.task_id])[task.task_id]
     assert rm.dequeue_gangs(10, 0)
     clock.advance(10.1)  # third attempt: the cycle ends, back to PENDING
-    assert expire(rm.book, clock()) == 1
+    assert expire(rm.book, clock.monotonic()) == 1
     assert state_of(rm, task) is S.PENDING
     assert rm.pools.get(pool).allocation.cpu == 0
 
