@@ -76,20 +76,30 @@ class RunControl:
 
     def stop(self, job: CachedJob, instances: Collection[int],
              reason: TerminationReason = TerminationReason.KILLED_ON_REQUEST,
-             grace: float | None = None) -> None:
-        """Stop the current run of each instance: forget queued ones, kill ones on a host."""
+             grace: float | None = None, goal: TaskState | None = None) -> None:
+        """Stop the current run of each instance: forget queued ones, kill ones on a host.
+
+        With `goal` the same write also sets that goal (a job kill: goal KILLED), so the
+        task engine has nothing to decide afterwards; without it the goal stays (a restart
+        or an update stops the old run and starts the next).
+        """
         now = self.clock.wall()
         queued = [i for i in instances if (rt := job.get_task(i)) is not None
                   and rt.state in NOT_ON_HOST]
         hosted = [i for i in instances if (rt := job.get_task(i)) is not None
                   and rt.state in ON_HOST]
+
+        def with_goal(rt: TaskRuntime) -> TaskRuntime:
+            return rt if goal is None else dataclasses.replace(rt, goal_state=goal)
+
         if queued:
             self.resmgr.kill_tasks([TaskId(job.job_id, i) for i in queued])
 
             def drop(rt: TaskRuntime) -> TaskRuntime | None:
                 if rt.state not in NOT_ON_HOST:
                     return None
-                return runs.killed(rt, now, reason, "task stopped before it was launched")
+                return with_goal(runs.killed(rt, now, reason,
+                                             "task stopped before it was launched"))
 
             job.write_tasks({i: drop for i in queued})
         if hosted:
@@ -99,7 +109,7 @@ class RunControl:
                             default=self.config.kill_grace_secs)
 
             def mark(rt: TaskRuntime) -> TaskRuntime | None:
-                return runs.killing(rt, now, reason) if rt.state in ON_HOST else None
+                return with_goal(runs.killing(rt, now, reason)) if rt.state in ON_HOST else None
 
             job.write_tasks({i: mark for i in hosted})
             self.hostmgr.kill(run_ids, grace)

@@ -138,6 +138,9 @@ class JobActions:
         """Stop every task of the job (goal KILLED), in bulk."""
         with job.lock:
             live = [i for i, rt in job.tasks() if not rt.state.terminal]
+            # Live runs are stopped and get their goal in one write each (the task engine
+            # then has nothing to decide); the others only get the goal.
+            self.control.stop(job, live, TerminationReason.KILLED_ON_REQUEST, goal=S.KILLED)
 
             def goal_killed(rt: TaskRuntime) -> TaskRuntime | None:
                 if rt.goal_state is S.KILLED:
@@ -146,7 +149,6 @@ class JobActions:
                                            termination=TerminationReason.KILLED_ON_REQUEST)
 
             job.write_tasks({i: goal_killed for i in job.instances()})
-            self.control.stop(job, live, TerminationReason.KILLED_ON_REQUEST)
             if any(not rt.state.terminal for _, rt in job.tasks()):
                 job.change_runtime(lambda rt: None if rt.state is JobState.KILLING
                                    else dataclasses.replace(rt, state=JobState.KILLING))
