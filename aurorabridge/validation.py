@@ -100,9 +100,17 @@ def check_update_settings(settings: Any, instance_count: int) -> None:
     """SchedulerThriftInterface.startJobUpdate's checks on JobUpdateSettings."""
     if settings is None:
         raise InvalidArgument("update settings are required", field="settings")
-    variable = settings.updateStrategy.varBatchStrategy if settings.updateStrategy is not None else None
+    strategy = settings.updateStrategy
+    if strategy is not None and not any((strategy.queueStrategy, strategy.batchStrategy,
+                                         strategy.varBatchStrategy)):
+        raise InvalidArgument("settings.updateStrategy names no strategy (queueStrategy, batchStrategy "
+                              "or varBatchStrategy)", field="settings.updateStrategy")
+    variable = strategy.varBatchStrategy if strategy is not None else None
     if variable is not None and any((s or 0) <= 0 for s in variable.groupSizes or [0]):
-        raise InvalidArgument("every group size must be positive", field="updateStrategy")
+        raise InvalidArgument("All update group sizes must be positive "
+                              "(settings.updateStrategy.varBatchStrategy.groupSizes is "
+                              f"{list(variable.groupSizes or [])})",
+                              field="settings.updateStrategy.varBatchStrategy.groupSizes")
     if group_size(settings) <= 0:
         raise InvalidArgument("updateGroupSize (the update group size) must be positive",
                               field="updateGroupSize")

@@ -37,12 +37,15 @@ import click
               'mesos:zk://zk:2181/mesos).')
 @click.option("--archive", default="", metavar="URL",
               help="Also run the archiver into this archive (dir:///path, sqlite:///file.db, ...).")
+@click.option("--aurora-environments", default="", metavar="REGEX",
+              help="Job environments the Aurora bridge accepts (re.match); empty accepts any, as "
+              "Peloton's bridge; Aurora's default is '^(prod|devel|test|staging\\d*)$'.")
 @click.option("--ui-port", default=5292, show_default=True, type=int,
               help="Web UI HTTP port (0 picks a free port, -1 disables the UI).")
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
        agent_disk_mb: float, agent_gpus: float, agent_ports: str, backend: str, archive: str,
-       ui_port: int) -> None:
+       aurora_environments: str, ui_port: int) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C.
 
     \b
@@ -60,6 +63,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
     run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
                  hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
                  data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive, ui_port=ui_port,
+                 aurora_environments=aurora_environments,
                  agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus),
                  agent_ports=_port_range(agent_ports)))
 

@@ -72,6 +72,8 @@ class UpConfig:
     archive: str = ""
     #: Web UI HTTP port; -1 disables the UI.
     ui_port: int = 5292
+    #: Job environments the Aurora bridge accepts (a regular expression; empty: any).
+    aurora_environments: str = ""
 
 
 class AllInOne:
@@ -209,13 +211,15 @@ class AllInOne:
     # -- Aurora bridge ----------------------------------------------------------------
     def _start_bridge(self) -> None:
         from aurorabridge.app import AuroraBridge
-        from aurorabridge.config import BridgeConfig
+        from aurorabridge.config import BridgeConfig, ValidationSettings
         from peloton.api.client import PelotonClient
 
         address = f"127.0.0.1:{self.ports['jobmgr']}"
         config = BridgeConfig(host=self.config.host, port=self.config.aurora_port,
                               jobmgr=address, resmgr=f"127.0.0.1:{self.ports['resmgr']}",
-                              hostmgr=f"127.0.0.1:{self.ports['hostmgr']}")
+                              hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
+                              validation=ValidationSettings(
+                                  allowed_environments=self.config.aurora_environments))
         client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
                                hostmgr=config.hostmgr, caller="peloton-aurorabridge")
         self.bridge = AuroraBridge(config, client)

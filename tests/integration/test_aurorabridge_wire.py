@@ -227,10 +227,9 @@ def test_a_job_lifecycle_maps_onto_peloton(aurora: tuple[Any, Any, str], cluster
 
     assert client.killTasks(key.job, [0], "one").responseCode == t.ResponseCode.OK
     assert fake.calls_of("stop_pod")[-1]["name"] == f"{job_id}-0"
-    states = {
-        tk.assignedTask.instanceId: tk.status
-        for tk in client.getTasksWithoutConfigs(query).result.scheduleStatusResult.tasks
-    }
+    states: dict[int, int] = {}
+    for tk in client.getTasksWithoutConfigs(query).result.scheduleStatusResult.tasks:
+        states.setdefault(tk.assignedTask.instanceId, tk.status)  # newest run first, earlier runs after
     assert states[0] == t.ScheduleStatus.KILLED
     assert client.killTasks(key.job, None, "all").responseCode == t.ResponseCode.OK
     assert fake.calls_of("stop_stateless_job")[-1]["job_id"] == job_id

@@ -12,7 +12,7 @@ from aurorabridge.atop.job_key import JobKey
 from aurorabridge.atop.pod_spec import pod_spec
 from aurorabridge.atop.states import pod_states
 from aurorabridge.atop.thermos import bind_templates, task_command, thermos_command
-from aurorabridge.config import ValidationSettings
+from aurorabridge.config import AURORA_ENVIRONMENTS, ValidationSettings
 from aurorabridge.thrift_api import api
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.apachemesos import apachemesos_pb2
@@ -202,7 +202,6 @@ def test_job_spec_sla_and_update_specs() -> None:
         (lambda t: setattr(t.job, "role", ""), "job key.role must be a non-empty string"),
         (lambda t: setattr(t.job, "name", "a/b"), "may only contain"),
         (lambda t: setattr(t.job, "name", "x" * 256), "longer than 255"),
-        (lambda t: setattr(t.job, "environment", "qa"), "allowed pattern"),
         (
             lambda t: setattr(
                 t, "resources", [api.Resource(numCpus=-1.0), api.Resource(ramMb=1), api.Resource(diskMb=1)]
@@ -239,6 +238,18 @@ def test_validation_names_the_problem(mutate: Any, message: str) -> None:
     mutate(task)
     with pytest.raises(InvalidArgument, match=message):
         validation.check_task(task, 1, LIMITS)
+
+
+def test_environment_rule_is_configurable_and_accepts_any_by_default() -> None:
+    task = b.task_config()
+    task.job.environment = "dc1"
+    assert validation.check_task(task, 1, LIMITS).key.environment == "dc1"  # Peloton's bridge's rule
+    aurora = ValidationSettings(allowed_environments=AURORA_ENVIRONMENTS)
+    with pytest.raises(InvalidArgument, match="allowed pattern") as raised:
+        validation.check_task(task, 1, aurora)
+    assert raised.value.field == "environment"
+    task.job.environment = "staging2"
+    assert validation.check_task(task, 1, aurora).key.environment == "staging2"
 
 
 def test_instance_counts_settings_and_ranges() -> None:
