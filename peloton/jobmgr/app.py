@@ -2,7 +2,8 @@
 
 Start order (reverse on stop): group commit, recovery (the cache and the
 other daemons' view are rebuilt before anything acts), goal-state engines,
-the runtime updater, the status-event consumer, the launcher, the evictor.
+the runtime updater, the status-event consumer, the launcher, the evictor,
+..., the cron scheduler (last: runs start only once everything else works).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
+from peloton.api.gen.pelotonpy.api.cron import cron_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.common.components import FunctionComponent, Lifecycle
@@ -26,6 +28,7 @@ from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.jobmgr import recovery
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.cron import CronScheduler, FunctionActions
 from peloton.jobmgr.daemon_jobs import DaemonController
 from peloton.jobmgr.evictor import Evictor
 from peloton.jobmgr.goalstate.update import UpdateEntity
@@ -34,6 +37,7 @@ from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.peers import PeerResync
 from peloton.jobmgr.placement_processor import Launcher
 from peloton.jobmgr.servicers.admin import AdminServicer, ApiLock
+from peloton.jobmgr.servicers.cron import CronServicer
 from peloton.jobmgr.servicers.hub import ApiHook, Hub
 from peloton.jobmgr.servicers.v0_jobs import JobManagerServicer
 from peloton.jobmgr.servicers.v0_tasks import TaskManagerServicer
@@ -78,6 +82,10 @@ class JobManager:
         self.daemons = DaemonController(ctx)
         self.deadlines = DeadlineTracker(ctx)
         self.resync = PeerResync(ctx)
+        jobs = self.jobs
+        self.cron = CronScheduler(store, FunctionActions(
+            create=lambda spec, job_id: jobs.create(spec, job_id), stop=jobs.stop,
+            runtime=lambda job_id: jobs.get(job_id)[1]), now_ms=lambda: int(clock() * 1000))
         task_engine, job_engine = ctx.task_engine, ctx.job_engine
         self._lifecycle = Lifecycle([
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
@@ -86,7 +94,7 @@ class JobManager:
             FunctionComponent("task-engine", task_engine.start, task_engine.stop),
             FunctionComponent("update-engine", update_engine.start, update_engine.stop),
             self.updater, self.events, self.launcher, self.evictor, self.daemons,
-            self.deadlines, self.resync,
+            self.deadlines, self.resync, self.cron,
         ], name="jobmgr")
         if grpc is not None:
             self.register(grpc)
@@ -115,6 +123,9 @@ class JobManager:
                  WatchServicer(self.watch), hook=hook)
         register(grpc, admin_svc_pb2_grpc.add_AdminServiceServicer_to_server,
                  AdminServicer(ctx, self.api_lock), hook=hook)
+        register(grpc, cron_pb2_grpc.add_CronServiceServicer_to_server,
+                 CronServicer(ctx.store, self.cron, lambda spec: ctx.resmgr.validate_pool(spec.respool_id),
+                              self.cron.now_ms), hook=hook)
 
     def _recover(self) -> None:
         recovery.recover(self.ctx)

@@ -42,8 +42,7 @@ def due_run(schedule: CronSchedule, last_due_ms: int, watching_since_ms: int, no
     latest = schedule.at_or_before(now_ms)
     if latest is None:
         return None
-    floor = max(last_due_ms, watching_since_ms - grace_ms)
-    return latest if latest > floor else None
+    return latest if latest > last_due_ms and latest >= watching_since_ms - grace_ms else None
 
 
 def collision(policy: CollisionPolicy, previous_active: bool) -> Collision:
