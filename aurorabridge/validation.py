@@ -4,7 +4,7 @@ From Aurora's ConfigurationManager and SchedulerThriftInterface:
 job keys are good identifiers and the environment matches the allowed
 pattern; the instance count is 1..max_tasks_per_job; cpu, ram and disk are
 > 0; the tier is known; a dedicated constraint belongs to the role; cron is
-not offered; update settings have a positive group size and non-negative
+valid (scheduleCronJob) or absent (createJob); update settings have a positive group size and non-negative
 failure limits, waits and pulse timeout; ranges are well-formed.  Each
 violation is an InvalidArgument naming the field, which the handlers turn
 into INVALID_REQUEST, so nothing is ever half-applied.
@@ -21,6 +21,8 @@ from aurorabridge.atop.job_key import JobKey, check_environment, check_identifie
 from aurorabridge.atop.job_spec import group_size
 from aurorabridge.atop.resources import TaskResources, task_resources
 from aurorabridge.config import ValidationSettings
+from aurorabridge.thrift_api import api
+from peloton.core.cron import schedule as cron_schedule
 from peloton.core.errors import InvalidArgument
 
 #: Tiers answered by getTierConfigs (Peloton's bridge's set).
@@ -74,16 +76,46 @@ def check_task(task: Any, count: Any, limits: ValidationSettings, key: Any = Non
     return CheckedTask(task, checked_key, resources, instances)
 
 
-def check_job_configuration(config: Any, limits: ValidationSettings) -> CheckedTask:
-    """Validate a JobConfiguration for createJob / populateJobConfig (no cron)."""
+#: Aurora's answer to createJob with a cron schedule (SchedulerThriftInterface.NO_CRON).
+NO_CRON = "Cron jobs may only be created/updated by calling scheduleCronJob."
+
+
+def check_job_configuration(config: Any, limits: ValidationSettings,
+                            cron: bool | None = False) -> CheckedTask:
+    """Validate a JobConfiguration: for createJob (`cron` False: no cron schedule allowed),
+    scheduleCronJob / replaceCronTemplate (`cron` True: a valid schedule, a non-service task, a
+    collision policy other than the removed RUN_OVERLAP) or populateJobConfig (None: either)."""
     if config is None:
         raise InvalidArgument("job configuration is required", field="description")
-    if config.cronSchedule:
-        raise InvalidArgument("cron jobs are not supported by the Peloton Aurora bridge",
-                              field="cronSchedule")
+    if cron or (cron is None and config.cronSchedule):
+        check_cron(config)
+    elif config.cronSchedule:
+        raise InvalidArgument(NO_CRON, field="cronSchedule")
     if config.owner is not None and config.owner.user:
         check_identifier(config.owner.user, "owner.user")
     return check_task(config.taskConfig, config.instanceCount, limits, key=config.key)
+
+
+def check_cron(config: Any) -> str:
+    """Aurora's cron checks (SanitizedCronJob, ConfigurationManager, CronJobManagerImpl); returns
+    the canonical schedule."""
+    key = job_key(config.key, "job key") if config.key is not None else None
+    if not config.cronSchedule:
+        raise InvalidArgument(f"Job {key} has no cron schedule", field="cronSchedule")
+    try:
+        schedule = cron_schedule.parse(config.cronSchedule).canonical()
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"Invalid cron schedule: {exc.message}", field="cronSchedule") from None
+    if config.taskConfig is not None and config.taskConfig.isService:
+        raise InvalidArgument("A service task may not be run on a cron schedule",
+                              field="taskConfig.isService")
+    if config.cronCollisionPolicy == api.CronCollisionPolicy.RUN_OVERLAP:
+        raise InvalidArgument("The RUN_OVERLAP collision policy has been removed (AURORA-38).",
+                              field="cronCollisionPolicy")
+    if config.cronCollisionPolicy not in (None, *api.CronCollisionPolicy._VALUES_TO_NAMES):
+        raise InvalidArgument(f"unknown cronCollisionPolicy {config.cronCollisionPolicy}",
+                              field="cronCollisionPolicy")
+    return schedule
 
 
 def check_ranges(ranges: Any, what: str) -> list[tuple[int, int]]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aurorabridge.handlers import (
+    cron,
     jobs,
     maintenance,
     quota_tiers,
@@ -26,7 +27,7 @@ from aurorabridge.responses import from_error
 from aurorabridge.thrift_api import ALL_METHODS
 from peloton.core.errors import PelotonError
 
-MODULES = (jobs, tasks, updates, update_queries, quota_tiers, maintenance, unsupported)
+MODULES = (jobs, cron, tasks, updates, update_queries, quota_tiers, maintenance, unsupported)
 
 
 def _bind(ctx: BridgeContext, method: str, fn: HandlerFn) -> Callable[[Any], Any]:

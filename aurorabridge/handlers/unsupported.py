@@ -14,7 +14,6 @@ from aurorabridge.handlers.context import BridgeContext, HandlerFn
 from aurorabridge.responses import invalid_request
 
 UNSUPPORTED = (
-    "scheduleCronJob", "descheduleCronJob", "startCronJob", "replaceCronTemplate",
     "forceTaskState", "performBackup", "listBackups", "stageRecovery", "queryRecovery",
     "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "slaDrainHosts", "snapshot",
     "triggerExplicitTaskReconciliation", "triggerImplicitTaskReconciliation", "pruneTasks",

@@ -32,6 +32,7 @@ from aurorabridge import opaque_data, validation
 from aurorabridge import update_settings as stored_settings
 from aurorabridge.atop.job_key import job_key
 from aurorabridge.atop.job_spec import create_spec, update_spec
+from aurorabridge.handlers import cron
 from aurorabridge.handlers.context import BridgeContext, HandlerFn, Job
 from aurorabridge.handlers.pinning import pinned_spec
 from aurorabridge.job_directory import is_gone
@@ -68,6 +69,8 @@ def start_job_update(ctx: BridgeContext, args: Any) -> Any:
     checked = validation.check_task(request.taskConfig, request.instanceCount, ctx.limits)
     validation.check_update_settings(request.settings, checked.instance_count)
     key_struct = api.JobKey(role=checked.key.role, environment=checked.key.environment, name=checked.key.name)
+    if cron.cron_job(ctx, checked.key) is not None:
+        return invalid_request(validation.NO_CRON)
     job = ctx.find(checked.key)
     if job is not None and ctx.active_update(job) is not None:
         if ctx.handlers.concurrent_updates != REPLACE_RUNNING:

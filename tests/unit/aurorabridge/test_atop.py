@@ -268,7 +268,7 @@ def test_instance_counts_settings_and_ranges() -> None:
             validation.check_update_settings(settings, 2)
     with pytest.raises(InvalidArgument, match="range"):
         validation.check_update_settings(b.settings(only=[(3, 1)]), 4)
-    with pytest.raises(InvalidArgument, match="cron"):
+    with pytest.raises(InvalidArgument, match="scheduleCronJob"):
         config = b.job_configuration()
         config.cronSchedule = "* * * * *"
         validation.check_job_configuration(config, LIMITS)
