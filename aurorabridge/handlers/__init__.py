@@ -17,6 +17,7 @@ from aurorabridge.handlers import (
     jobs,
     maintenance,
     quota_tiers,
+    reconciliation,
     tasks,
     unsupported,
     update_queries,
@@ -27,7 +28,8 @@ from aurorabridge.responses import from_error
 from aurorabridge.thrift_api import ALL_METHODS
 from peloton.core.errors import PelotonError
 
-MODULES = (jobs, cron, tasks, updates, update_queries, quota_tiers, maintenance, unsupported)
+MODULES = (jobs, cron, tasks, updates, update_queries, quota_tiers, maintenance, reconciliation,
+           unsupported)
 
 
 def _bind(ctx: BridgeContext, method: str, fn: HandlerFn) -> Callable[[Any], Any]:

@@ -15,8 +15,7 @@ from aurorabridge.responses import invalid_request
 
 UNSUPPORTED = (
     "forceTaskState", "performBackup", "listBackups", "stageRecovery", "queryRecovery",
-    "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "slaDrainHosts", "snapshot",
-    "triggerExplicitTaskReconciliation", "triggerImplicitTaskReconciliation", "pruneTasks",
+    "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "slaDrainHosts", "snapshot", "pruneTasks",
 )
 
 

@@ -101,6 +101,7 @@ class AllInOne:
 
     def start(self) -> None:
         """Build and start everything (see the module docstring for the order)."""
+        from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
         from peloton.hostmgr.app import HostManager
         from peloton.hostmgr.config import HostManagerConfig
         from peloton.jobmgr.app import JobManager
@@ -116,6 +117,9 @@ class AllInOne:
         resmgr = ResourceManager(store, hostmgr, grpc=self.grpc)
         placement = PlacementEngine(resmgr, hostmgr)
         jobmgr = JobManager(store, resmgr, hostmgr, grpc=self.grpc)
+        # The host manager's service, as a separate one serves it: clients (the Aurora bridge's
+        # task reconciliation triggers) reach the host backends' reconciliation through it.
+        serve_host_manager(self.grpc, hostmgr, hostmgr.events)
         register_unserved(self.grpc)
         self.hostmgr, self.resmgr, self.jobmgr = hostmgr, resmgr, jobmgr
         parts: list[Component] = [
