@@ -96,14 +96,13 @@ def check_job_configuration(config: Any, limits: ValidationSettings,
     return check_task(config.taskConfig, config.instanceCount, limits, key=config.key)
 
 
-def check_cron(config: Any) -> str:
-    """Aurora's cron checks (SanitizedCronJob, ConfigurationManager, CronJobManagerImpl); returns
-    the canonical schedule."""
+def check_cron(config: Any) -> None:
+    """Aurora's cron checks (SanitizedCronJob, ConfigurationManager, CronJobManagerImpl)."""
     key = job_key(config.key, "job key") if config.key is not None else None
     if not config.cronSchedule:
         raise InvalidArgument(f"Job {key} has no cron schedule", field="cronSchedule")
     try:
-        schedule = cron_schedule.parse(config.cronSchedule).canonical()
+        cron_schedule.parse(config.cronSchedule)
     except InvalidArgument as exc:
         raise InvalidArgument(f"Invalid cron schedule: {exc.message}", field="cronSchedule") from None
     if config.taskConfig is not None and config.taskConfig.isService:
@@ -115,7 +114,6 @@ def check_cron(config: Any) -> str:
     if config.cronCollisionPolicy not in (None, *api.CronCollisionPolicy._VALUES_TO_NAMES):
         raise InvalidArgument(f"unknown cronCollisionPolicy {config.cronCollisionPolicy}",
                               field="cronCollisionPolicy")
-    return schedule
 
 
 def check_ranges(ranges: Any, what: str) -> list[tuple[int, int]]:

@@ -64,7 +64,7 @@ def cron_jobs(ctx: BridgeContext, role: str = "") -> list[Any]:
 
 def _schedule(ctx: BridgeContext, config: Any, mode: int) -> Any:
     checked = validation.check_job_configuration(config, ctx.limits, cron=True)
-    schedule = validation.check_cron(config)
+    validation.check_cron(config)
     key = checked.key
     existing = ctx.find(key)
     if existing is not None and ctx.active_update(existing) is not None:
@@ -77,7 +77,7 @@ def _schedule(ctx: BridgeContext, config: Any, mode: int) -> Any:
             and existing.status.state not in _FINISHED):
         return invalid_request(f"Job {key} already exists")
     policy = config.cronCollisionPolicy
-    job = cron_pb2.CronJob(name=key.job_name, schedule=schedule, opaque_data=BRIDGE_MARK,
+    job = cron_pb2.CronJob(name=key.job_name, schedule=config.cronSchedule, opaque_data=BRIDGE_MARK,
                            collision_policy=_POLICIES[api.CronCollisionPolicy.KILL_EXISTING
                                                      if policy is None else policy])
     job.stateless_spec.CopyFrom(ctx.job_spec(checked))

@@ -26,7 +26,7 @@ class FakeCron:
     def schedule_cron_job(self, job: Any, *, mode: int = 0) -> Any:
         self.record("schedule_cron_job", job=job, mode=mode)
         try:
-            canonical = parse(job.schedule).canonical()
+            parse(job.schedule)
         except InvalidArgument as exc:
             raise InvalidArgument(f"schedule: {exc.message}", field="schedule") from None
         exists = job.name in self.cron
@@ -36,8 +36,7 @@ class FakeCron:
             raise AlreadyExists(f"cron job {job.name} already exists")
         stored = pb.CronJob()
         stored.CopyFrom(job)
-        stored.schedule = canonical
-        stored.next_run_ms = parse(canonical).next_after(1_900_000_000_000) or 0
+        stored.next_run_ms = parse(job.schedule).next_after(1_900_000_000_000) or 0
         if exists:
             stored.last_run_job_id = self.cron[job.name].last_run_job_id
         self.cron[job.name] = stored

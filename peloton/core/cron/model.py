@@ -50,7 +50,7 @@ class CronJob:
     """One cron job as stored."""
 
     name: str
-    schedule: str  # canonical text (schedule.parse(...).canonical())
+    schedule: str  # as written (valid for schedule.parse); reads return it unchanged
     policy: CollisionPolicy
     template: JobSpec
     created_ms: int

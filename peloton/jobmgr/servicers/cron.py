@@ -87,7 +87,8 @@ class CronServicer(cron_pb2_grpc.CronServiceServicer):  # type: ignore[misc]
         job = request.job
         name = _name(job.name)
         try:
-            schedule = parse(job.schedule).canonical()
+            parse(job.schedule)
+            schedule = job.schedule  # kept as written, as Aurora keeps a job's cronSchedule
         except InvalidArgument as exc:
             raise InvalidArgument(f"schedule: {exc.message}", field="schedule") from None
         if job.collision_policy not in POLICIES:

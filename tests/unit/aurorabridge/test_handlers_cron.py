@@ -26,9 +26,9 @@ def test_schedule_list_start_replace_deschedule(call: Call, fake: FakePeloton) -
     assert call("scheduleCronJob", description=cron_config()).responseCode == OK
     jobs = call("getJobs", ownerRole="www").result.getJobsResult.configs
     assert [(j.key.name, j.cronSchedule, j.cronCollisionPolicy, j.instanceCount) for j in jobs] == [
-        ("hello", "0,15,30,45 * * * *", api.CronCollisionPolicy.KILL_EXISTING, 2)]
+        ("hello", "*/15 * * * *", api.CronCollisionPolicy.KILL_EXISTING, 2)]
     summary = call("getJobSummary", role="www").result.jobSummaryResult.summaries
-    assert summary[0].nextCronRunMs > 0 and summary[0].job.cronSchedule == "0,15,30,45 * * * *"
+    assert summary[0].nextCronRunMs > 0 and summary[0].job.cronSchedule == "*/15 * * * *"
     roles = call("getRoleSummary").result.roleSummaryResult.summaries
     assert [(r.role, r.jobCount, r.cronJobCount) for r in roles] == [("www", 1, 1)]
     assert call("startCronJob", job=jobs[0].key).responseCode == OK
