@@ -47,6 +47,7 @@ class CompiledNeeds:
         "constraint",
         "cpu",
         "disk",
+        "domain_leaves",
         "gpu",
         "host_leaves",
         "mem",
@@ -68,6 +69,7 @@ class CompiledNeeds:
         self.constraint = needs.constraint
         self.host_leaves = has_kind(needs.constraint, LabelKind.HOST)
         self.task_leaves = has_kind(needs.constraint, LabelKind.TASK)
+        self.domain_leaves = has_kind(needs.constraint, LabelKind.DOMAIN)
         self.names_exclusive = names_host_label_key(needs.constraint, EXCLUSIVE_ATTRIBUTE)
         #: class id -> passes every static filter (filled lazily by the placer).
         self.static_ok: dict[int, bool] = {}

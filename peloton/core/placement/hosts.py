@@ -179,6 +179,8 @@ class HostIndex:
         #: Grows whenever capacity is given back or a host is (re)added: a task that
         #: found no host at one generation finds none later in the same generation.
         self.generation = 0
+        #: Grows whenever any host's task labels may have changed (DOMAIN-limit sums).
+        self.task_label_version = 0
         for offer in offers:
             self.upsert(offer)
 
@@ -214,6 +216,7 @@ class HostIndex:
             cls = self._classes[ckey] = HostClass(len(self._classes), *ckey)
         rec = HostRecord(idx, offer, cls)
         self.generation += 1
+        self.task_label_version += 1
         self.hosts[idx] = rec
         self.by_name[offer.hostname] = rec
         self.by_class.setdefault(cls.class_id, {})[rec.hostname] = rec
@@ -229,6 +232,7 @@ class HostIndex:
         del self.by_class[rec.cls.class_id][hostname]
         self.hosts[rec.idx] = None
         self._free_slots.append(rec.idx)
+        self.task_label_version += 1
 
     def _link(self, rec: HostRecord) -> None:
         if rec.cls.state is not HostState.UP:
@@ -272,6 +276,8 @@ class HostIndex:
         rec.disk -= res.disk_mb * sign
         rec.gpu -= res.gpu * sign
         counts = rec.task_labels
+        if labels:
+            self.task_label_version += 1
         step = 1 if sign > 0 else -1
         for lb in labels:
             n = counts.get(lb, 0) + step

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from peloton.core.model.host import HostOffer
+from peloton.core.placement.domain_limit import DomainLimitFilter
 from peloton.core.placement.explain import explain
 from peloton.core.placement.filters import (
     CompiledNeeds,
@@ -77,9 +78,10 @@ class Placer:
         self.static_filters: tuple[HostFilter, ...] = (
             HostUpFilter(), ScarceGpuFilter(config.scarce_gpu), ExclusiveHostFilter(),
             HostConstraintFilter())
-        # Per host: arithmetic, then a port count, then the task-label walk.
+        # Per host: arithmetic, then a port count, then the task-label walk, then the
+        # per-domain limits (a no-op for needs without DOMAIN leaves).
         self.dynamic_filters: tuple[HostFilter, ...] = (
-            ResourceFilter(), PortFilter(), TaskConstraintFilter())
+            ResourceFilter(), PortFilter(), TaskConstraintFilter(), DomainLimitFilter(self.index))
         self._compiled: dict[PlacementNeeds, CompiledNeeds] = {}
         #: needs -> (index generation, report): needs that found no host.  Valid while
         #: the index has not given capacity back (its generation is unchanged), since

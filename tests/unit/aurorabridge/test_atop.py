@@ -14,9 +14,11 @@ from aurorabridge.atop.states import pod_states
 from aurorabridge.atop.thermos import bind_templates, task_command, thermos_command
 from aurorabridge.config import AURORA_ENVIRONMENTS, ValidationSettings
 from aurorabridge.thrift_api import api
+from peloton.api.convert.constraints import constraint_from_v1, constraint_to_v1
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.apachemesos import apachemesos_pb2
 from peloton.core.errors import InvalidArgument
+from peloton.core.model.constraints import Condition, Label, LabelConstraint, LabelKind
 from tests.unit.aurorabridge import builders as b
 
 LIMITS = ValidationSettings()
@@ -125,8 +127,17 @@ def test_constraints_limit_value_and_negated_value() -> None:
     rack_limit = api.Constraint(
         name="rack", constraint=api.TaskConstraint(limit=api.LimitConstraint(limit=1))
     )
-    with pytest.raises(InvalidArgument, match="limit constraints are supported on 'host' only"):
-        build(b.task_config(constraints=[rack_limit]))
+    per_rack = build(b.task_config(constraints=[rack_limit])).constraint.label_constraint
+    assert (per_rack.kind, per_rack.condition, per_rack.requirement, per_rack.label.key,
+            per_rack.label.value) == (lc.LABEL_CONSTRAINT_KIND_POD, lc.LABEL_CONSTRAINT_CONDITION_LESS_THAN,
+                                      1, "peloton.limit-per/rack/aurora_job_key", "www/devel/hello")
+    core = constraint_from_v1(build(b.task_config(constraints=[rack_limit])).constraint)
+    assert core == LabelConstraint(LabelKind.DOMAIN, Condition.LESS_THAN,
+                                   Label("aurora_job_key", "www/devel/hello"), 1, domain="rack")
+    assert constraint_to_v1(core).label_constraint == per_rack  # written back the same way
+    zero = api.Constraint(name="rack", constraint=api.TaskConstraint(limit=api.LimitConstraint(limit=0)))
+    with pytest.raises(InvalidArgument, match="limit must be positive"):
+        build(b.task_config(constraints=[zero]))
 
 
 def test_thermos_order_finals_and_templates() -> None:
