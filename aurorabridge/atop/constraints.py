@@ -5,7 +5,7 @@
   LESS_THAN), as Peloton's bridge does.
 * `limit` on any other attribute (rack, zone: at most N tasks of this job per
   value of the attribute) -> our per-domain limit leaf (a pod-label LESS_THAN
-  whose label key is `peloton.limit-per/<attribute>/aurora_job_key`, see
+  whose label key is `peloton.limit-per/<attribute>|aurora_job_key`, see
   peloton/api/convert/constraints.py), which the placement engine's
   DOMAIN-limit filter enforces over all hosts sharing the value; hosts
   without the attribute are not used (Aurora vetoes them too).  Peloton's

@@ -89,6 +89,13 @@ def test_pending_reason(up: UpCluster, transport: str) -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_limit_constraint_on_any_attribute(up: UpCluster, transport: str) -> None:
+    seen = drive(up, transport, "limits").observed
+    assert seen["hosts"] == 3, seen  # one instance per peloton/agent value
+    assert "per peloton/agent" in seen["reason"], seen
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_task_reconciliation_triggers(up: UpCluster, transport: str) -> None:
     assert drive(up, transport, "reconcile").observed["reconciled"] is True
 

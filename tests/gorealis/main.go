@@ -591,6 +591,36 @@ func (d *driver) pending() {
 	d.must(err, "KillJob")
 }
 
+// limits: a limit constraint on a host attribute other than "host" (here the agents'
+// "peloton/agent" label: one value per agent) holds across the job, and an instance that
+// cannot fit stays PENDING with a reason naming the limit.
+func (d *driver) limits() {
+	job := d.job("sleep 1000", 3, true).AddLimitConstraint("peloton/agent", 1)
+	_, err := d.client.CreateJob(job)
+	d.must(err, "CreateJob")
+	d.running(3)
+	tasks, err := d.client.GetTaskStatus(&aurora.TaskQuery{JobKeys: []*aurora.JobKey{d.key()},
+		Statuses: []aurora.ScheduleStatus{aurora.ScheduleStatus_RUNNING}})
+	d.must(err, "GetTaskStatus")
+	hosts := map[string]bool{}
+	for _, t := range tasks {
+		hosts[t.GetAssignedTask().GetSlaveHost()] = true
+	}
+	d.out["hosts"] = len(hosts)
+	_, err = d.client.AddInstances(aurora.InstanceKey{JobKey: d.key(), InstanceId: 0}, 1)
+	d.must(err, "AddInstances")
+	var reasons []*aurora.PendingReason
+	d.eventually("a pending reason for the fourth instance", func() bool {
+		reasons, err = d.client.GetPendingReason(&aurora.TaskQuery{JobKeys: []*aurora.JobKey{d.key()}})
+		d.must(err, "GetPendingReason")
+		return len(reasons) == 1 && strings.Contains(reasons[0].GetReason(), "per peloton/agent")
+	})
+	d.out["reason"] = reasons[0].GetReason()
+	_, err = d.client.KillJob(d.key())
+	d.must(err, "KillJob")
+	d.gone()
+}
+
 // reconcile: both task reconciliation triggers are accepted.
 func (d *driver) reconcile() {
 	d.must(d.client.ForceImplicitTaskReconciliation(), "ForceImplicitTaskReconciliation")
@@ -611,6 +641,7 @@ var scenarios = map[string]func(*driver){
 	"quota":       (*driver).quota,
 	"pending":     (*driver).pending,
 	"reconcile":   (*driver).reconcile,
+	"limits":      (*driver).limits,
 }
 
 func names() string {

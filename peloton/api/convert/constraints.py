@@ -8,7 +8,7 @@ job is submitted, naming the node at fault.
 
 Our extension for per-domain limits (Aurora's `limit` on any attribute; the
 wire has no field for a domain): a TASK / POD leaf whose label key is
-`peloton.limit-per/<attribute>/<label key>` is the core DOMAIN leaf "fewer
+`peloton.limit-per/<attribute>|<label key>` is the core DOMAIN leaf "fewer
 than N tasks with label <label key>=<value> per value of host attribute
 <attribute>" (LESS_THAN only), and is written back the same way.
 """
@@ -39,14 +39,14 @@ DOMAIN_PREFIX = "peloton.limit-per/"
 
 def domain_label_key(attribute: str, label_key: str) -> str:
     """The wire label key of a DOMAIN leaf limiting tasks with `label_key` per `attribute` value."""
-    return f"{DOMAIN_PREFIX}{attribute}/{label_key}"
+    return f"{DOMAIN_PREFIX}{attribute}|{label_key}"
 
 
 def _domain_leaf(kind: LabelKind, condition: Condition, label: Label, requirement: int,
                  path: str) -> LabelConstraint:
-    attribute, _, key = label.key[len(DOMAIN_PREFIX):].partition("/")
+    attribute, _, key = label.key[len(DOMAIN_PREFIX):].rpartition("|")
     if kind is not LabelKind.TASK or not attribute or not key or condition is not Condition.LESS_THAN:
-        raise InvalidArgument(f"{path}.label.key: a {DOMAIN_PREFIX}<attribute>/<label key> limit must "
+        raise InvalidArgument(f"{path}.label.key: a {DOMAIN_PREFIX}<attribute>|<label key> limit must "
                               "be a TASK/POD leaf with condition LESS_THAN", field=f"{path}.label.key")
     return LabelConstraint(LabelKind.DOMAIN, condition, Label(key, label.value), requirement,
                            domain=attribute)

@@ -130,7 +130,7 @@ def test_constraints_limit_value_and_negated_value() -> None:
     per_rack = build(b.task_config(constraints=[rack_limit])).constraint.label_constraint
     assert (per_rack.kind, per_rack.condition, per_rack.requirement, per_rack.label.key,
             per_rack.label.value) == (lc.LABEL_CONSTRAINT_KIND_POD, lc.LABEL_CONSTRAINT_CONDITION_LESS_THAN,
-                                      1, "peloton.limit-per/rack/aurora_job_key", "www/devel/hello")
+                                      1, "peloton.limit-per/rack|aurora_job_key", "www/devel/hello")
     core = constraint_from_v1(build(b.task_config(constraints=[rack_limit])).constraint)
     assert core == LabelConstraint(LabelKind.DOMAIN, Condition.LESS_THAN,
                                    Label("aurora_job_key", "www/devel/hello"), 1, domain="rack")
