@@ -68,6 +68,8 @@ def check_task(task: Any, count: Any, limits: ValidationSettings, key: Any = Non
         raise InvalidArgument(f"priority must be >= 0, got {task.priority}", field="priority")
     if task.maxTaskFailures is not None and task.maxTaskFailures < -1:
         raise InvalidArgument("maxTaskFailures must be -1 (unlimited) or more", field="maxTaskFailures")
+    if task.slaPolicy is not None:
+        check_sla_policy(task.slaPolicy, instances, "taskConfig.slaPolicy")
     resources = task_resources(task, limits.allow_gpus)
     constraints.check_dedicated(task.constraints, checked_key.role)
     # Building the constraint rejects the forms Peloton cannot express.
@@ -114,6 +116,46 @@ def check_cron(config: Any) -> None:
     if config.cronCollisionPolicy not in (None, *api.CronCollisionPolicy._VALUES_TO_NAMES):
         raise InvalidArgument(f"unknown cronCollisionPolicy {config.cronCollisionPolicy}",
                               field="cronCollisionPolicy")
+
+
+def check_sla_policy(policy: Any, instance_count: int | None, what: str) -> None:
+    """Aurora's range checks on an SlaPolicy (ConfigurationManager.validateSlaPolicy, and the
+    same values for slaDrainHosts): exactly one policy; a percentage in [0, 100] and a count
+    >= 0 that, for a job of `instance_count` instances, still let one instance be disrupted;
+    durations >= 0; a coordinator with a URL."""
+    chosen = [name for name in ("percentageSlaPolicy", "countSlaPolicy", "coordinatorSlaPolicy")
+              if getattr(policy, name) is not None]
+    if len(chosen) != 1:
+        raise InvalidArgument(f"{what} must set exactly one of percentageSlaPolicy, countSlaPolicy "
+                              "and coordinatorSlaPolicy", field=what)
+    field = f"{what}.{chosen[0]}"
+    inner = getattr(policy, chosen[0])
+    if chosen[0] == "coordinatorSlaPolicy":
+        if not inner.coordinatorUrl:
+            raise InvalidArgument(f"{field}.coordinatorUrl is required", field=f"{field}.coordinatorUrl")
+        return
+    if (inner.durationSecs or 0) < 0:
+        raise InvalidArgument(f"{field}.durationSecs must be >= 0, got {inner.durationSecs}",
+                              field=f"{field}.durationSecs")
+    if chosen[0] == "percentageSlaPolicy":
+        percentage = inner.percentage or 0.0
+        if not 0.0 <= percentage <= 100.0:
+            raise InvalidArgument(f"{field}.percentage must be between 0 and 100, got {percentage}",
+                                  field=f"{field}.percentage")
+        if instance_count and instance_count - instance_count * percentage / 100.0 < 1:
+            raise InvalidArgument(
+                f"{field}.percentage: Current PercentageSlaPolicy: percentage={percentage:f} will not "
+                "allow any instances "
+                f"to be killed. Must be less than {(instance_count - 1) / instance_count * 100.0:f}.",
+                field=f"{field}.percentage")
+        return
+    count = inner.count or 0
+    if count < 0:
+        raise InvalidArgument(f"{field}.count must be >= 0, got {count}", field=f"{field}.count")
+    if instance_count and instance_count - count < 1:
+        raise InvalidArgument(f"{field}.count: Current CountSlaPolicy: count={count} will not allow any "
+                              f"instances to be killed. Must be less than instanceCount={instance_count}.",
+                              field=f"{field}.count")
 
 
 def check_ranges(ranges: Any, what: str) -> list[tuple[int, int]]:

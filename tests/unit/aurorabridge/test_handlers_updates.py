@@ -286,3 +286,22 @@ def test_job_update_diff(call: Call, fake: FakePeloton) -> None:
     assert [(r.first, r.last) for g in result.remove for r in g.instances] == [(2, 2)]
     assert result.update[0].config.resources[0].numCpus == 4.0
     assert not fake.calls_of("replace_job")
+
+
+@pytest.mark.parametrize(("policy", "field"), [
+    (api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=150.0)), "percentage"),
+    (api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=-1.0)), "percentage"),
+    (api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=60.0)), "percentage"),
+    (api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=2)), "count"),
+    (api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=1, durationSecs=-5)), "durationSecs"),
+    (api.SlaPolicy(), "exactly one"),
+])
+def test_sla_policies_out_of_range_are_refused_naming_the_field(call: Call, fake: FakePeloton, policy: Any,
+                                                               field: str) -> None:
+    task = b.task_config()
+    task.slaPolicy = policy
+    resp = call("startJobUpdate", request=b.update_request(task, instances=2), message="")
+    assert resp.responseCode == INVALID and "slaPolicy" in messages(resp) and field in messages(resp)
+    assert not fake.calls_of("create_stateless_job")
+    task.slaPolicy = api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=40.0))
+    assert call("startJobUpdate", request=b.update_request(task, instances=2), message="").responseCode == OK
