@@ -3,7 +3,8 @@
 From Aurora's ConfigurationManager and SchedulerThriftInterface:
 job keys are good identifiers and the environment matches the allowed
 pattern; the instance count is 1..max_tasks_per_job; cpu, ram and disk are
-> 0; the tier is known; a dedicated constraint belongs to the role; cron is
+> 0; the tier is known; a dedicated constraint belongs to the role; an SLA
+policy is in range (check_sla_policy); cron is
 valid (scheduleCronJob) or absent (createJob); update settings have a positive group size and non-negative
 failure limits, waits and pulse timeout; ranges are well-formed.  Each
 violation is an InvalidArgument naming the field, which the handlers turn
