@@ -37,8 +37,10 @@ runtimes = st.builds(
     exit_code=st.none() | st.integers(-255, 255), healthy=st.sampled_from(HealthState),
     update_time=FLOATS, revision=st.integers(0, 2**62), message=TEXT)
 
-leaves = st.builds(LabelConstraint, st.sampled_from(LabelKind), st.sampled_from(Condition),
-                   st.builds(Label, TEXT, TEXT), st.integers(0, 10))
+leaves = st.builds(LabelConstraint, st.sampled_from([LabelKind.TASK, LabelKind.HOST]),
+                   st.sampled_from(Condition), st.builds(Label, TEXT, TEXT), st.integers(0, 10)) | \
+    st.builds(LabelConstraint, st.just(LabelKind.DOMAIN), st.just(Condition.LESS_THAN),
+              st.builds(Label, TEXT, TEXT), st.integers(0, 10), domain=TEXT.filter(bool))
 constraints = st.recursive(
     leaves, lambda kids: st.builds(AndConstraint, st.lists(kids, max_size=3).map(tuple))
     | st.builds(OrConstraint, st.lists(kids, max_size=3).map(tuple)), max_leaves=6)
