@@ -208,6 +208,7 @@ def _config_data(config: ResourcePoolConfig) -> dict[str, Any]:
 
 
 def _plain(value: float) -> int | float:
+    value = float(value)
     return int(value) if value.is_integer() else value
 
 

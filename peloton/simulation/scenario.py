@@ -30,11 +30,15 @@ DEFAULT_GRACE = 3600.0
 
 @dataclass(frozen=True, slots=True)
 class SetPoolConfig:
-    """From `at` on, pool `path` has `config` (its whole config, not an edit)."""
+    """From `at` on, pool `path` has `config` (its whole config, not an edit).
+
+    `previous` is the config it replaces (for the report's description only).
+    """
 
     at: float
     path: str
     config: ResourcePoolConfig
+    previous: ResourcePoolConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +80,7 @@ def describe(action: Action) -> str:
     """One line for the report: what happens when."""
     at = f"t={action.at:g}s"
     if isinstance(action, SetPoolConfig):
-        parts = [f"{rc.kind.value} reservation {rc.reservation:g} limit {rc.limit:g} share {rc.share:g}"
-                 for rc in action.config.resources]
-        return f"{at}: pool {action.path}: " + "; ".join(parts)
+        return f"{at}: pool {action.path}: " + "; ".join(_pool_changes(action))
     if isinstance(action, DrainHosts):
         return f"{at}: drain {len(action.hostnames)} host(s) ({_names(action.hostnames)})"
     if isinstance(action, RemoveHosts):
@@ -87,6 +89,26 @@ def describe(action: Action) -> str:
         names = tuple(h.hostname for h in action.hosts)
         return f"{at}: add {len(names)} host(s) ({_names(names)})"
     return f"{at}: preemption {'on' if action.enabled else 'off'}"
+
+
+def _num(value: float) -> str:
+    value = float(value)
+    return str(int(value)) if value.is_integer() else f"{value:.6g}"
+
+
+def _pool_changes(action: SetPoolConfig) -> list[str]:
+    """`cpu reservation 64 -> 128` for every value that differs from the previous config."""
+    parts = []
+    for rc in action.config.resources:
+        old = action.previous.resource(rc.kind) if action.previous else None
+        for name in ("reservation", "limit", "share"):
+            new_value = getattr(rc, name)
+            old_value = getattr(old, name) if old else None
+            if old_value is None:
+                parts.append(f"{rc.kind.value} {name} {_num(new_value)}")
+            elif old_value != new_value:
+                parts.append(f"{rc.kind.value} {name} {_num(old_value)} -> {_num(new_value)}")
+    return parts or ["no change"]
 
 
 def _names(names: tuple[str, ...]) -> str:

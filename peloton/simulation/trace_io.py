@@ -195,7 +195,8 @@ def load_trace(path: str | Path) -> Trace:
 
 # -- writing -------------------------------------------------------------------------------
 def _num(value: float) -> int | float:
-    """Integral values as ints (so 60.0 is written 60), others as they are."""
+    """Integral values as ints (so 60.0 is written 60), others as floats."""
+    value = float(value)
     if value.is_integer() and abs(value) < 2**53:
         return int(value)
     return value

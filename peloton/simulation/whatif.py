@@ -138,21 +138,28 @@ class WhatIf:
 def parse_seconds(value: object, field: str) -> float:
     """Seconds from a number or a duration like `90s`, `15m`, `2h`, `1d`, `1h30m` (>= 0)."""
     if isinstance(value, str):
-        text = value.strip()
-        pos, total = 0, 0.0
-        for match in _DURATION.finditer(text):
-            if match.start() != pos:
-                break
-            total += float(match.group(1)) * _UNIT[match.group(2)]
-            pos = match.end()
-        if not text or pos != len(text):
-            raise InvalidArgument(f"must be seconds or a duration like 90s, 15m, 2h, 1d; got {value!r}",
-                                  field=field)
-        return total
+        return _duration_text(value.strip(), field)
     seconds = number(value, field)
     if seconds < 0:
         raise InvalidArgument(f"must be >= 0, got {seconds:g}", field=field)
     return seconds
+
+
+def _duration_text(text: str, field: str) -> float:
+    try:
+        return parse_seconds(float(text), field)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT[match.group(2)]
+        pos = match.end()
+    if not text or pos != len(text):
+        raise InvalidArgument(f"must be seconds or a duration like 90s, 15m, 2h, 1d; got {text!r}",
+                              field=field)
+    return total
 
 
 def _edits(fields: Fields) -> tuple[ResourceEdit, ...]:
@@ -365,7 +372,7 @@ def _apply(change: Change, where: str, state: _HostState, pools: PoolsSpec) -> l
             pools.with_config(change.path, config)
         except PelotonError as exc:
             raise InvalidArgument(exc.message, field=f"{where}.resources") from None
-        return [SetPoolConfig(change.at, change.path, config)]
+        return [SetPoolConfig(change.at, change.path, config, spec.config)]
     if isinstance(change, HostChange):
         kind = "remove" if change.remove else "drain"
         return _host_actions(change, state.select(change.selector, f"{where}.{kind}", change.at))
