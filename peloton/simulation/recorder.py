@@ -119,7 +119,9 @@ class ResultRecorder:
         self._result: SimulationResult | None = None
 
     # -- checks ----------------------------------------------------------------------------
-    def _tick(self, t: float, what: str) -> None:
+    def _tick(self, t: float, what: str) -> float:
+        """Check `t` against the contract; return it as a float."""
+        t = float(t)
         if self._result is not None:
             raise RecordingError(f"{what} at t={t:g} after finish()")
         if not 0 <= t <= self.scenario.horizon + TIME_EPSILON:
@@ -127,12 +129,13 @@ class ResultRecorder:
         if t < self._now - TIME_EPSILON:
             raise RecordingError(f"{what} at t={t:g} goes back in time (last call at t={self._now:g})")
         self._now = max(self._now, t)
+        return t
 
     # -- SimulationRecorder ------------------------------------------------------------------
     def pool_sample(self, t: float, pool: str, *, demand: Resources, entitlement: Resources,
                     allocation: Resources, pending: int) -> None:
         """Record one pool sample (see SimulationRecorder)."""
-        self._tick(t, f"sample of pool {pool}")
+        t = self._tick(t, f"sample of pool {pool}")
         if pool not in self._pool_set:
             raise RecordingError(f"sample of unknown pool {pool!r} (pools: {', '.join(self._pools)})")
         if pending < 0:
@@ -141,7 +144,7 @@ class ResultRecorder:
 
     def cluster_sample(self, t: float, *, capacity: Resources, used: Resources, hosts: int) -> None:
         """Record one cluster sample (see SimulationRecorder)."""
-        self._tick(t, "cluster sample")
+        t = self._tick(t, "cluster sample")
         if hosts < 0:
             raise RecordingError(f"host count {hosts} < 0")
         self._cluster.append(ClusterSample(t, capacity, used, hosts))
@@ -150,7 +153,7 @@ class ResultRecorder:
                    reason: str = "") -> None:
         """Record one task event (see SimulationRecorder and TRANSITIONS)."""
         what = f"{kind.value} of {job}-{instance}"
-        self._tick(t, what)
+        t = self._tick(t, what)
         spec = self._jobs.get(job)
         if spec is None:
             raise RecordingError(f"{what}: no job {job!r} in the scenario's trace")
@@ -180,7 +183,7 @@ class ResultRecorder:
 
     def finish(self, end: float) -> None:
         """Close the run at `end` and check that every task was accounted for."""
-        self._tick(end, "finish")
+        end = self._tick(end, "finish")
         outcomes: list[TaskOutcome] = []
         for job in self.scenario.trace.jobs:
             for instance in range(job.instances):

@@ -221,10 +221,13 @@ def build_report(result: SimulationResult, buckets: int = DEFAULT_BUCKETS) -> Ru
     """The report of one run (see the module docstring)."""
     edges = bucket_edges(result.end, buckets)
     by_pool: dict[str, list[TaskOutcome]] = {p: [] for p in result.pools}
+    holders: dict[str, list[str]] = {}  # a task's pool -> the pools that contain it
     for task in result.tasks:
-        for path in result.pools:
-            if _in_pool(task.pool, path):
-                by_pool[path].append(task)
+        paths = holders.get(task.pool)
+        if paths is None:
+            paths = holders[task.pool] = [p for p in result.pools if _in_pool(task.pool, p)]
+        for path in paths:
+            by_pool[path].append(task)
     pools = tuple(_pool_report(result, p, by_pool[p], edges) for p in result.pools)
     never, reasons = _never_ran(result.tasks)
     waits = [t.wait for t in result.tasks if t.wait is not None]

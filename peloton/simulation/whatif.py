@@ -449,6 +449,7 @@ def plan(trace: Trace, cluster: ClusterSpec, pools: PoolsSpec, whatif: WhatIf | 
     if horizon is None:
         horizon = max(_default_horizon(trace, (), options.grace),
                       _default_horizon(changed, timeline, options.grace))
+    horizon = float(horizon)
     if horizon <= 0:
         raise InvalidArgument(f"horizon must be > 0, got {horizon:g}", field="horizon")
     baseline = _scenario(BASELINE, trace, cluster, pools, (), options, horizon, None)

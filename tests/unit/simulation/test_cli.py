@@ -128,3 +128,14 @@ def test_the_pure_parts_import_without_gevent_grpc_or_a_database() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_readme_check_command_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (REPO / "README.md").read_text()
+    command = ("peloton simulate check sample-trace.jsonl --cluster cluster.yaml --pools pools.yaml \\\n"
+               "    --what-if research-reservation.yaml")
+    assert command in readme and "cd docs/examples/simulation" in readme
+    monkeypatch.chdir(REPO / "docs" / "examples" / "simulation")
+    code, out, err = invoke(*command.replace("\\\n", " ").split()[1:])
+    assert code == 0, err
+    assert "46 jobs, 1311 tasks" in out and "t=0s: pool /research: cpu reservation 64 -> 128" in out
