@@ -240,14 +240,13 @@ def _replay(events: Iterable[TaskEvent], stats: ImportStats) -> tuple[dict[tuple
     return tasks, last
 
 
-def _duration(task: _Task, stats: ImportStats) -> float | None:
+def _duration(task: _Task) -> tuple[float, bool] | None:
+    """The task's duration and whether it comes from a FINISHed run (None: never scheduled)."""
     if not task.runs:
         return None
     finished = [r for r in task.runs if r[2] == FINISH]
     start, end, _ = finished[-1] if finished else task.runs[-1]
-    if not finished:
-        stats.unfinished_runs += 1
-    return max(MIN_DURATION, (end - start) / 1e6)
+    return max(MIN_DURATION, (end - start) / 1e6), bool(finished)
 
 
 def import_task_events(events: Iterable[TaskEvent],
@@ -261,13 +260,15 @@ def import_task_events(events: Iterable[TaskEvent],
     origin = min(submits) if submits else 0
     by_job: dict[int, list[tuple[int, _Task, float]]] = defaultdict(list)
     for (job_id, index), task in sorted(tasks.items()):
-        duration = _duration(task, stats)
-        if duration is None:
+        measured = _duration(task)
+        if measured is None:
             stats.never_scheduled += 1
             continue
         if not (task.cpu or task.memory or task.disk):
             stats.no_request += 1
             continue
+        duration, finished = measured
+        stats.unfinished_runs += 0 if finished else 1
         by_job[job_id].append((index, task, duration))
     jobs = [_job(job_id, members, origin, options) for job_id, members in by_job.items()]
     jobs.sort(key=lambda j: (j.submit, int(j.job[1:])))
