@@ -5,7 +5,8 @@
 terminal-width detection, no colour, no times of day), so the same reports always
 render to the same bytes.  Numbers: seconds and percentages with one decimal,
 cores with two, memory in whole MB, counts as integers; a missing value (no task
-started, say) is "-".  Tables fit 80 columns unless pool paths or reasons are long.
+started, say) is "-".  Tables fit 80 columns unless pool paths are long (reasons are
+cut to fit; the JSON has them whole).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 
 from peloton.simulation.report import Comparison, Delta, RunReport, WaitStats
 
-#: Longest reason text printed in a table cell (the JSON has them whole).
-REASON_WIDTH = 72
+#: Width the text report keeps to; reasons are cut to fit (the JSON has them whole).
+WIDTH = 80
+#: Reasons are never cut shorter than this, even beside long job ids or pool paths.
+MIN_REASON = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +80,10 @@ def _wait_line(wait: WaitStats) -> str:
             f"max {secs(wait.max)}s, mean {secs(wait.mean)}s")
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= REASON_WIDTH else text[:REASON_WIDTH - 3] + "..."
+def _clip(text: str, width: int) -> str:
+    """`text` cut to `width` (at least MIN_REASON) with an ellipsis."""
+    width = max(MIN_REASON, width)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def summary_blocks(report: RunReport) -> list[Block]:
@@ -109,11 +114,17 @@ def summary_blocks(report: RunReport) -> list[Block]:
                      f"{p.pending_mean:.2f}", str(p.pending_peak)] for p in report.pools])]
     out.append(Heading("Jobs that never ran (some task never started)"))
     if report.never_ran:
+        jobs = max(len("job"), *(len(n.job) for n in report.never_ran))
+        pools = max(len("pool"), *(len(n.pool) for n in report.never_ran))
+        tasks = max(len("tasks"), *(len(str(n.tasks)) for n in report.never_ran))
+        room = WIDTH - (jobs + pools + tasks + 6)
+        counts = max(len("tasks"), *(len(str(n)) for _, n in report.reasons))
         out += [_table(["job", "pool", "tasks", "reason"],
-                       [[n.job, n.pool, str(n.tasks), _clip(n.reason)] for n in report.never_ran],
+                       [[n.job, n.pool, str(n.tasks), _clip(n.reason, room)] for n in report.never_ran],
                        "llrl"),
                 Heading("Why tasks never ran"),
-                _table(["tasks", "reason"], [[str(n), _clip(r)] for r, n in report.reasons], "rl")]
+                _table(["tasks", "reason"],
+                       [[str(n), _clip(r, WIDTH - counts - 2)] for r, n in report.reasons], "rl")]
     else:
         out.append(Lines(("(none)",)))
     return out

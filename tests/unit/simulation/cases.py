@@ -9,11 +9,13 @@ share 1 each.  Tasks ask 1 cpu and 1024 MB.  Trace:
 
 Baseline: a1 and b1 fill the cluster at t=0; /a is at its entitlement (4), so a2
 waits until a1 ends at t=100 (wait 90 s each) and runs to t=150; b2 starts at
-once at t=120; c1 never runs.  The run stops at the horizon, t=180.
+once at t=120; c1 never runs (16 cpu, above /b's entitlement of 4).  The run stops
+at the horizon, t=180.
 
 What-if "more-hosts" (2 more hosts of 4 cpu at t=0): 16 cpu, each pool entitled
 to 8 (reservation 4 + half of the 8 unreserved, within its limit 8), so a2
-starts on arrival at t=10 (wait 0).  c1 still fits no host.
+starts on arrival at t=10 (wait 0).  c1 (16 cpu) is still above /b's entitlement
+and fits no host either.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from peloton.simulation.result import TaskEventKind as K
 from tests.unit.simulation.scripted import Call, Cluster, Finish, Pool, Tasks
 
 ALL4 = range(4)
-C1_REASON_BASE = "0 of 2 hosts fit: 2 insufficient cpu"
-C1_REASON_MORE = "0 of 4 hosts fit: 4 insufficient cpu"
+# What the resource manager says (peloton/resmgr/reasons.py): c1's 16 cpu exceed /b's entitlement.
+C1_REASON_BASE = "pool /b is at its entitlement: cpu 16 needed, 0 of 4 entitled in use"
+C1_REASON_MORE = "pool /b is at its entitlement: cpu 16 needed, 0 of 8 entitled in use"
 
 BASELINE: list[Call] = [
     Tasks(0, K.SUBMITTED, "a1", ALL4), Tasks(0, K.SUBMITTED, "b1", ALL4),
