@@ -7,7 +7,8 @@ type (a boolean is not a number, 2.0 is not an integer), a rule of
 `InputError` naming the file, the line and the field.  Blank lines are skipped.
 
 Writing is canonical: keys in a fixed order, defaults left out, integral numbers
-written as integers, so the same trace always gives the same bytes (exporters and
+written as integers, non-ASCII characters escaped (so no Unicode line break can
+split a line), and the same trace always gives the same bytes (exporters and
 importers rely on it for reproducible files).
 """
 
@@ -239,7 +240,9 @@ def job_to_json(job: TraceJob) -> dict[str, Any]:
 
 
 def _dumps(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, separators=(", ", ": "), ensure_ascii=False, allow_nan=False)
+    # ASCII only: a raw U+0085 or U+2028 in a name would split the line for readers that
+    # treat every Unicode line break as one (str.splitlines does).
+    return json.dumps(data, separators=(", ", ": "), ensure_ascii=True, allow_nan=False)
 
 
 def trace_lines(trace: Trace) -> Iterator[str]:

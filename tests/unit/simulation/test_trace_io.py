@@ -153,3 +153,10 @@ def test_write_then_read_gives_the_same_trace(jobs: list[TraceJob], name: str, s
     text = dump_trace(trace)
     assert read_trace(text.splitlines()) == trace
     assert dump_trace(read_trace(text.splitlines())) == text
+
+
+def test_unicode_line_breaks_in_names_do_not_split_lines() -> None:
+    trace = Trace(TraceHeader(name="a\x85b\u2028c\u00e9"), ())
+    text = dump_trace(trace)
+    assert text.isascii() and len(text.splitlines()) == 1
+    assert read_trace(text.splitlines()) == trace
