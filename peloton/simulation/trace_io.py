@@ -60,10 +60,10 @@ def constraint_from_json(data: object, field: str = "constraint", depth: int = 0
     leaf = Fields(data, field, _LEAF_KEYS)
     kind_text = leaf.string("kind", required=True)
     cond_text = leaf.string("condition", "EQUAL")
-    try:
-        kind = LabelKind(kind_text.upper())
-    except ValueError:
-        raise InvalidArgument(f"must be HOST or TASK, got {kind_text!r}", field=leaf.field("kind")) from None
+    # Traces name host and task labels only; per-domain limits are not part of format v1.
+    kind = {"HOST": LabelKind.HOST, "TASK": LabelKind.TASK}.get(kind_text.upper())
+    if kind is None:
+        raise InvalidArgument(f"must be HOST or TASK, got {kind_text!r}", field=leaf.field("kind"))
     try:
         condition = Condition(cond_text.upper())
     except ValueError:

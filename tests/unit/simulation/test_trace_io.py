@@ -65,6 +65,7 @@ def test_a_service_runs_without_duration() -> None:
     ({"priority": -1}, "priority", "between 0 and"),
     ({"preemptible": "yes"}, "preemptible", "true or false"),
     ({"constraint": {"kind": "rack", "key": "r"}}, "constraint.kind", "HOST or TASK"),
+    ({"constraint": {"kind": "domain", "key": "r"}}, "constraint.kind", "HOST or TASK"),
     ({"constraint": {"or": []}}, "constraint.or", "non-empty"),
     ({"colour": "red"}, "colour", "unknown key 'colour'"),
 ])
@@ -120,7 +121,8 @@ def test_writing_is_canonical_and_leaves_defaults_out() -> None:
 
 _names = st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)
 _amount = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
-_leaf = st.builds(LabelConstraint, st.sampled_from(LabelKind), st.sampled_from(Condition),
+_leaf = st.builds(LabelConstraint, st.sampled_from((LabelKind.HOST, LabelKind.TASK)),
+                  st.sampled_from(Condition),
                   st.builds(Label, _names, _names), st.integers(0, 5))
 
 
