@@ -184,7 +184,7 @@ class AllInOne:
         n = self.config.agents
         each = self.config.agent_resources
         if each.is_zero():
-            each = AgentConfig(work_dir=self.config.data_dir).effective_resources().scale(1.0 / n)
+            each = AgentConfig(work_dir=self.config.data_dir).effective_resources().split(n)
         for i in range(n):
             name = "localhost" if n == 1 else f"localhost-{i}"
             labels = (*self.config.agent_labels, Label("peloton/agent", str(i)))

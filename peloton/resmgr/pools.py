@@ -26,7 +26,7 @@ from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.ids import ROOT_POOL_ID, new_id
 from peloton.core.model.resources import Resources
 from peloton.core.model.respool import ResourcePool, ResourcePoolConfig
-from peloton.core.respool.node import PoolNode
+from peloton.core.respool.node import PoolNode, frozen
 from peloton.core.respool.tree import PoolTree
 from peloton.core.respool.validation import validate_write
 from peloton.storage.cluster_store import ResourcePoolStore
@@ -61,8 +61,8 @@ def view_of(node: PoolNode) -> PoolView:
         slack_allocation=node.slack_allocation_resources(),
         demand=node.demand_resources() + node.slack_demand_resources(),
         entitlement=node.entitlement_resources(),
-        non_slack_entitlement=Resources(*node.non_slack_entitlement),
-        slack_entitlement=Resources(*node.slack_entitlement))
+        non_slack_entitlement=frozen(node.non_slack_entitlement),
+        slack_entitlement=frozen(node.slack_entitlement))
 
 
 def load_tree(store: ResourcePoolStore) -> PoolTree:

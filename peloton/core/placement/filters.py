@@ -27,7 +27,6 @@ from peloton.core.model.constraints import (
     names_host_label_key,
 )
 from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
-from peloton.core.model.resources import EPSILON
 from peloton.core.placement.hosts import HostRecord
 from peloton.core.placement.report import RejectCode, Rejection
 from peloton.core.placement.request import PlacementNeeds
@@ -60,9 +59,9 @@ class CompiledNeeds:
     )
 
     def __init__(self, needs: PlacementNeeds) -> None:
-        res = needs.resources
         self.needs = needs
-        self.cpu, self.mem, self.disk, self.gpu = res.cpu, res.mem_mb, res.disk_mb, res.gpu
+        #: Fixed-point units, compared exactly with the host records' free capacity.
+        self.cpu, self.mem, self.disk, self.gpu = needs.resources.units
         self.ports = needs.ports
         self.revocable = needs.revocable
         self.constraint = needs.constraint
@@ -114,7 +113,7 @@ class ScarceGpuFilter:
 
     def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
         """Whether `host` passes, for the search."""
-        return not (self.enabled and host.cls.has_gpu and cn.gpu <= 0.0)
+        return not (self.enabled and host.cls.has_gpu and cn.gpu <= 0)
 
     def check(self, host: HostRecord, cn: CompiledNeeds) -> Rejection | None:
         """None if `host` passes, else the rejection a report shows."""
@@ -167,21 +166,21 @@ class ResourceFilter:
     def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
         """Whether `host` passes, for the search."""
         cpu = host.rcpu if cn.revocable else host.cpu
-        return (cn.cpu <= cpu + EPSILON and cn.mem <= host.mem + EPSILON
-                and cn.disk <= host.disk + EPSILON and cn.gpu <= host.gpu + EPSILON)
+        return (cn.cpu <= cpu and cn.mem <= host.mem and cn.disk <= host.disk
+                and cn.gpu <= host.gpu)
 
     def check(self, host: HostRecord, cn: CompiledNeeds) -> Rejection | None:
         """None if `host` passes, else the rejection a report shows."""
         # GPUs first: for a GPU task "insufficient gpu" is the useful answer, and
         # reports rely on this order to count whole partitions at once (explain.py).
-        if cn.gpu > host.gpu + EPSILON:
+        if cn.gpu > host.gpu:
             return NO_GPU
         cpu = host.rcpu if cn.revocable else host.cpu
-        if cn.cpu > cpu + EPSILON:
+        if cn.cpu > cpu:
             return NO_CPU
-        if cn.mem > host.mem + EPSILON:
+        if cn.mem > host.mem:
             return NO_MEMORY
-        if cn.disk > host.disk + EPSILON:
+        if cn.disk > host.disk:
             return NO_DISK
         return None
 

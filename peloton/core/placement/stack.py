@@ -118,7 +118,7 @@ class Placer:
             # retires every remembered failure.
             for h, req, ports in reversed(undo):
                 index.debit(h, req.needs.resources, req.needs.revocable,
-                            req.needs.ports, req.labels, -1.0, ports)
+                            req.needs.ports, req.labels, -1, ports)
             for req in gang.tasks:
                 if req is miss:
                     unplaced.append(Unplaced(req.task_id, report))
@@ -138,7 +138,7 @@ class Placer:
         host = self.index.by_name.get(placement.hostname)
         if host is not None:
             self.index.debit(host, req.needs.resources, req.needs.revocable, req.needs.ports,
-                             req.labels, -1.0, placement.ports)
+                             req.labels, -1, placement.ports)
 
     def fits(self, host: HostRecord, req: TaskRequest) -> bool:
         """Would `host` take `req` now (every filter passes)?"""
@@ -184,7 +184,7 @@ class Placer:
 
     def _partitions(self, cn: CompiledNeeds) -> list[Partition]:
         parts = self.index.partitions
-        if cn.gpu > 0.0:
+        if cn.gpu > 0:
             return [parts[True]]
         if self.config.scarce_gpu:
             return [parts[False]]

@@ -24,7 +24,7 @@ import math
 
 from peloton.core.errors import FailedPrecondition, InvalidArgument
 from peloton.core.model.ids import ROOT_POOL_ID
-from peloton.core.model.resources import EPSILON, KINDS, ResourceKind
+from peloton.core.model.resources import KINDS, ResourceKind, from_units, to_units
 from peloton.core.model.respool import ResourcePoolConfig
 from peloton.core.respool.node import PoolNode
 
@@ -60,7 +60,7 @@ def validate_config(config: ResourcePoolConfig) -> None:
             if value < 0:
                 raise InvalidArgument(f"pool {name!r}: {kind.value} {label} must be >= 0, "
                                       f"got {value:g}", field=f"resources.{label}")
-        if rc.limit < rc.reservation - EPSILON:
+        if to_units(rc.limit) < to_units(rc.reservation):
             raise InvalidArgument(f"pool {name!r}: {kind.value} limit {rc.limit:g} is below its "
                                   f"reservation {rc.reservation:g}", field="resources.limit")
     for label, pct in (("controller_limit", config.controller_limit_percent),
@@ -107,31 +107,33 @@ def _check_against_parent(config: ResourcePoolConfig, parent: PoolNode,
         return
     for i, kind in enumerate(KINDS):
         rc = config.resource(kind)
-        if rc.limit > parent.limit[i] + EPSILON:
+        if to_units(rc.limit) > parent.limit[i]:
             raise InvalidArgument(f"pool {config.name!r}: {kind.value} limit {rc.limit:g} "
-                                  f"exceeds parent {parent.path} limit {parent.limit[i]:g}",
-                                  field="resources.limit")
+                                  f"exceeds parent {parent.path} limit "
+                                  f"{from_units(parent.limit[i]):g}", field="resources.limit")
         siblings = sum(c.reservation[i] for c in parent.children if c is not existing)
-        if siblings + rc.reservation > parent.reservation[i] + EPSILON:
+        total = siblings + to_units(rc.reservation)
+        if total > parent.reservation[i]:
             raise InvalidArgument(
                 f"pool {config.name!r}: {kind.value} reservations of the children of "
-                f"{parent.path} would sum to {siblings + rc.reservation:g}, above its "
-                f"reservation {parent.reservation[i]:g}", field="resources.reservation")
+                f"{parent.path} would sum to {from_units(total):g}, above its "
+                f"reservation {from_units(parent.reservation[i]):g}",
+                field="resources.reservation")
 
 
 def _check_against_children(config: ResourcePoolConfig, node: PoolNode) -> None:
     for i, kind in enumerate(KINDS):
         rc = config.resource(kind)
         for child in node.children:
-            if child.limit[i] > rc.limit + EPSILON:
+            if child.limit[i] > to_units(rc.limit):
                 raise InvalidArgument(f"pool {node.path}: {kind.value} limit {rc.limit:g} is "
-                                      f"below child {child.path} limit {child.limit[i]:g}",
-                                      field="resources.limit")
+                                      f"below child {child.path} limit "
+                                      f"{from_units(child.limit[i]):g}", field="resources.limit")
         total = sum(c.reservation[i] for c in node.children)
-        if total > rc.reservation + EPSILON:
+        if total > to_units(rc.reservation):
             raise InvalidArgument(f"pool {node.path}: {kind.value} reservation "
-                                  f"{rc.reservation:g} is below its children's total {total:g}",
-                                  field="resources.reservation")
+                                  f"{rc.reservation:g} is below its children's total "
+                                  f"{from_units(total):g}", field="resources.reservation")
 
 
 def validate_delete(node: PoolNode) -> None:

@@ -11,7 +11,7 @@ from peloton.core.model.constraints import (
     OrConstraint,
 )
 from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
-from peloton.core.model.resources import PortRange
+from peloton.core.model.resources import PortRange, to_units
 from peloton.core.placement.report import RejectCode
 from peloton.core.placement.request import Strategy
 from peloton.core.placement.stack import PlacementConfig, Placer
@@ -40,13 +40,13 @@ def test_resources_debited_within_a_batch() -> None:
     placer = Placer([host("h", cpu=4, mem=1000)])
     n = needs(1, mem=400)
     assert _where(placer, task(n), task(n), task(n)) == ["h", "h", None]
-    assert placer.index.by_name["h"].mem == 200
+    assert placer.index.by_name["h"].free().mem_mb == 200
 
 
 def test_revocable_uses_slack_cpu() -> None:
     placer = Placer([host("h", cpu=0.5, rcpu=4)])
     assert _where(placer, task(needs(2, revocable=True)), task(needs(2))) == ["h", None]
-    assert placer.index.by_name["h"].rcpu == 2
+    assert placer.index.by_name["h"].rcpu == to_units(2)
 
 
 def test_ports_assigned_from_ranges() -> None:
@@ -125,7 +125,7 @@ def test_gang_all_or_nothing_with_rollback() -> None:
     notes = {u.report.note for u in plan.unplaced}
     assert "" in notes and any("could not be placed" in n for n in notes)
     h1 = placer.index.by_name["h1"]
-    assert h1.cpu == 2 and h1.ports.free == 2  # rolled back
+    assert h1.free().cpu == 2 and h1.ports.free == 2  # rolled back
     # The capacity freed by the rollback is usable by the next gang in the same call.
     plan = placer.place([g, gang(task(needs(2)))])
     assert [p.hostname for p in plan.placed] == ["h1"]
@@ -136,7 +136,8 @@ def test_release_and_host_updates() -> None:
     req = task(needs(2, ports=2))
     (placed,) = placer.place([gang(req)]).placed
     placer.release(placed, req)
-    assert placer.index.by_name["h"].cpu == 2 and placer.index.by_name["h"].ports.free == 3
+    assert placer.index.by_name["h"].free().cpu == 2
+    assert placer.index.by_name["h"].ports.free == 3
     placer.index.upsert(host("h", cpu=1))
     placer.index.upsert(host("h2", cpu=3))
     assert _where(placer, task(needs(2))) == ["h2"]
