@@ -71,7 +71,8 @@ class AgentApp:
         self.server = GrpcServer(f"{config.host}:{config.port}")
         self.reporter = StatusReporter(lambda batch: self.link.send(batch), resend_secs=config.resend_secs)
         self.executor = Executor(sandboxes=self.sandboxes, isolation=self.isolation,
-                                 spawner=self.spawner, reporter=self.reporter, fifo=self.fifo)
+                                 spawner=self.spawner, reporter=self.reporter, fifo=self.fifo,
+                                 enforce_fd_limit=config.enforce_fd_limit)
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
         self.files = FileServer(self.sandboxes.root, config.host, config.files_port)
