@@ -11,14 +11,22 @@ chain's order, cheapest first, is set in stack.py.
 Constraint semantics follow Peloton's host manager: HOST leaves are
 evaluated by `HostConstraintFilter` against host labels, TASK leaves by
 `TaskConstraintFilter` against task-label counts, each treating leaves of
-the other kind as not applicable (neutral inside AND / OR).
+the other kind as not applicable (neutral inside AND / OR).  Every host also
+has the label `hostname=<its name>`, as in Peloton; a constraint that names
+`hostname` depends on the host, not only its class, so it is evaluated per
+host by `HostnameConstraintFilter` instead of the cached class verdict.
+
+To add a filter: write a class with `static`, `ok` and `check` (the
+`HostFilter` protocol) and add it to the chain in stack.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from peloton.core.model.constraints import (
+    Label,
     LabelKind,
     Verdict,
     evaluate,
@@ -26,7 +34,7 @@ from peloton.core.model.constraints import (
     has_kind,
     names_host_label_key,
 )
-from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
+from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE, HOSTNAME_LABEL_KEY
 from peloton.core.placement.hosts import HostRecord
 from peloton.core.placement.report import RejectCode, Rejection
 from peloton.core.placement.request import PlacementNeeds
@@ -50,6 +58,7 @@ class CompiledNeeds:
         "host_leaves",
         "mem",
         "names_exclusive",
+        "names_hostname",
         "needs",
         "ports",
         "revocable",
@@ -68,6 +77,8 @@ class CompiledNeeds:
         self.host_leaves = has_kind(needs.constraint, LabelKind.HOST)
         self.task_leaves = has_kind(needs.constraint, LabelKind.TASK)
         self.names_exclusive = names_host_label_key(needs.constraint, EXCLUSIVE_ATTRIBUTE)
+        #: HOST leaves about `hostname`: the host constraint is then checked per host.
+        self.names_hostname = names_host_label_key(needs.constraint, HOSTNAME_LABEL_KEY)
         #: class id -> passes every static filter (filled lazily by the placer).
         self.static_ok: dict[int, bool] = {}
         #: class id -> first static rejection, or None (filled lazily by reports).
@@ -136,13 +147,17 @@ class ExclusiveHostFilter:
 
 
 class HostConstraintFilter:
-    """HOST-kind constraint leaves against the host's own labels."""
+    """HOST-kind constraint leaves against the host's own labels (per class).
+
+    Constraints naming `hostname` pass here and are checked per host by
+    `HostnameConstraintFilter`.
+    """
 
     static = True
 
     def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
         """Whether `host` passes, for the search."""
-        if not cn.host_leaves or cn.constraint is None:
+        if not cn.host_leaves or cn.constraint is None or cn.names_hostname:
             return True
         counts = host.cls.label_counts
         return evaluate(cn.constraint, LabelKind.HOST,
@@ -155,6 +170,38 @@ class HostConstraintFilter:
         assert cn.constraint is not None
         counts = host.cls.label_counts
         culprit = explain_mismatch(cn.constraint, LabelKind.HOST, lambda lb: counts.get(lb, 0))
+        return Rejection(RejectCode.HOST_CONSTRAINT, str(culprit))
+
+
+def _with_hostname(host: HostRecord) -> Callable[[Label], int]:
+    """Label counts of a host's own labels plus `hostname=<name>` (Peloton adds it)."""
+    counts = host.cls.label_counts
+    name = host.hostname
+
+    def count(lb: Label) -> int:
+        extra = 1 if lb.key == HOSTNAME_LABEL_KEY and lb.value == name else 0
+        return counts.get(lb, 0) + extra
+    return count
+
+
+class HostnameConstraintFilter:
+    """HOST-kind constraints that name `hostname`, per host, with `hostname` as a host label."""
+
+    static = False
+
+    def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
+        """Whether `host` passes, for the search."""
+        if not cn.names_hostname or cn.constraint is None:
+            return True
+        return evaluate(cn.constraint, LabelKind.HOST,
+                        _with_hostname(host)) is not Verdict.MISMATCH
+
+    def check(self, host: HostRecord, cn: CompiledNeeds) -> Rejection | None:
+        """None if `host` passes, else the rejection a report shows."""
+        if self.ok(host, cn):
+            return None
+        assert cn.constraint is not None
+        culprit = explain_mismatch(cn.constraint, LabelKind.HOST, _with_hostname(host))
         return Rejection(RejectCode.HOST_CONSTRAINT, str(culprit))
 
 

@@ -33,6 +33,7 @@ from peloton.core.placement.filters import (
     ExclusiveHostFilter,
     HostConstraintFilter,
     HostFilter,
+    HostnameConstraintFilter,
     HostUpFilter,
     PortFilter,
     ResourceFilter,
@@ -77,9 +78,10 @@ class Placer:
         self.static_filters: tuple[HostFilter, ...] = (
             HostUpFilter(), ScarceGpuFilter(config.scarce_gpu), ExclusiveHostFilter(),
             HostConstraintFilter())
-        # Per host: arithmetic, then a port count, then the task-label walk.
+        # Per host: arithmetic, then a port count, then the task-label walk, then host
+        # constraints naming `hostname` (which no class verdict can answer).
         self.dynamic_filters: tuple[HostFilter, ...] = (
-            ResourceFilter(), PortFilter(), TaskConstraintFilter())
+            ResourceFilter(), PortFilter(), TaskConstraintFilter(), HostnameConstraintFilter())
         self._compiled: dict[PlacementNeeds, CompiledNeeds] = {}
         #: needs -> (index generation, report): needs that found no host.  Valid while
         #: the index has not given capacity back (its generation is unchanged), since
@@ -200,7 +202,7 @@ class Placer:
         scorer = SCORERS[req.needs.strategy]
         fits = self._fits
         for part in self._partitions(cn):
-            for host in scorer.candidates(self.index, part, cn):
+            for host in scorer.candidates(self.index, part, cn, req):
                 if fits(host, cn):
                     return host
         return None

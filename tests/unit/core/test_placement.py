@@ -13,7 +13,7 @@ from peloton.core.model.constraints import (
 from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
 from peloton.core.model.resources import PortRange, to_units
 from peloton.core.placement.report import RejectCode
-from peloton.core.placement.request import Strategy
+from peloton.core.placement.request import Strategy, job_label
 from peloton.core.placement.stack import PlacementConfig, Placer
 from peloton.core.states import HostState
 from tests.unit.core.factories import gang, host, needs, task
@@ -34,6 +34,44 @@ def test_pack_is_best_fit_and_spread_is_least_loaded() -> None:
     spread = needs(1, strategy=Strategy.SPREAD)
     placer = Placer([host("h1", cpu=4), host("h2", cpu=4)])
     assert sorted(_where(placer, task(spread), task(spread))) == ["h1", "h2"]  # type: ignore[type-var]
+
+
+def test_spread_job_puts_one_task_per_host() -> None:
+    # A 3-task SPREAD_JOB job on 3 hosts gets one per host, where PACK fills one host.
+    hosts = [host("h1", cpu=8), host("h2", cpu=8), host("h3", cpu=8)]
+    spread = needs(1, strategy=Strategy.SPREAD_JOB)
+    mine = (job_label("job-a"),)
+    where = _where(Placer(hosts), *(task(spread, "job-a", i, labels=mine) for i in range(3)))
+    assert sorted(where) == ["h1", "h2", "h3"]  # type: ignore[type-var]
+    assert len(set(_where(Placer(hosts), *(task(needs(1), "job-b", i) for i in range(3))))) == 1
+
+
+def test_spread_job_counts_tasks_placed_in_earlier_rounds_and_per_job() -> None:
+    placer = Placer([host("h1", cpu=8), host("h2", cpu=4), host("h3", cpu=2)])
+    spread = needs(1, strategy=Strategy.SPREAD_JOB)
+    a, b = (job_label("job-a"),), (job_label("job-b"),)
+    first = _where(placer, task(spread, "job-a", 0, labels=a))
+    rest = [_where(placer, task(spread, "job-a", i, labels=a))[0] for i in (1, 2)]
+    assert sorted(first + rest) == ["h1", "h2", "h3"]  # type: ignore[type-var]
+    # More tasks than hosts: evenly, the fewest of the job's tasks first.
+    more = [_where(placer, task(spread, "job-a", i, labels=a))[0] for i in (3, 4)]
+    assert len(set(more)) == 2
+    # Another job's tasks do not count against this one: it starts on the emptiest host.
+    assert _where(placer, task(spread, "job-b", 0, labels=b)) == ["h1"]
+
+
+def test_every_host_has_its_hostname_as_a_label() -> None:
+    hosts = [host("h1", labels=(Label("zone", "a"),)), host("h2", labels=(Label("zone", "a"),))]
+    on_h2 = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("hostname", "h2"), 1)
+    assert _where(Placer(hosts), task(needs(1, constraint=on_h2))) == ["h2"]
+    not_h1 = LabelConstraint(LabelKind.HOST, Condition.LESS_THAN, Label("hostname", "h1"), 1)
+    both = AndConstraint((not_h1, ZONE_A))
+    assert _where(Placer(hosts), task(needs(1, constraint=both))) == ["h2"]
+    nowhere = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("hostname", "h9"), 1)
+    placer = Placer(hosts)
+    plan = placer.place([gang(task(needs(1, constraint=nowhere)))])
+    report = plan.unplaced[0].report
+    assert report.hosts_fit == 0 and "hostname" in str(report)
 
 
 def test_resources_debited_within_a_batch() -> None:
