@@ -277,6 +277,13 @@ class Executor:
         with self._lock:
             return list(self.runs.items())
 
+    def regular_running(self) -> list[tuple[str, float, int]]:
+        """(run id, cpu given, task pid) of every running non-revocable run (for slack.py)."""
+        with self._lock:
+            return [(run_id, run.spec.cpu, run.pid) for run_id, run in self.runs.items()
+                    if run.state is TaskState.RUNNING and run.spec is not None
+                    and not run.spec.revocable and run.pid > 0]
+
     def snapshot(self) -> list[Update]:
         """The latest update of every run (sent with each registration)."""
         with self._lock:

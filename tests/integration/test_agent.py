@@ -193,6 +193,27 @@ def test_fd_limit_is_enforced_when_the_agent_is_told_to(hostmgr: Hostmgr, tmp_pa
         proc.stop()
 
 
+def test_agent_offers_fixed_and_usage_slack(hostmgr: Hostmgr, tmp_path: Path) -> None:
+    # --revocable-cpus is offered from registration on; with --slack-from-usage the cpu an
+    # idle non-revocable run was given is offered too, and taken back when the run ends.
+    proc = AgentProcess(tmp_path / "slack", hostmgr.address, name="slack-agent",
+                        extra_args=["--revocable-cpus", "1.5", "--slack-from-usage"]).start()
+    try:
+        wait_for(lambda: "slack-agent" in hostmgr.recorder.hosts, 20, "agent registration")
+        assert hostmgr.recorder.hosts["slack-agent"].revocable_cpu == 1.5
+        idle = task("sleep 60")                       # given 0.1 cpu, uses none
+        hostmgr.backend.launch("slack-agent", [idle])
+        hostmgr.recorder.wait_state(idle.run_id, TaskState.RUNNING)
+        wait_for(lambda: hostmgr.recorder.hosts["slack-agent"].revocable_cpu == 1.6, 20,
+                 "the idle run's cpu offered as slack")
+        hostmgr.backend.kill("slack-agent", [idle.run_id], 0.5)
+        hostmgr.recorder.wait_state(idle.run_id, TaskState.KILLED)
+        wait_for(lambda: hostmgr.recorder.hosts["slack-agent"].revocable_cpu == 1.5, 20,
+                 "slack back to the fixed part")
+    finally:
+        proc.stop()
+
+
 def test_command_health_check_reports_transitions(hostmgr: Hostmgr, agent: AgentProcess) -> None:
     check = HealthCheckSpec(type=HealthCheckType.COMMAND, command="test -e healthy",
                             initial_interval_secs=0, interval_secs=0.1, timeout_secs=5,
