@@ -16,6 +16,8 @@ from peloton.core import errors
 
 _BY_TYPE: dict[str, type[errors.PelotonError]] = {
     "JobNotFound": errors.NotFound,
+    # Peloton answers Get of an unknown job with this one (its storage's "not found").
+    "JobGetRuntimeFail": errors.NotFound,
     "ResourcePoolNotFound": errors.NotFound,
     "ResourcePoolPathNotFound": errors.NotFound,
     "JobAlreadyExists": errors.AlreadyExists,
