@@ -54,6 +54,10 @@ def _describe(err: Message) -> str:
         job = err.jobId.value  # type: ignore[attr-defined]
         count = err.instanceCount  # type: ignore[attr-defined]
         return f"instance out of range for job {job}: valid instances are 0..{int(count) - 1}"
+    if name == "JobNotFound" and text == "err= <nil>":
+        # Peloton's TaskManager.List text when it found no task (its Go error was nil).
+        job = err.id.value  # type: ignore[attr-defined]
+        return f"job {job} not found, or it has no tasks in the range asked for"
     if text:
         return str(text)
     return f"{name}: {text_format.MessageToString(err, as_one_line=True)}"
