@@ -23,6 +23,11 @@ POOL_NOT_FOUND = "resource pool not found"
 POOL_IS_ROOT = "cannot submit jobs to the `root` resource pool"
 POOL_NOT_LEAF = "cannot submit jobs to a non leaf resource pool"
 
+# -- v0 ResourceManager (pkg/resmgr/respool/respoolsvc/handler.go) --------------------------
+RESPOOL_NOT_LEAF = "resource pool is not leaf"
+RESPOOL_BUSY = "resource pool is busy"
+RESPOOL_NOT_DELETED = "resource pool could not be deleted"
+
 # -- v0 JobManager (pkg/jobmgr/jobsvc/handler.go) ---------------------------------------------
 JOB_ID_NOT_UUID = "JobID must be valid UUID"
 JOB_NOT_FOUND = "job not found"
