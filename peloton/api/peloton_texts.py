@@ -105,6 +105,21 @@ POD_NAME_INVALID = "invalid pod name"
 POD_NOT_RUN = "pod has not been run"
 TERMINATED_JOB_POD_START = "cannot start pod in terminated job"
 
+# -- v0 HostService (pkg/hostmgr/hostsvc/handler.go, host/drainer/drainer.go) --------------
+NOT_A_PELOTON_AGENT = "host is not a Peloton agent"
+HOST_NOT_DOWN = "Host is not DOWN"
+
+
+def host_info_not_found(hostname: str) -> str:
+    """CompleteMaintenance of a host Peloton has no record of."""
+    return f"host info not found {hostname}"
+
+
+def multierr_text(texts_: list[str]) -> str:
+    """Several Go errors joined as go.uber.org/multierr prints them."""
+    return "; ".join(texts_)
+
+
 # -- WatchService and AdminService -------------------------------------------------------------
 WATCH_ID_INVALID = "invalid watch id"
 WATCH_TYPE_UNSUPPORTED = "not supported watch type"
