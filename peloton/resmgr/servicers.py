@@ -11,7 +11,8 @@ expected failure inside the response, and so does this servicer:
 | Get    | unknown id                                | notFound "resource pool not found"       |
 | Update | unknown id / a validation rule fails      | notFound / invalidResourcePoolConfig     |
 | Delete | unknown or malformed path                 | notFound "resource pool not found"       |
-| Delete | pool has children / demand or allocation  | isNotLeaf "resource pool is not leaf" / isBusy "resource pool is busy" |
+| Delete | pool has children                         | isNotLeaf "resource pool is not leaf"    |
+| Delete | demand or allocation                      | isBusy "resource pool is busy"           |
 | Delete | the root, or storage refused              | notDeleted "<why> resource pool could not be deleted" |
 | Lookup | malformed path / unknown path             | invalidPath / notFound "resource pool not found" |
 
