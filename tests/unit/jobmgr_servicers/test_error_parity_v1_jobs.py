@@ -17,8 +17,7 @@ import pytest
 
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from tests.unit.jobmgr_servicers.conftest import Cluster
-from tests.unit.jobmgr_servicers.helpers import create, get, job_id, service_spec, version
-from tests.unit.jobmgr_servicers.helpers import wait_running
+from tests.unit.jobmgr_servicers.helpers import create, get, job_id, service_spec, version, wait_running
 from tests.unit.jobmgr_servicers.parity import Case, Ids, check
 from tests.unit.jobmgr_servicers.test_error_parity_v0_jobs import UNKNOWN
 from tests.unit.jobmgr_servicers.test_v0_methods import create_batch
