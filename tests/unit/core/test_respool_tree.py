@@ -157,3 +157,15 @@ def test_delete_rules(tree: PoolTree) -> None:
     tree.delete("b")
     tree.delete("a")
     assert len(tree) == 1
+
+
+def test_children_whose_thirds_round_up_still_fit_their_parent() -> None:
+    # Validation compares configs as written, with Peloton's epsilon: each child rounds
+    # to 0.042 cpu in the tree's fixed-point amounts, yet the three fit 0.125 as in Peloton.
+    t = PoolTree()
+    t.create("p", pool_config("p", cpu=(0.125, 1, 1)))
+    for name in ("a", "b", "c"):
+        t.create(name, pool_config(name, "p", cpu=(0.0416667, 1, 1)))
+    assert [t.get(n).reservation[0] for n in ("a", "b", "c")] == [42, 42, 42]
+    with pytest.raises(InvalidArgument, match="would sum to"):
+        t.create("d", pool_config("d", "p", cpu=(0.01, 1, 1)))
