@@ -28,6 +28,14 @@ import click
 @click.option("--agent-mem-mb", default=0.0, type=float, help="Memory each local agent offers.")
 @click.option("--agent-disk-mb", default=0.0, type=float, help="Disk each local agent offers.")
 @click.option("--agent-gpus", default=0.0, type=float, help="GPUs each local agent offers.")
+@click.option("--agent-revocable-cpus", default=0.0, type=float,
+              help="Revocable (slack) CPUs each local agent or simulated host offers, on top of "
+                   "its CPUs, for revocable tasks.")
+@click.option("--agent-slack-from-usage", is_flag=True,
+              help="Local agents also offer as revocable the CPU their non-revocable tasks were "
+                   "given but do not use.")
+@click.option("--agent-enforce-fd-limit", is_flag=True,
+              help="Local agents apply each task's fdLimit (Peloton on Mesos never did).")
 @click.option("--agent-ports", default="31000-32999", show_default=True,
               help="Dynamic port range the local agents share (split between them).")
 @click.option("--backend", default="local", show_default=True,
@@ -44,14 +52,16 @@ import click
               help="Web UI HTTP port (0 picks a free port, -1 disables the UI).")
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
-       agent_disk_mb: float, agent_gpus: float, agent_ports: str, backend: str, archive: str,
-       aurora_environments: str, ui_port: int) -> None:
+       agent_disk_mb: float, agent_gpus: float, agent_revocable_cpus: float,
+       agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_ports: str, backend: str,
+       archive: str, aurora_environments: str, ui_port: int) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C.
 
     \b
     Example:
       peloton up                       # SQLite in ./.peloton, one local agent
       peloton up --agents 3            # three agents with distinct names and labels
+      peloton up --agent-revocable-cpus 2   # slack for revocable jobs
       peloton up --store postgresql://peloton@127.0.0.1/peloton
     """
     from peloton.common.geventsetup import setup
@@ -65,7 +75,17 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
                  data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive, ui_port=ui_port,
                  aurora_environments=aurora_environments,
                  agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus),
-                 agent_ports=_port_range(agent_ports)))
+                 agent_ports=_port_range(agent_ports),
+                 agent_revocable_cpus=_non_negative(agent_revocable_cpus, "--agent-revocable-cpus"),
+                 agent_slack_from_usage=agent_slack_from_usage,
+                 agent_enforce_fd_limit=agent_enforce_fd_limit))
+
+
+def _non_negative(value: float, hint: str) -> float:
+    """A finite amount >= 0 (a click usage error otherwise)."""
+    if not (value >= 0 and value != float("inf")):
+        raise click.BadParameter(f"expected a number >= 0, got {value}", param_hint=hint)
+    return value
 
 
 def _port_range(text: str) -> tuple[int, int]:

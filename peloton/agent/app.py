@@ -27,6 +27,7 @@ from peloton.agent.link import AgentIdentity, HostmgrLink, HostmgrTargets
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes
 from peloton.agent.service import SERVICE_NAME, AgentServicer
+from peloton.agent.slack import SlackEstimator
 from peloton.agent.watch import Watcher
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import GrpcServer
@@ -71,7 +72,8 @@ class AgentApp:
         self.server = GrpcServer(f"{config.host}:{config.port}")
         self.reporter = StatusReporter(lambda batch: self.link.send(batch), resend_secs=config.resend_secs)
         self.executor = Executor(sandboxes=self.sandboxes, isolation=self.isolation,
-                                 spawner=self.spawner, reporter=self.reporter, fifo=self.fifo)
+                                 spawner=self.spawner, reporter=self.reporter, fifo=self.fifo,
+                                 enforce_fd_limit=config.enforce_fd_limit)
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
         self.files = FileServer(self.sandboxes.root, config.host, config.files_port)
@@ -82,7 +84,10 @@ class AgentApp:
         self.zk: Any = None
         self.discovery: Any = None
         targets = HostmgrTargets(config.hostmgr, self._leader if config.zk_servers else None)
-        self.link = HostmgrLink(targets, identity, self.executor.snapshot, self.reporter)
+        self.slack = SlackEstimator(config.revocable_cpus, from_usage=config.slack_from_usage,
+                                    runs=self.executor.regular_running)
+        self.link = HostmgrLink(targets, identity, self.executor.snapshot, self.reporter,
+                                slack=self.slack.estimate)
         pb_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.executor, self.reporter),
                                                    self.server.server)
         self.server.register_names([SERVICE_NAME])

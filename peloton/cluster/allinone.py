@@ -60,6 +60,12 @@ class UpConfig:
     #: Resources of each local agent (zero: this machine's, divided between the agents).
     agent_resources: Resources = Resources()
     agent_labels: tuple[Label, ...] = ()
+    #: Slack cpu each local agent (or simulated host) offers to revocable tasks.
+    agent_revocable_cpus: float = 0.0
+    #: Local agents also offer the cpu their non-revocable runs were given but do not use.
+    agent_slack_from_usage: bool = False
+    #: Local agents apply tasks' fdLimit (Peloton on Mesos never did).
+    agent_enforce_fd_limit: bool = False
     #: Dynamic ports the local agents hand out, split between them.
     agent_ports: tuple[int, int] = (31000, 32999)
     #: "local" (real processes), "sim:<hosts>[:<task secs>[:<cpus>[:<start secs>]]]" (virtual
@@ -151,7 +157,8 @@ class AllInOne:
             start_secs = float(parts[3] or 0.0)
             return SimBackend(hosts=hosts, task_secs=secs, start_secs=start_secs, clock=RealClock(),
                               capacity=Resources(cpu=cpus, mem_mb=4096.0 * cpus,
-                                                 disk_mb=16384.0 * cpus))
+                                                 disk_mb=16384.0 * cpus),
+                              revocable_cpu=self.config.agent_revocable_cpus)
         if kind.startswith("mesos:"):
             return self._mesos_backend(kind.removeprefix("mesos:"))
         from peloton.hostmgr.backends.local import LocalBackend
@@ -190,7 +197,7 @@ class AllInOne:
         n = self.config.agents
         each = self.config.agent_resources
         if each.is_zero():
-            each = AgentConfig(work_dir=self.config.data_dir).effective_resources().scale(1.0 / n)
+            each = AgentConfig(work_dir=self.config.data_dir).effective_resources().split(n)
         for i in range(n):
             name = "localhost" if n == 1 else f"localhost-{i}"
             labels = (*self.config.agent_labels, Label("peloton/agent", str(i)))
@@ -202,7 +209,10 @@ class AllInOne:
             cfg = AgentConfig(work_dir=(self.config.data_dir / "agents" / name).resolve(),
                               name=name, hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
                               host=self.config.host, resources=each, labels=labels,
-                              ports=(PortRange(begin, begin + span - 1),))
+                              ports=(PortRange(begin, begin + span - 1),),
+                              revocable_cpus=self.config.agent_revocable_cpus,
+                              slack_from_usage=self.config.agent_slack_from_usage,
+                              enforce_fd_limit=self.config.agent_enforce_fd_limit)
             agent = AgentApp(cfg)
             agent.start()
             self.agents.append(agent)

@@ -22,11 +22,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from peloton.api import peloton_texts as texts
 from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.ids import ROOT_POOL_ID, new_id
 from peloton.core.model.resources import Resources
 from peloton.core.model.respool import ResourcePool, ResourcePoolConfig
-from peloton.core.respool.node import PoolNode
+from peloton.core.respool.node import PoolNode, frozen
 from peloton.core.respool.tree import PoolTree
 from peloton.core.respool.validation import validate_write
 from peloton.storage.cluster_store import ResourcePoolStore
@@ -61,8 +62,8 @@ def view_of(node: PoolNode) -> PoolView:
         slack_allocation=node.slack_allocation_resources(),
         demand=node.demand_resources() + node.slack_demand_resources(),
         entitlement=node.entitlement_resources(),
-        non_slack_entitlement=Resources(*node.non_slack_entitlement),
-        slack_entitlement=Resources(*node.slack_entitlement))
+        non_slack_entitlement=frozen(node.non_slack_entitlement),
+        slack_entitlement=frozen(node.slack_entitlement))
 
 
 def load_tree(store: ResourcePoolStore) -> PoolTree:
@@ -173,14 +174,18 @@ class PoolBook:
             return self.tree.lookup(path).pool_id
 
     def validate_for_job(self, pool_id: str) -> None:
-        """A job may use this pool: it exists and is a leaf other than the root."""
+        """A job may use this pool: it exists and is a leaf other than the root.
+
+        The texts are Peloton's (its job manager's validateResourcePool), which
+        clients match on.
+        """
+        if not pool_id:
+            raise InvalidArgument(texts.POOL_ID_NULL, field="respoolID")
+        if pool_id == ROOT_POOL_ID:
+            raise InvalidArgument(texts.POOL_IS_ROOT, field="respoolID")
         with self._lock:
             node = self.tree.by_id.get(pool_id)
             if node is None:
-                raise NotFound(f"resource pool {pool_id!r} not found", field="respoolID")
-            if node.is_root:
-                raise InvalidArgument("jobs cannot be submitted to the root resource pool",
-                                      field="respoolID")
+                raise NotFound(texts.POOL_NOT_FOUND, field="respoolID")
             if not node.is_leaf:
-                raise InvalidArgument(f"resource pool {node.path} is not a leaf pool; jobs go "
-                                      "to leaf pools", field="respoolID")
+                raise InvalidArgument(texts.POOL_NOT_LEAF, field="respoolID")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from peloton.core.model.ids import TaskId
-from peloton.core.model.resources import EPSILON, KINDS
+from peloton.core.model.resources import KINDS, from_units
 from peloton.core.respool.admission import Admitter, refusal
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.records import Gang, TaskRecord
@@ -26,18 +26,23 @@ from peloton.resmgr.taskbook import TaskBook
 S = TaskState
 
 
-def _over(used: list[float], need: list[float], bound: list[float]) -> str:
-    """'cpu 2 needed, 9 of 10 <unit>' for the first kind where used + need > bound."""
+def _over(used: list[int], need: list[int], bound: list[int]) -> str:
+    """'cpu 2 needed, 9 of 10 <unit>' for the first kind where used + need > bound.
+
+    Vectors are fixed-point units, so the numbers printed are exact sums,
+    shown in the user's units with at most three decimals (0.3, not
+    0.30000000000000004).
+    """
     for i, kind in enumerate(KINDS):
-        if used[i] + need[i] > bound[i] + EPSILON:
-            return f"{kind.value} {need[i]:g} needed, {used[i]:g} of {bound[i]:g}"
+        if used[i] + need[i] > bound[i]:
+            return (f"{kind.value} {from_units(need[i]):g} needed, {from_units(used[i]):g} of "
+                    f"{from_units(bound[i]):g}")
     return "no kind over its bound"
 
 
 def admission_reason(node: PoolNode, gang: Gang, preemption_enabled: bool) -> str:
     """Why `gang` is still queued in leaf `node`."""
-    n = gang.need
-    need = [n.cpu, n.mem_mb, n.disk_mb, n.gpu]
+    need = list(gang.need.units)
     why = refusal(node, gang, preemption_enabled)
     if why is None:
         return f"queued in pool {node.path}, waiting for admission behind earlier work"

@@ -15,6 +15,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from peloton.core.model.resources import Resources
 
@@ -66,6 +67,20 @@ class StepSeries:
         return best
 
 
+@dataclass(frozen=True, slots=True)
+class Amounts:
+    """A mean, an integral or a ratio of resources: plain floats per kind.
+
+    Not `Resources`, which holds exact scheduler amounts (thousandths of a unit): a
+    time-weighted mean such as 4/3 cpu must not be rounded to 1.333.
+    """
+
+    cpu: float = 0.0
+    mem_mb: float = 0.0
+    disk_mb: float = 0.0
+    gpu: float = 0.0
+
+
 class ResourceSeries:
     """Four step series, one per resource kind, over the same sample times."""
 
@@ -75,15 +90,15 @@ class ResourceSeries:
                       StepSeries(times, [v.disk_mb for v in values]),
                       StepSeries(times, [v.gpu for v in values]))
 
-    def mean(self, start: float, end: float) -> Resources:
+    def mean(self, start: float, end: float) -> Amounts:
         """Time-weighted mean of every kind over [start, end]."""
         cpu, mem, disk, gpu = (s.mean(start, end) for s in self.kinds)
-        return Resources(cpu=cpu, mem_mb=mem, disk_mb=disk, gpu=gpu)
+        return Amounts(cpu=cpu, mem_mb=mem, disk_mb=disk, gpu=gpu)
 
-    def integral(self, start: float, end: float) -> Resources:
+    def integral(self, start: float, end: float) -> Amounts:
         """Resource-seconds of every kind over [start, end]."""
         cpu, mem, disk, gpu = (s.integral(start, end) for s in self.kinds)
-        return Resources(cpu=cpu, mem_mb=mem, disk_mb=disk, gpu=gpu)
+        return Amounts(cpu=cpu, mem_mb=mem, disk_mb=disk, gpu=gpu)
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -22,8 +22,14 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from peloton.core.model.resources import Resources
-from peloton.simulation.metrics import ResourceSeries, StepSeries, bucket_edges, percentile, ratio
+from peloton.simulation.metrics import (
+    Amounts,
+    ResourceSeries,
+    StepSeries,
+    bucket_edges,
+    percentile,
+    ratio,
+)
 from peloton.simulation.result import SimulationResult, TaskEventKind, TaskOutcome
 
 DEFAULT_BUCKETS = 12
@@ -55,9 +61,9 @@ class PoolBucket:
 
     start: float
     end: float
-    demand: Resources
-    entitlement: Resources
-    allocation: Resources
+    demand: Amounts
+    entitlement: Amounts
+    allocation: Amounts
     pending: float
     preemptions: int
 
@@ -76,9 +82,9 @@ class PoolReport:
     preemptions: int
     lost: int
     wait: WaitStats
-    demand: Resources
-    entitlement: Resources
-    allocation: Resources
+    demand: Amounts
+    entitlement: Amounts
+    allocation: Amounts
     pending_mean: float
     pending_peak: int
     series: tuple[PoolBucket, ...]
@@ -90,19 +96,19 @@ class ClusterBucket:
 
     start: float
     end: float
-    capacity: Resources
-    used: Resources
+    capacity: Amounts
+    used: Amounts
     hosts: float
-    utilisation: Resources
+    utilisation: Amounts
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterReport:
     """The cluster over the whole run."""
 
-    capacity: Resources
-    used: Resources
-    utilisation: Resources
+    capacity: Amounts
+    used: Amounts
+    utilisation: Amounts
     hosts_mean: float
     series: tuple[ClusterBucket, ...]
 
@@ -146,8 +152,8 @@ class RunReport:
         raise KeyError(path)
 
 
-def _utilisation(used: Resources, capacity: Resources) -> Resources:
-    return Resources(cpu=ratio(used.cpu, capacity.cpu), mem_mb=ratio(used.mem_mb, capacity.mem_mb),
+def _utilisation(used: Amounts, capacity: Amounts) -> Amounts:
+    return Amounts(cpu=ratio(used.cpu, capacity.cpu), mem_mb=ratio(used.mem_mb, capacity.mem_mb),
                      disk_mb=ratio(used.disk_mb, capacity.disk_mb), gpu=ratio(used.gpu, capacity.gpu))
 
 

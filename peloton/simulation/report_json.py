@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from peloton.core.model.resources import Resources
+from peloton.simulation.metrics import Amounts
 from peloton.simulation.report import Comparison, Delta, RunReport
 
 FORMAT = "peloton-sim-report"
@@ -28,7 +29,7 @@ DECIMALS = 6
 
 def to_data(value: Any) -> Any:
     """Plain JSON data of a report value (see the module docstring)."""
-    if isinstance(value, Resources):
+    if isinstance(value, Resources | Amounts):
         return {"cpu": _float(value.cpu), "mem_mb": _float(value.mem_mb),
                 "disk_mb": _float(value.disk_mb), "gpu": _float(value.gpu)}
     if isinstance(value, Delta):

@@ -1,7 +1,7 @@
 """Admission control: which queued gangs of a leaf pool may start now.
 
 Three admitters must all agree (Peloton's `admission.go`), each comparing
-per kind with the epsilon tolerance:
+per kind in fixed-point units (exact; Peloton's epsilon is below one unit):
 
 * **entitlement** — a regular gang fits if non-slack allocation + gang <=
   non-slack entitlement; a revocable gang if slack allocation + gang <=
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from peloton.core.model.resources import EPSILON
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.queues import ADMISSION_ORDER, GangQueue, QueueKind
 from peloton.core.respool.records import Gang
@@ -38,24 +37,23 @@ class Admitter(StrEnum):
     RESERVATION = "reservation"
 
 
-def _fits(alloc: list[float], extra: list[float] | None, need_cpu: float, need_mem: float,
-          need_disk: float, need_gpu: float, bound: list[float]) -> bool:
-    """alloc (- extra) + need <= bound in every kind, within epsilon."""
+def _fits(alloc: list[int], extra: list[int] | None, need_cpu: int, need_mem: int,
+          need_disk: int, need_gpu: int, bound: list[int]) -> bool:
+    """alloc (- extra) + need <= bound in every kind (fixed-point units)."""
     if extra is None:
-        return (alloc[0] + need_cpu <= bound[0] + EPSILON
-                and alloc[1] + need_mem <= bound[1] + EPSILON
-                and alloc[2] + need_disk <= bound[2] + EPSILON
-                and alloc[3] + need_gpu <= bound[3] + EPSILON)
-    return (alloc[0] - extra[0] + need_cpu <= bound[0] + EPSILON
-            and alloc[1] - extra[1] + need_mem <= bound[1] + EPSILON
-            and alloc[2] - extra[2] + need_disk <= bound[2] + EPSILON
-            and alloc[3] - extra[3] + need_gpu <= bound[3] + EPSILON)
+        return (alloc[0] + need_cpu <= bound[0]
+                and alloc[1] + need_mem <= bound[1]
+                and alloc[2] + need_disk <= bound[2]
+                and alloc[3] + need_gpu <= bound[3])
+    return (alloc[0] - extra[0] + need_cpu <= bound[0]
+            and alloc[1] - extra[1] + need_mem <= bound[1]
+            and alloc[2] - extra[2] + need_disk <= bound[2]
+            and alloc[3] - extra[3] + need_gpu <= bound[3])
 
 
 def refusal(node: PoolNode, gang: Gang, preemption_enabled: bool) -> Admitter | None:
     """The first admitter that refuses `gang` in `node`, or None if it may be admitted."""
-    n = gang.need
-    c, m, d, g = n.cpu, n.mem_mb, n.disk_mb, n.gpu
+    c, m, d, g = gang.need.units
     if gang.revocable:
         if not _fits(node.alloc_slack, None, c, m, d, g, node.slack_entitlement):
             return Admitter.ENTITLEMENT
@@ -129,9 +127,9 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool) -> list
 def _admit(node: PoolNode, gang: Gang) -> None:
     need = gang.need
     revocable = gang.revocable
-    node.add_demand(need, revocable, -1.0)
+    node.add_demand(need, revocable, -1)
     node.add_allocation(need, revocable=revocable, preemptible=gang.preemptible,
-                        controller=gang.controller, sign=1.0)
+                        controller=gang.controller, sign=1)
     active = node.active
     ready = TaskState.READY
     for rec in gang.tasks:

@@ -113,7 +113,7 @@ class TaskTracker:
         if queues is None:
             queues = node.queues = LeafQueues()
         queues[QueueKind.PENDING].push(gang)
-        node.add_demand(gang.need, gang.revocable, 1.0)
+        node.add_demand(gang.need, gang.revocable, 1)
 
     def _leaf(self, pool_id: str) -> PoolNode:
         node = self.tree.get(pool_id)
@@ -201,7 +201,7 @@ class TaskTracker:
         if rec.state is TaskState.PENDING:
             gang = rec.gang
             res = rec.resources
-            rec.pool.add_demand(res, rec.revocable, -1.0)
+            rec.pool.add_demand(res, rec.revocable, -1)
             if gang is not None:
                 gang.need = gang.need - res
                 rec.gang = None
@@ -213,11 +213,11 @@ class TaskTracker:
     def _allocate(self, rec: TaskRecord) -> None:
         t = rec.task
         rec.pool.add_allocation(t.resources, revocable=t.revocable, preemptible=t.preemptible,
-                                controller=t.controller, sign=1.0)
+                                controller=t.controller, sign=1)
         rec.pool.active.add(rec)
 
     def _release(self, rec: TaskRecord) -> None:
         t = rec.task
         rec.pool.add_allocation(t.resources, revocable=t.revocable, preemptible=t.preemptible,
-                                controller=t.controller, sign=-1.0)
+                                controller=t.controller, sign=-1)
         rec.pool.active.discard(rec)

@@ -22,6 +22,7 @@ from peloton.api.convert.v1_pod_status import pod_info_to_v1, pod_query_from_v1,
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc as svc_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobSpec
 from peloton.core.model.task import TaskRuntime
@@ -29,6 +30,7 @@ from peloton.core.states import TaskState
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at
+from peloton.jobmgr.servicers.v1_answers import unknown_job
 from peloton.jobmgr.servicers.v1_jobs_read import JobReads, job_id_of
 from peloton.jobmgr.servicers.v1_jobs_write import JobWrites
 from peloton.jobmgr.tasks import TaskOps
@@ -66,6 +68,10 @@ class JobPods:
 
     def ListPods(self, request: svc.ListPodsRequest, context: Any) -> Iterator[svc.ListPodsResponse]:
         job_id = job_id_of(request)
+        try:
+            self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            return  # Peloton streams the pods it has: none
         lo, hi = 0, None
         if request.HasField("range"):
             lo, hi = getattr(request.range, "from"), request.range.to or None
@@ -77,7 +83,10 @@ class JobPods:
 
     def QueryPods(self, request: svc.QueryPodsRequest, context: Any) -> svc.QueryPodsResponse:
         job_id = job_id_of(request)
-        self.jobs.get(job_id)  # NotFound for an unknown job
+        try:
+            self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            raise unknown_job("failed to find job runtime", job_id) from None
         spec = request.spec
         if not spec.HasField("pagination") and request.HasField("pagination"):
             spec = pod_pb2.QuerySpec()

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from peloton.core.model.resources import EPSILON
+from peloton.api.convert.v0_respool import respool_info_to_v0
+from peloton.core.model.resources import ZERO
 from peloton.core.states import TaskState
 from peloton.resmgr.app import ResourceManager
 from peloton.storage import Store
@@ -31,7 +32,7 @@ def allocated_within_entitlement(rm: ResourceManager) -> bool:
     for leaf in rm.book.tracker.tree.leaves():
         for k in range(4):
             used = leaf.alloc_total[k] - leaf.alloc_slack[k]
-            if used > leaf.non_slack_entitlement[k] + EPSILON:
+            if used > leaf.non_slack_entitlement[k]:
                 return False
     return True
 
@@ -56,6 +57,27 @@ def test_elastic_pool_admits_up_to_its_limit(rm: ResourceManager,
     assert rm.loops.admit_once() == 2
     assert allocated_within_entitlement(rm)
     assert sum(state_of(rm, t) is S.PENDING for t in ts) == 2
+
+
+def test_allocation_is_exactly_zero_after_tenths_of_a_cpu_end(
+        rm: ResourceManager, hostmgr: FakeHostManager) -> None:
+    # In floats, ten 0.1-cpu tasks admitted and finished left 2.7755575615628914e-17.
+    pool = make_pool(rm, "a", cpu=(0, 8), mem=(0, 1000))
+    ts = tasks(10, cpu=0.1, mem=0.1) + tasks(3, cpu=0.7, mem=0.3)
+    rm.enqueue_gangs(pool, singles(ts))
+    runs = run_all(rm, hostmgr)
+    view = rm.pools.get(pool)
+    assert view.allocation.cpu == 3.1 and view.allocation.mem_mb == 1.9   # exact sums
+    for run in runs:
+        hostmgr.finish(run)
+    rm.loops.events_once(0)
+    view = rm.pools.get(pool)
+    assert view.allocation == ZERO and view.demand == ZERO
+    info = respool_info_to_v0(pool, view.config, path=view.path, allocation=view.allocation,
+                              slack=view.slack_allocation)
+    assert [(u.kind, u.allocation, u.slack) for u in info.usage] == [
+        ("cpu", 0.0, 0.0), ("memory", 0.0, 0.0), ("disk", 0.0, 0.0), ("gpu", 0.0, 0.0)]
+    assert rm.book.tracker.tree.root.alloc_total == [0, 0, 0, 0]
 
 
 def test_static_reservation_is_held_even_when_idle(rm: ResourceManager) -> None:

@@ -39,7 +39,7 @@ def test_create_lookup_and_tree_shape(rm: ResourceManager) -> None:
     rm.validate_pool(batch)
     with pytest.raises(InvalidArgument) as exc:
         rm.validate_pool(org)
-    assert exc.value.field == "respoolID" and "not a leaf" in exc.value.message
+    assert exc.value.field == "respoolID" and "non leaf" in exc.value.message
     with pytest.raises(InvalidArgument):
         rm.validate_pool(ROOT_POOL_ID)
     with pytest.raises(NotFound):
