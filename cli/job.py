@@ -49,9 +49,10 @@ def secrets(path: str, data: str) -> list[peloton_pb2.Secret]:
 @click.option("-i", "--jobID", "job_id", default="", help="Optional job ID (UUID).")
 @click.option("--secret-path", default="", help="Secret mount path.")
 @click.option("--secret-data", default="", help="Secret data string.")
+@params.queue_anyway_option
 @params.wait_options("the job ends (for services: until every task runs)")
 def create(respool: str, config: str, job_id: str, secret_path: str, secret_data: str,
-           wait: bool, wait_timeout: float) -> None:
+           queue_anyway: bool, wait: bool, wait_timeout: float) -> None:
     """Create a job in pool RESPOOL from a YAML CONFIG.
 
     \b
@@ -62,6 +63,8 @@ def create(respool: str, config: str, job_id: str, secret_path: str, secret_data
     client, out = context.client(), context.out()
     cfg = specs.load_job_config(config)
     cfg.respoolID.value = client.lookup_respool_id(respool).id.value
+    if queue_anyway:
+        params.add_queue_anyway(cfg.labels, peloton_pb2.Label)
     response = client.create_job(cfg, job_id=job_id, secrets=secrets(secret_path, secret_data))
     created = response.jobId.value
     out.result(response, f"Job {created} created")
@@ -150,14 +153,18 @@ def active_list() -> None:
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.option("--secret-path", default="", help="Secret mount path.")
 @click.option("--secret-data", default="", help="Secret data string.")
-def update(job_id: str, config: str, secret_path: str, secret_data: str) -> None:
+@params.queue_anyway_option
+def update(job_id: str, config: str, secret_path: str, secret_data: str, queue_anyway: bool) -> None:
     """Replace a batch job's config, e.g. to add instances.
 
     \b
     Example:
       peloton job update 358fad26-73fa-43c8-a350-1e9067571a76 bigger_job.yaml
     """
-    response = context.client().update_job(job_id, specs.load_job_config(config))
+    cfg = specs.load_job_config(config)
+    if queue_anyway:
+        params.add_queue_anyway(cfg.labels, peloton_pb2.Label)
+    response = context.client().update_job(job_id, cfg)
     context.out().result(response, f"Job {response.id.value or job_id} updated\nMessage: {response.message}")
 
 

@@ -106,6 +106,24 @@ def enum_names(text: str, names: list[str], prefix: str = "") -> list[str]:
     return chosen
 
 
+#: The job label that asks Peloton to queue a job no host could hold now (see the README).
+QUEUE_ANYWAY = "peloton/queue-anyway"
+
+
+def queue_anyway_option(f: Any) -> Any:
+    """`--queue-anyway`: label the job so it is queued even if no host could ever hold it."""
+    return click.option("--queue-anyway", is_flag=True,
+                        help=f"Queue the job even if no UP host (or the pool's limit) could "
+                             f"hold its tasks now, e.g. for hosts that join later (adds the "
+                             f"label {QUEUE_ANYWAY}=true).")(f)
+
+
+def add_queue_anyway(labels: Any, label_type: Any) -> None:
+    """Add the queue-anyway label to a repeated Label field (once)."""
+    if not any(lb.key == QUEUE_ANYWAY for lb in labels):
+        labels.append(label_type(key=QUEUE_ANYWAY, value="true"))
+
+
 def wait_options(what: str) -> Callable[[Any], Any]:
     """`--wait` and `--wait-timeout` for a command that starts something long-running."""
     def decorate(f: Any) -> Any:

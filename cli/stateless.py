@@ -65,10 +65,11 @@ def _pool(client: PelotonClient, path: str) -> v1.ResourcePoolID:
 @click.option("--start-paused", is_flag=True, help="Create the job with its create workflow paused.")
 @click.option("--opaque-data", default="", help="Opaque data stored with the workflow.")
 @retry_options("create")
+@params.queue_anyway_option
 @params.wait_options("every pod is up")
 def create(respool: str, spec: str, batch_size: int, job_id: str, secret_path: str, secret_data: str,
-           start_paused: bool, opaque_data: str, max_retries: int, max_failures: int, wait: bool,
-           wait_timeout: float) -> None:
+           start_paused: bool, opaque_data: str, max_retries: int, max_failures: int,
+           queue_anyway: bool, wait: bool, wait_timeout: float) -> None:
     """Create a stateless job in RESPOOL from SPEC, BATCH_SIZE pods at a time.
 
     \b
@@ -78,6 +79,8 @@ def create(respool: str, spec: str, batch_size: int, job_id: str, secret_path: s
     client = context.client()
     job_spec = specs.load_job_spec(spec)
     job_spec.respool_id.CopyFrom(_pool(client, respool))
+    if queue_anyway:
+        params.add_queue_anyway(job_spec.labels, v1.Label)
     secrets = []
     if secret_path and secret_data:
         data = base64.b64encode(secret_data.encode())
@@ -123,10 +126,12 @@ def get(job_id: str, jobversion: str, summaryonly: bool) -> None:
 @click.option("--opaque-data", default="", help="Opaque data stored with the update.")
 @click.option("--in-place", is_flag=True, help="Prefer each pod's current host.")
 @click.option("--start-pods", is_flag=True, help="Start pods the update touches if they are not running.")
+@params.queue_anyway_option
 @params.wait_options("the update ends")
 def replace(job_id: str, spec: str, batch_size: int, respool: str, entity_version: str, override: bool,
             max_retries: int, max_failures: int, rollback_on_failure: bool, start_paused: bool,
-            opaque_data: str, in_place: bool, start_pods: bool, wait: bool, wait_timeout: float) -> None:
+            opaque_data: str, in_place: bool, start_pods: bool, queue_anyway: bool, wait: bool,
+            wait_timeout: float) -> None:
     """Update JOB by replacing its spec with SPEC, BATCH_SIZE pods at a time.
 
     ENTITY_VERSION defaults to the job's current one.
@@ -139,6 +144,8 @@ def replace(job_id: str, spec: str, batch_size: int, respool: str, entity_versio
     client = context.client()
     job_spec = specs.load_job_spec(spec)
     job_spec.respool_id.CopyFrom(_pool(client, respool))
+    if queue_anyway:
+        params.add_queue_anyway(job_spec.labels, v1.Label)
     version = entity_version or current_version(client, job_id)
     update_spec = stateless_pb2.UpdateSpec(
         batch_size=batch_size, rollback_on_failure=rollback_on_failure, max_instance_retries=max_retries,

@@ -183,9 +183,9 @@ class ResourceManager:
         self.work.fire()
 
     # -- ResourceManagerPort: job manager side ------------------------------------------------
-    def validate_pool(self, pool_id: str) -> None:
-        """A job may be created in this pool (exists, leaf, not the root)."""
-        self.pools.validate_for_job(pool_id)
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
+        """A job may be created in this pool (exists, leaf, not the root; `need` within limits)."""
+        self.pools.validate_for_job(pool_id, need)
 
     def pool_id_for_path(self, path: str) -> str:
         """The id of the pool at `path`."""

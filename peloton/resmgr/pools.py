@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.feasibility import over_limit
 from peloton.core.model.ids import ROOT_POOL_ID, new_id
 from peloton.core.model.resources import Resources
 from peloton.core.model.respool import ResourcePool, ResourcePoolConfig
@@ -172,8 +173,9 @@ class PoolBook:
         with self._lock:
             return self.tree.lookup(path).pool_id
 
-    def validate_for_job(self, pool_id: str) -> None:
-        """A job may use this pool: it exists and is a leaf other than the root."""
+    def validate_for_job(self, pool_id: str, need: Resources | None = None) -> None:
+        """A job may use this pool: it exists and is a leaf other than the root, and its
+        limits could ever admit `need` (the job's largest gang), when given."""
         with self._lock:
             node = self.tree.by_id.get(pool_id)
             if node is None:
@@ -184,3 +186,6 @@ class PoolBook:
             if not node.is_leaf:
                 raise InvalidArgument(f"resource pool {node.path} is not a leaf pool; jobs go "
                                       "to leaf pools", field="respoolID")
+            why = None if need is None else over_limit(need, node.effective_limit(), node.path)
+        if why is not None:
+            raise InvalidArgument(f"the job can never run: {why.message}", field=why.field)

@@ -24,6 +24,7 @@ import gevent
 
 from peloton.core.errors import InvalidArgument, NotFound, Unimplemented
 from peloton.core.model.ids import TaskId
+from peloton.core.model.resources import Resources
 from peloton.core.model.sched import (
     EnqueueFailure,
     PlacedTask,
@@ -74,7 +75,7 @@ class FakeResourceManager:
         return count
 
     # -- job manager side ---------------------------------------------------------------------
-    def validate_pool(self, pool_id: str) -> None:
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
         if not pool_id:
             raise InvalidArgument("resource pool ID is null", field="respoolID")
         if pool_id not in self.pools.values():

@@ -178,6 +178,18 @@ class PoolNode:
             node = node.parent
         return out
 
+    def effective_limit(self) -> Resources:
+        """The most this pool may ever use: the smallest limit on its path below the root.
+
+        (The root's limit is the cluster's capacity, which placement judges per host.)
+        """
+        out = [math.inf] * 4
+        node: PoolNode | None = self
+        while node is not None and node.parent is not None:
+            out = [min(a, b) for a, b in zip(out, node.limit, strict=True)]
+            node = node.parent
+        return frozen(out)
+
     # -- accounting (O(depth) per call) --------------------------------------
     def add_demand(self, need: Resources, revocable: bool, sign: float) -> None:
         """Add (sign=1) or remove (sign=-1) queued work here and in every ancestor."""

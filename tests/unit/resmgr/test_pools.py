@@ -179,3 +179,16 @@ def test_calls_before_start_are_unavailable(store: Store, hostmgr: FakeHostManag
         rm.validate_pool("x")
     with pytest.raises(Unavailable):
         rm.dequeue_gangs(10, 0)
+
+
+def test_validate_pool_refuses_a_need_beyond_the_limits_on_its_path(rm: ResourceManager) -> None:
+    from peloton.core.model.resources import Resources
+
+    org = make_pool(rm, "org", cpu=(2, 4))
+    leaf = make_pool(rm, "leaf", org, cpu=(1, 4))
+    rm.validate_pool(leaf, Resources(cpu=4))
+    with pytest.raises(InvalidArgument) as exc:
+        rm.validate_pool(leaf, Resources(cpu=500))
+    assert exc.value.field == "resources.cpu"
+    assert "500 cpu" in exc.value.message and "/org/leaf" in exc.value.message
+    assert "4 cpu, its limit" in exc.value.message
