@@ -10,6 +10,8 @@ rather than as their wire form ("host:zone=mars == 1").
 
 from __future__ import annotations
 
+import re
+
 from peloton.core.model.constraints import (
     AndConstraint,
     Condition,
@@ -34,6 +36,13 @@ def size_mb(mb: float) -> str:
         if abs(mb) >= scale or unit == "MiB":
             return f"{number(mb / scale, 2 if unit != 'MiB' else 0)} {unit}"
     return f"{number(mb)} MiB"  # pragma: no cover - the loop always returns
+
+
+def value(kind: ResourceKind, amount_: float) -> str:
+    """An amount without its kind's name: "2" (cpu, gpu), "512 MiB" (memory, disk)."""
+    if kind in (ResourceKind.MEMORY, ResourceKind.DISK):
+        return size_mb(amount_)
+    return number(amount_)
 
 
 def amount(kind: ResourceKind, value: float) -> str:
@@ -94,6 +103,15 @@ def _leaf_unmet(leaf: LabelConstraint) -> str:
         return (f"already runs a task labelled {label}" if n <= 1 else
                 f"already runs {n} or more tasks labelled {label}")
     return f"does not satisfy: {_leaf_met(leaf)}"
+
+
+_PLURAL_VERBS = {"lacks": "lack", "has": "have", "runs": "run", "does": "do"}
+_VERB = re.compile(r"(^|\(|\band |\bor |already )(lacks|has|runs|does)\b")
+
+
+def for_many(phrase: str) -> str:
+    """A host phrase ("lacks label a") with its verbs for several hosts ("lack label a")."""
+    return _VERB.sub(lambda m: m.group(1) + _PLURAL_VERBS[m.group(2)], phrase)
 
 
 def met(constraint: Constraint) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from peloton.core import words
 from peloton.core.model.constraints import (
     LabelKind,
     Verdict,
@@ -156,7 +157,7 @@ class HostConstraintFilter:
         assert cn.constraint is not None
         counts = host.cls.label_counts
         culprit = explain_mismatch(cn.constraint, LabelKind.HOST, lambda lb: counts.get(lb, 0))
-        return Rejection(RejectCode.HOST_CONSTRAINT, str(culprit))
+        return Rejection(RejectCode.HOST_CONSTRAINT, words.unmet(culprit))
 
 
 class ResourceFilter:
@@ -225,4 +226,4 @@ class TaskConstraintFilter:
         assert cn.constraint is not None
         counts = host.task_labels
         culprit = explain_mismatch(cn.constraint, LabelKind.TASK, lambda lb: counts.get(lb, 0))
-        return Rejection(RejectCode.TASK_CONSTRAINT, str(culprit))
+        return Rejection(RejectCode.TASK_CONSTRAINT, words.unmet(culprit))

@@ -13,6 +13,7 @@ from peloton.core.model.task import TaskRuntime
 from peloton.core.states import TaskState
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 
 #: Largest instance range end a client may send ("all instances").
@@ -60,6 +61,13 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
             return job.specs[version]
         return self.ctx.store.get_job_config(job_id, version or None)
 
+    def _explained(self, job_id: str, rows: list[tuple[int, TaskRuntime]]
+                   ) -> list[tuple[int, TaskRuntime]]:
+        """`rows` with the reason every waiting task waits (waiting.py)."""
+        reasons = waiting_reasons(self.ctx.resmgr, self.ctx.hostmgr, job_id, rows,
+                                  lambda version: self._job_spec(job_id, version))
+        return with_reasons(rows, reasons)
+
     def Get(self, request: task_pb2.GetRequest, context: Any) -> task_pb2.GetResponse:
         out = task_pb2.GetResponse()
         job_id = request.jobId.value
@@ -75,7 +83,8 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
             return out
         rts = self.tasks.runtimes(job_id, [request.instanceId])
         if request.instanceId in rts:
-            info = self._info(job_id, request.instanceId, rts[request.instanceId])
+            [(_, rt)] = self._explained(job_id, [(request.instanceId, rts[request.instanceId])])
+            info = self._info(job_id, request.instanceId, rt)
             out.result.CopyFrom(info)
             out.results.append(info)
         return out
@@ -91,9 +100,9 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
             return out
         lo = getattr(request.range, "from")
         hi = request.range.to if request.HasField("range") and request.range.to else ALL
-        for inst, rt in sorted(self.tasks.runtimes(job_id).items()):
-            if lo <= inst < hi:
-                out.result.value[inst].CopyFrom(self._info(job_id, inst, rt))
+        rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items()) if lo <= i < hi]
+        for inst, rt in self._explained(job_id, rows):
+            out.result.value[inst].CopyFrom(self._info(job_id, inst, rt))
         return out
 
     def Query(self, request: task_pb2.QueryRequest, context: Any) -> task_pb2.QueryResponse:
@@ -117,7 +126,7 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         total = len(rows)
         page = rows[query.offset:query.offset + query.limit] if query.limit else \
             rows[query.offset:]
-        for inst, rt in page:
+        for inst, rt in self._explained(job_id, page):
             out.records.append(self._info(job_id, inst, rt))
         out.pagination.offset = query.offset
         out.pagination.limit = query.limit or 0

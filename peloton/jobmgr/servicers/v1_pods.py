@@ -31,6 +31,7 @@ from peloton.core.states import TaskState
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at, pod_name
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 
 S = TaskState
@@ -96,6 +97,9 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
     def GetPod(self, request: pb.GetPodRequest, context: Any) -> pb.GetPodResponse:
         task = _pod(request)
         _, rt = self.tasks.get(task.job_id, task.instance)
+        [(_, rt)] = with_reasons([(task.instance, rt)], waiting_reasons(
+            self.ctx.resmgr, self.ctx.hostmgr, task.job_id, [(task.instance, rt)],
+            lambda version: job_spec_at(self.ctx, task.job_id, version)))
         out = pb.GetPodResponse()
         spec = None if request.status_only else self._spec(task, rt.config_version)
         if spec is not None:
