@@ -29,9 +29,13 @@ import click
               help="Host label for placement constraints (repeatable).")
 @click.option("--kill-tasks-on-exit", is_flag=True,
               help="Kill this agent's tasks when it stops (default: leave them to be adopted).")
+@click.option("--orphan-secs", default=3600.0, show_default=True, type=float,
+              help="A task whose agent has been gone this long is stopped by its supervisor "
+                   "(0: never).")
 def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: str, host: str,
           port: int, work_dir: str, cpus: float, mem_mb: float, disk_mb: float, gpus: float,
-          port_ranges: str, labels: tuple[str, ...], kill_tasks_on_exit: bool) -> None:
+          port_ranges: str, labels: tuple[str, ...], kill_tasks_on_exit: bool,
+          orphan_secs: float) -> None:
     """Run tasks on this machine for a Peloton host manager.
 
     Registers with the host manager, runs each task as a real process in its
@@ -55,7 +59,7 @@ def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: 
         config = build_config(work_dir=work_dir, name=name, hostmgr=hostmgr, zk_servers=zk_servers,
                               zk_root=zk_root, host=host, port=port,
                               cpus=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpus=gpus,
-                              ports=port_ranges, labels=labels)
+                              ports=port_ranges, labels=labels, orphan_secs=orphan_secs)
     except PelotonError as exc:
         raise click.BadParameter(str(exc)) from None
     try:

@@ -71,6 +71,9 @@ class AgentConfig:
     scan_secs: float = 2.0
     #: Acknowledged sandboxes are removed after this long.
     sandbox_ttl_secs: float = 7 * 86400.0
+    #: A task whose agent has been gone this long is stopped by its supervisor: its
+    #: cluster is taken to be gone for good (0: tasks outlive their agent for ever).
+    orphan_secs: float = 3600.0
 
     def effective_resources(self) -> Resources:
         """Configured resources, each kind left at zero filled from the machine."""

@@ -54,8 +54,11 @@ class Executor:
     """Launch, kill and track runs; publish their updates."""
 
     def __init__(self, *, sandboxes: Sandboxes, isolation: MemoryIsolation, spawner: Spawner,
-                 reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time) -> None:
+                 reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time,
+                 orphan_secs: float = 0.0) -> None:
         self.sandboxes = sandboxes
+        #: A supervisor stops its task after this long with no agent (0: never; supervisor.c).
+        self.orphan_secs = orphan_secs
         self.isolation = isolation
         self.spawner = spawner
         self.reporter = reporter
@@ -119,6 +122,8 @@ class Executor:
                 *self.isolation.supervisor_args(spec.run_id, int(spec.mem_mb * 1024 * 1024))]
         if spec.fd_limit > 0:
             args += ["-n", str(spec.fd_limit)]
+        if self.orphan_secs > 0:
+            args += ["-o", str(max(1, int(self.orphan_secs)))]
         if spec.command.user:
             try:
                 entry = pwd.getpwnam(spec.command.user)

@@ -37,6 +37,7 @@ from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
 from peloton.api.client_v0 import Range, V0Calls
 from peloton.api.client_v1 import V1Calls
+from peloton.api.gen.pelotonpy.ext import capacity_pb2
 
 __all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "FileTail", "PelotonClient",
            "Range"]
@@ -59,6 +60,9 @@ _STATELESS = "peloton.api.v1alpha.job.stateless.svc.JobService"
 _PODS = "peloton.api.v1alpha.pod.svc.PodService"
 _WATCH = "peloton.api.v1alpha.watch.svc.WatchService"
 _ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
+# Our capacity extension (proto/pelotonpy/ext/capacity.proto).
+_HOST_CAPACITY = "pelotonpy.ext.capacity.HostCapacityService"
+_POOL_STATUS = "pelotonpy.ext.capacity.PoolStatusService"
 
 
 class PelotonClient(V0Calls, V1Calls):
@@ -94,6 +98,21 @@ class PelotonClient(V0Calls, V1Calls):
         self._admin = on_jobmgr(_ADMIN)
         self._respools = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
         self._hosts = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
+        self._host_capacity = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE,
+                                            _HOST_CAPACITY)
+        self._pool_status = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE,
+                                          _POOL_STATUS)
+
+    # -- our capacity extension (pelotonpy.ext.capacity) ---------------------------------------
+    def list_host_capacity(self) -> capacity_pb2.ListHostCapacityResponse:
+        """Every host's total, allocated and task count, and the cluster's totals."""
+        return self._host_capacity.call("ListHostCapacity", capacity_pb2.ListHostCapacityRequest(),
+                                        capacity_pb2.ListHostCapacityResponse)
+
+    def list_pool_status(self) -> capacity_pb2.ListPoolStatusResponse:
+        """Every pool's entitlement, allocation, demand and queue, and the cluster's capacity."""
+        return self._pool_status.call("ListPoolStatus", capacity_pb2.ListPoolStatusRequest(),
+                                      capacity_pb2.ListPoolStatusResponse)
 
     # -- sandbox files (BrowseSandbox, then HTTP from the agent) ------------------------------
     def read_task_file(self, job_id: str, instance_id: int, filename: str = "stdout", *,

@@ -22,14 +22,14 @@ from peloton.core.model.resources import Resources
 def build_config(*, work_dir: str, name: str | None, hostmgr: str, host: str, port: int,
                  cpus: float, mem_mb: float, disk_mb: float, gpus: float, ports: str,
                  labels: Sequence[str], zk_servers: Sequence[str] = (),
-                 zk_root: str = "/peloton") -> AgentConfig:
+                 zk_root: str = "/peloton", orphan_secs: float = 3600.0) -> AgentConfig:
     """An AgentConfig from CLI values; raises InvalidArgument on a bad port range or label."""
     return AgentConfig(
         work_dir=Path(work_dir).resolve(), hostmgr=hostmgr, host=host, port=port,
         zk_servers=tuple(zk_servers), zk_root=zk_root,
         resources=Resources(cpu=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpu=gpus),
         ports=parse_ports(ports), labels=tuple(parse_label(lb) for lb in labels),
-        name=name or socket.gethostname())
+        name=name or socket.gethostname(), orphan_secs=orphan_secs)
 
 
 def run(config: AgentConfig, *, kill_tasks_on_exit: bool = False) -> None:

@@ -113,6 +113,8 @@ class HostSummary:
     allocated: Resources
     agent_id: str = ""
     connected: bool = True
+    #: Runs on the host (placed, launching or running).
+    tasks: int = 0
 
 
 class HostManagerPort(Protocol):

@@ -50,10 +50,25 @@ class PoolView:
     entitlement: Resources
     non_slack_entitlement: Resources
     slack_entitlement: Resources
+    reservation: Resources = Resources()
+    #: The pool's own limit (the root's is the cluster's capacity).
+    limit: Resources = Resources()
+    queued_gangs: int = 0
+    queued_tasks: int = 0
+    #: First task of the gang holding a backfill reservation here ("" if none).
+    reserved_for: str = ""
 
 
 def view_of(node: PoolNode) -> PoolView:
     """A snapshot of one node."""
+    gangs = tasks = 0
+    reserved = ""
+    if node.queues is not None:
+        for _, gang in node.queues.gangs():
+            gangs += 1
+            tasks += len(gang.tasks)
+        held = [g for g in node.queues.reserved.values() if g.tasks]
+        reserved = str(held[0].tasks[0].task_id) if held else ""
     return PoolView(
         pool_id=node.pool_id, config=node.config, path=node.path,
         parent_id=node.parent.pool_id if node.parent is not None else "",
@@ -63,7 +78,9 @@ def view_of(node: PoolNode) -> PoolView:
         demand=node.demand_resources() + node.slack_demand_resources(),
         entitlement=node.entitlement_resources(),
         non_slack_entitlement=Resources(*node.non_slack_entitlement),
-        slack_entitlement=Resources(*node.slack_entitlement))
+        slack_entitlement=Resources(*node.slack_entitlement),
+        reservation=Resources(*node.reservation), limit=Resources(*node.limit),
+        queued_gangs=gangs, queued_tasks=tasks, reserved_for=reserved)
 
 
 def load_tree(store: ResourcePoolStore) -> PoolTree:
