@@ -129,11 +129,16 @@ def _cluster_dict(hosts: capacity_pb2.ListHostCapacityResponse) -> dict[str, Any
                                                      "total": amounts(largest.total)}}
 
 
-def explain_job(client: PelotonClient, job_id: str) -> Explanation:
-    """Read the job, its tasks, its pool and the hosts, and put the story together."""
-    info = client.get_job(job_id).jobInfo
+def explain_job(client: PelotonClient, job_id: str, *, info: Any = None,
+                tasks: Any = None) -> Explanation:
+    """Read the job, its tasks, its pool and the hosts, and put the story together.
+
+    `info` (a v0 JobInfo) and `tasks` (instance -> v0 TaskInfo) save the reads when the
+    caller has them already.
+    """
+    info = info if info is not None else client.get_job(job_id).jobInfo
     runtime = info.runtime
-    tasks = client.list_tasks(job_id).result.value
+    tasks = tasks if tasks is not None else client.list_tasks(job_id).result.value
     states: dict[str, int] = {}
     groups: dict[tuple[str, str], list[int]] = {}
     places: dict[tuple[str, str], list[int]] = {}

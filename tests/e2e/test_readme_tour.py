@@ -68,4 +68,5 @@ def test_waiting_tour_refuses_explains_and_backfills(up: UpCluster) -> None:
     assert "unplaceable: no UP host could hold it now: it asks for 500 cpu" in result.stdout
     assert "Pool /DefaultResPool: entitled to" in result.stdout
     assert "largest host localhost" in result.stdout
+    assert "Cluster (1 UP host):" in result.stdout and "CPU" in result.stdout
     assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
