@@ -50,9 +50,13 @@ def restart(job_id: str, entity_version: str, ranges: tuple[tuple[int, int], ...
             batch_size: int, in_place: bool, wait: bool, wait_timeout: float) -> None:
     """Restart the pods of JOB (all, or the given ranges) in batches.
 
+    ENTITY_VERSION is the job's version as `job stateless get` shows it (e.g. 1-1-1): the
+    restart is refused if the job changed since; "" means "whatever it is now".
+
     \b
     Example:
       peloton job stateless restart 358fad26-73fa-43c8-a350-1e9067571a76 1-1-1 --batch-size 2 -r 0:4
+      peloton job stateless restart 358fad26 "" --batch-size 2
     """
     client = context.client()
     spec = stateless_pb2.RestartSpec(
@@ -72,7 +76,9 @@ def _versioned(name: str, help_text: str, done: str, act: Callable[..., Any], *,
         text = f"{done}. New EntityVersion: {version}" if version else done
         context.out().result(response, text)
 
-    command.__doc__ = (f"{help_text}\n\n\b\nExample:\n"
+    command.__doc__ = (f"{help_text}\n\nENTITY_VERSION is the job's version as `job stateless get` "
+                       "shows it (e.g. 1-1-1), refused if the job changed since; \"\" means "
+                       "\"whatever it is now\".\n\n\b\nExample:\n"
                        f"  peloton job stateless {name} {_JOB} 1-1-1\n")
     decorated: Any = command
     if opaque:
