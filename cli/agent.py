@@ -38,10 +38,14 @@ import click
 @click.option("--enforce-fd-limit", is_flag=True,
               help="Apply each task's fdLimit as RLIMIT_NOFILE (Peloton on Mesos never did; "
                    "off by default).")
+@click.option("--orphan-secs", default=3600.0, show_default=True, type=float,
+              help="A task whose agent has been gone this long is stopped by its supervisor "
+                   "(0: never).")
 def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: str, host: str,
           port: int, work_dir: str, cpus: float, mem_mb: float, disk_mb: float, gpus: float,
           port_ranges: str, labels: tuple[str, ...], kill_tasks_on_exit: bool,
-          revocable_cpus: float, slack_from_usage: bool, enforce_fd_limit: bool) -> None:
+          revocable_cpus: float, slack_from_usage: bool, enforce_fd_limit: bool,
+          orphan_secs: float) -> None:
     """Run tasks on this machine for a Peloton host manager.
 
     Registers with the host manager, runs each task as a real process in its
@@ -68,7 +72,7 @@ def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: 
                               cpus=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpus=gpus,
                               ports=port_ranges, labels=labels, revocable_cpus=revocable_cpus,
                               slack_from_usage=slack_from_usage,
-                              enforce_fd_limit=enforce_fd_limit)
+                              enforce_fd_limit=enforce_fd_limit, orphan_secs=orphan_secs)
     except PelotonError as exc:
         raise click.BadParameter(str(exc)) from None
     try:

@@ -34,7 +34,7 @@ def cron() -> None:
 
     \b
     Example:
-      peloton cron schedule nightly /DefaultResPool job.yaml --schedule '0 3 * * *'
+      peloton cron schedule nightly /DefaultResPool docs/examples/hello-job.yaml --schedule '0 3 * * *'
       peloton cron list
     """
 
@@ -54,8 +54,8 @@ def schedule(name: str, respool: str, config: str, schedule: str, collision_poli
 
     \b
     Example:
-      peloton cron schedule nightly /DefaultResPool job.yaml --schedule '0 3 * * MON-FRI'
-      peloton cron schedule nightly /DefaultResPool job.yaml --schedule '*/30 * * * *' --replace
+      peloton cron schedule nightly /DefaultResPool docs/examples/hello-job.yaml --schedule '0 3 * * MON-FRI'
+      peloton cron schedule hourly /DefaultResPool docs/examples/hello-job.yaml --schedule '0 * * * *'
     """
     client, out = context.client(), context.out()
     cfg = specs.load_job_config(config)

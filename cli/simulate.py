@@ -63,7 +63,8 @@ def simulate() -> None:
           --what-if more-batch.yaml --out report/
       peloton simulate check trace.jsonl --cluster cluster.yaml --pools pools.yaml
       peloton simulate export --store sqlite:///var/peloton/state.db --since 7d -o week.jsonl
-      peloton simulate import-google task_events/part-*.csv.gz -o google.jsonl
+      peloton simulate import-google \\
+          tests/unit/simulation/data/google-v2/task_events/part-00000-of-00001.csv -o google.jsonl
     """
 
 
@@ -301,7 +302,8 @@ def import_google(files: tuple[str, ...], cpu_cores: float, memory_mb: float, di
 
     \b
     Example:
-      peloton simulate import-google task_events/part-0000[0-4]-of-00500.csv.gz -o google.jsonl
+      peloton simulate import-google \\
+          tests/unit/simulation/data/google-v2/task_events/part-00000-of-00001.csv -o google.jsonl
     """
     from peloton.simulation.google_trace import GoogleImportOptions, load_task_events
     from peloton.simulation.trace_io import dump_trace

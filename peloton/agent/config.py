@@ -79,6 +79,9 @@ class AgentConfig:
     #: Also offer as revocable the cpu that running non-revocable tasks were allocated but do
     #: not use (what a usage-based Mesos resource estimator reports); see slack.py.
     slack_from_usage: bool = False
+    #: A task whose agent has been gone this long is stopped by its supervisor: its
+    #: cluster is taken to be gone for good (0: tasks outlive their agent for ever).
+    orphan_secs: float = 3600.0
 
     def effective_resources(self) -> Resources:
         """Configured resources, each kind left at zero filled from the machine."""

@@ -55,8 +55,10 @@ class Executor:
 
     def __init__(self, *, sandboxes: Sandboxes, isolation: MemoryIsolation, spawner: Spawner,
                  reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time,
-                 enforce_fd_limit: bool = False) -> None:
+                 enforce_fd_limit: bool = False, orphan_secs: float = 0.0) -> None:
         self.sandboxes = sandboxes
+        #: A supervisor stops its task after this long with no agent (0: never; supervisor.c).
+        self.orphan_secs = orphan_secs
         #: Apply a task's fdLimit as RLIMIT_NOFILE.  Off by default: Peloton on Mesos never
         #: applied it, and job files carry values (e.g. 10) that break the dynamic loader.
         self.enforce_fd_limit = enforce_fd_limit
@@ -124,6 +126,8 @@ class Executor:
                     spec.run_id, int(enforced_memory_mb(spec.mem_mb) * 1024 * 1024))]
         if spec.fd_limit > 0 and self.enforce_fd_limit:
             args += ["-n", str(spec.fd_limit)]
+        if self.orphan_secs > 0:
+            args += ["-o", str(max(1, int(self.orphan_secs)))]
         if spec.command.user:
             try:
                 entry = pwd.getpwnam(spec.command.user)

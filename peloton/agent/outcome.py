@@ -59,6 +59,9 @@ def ended(record: SupervisorRecord, spec: RunSpec | None, isolation: MemoryIsola
                     record.stage, f"{record.stage} failed")
         return Outcome(TaskState.FAILED, f"{step}: {err}", REASON_LAUNCH_FAILED)
     code = record.code if record.code >= 0 else None
+    if record.orphaned:
+        return Outcome(TaskState.KILLED, "stopped by its supervisor: no agent held its work dir "
+                       "for too long, or its sandbox was deleted (orphaned)", REASON_KILLED, code)
     if record.killed:
         how = (f" (SIGKILL after the {record.grace_ms / 1000:g} s grace period)"
                if record.signal == signal.SIGKILL else "")

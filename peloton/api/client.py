@@ -38,6 +38,7 @@ from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
 from peloton.api.client_v0 import Range, V0Calls
 from peloton.api.client_v1 import V1Calls
+from peloton.api.gen.pelotonpy.ext import capacity_pb2
 
 __all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "FileTail", "PelotonClient",
            "Range"]
@@ -63,6 +64,9 @@ _ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
 _CRON = "pelotonpy.api.cron.CronService"
 #: The host manager's daemon-to-daemon service (our design), for task reconciliation.
 _HOSTMGR_INTERNAL = "pelotonpy.internal.hostmgr.HostManagerService"
+# Our capacity extension (proto/pelotonpy/ext/capacity.proto).
+_HOST_CAPACITY = "pelotonpy.ext.capacity.HostCapacityService"
+_POOL_STATUS = "pelotonpy.ext.capacity.PoolStatusService"
 
 
 class PelotonClient(V0Calls, V1Calls, CronCalls):
@@ -101,6 +105,10 @@ class PelotonClient(V0Calls, V1Calls, CronCalls):
         self._hosts = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
         self._hostmgr_internal = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE,
                                                _HOSTMGR_INTERNAL)
+        self._host_capacity = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE,
+                                            _HOST_CAPACITY)
+        self._pool_status = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE,
+                                          _POOL_STATUS)
 
     # -- task reconciliation with the host backends -------------------------------------------
     def reconcile_tasks(self, run_ids: Sequence[str] | None = None) -> None:
@@ -110,6 +118,17 @@ class PelotonClient(V0Calls, V1Calls, CronCalls):
 
         req = hostmgr_pb2.ReconcileRequest(run_ids=list(run_ids or ()), all=run_ids is None)
         self._hostmgr_internal.call("Reconcile", req, hostmgr_pb2.ReconcileResponse)
+
+    # -- our capacity extension (pelotonpy.ext.capacity) ---------------------------------------
+    def list_host_capacity(self) -> capacity_pb2.ListHostCapacityResponse:
+        """Every host's total, allocated and task count, and the cluster's totals."""
+        return self._host_capacity.call("ListHostCapacity", capacity_pb2.ListHostCapacityRequest(),
+                                        capacity_pb2.ListHostCapacityResponse)
+
+    def list_pool_status(self) -> capacity_pb2.ListPoolStatusResponse:
+        """Every pool's entitlement, allocation, demand and queue, and the cluster's capacity."""
+        return self._pool_status.call("ListPoolStatus", capacity_pb2.ListPoolStatusRequest(),
+                                      capacity_pb2.ListPoolStatusResponse)
 
     # -- sandbox files (BrowseSandbox, then HTTP from the agent) ------------------------------
     def read_task_file(self, job_id: str, instance_id: int, filename: str = "stdout", *,

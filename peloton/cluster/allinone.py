@@ -11,7 +11,10 @@ separate ones would, so an agent started elsewhere with `peloton agent
 Start order: storage (schema checked), host manager (agents can
 register), resource manager, placement engine, job manager (recovery
 needs the other three), agents, Aurora bridge, web UI.  Stop is the reverse;
-tasks keep running in their supervisors and are adopted on the next start.
+then, unless `keep_tasks`, the local agents' tasks are stopped too
+(peloton/agent/reap.py), so Ctrl-C leaves no process behind.  Kept tasks
+run on in their supervisors and are adopted on the next start; one that
+no agent adopts within `orphan_secs` is stopped by its supervisor.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from peloton.agent.reap import live_runs, stop_runs
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
 from peloton.common.components import Component, FunctionComponent, Lifecycle
@@ -80,6 +84,10 @@ class UpConfig:
     ui_port: int = 5292
     #: Job environments the Aurora bridge accepts (a regular expression; empty: any).
     aurora_environments: str = ""
+    #: On exit, leave the local agents' tasks running for the next start to adopt (a task
+    #: nobody adopts within `orphan_secs` is stopped by its supervisor); by default they stop.
+    keep_tasks: bool = False
+    orphan_secs: float = 3600.0
 
 
 class AllInOne:
@@ -212,7 +220,8 @@ class AllInOne:
                               ports=(PortRange(begin, begin + span - 1),),
                               revocable_cpus=self.config.agent_revocable_cpus,
                               slack_from_usage=self.config.agent_slack_from_usage,
-                              enforce_fd_limit=self.config.agent_enforce_fd_limit)
+                              enforce_fd_limit=self.config.agent_enforce_fd_limit,
+                              orphan_secs=self.config.orphan_secs)
             agent = AgentApp(cfg)
             agent.start()
             self.agents.append(agent)
@@ -287,6 +296,13 @@ class AllInOne:
             self._lifecycle.stop()
             self._lifecycle = None
 
+    def agent_work_dirs(self) -> list[Path]:
+        """Work dirs of this cluster's local agents (present or past, under the data dir)."""
+        if self.config.backend != "local":
+            return []
+        root = (self.config.data_dir / "agents").resolve()
+        return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
     def addresses(self) -> list[str]:
         """What `peloton up` prints: every address it serves."""
         host = self.config.host
@@ -331,5 +347,14 @@ def run(config: UpConfig, announce: bool = True) -> None:
             pass
     finally:
         cluster.stop()
+        work_dirs = cluster.agent_work_dirs()
+        if config.keep_tasks:
+            kept = sum(len(live_runs(w)) for w in work_dirs)
+            note = (f"; {kept} task(s) left running for the next `peloton up` with this data "
+                    f"dir to adopt (stopped by their supervisors if none does within "
+                    f"{config.orphan_secs:g} s)") if kept else ""
+        else:
+            stopped = sum(len(stop_runs(w)) for w in work_dirs)
+            note = f"; {stopped} task(s) stopped" if stopped else ""
         if announce:
-            print("peloton up: stopped", flush=True)
+            print(f"peloton up: stopped{note}", flush=True)

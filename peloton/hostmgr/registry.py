@@ -186,5 +186,6 @@ class HostRegistry:
             out.append(HostSummary(
                 info=self.info(name), capacity=rec.capacity if rec is not None else ZERO,
                 allocated=allocated, agent_id=rec.agent_id if rec is not None else "",
-                connected=rec is not None and rec.connected))
+                connected=rec is not None and rec.connected,
+                tasks=len(rec.runs) if rec is not None else 0))
         return out

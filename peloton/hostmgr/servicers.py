@@ -21,12 +21,16 @@ from typing import Any, Protocol
 import grpc
 
 from peloton.api import peloton_texts as texts
+from peloton.api.convert.ext_capacity import host_capacities_to_pb
 from peloton.api.convert.v0_host import host_info_to_v0, host_state_from_v0
 from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2, host_svc_pb2_grpc
+from peloton.api.gen.pelotonpy.ext import capacity_pb2_grpc
 from peloton.api.grpc_errors import PelotonStatus
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.core.model.host import HostInfo
+from peloton.core.model.resources import Resources
+from peloton.core.ports import HostSummary
 from peloton.core.states import HostState
 
 
@@ -47,6 +51,14 @@ class HostAdmin(Protocol):
 
     def complete_maintenance(self, hostname: str) -> HostInfo:
         """Bring a DOWN host back UP."""
+        ...
+
+    def host_summaries(self) -> list[HostSummary]:
+        """Every known host with capacity, allocation and run count."""
+        ...
+
+    def cluster_capacity(self) -> tuple[Resources, float]:
+        """Capacity of connected UP hosts, and their slack cpu."""
         ...
 
 
@@ -106,7 +118,21 @@ def _yarpc_code(code: grpc.StatusCode) -> str:
     return str(code.name).lower().replace("_", "-")
 
 
+class HostCapacityServicer(capacity_pb2_grpc.HostCapacityServiceServicer):  # type: ignore[misc]
+    """pelotonpy.ext.capacity.HostCapacityService: what every host holds and has free."""
+
+    def __init__(self, admin: HostAdmin) -> None:
+        self._admin = admin
+
+    def ListHostCapacity(self, request: Any, context: Any) -> Any:
+        capacity, _ = self._admin.cluster_capacity()
+        return host_capacities_to_pb(self._admin.host_summaries(), capacity)
+
+
 def serve_host_service(server: ServiceHost, admin: HostAdmin) -> str:
-    """Register the v0 HostService on `server` (before it starts); returns the service name."""
+    """Register the v0 HostService (and our capacity extension) on `server` (before it
+    starts); returns the v0 service name."""
+    register(server, capacity_pb2_grpc.add_HostCapacityServiceServicer_to_server,
+             HostCapacityServicer(admin))
     return register(server, host_svc_pb2_grpc.add_HostServiceServicer_to_server,
                     HostServiceServicer(admin))

@@ -24,6 +24,7 @@ from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
 from peloton.jobmgr import recovery
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.feasibility import refuse_if_never_runs
 from peloton.jobmgr.workflows import event
 from peloton.storage import JobQuery, JobQueryResult
 
@@ -46,7 +47,7 @@ class JobOps:
         UPDATE workflow in batches, which may start paused, as Peloton's rolling create.
         """
         job_id = validate_uuid(job_id, "id") if job_id else new_id()
-        self.ctx.resmgr.validate_pool(spec.respool_id)
+        refuse_if_never_runs(self.ctx.resmgr, self.ctx.hostmgr, spec)
         try:
             self.ctx.store.get_job_runtime(job_id)
             raise AlreadyExists(f"job {job_id} already exists", field="id")
@@ -125,6 +126,7 @@ class JobOps:
                                           if i >= old.instance_count}},
                                       document=spec.document or old.document,
                                       document_kind=spec.document_kind or old.document_kind)
+            refuse_if_never_runs(self.ctx.resmgr, self.ctx.hostmgr, new)
             self.ctx.store.create_task_configs(job_id, version, new.default_task,
                                                dict(new.instance_tasks))
             self.ctx.store.add_job_config(job_id, new)

@@ -24,6 +24,7 @@ from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
 from peloton.jobmgr import recovery
 from peloton.jobmgr.cache import CachedJob
 from peloton.jobmgr.context import JobContext
+from peloton.jobmgr.feasibility import refuse_if_never_runs
 
 log = logging.getLogger(__name__)
 W = WorkflowState
@@ -77,6 +78,7 @@ class WorkflowOps:
                 self._check_replace(old, new_spec)
                 target = dataclasses.replace(new_spec, respool_id=new_spec.respool_id or
                                              old.respool_id, type=old.type)
+                refuse_if_never_runs(self.ctx.resmgr, self.ctx.hostmgr, target)
                 added, removed, updated, _ = diff(old, target)
             else:
                 target = old

@@ -30,12 +30,14 @@ from collections.abc import Callable
 from typing import Any
 
 from peloton.api import peloton_texts as texts
+from peloton.api.convert.ext_capacity import above, amounts_to_pb
 from peloton.api.convert.v0_respool import (
     respool_config_from_v0,
     respool_info_to_v0,
     respool_path_from_v0,
 )
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2, respool_pb2_grpc
+from peloton.api.gen.pelotonpy.ext import capacity_pb2, capacity_pb2_grpc
 from peloton.core.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -44,6 +46,7 @@ from peloton.core.errors import (
     PelotonError,
 )
 from peloton.core.model.ids import ROOT_POOL_ID, new_id
+from peloton.core.model.resources import Resources
 from peloton.resmgr.pools import PoolBook, PoolView
 
 
@@ -160,4 +163,32 @@ class ResourcePoolServicer(respool_pb2_grpc.ResourceManagerServicer):  # type: i
     def Query(self, request: respool_pb2.QueryRequest, context: Any) -> respool_pb2.QueryResponse:
         out = respool_pb2.QueryResponse()
         out.resourcePools.extend(info_to_v0(v) for v in self._book().all())
+        return out
+
+
+class PoolStatusServicer(capacity_pb2_grpc.PoolStatusServiceServicer):  # type: ignore[misc]
+    """pelotonpy.ext.capacity.PoolStatusService: entitlement, demand and queues of every pool."""
+
+    def __init__(self, pools: Callable[[], PoolBook],
+                 capacity: Callable[[], tuple[Resources, float]]) -> None:
+        self._book = pools
+        self._capacity = capacity
+
+    def ListPoolStatus(self, request: Any, context: Any) -> Any:
+        capacity, slack = self._capacity()
+        out = capacity_pb2.ListPoolStatusResponse(cluster_capacity=amounts_to_pb(capacity),
+                                                  slack_cpu=slack)
+        for view in self._book().all():
+            limit = capacity if view.pool_id == ROOT_POOL_ID else view.limit
+            out.pools.append(capacity_pb2.PoolStatus(
+                pool_id=view.pool_id, path=view.path,
+                reservation=amounts_to_pb(capacity if view.pool_id == ROOT_POOL_ID
+                                          else view.reservation),
+                limit=amounts_to_pb(limit), entitlement=amounts_to_pb(view.entitlement),
+                allocation=amounts_to_pb(view.allocation + view.slack_allocation),
+                demand=amounts_to_pb(view.demand), queued_gangs=view.queued_gangs,
+                queued_tasks=view.queued_tasks, reserved_for=view.reserved_for,
+                leaf=not view.children,
+                limit_above_capacity=[] if view.pool_id == ROOT_POOL_ID
+                else above(view.limit, capacity)))
         return out

@@ -25,6 +25,7 @@ import gevent
 from peloton.api import peloton_texts as texts
 from peloton.core.errors import InvalidArgument, NotFound, Unimplemented
 from peloton.core.model.ids import TaskId
+from peloton.core.model.resources import Resources
 from peloton.core.model.sched import (
     EnqueueFailure,
     PlacedTask,
@@ -77,7 +78,7 @@ class FakeResourceManager:
         return count
 
     # -- job manager side ---------------------------------------------------------------------
-    def validate_pool(self, pool_id: str) -> None:
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
         # Peloton's texts, as the real resource manager's port.
         if not pool_id:
             raise InvalidArgument(texts.POOL_ID_NULL, field="respoolID")

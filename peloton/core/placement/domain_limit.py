@@ -80,4 +80,15 @@ class DomainLimitFilter:
         assert cn.constraint is not None
         culprit = explain_mismatch(cn.constraint, LabelKind.DOMAIN, lambda lb: 0,
                                    lambda leaf: self.count(host, leaf))
+        if isinstance(culprit, LabelConstraint) and culprit.kind is LabelKind.DOMAIN:
+            return Rejection(RejectCode.TASK_CONSTRAINT, self._phrase(host, culprit))
         return Rejection(RejectCode.TASK_CONSTRAINT, str(culprit))
+
+    def _phrase(self, host: HostRecord, leaf: LabelConstraint) -> str:
+        """The host in words, as the report's other constraint phrases ("lacks label rack")."""
+        count = self.count(host, leaf)
+        if count == MISSING_ATTRIBUTE:
+            return f"lacks label {leaf.domain}"
+        # LESS_THAN n on the tasks already there: n tasks per domain at most, this one included.
+        return (f"already has {count} tasks labelled {leaf.label.key}={leaf.label.value} in its "
+                f"{leaf.domain} (the limit is {leaf.requirement} per {leaf.domain})")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from peloton.core import words
 from peloton.core.model.constraints import (
     Label,
     LabelKind,
@@ -172,7 +173,7 @@ class HostConstraintFilter:
         assert cn.constraint is not None
         counts = host.cls.label_counts
         culprit = explain_mismatch(cn.constraint, LabelKind.HOST, lambda lb: counts.get(lb, 0))
-        return Rejection(RejectCode.HOST_CONSTRAINT, str(culprit))
+        return Rejection(RejectCode.HOST_CONSTRAINT, words.unmet(culprit))
 
 
 def _with_hostname(host: HostRecord) -> Callable[[Label], int]:
@@ -273,4 +274,4 @@ class TaskConstraintFilter:
         assert cn.constraint is not None
         counts = host.task_labels
         culprit = explain_mismatch(cn.constraint, LabelKind.TASK, lambda lb: counts.get(lb, 0))
-        return Rejection(RejectCode.TASK_CONSTRAINT, str(culprit))
+        return Rejection(RejectCode.TASK_CONSTRAINT, words.unmet(culprit))

@@ -189,6 +189,19 @@ class PoolNode:
             node = node.parent
         return out
 
+    def effective_limit(self) -> Resources:
+        """The most this pool may ever use: the smallest limit on its path below the root.
+
+        (The root's limit is the cluster's capacity, which placement judges per host.)
+        """
+        out: list[int] | None = None
+        node: PoolNode | None = self
+        while node is not None and node.parent is not None:
+            out = list(node.limit) if out is None else [
+                min(a, b) for a, b in zip(out, node.limit, strict=True)]
+            node = node.parent
+        return frozen(out if out is not None else self.limit)
+
     # -- accounting (O(depth) per call) --------------------------------------
     def add_demand(self, need: Resources, revocable: bool, sign: int) -> None:
         """Add (sign=1) or remove (sign=-1) queued work here and in every ancestor."""

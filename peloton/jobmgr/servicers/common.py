@@ -46,7 +46,7 @@ def job_spec_at(ctx: JobContext, job_id: str, version: int) -> JobSpec:
     job = ctx.cache.get(job_id)
     if job is not None and version in job.specs:
         return job.specs[version]
-    return ctx.store.get_job_config(job_id, version)
+    return ctx.store.get_job_config(job_id, version or None)
 
 
 def opaque(request: Any) -> str | None:

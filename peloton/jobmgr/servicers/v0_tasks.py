@@ -26,6 +26,7 @@ from peloton.core.model.task import TaskRuntime
 from peloton.core.states import JobType, TaskState
 from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 
 #: Largest instance range end a client may send ("all instances").
@@ -97,6 +98,12 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
             return self.jobs.get(job_id)
         except (NotFound, InvalidArgument):
             return None
+    def _explained(self, job_id: str, rows: list[tuple[int, TaskRuntime]]
+                   ) -> list[tuple[int, TaskRuntime]]:
+        """`rows` with the reason every waiting task waits (waiting.py)."""
+        reasons = waiting_reasons(self.ctx.resmgr, self.ctx.hostmgr, job_id, rows,
+                                  lambda version: self._job_spec(job_id, version))
+        return with_reasons(rows, reasons)
 
     def Get(self, request: task_pb2.GetRequest, context: Any) -> task_pb2.GetResponse:
         out = task_pb2.GetResponse()
@@ -110,7 +117,8 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         if request.instanceId >= spec.instance_count or request.instanceId not in rts:
             raise NotFound(f"task:{job_id}-{request.instanceId} not found", field="instanceId")
         if request.instanceId in rts:
-            info = self._info(job_id, request.instanceId, rts[request.instanceId])
+            [(_, rt)] = self._explained(job_id, [(request.instanceId, rts[request.instanceId])])
+            info = self._info(job_id, request.instanceId, rt)
             out.result.CopyFrom(info)
             out.results.append(info)
         return out
@@ -121,9 +129,10 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         lo = getattr(request.range, "from")
         hi = request.range.to if request.HasField("range") and request.range.to else ALL
         if self._job(job_id) is not None:
-            for inst, rt in sorted(self.tasks.runtimes(job_id).items()):
-                if lo <= inst < hi:
-                    out.result.value[inst].CopyFrom(self._info(job_id, inst, rt))
+            rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
+                    if lo <= i < hi]
+            for inst, rt in self._explained(job_id, rows):
+                out.result.value[inst].CopyFrom(self._info(job_id, inst, rt))
         if not out.result.value:
             # Peloton answers "no task in range" (unknown job included) with this, as it is.
             _not_found(out.notFound, job_id, "err= <nil>")
@@ -149,7 +158,7 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         total = len(rows)
         page = rows[query.offset:query.offset + query.limit] if query.limit else \
             rows[query.offset:]
-        for inst, rt in page:
+        for inst, rt in self._explained(job_id, page):
             out.records.append(self._info(job_id, inst, rt))
         out.pagination.offset = query.offset
         out.pagination.limit = query.limit or 0

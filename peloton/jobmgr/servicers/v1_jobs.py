@@ -5,10 +5,9 @@ reads (v1_jobs_read) and, here, the pods of a job (ListPods, QueryPods).
 
 QueryPods filters by pod state, host and name (a pod name `<job>-<instance>`
 or the task's name), sorts and pages in memory (a job's runtimes are
-cached), and explains pending pods: a pod still queued in the resource
-manager gets the resource manager's placement explanation as its `reason`
-(Peloton's fillReasonForPendingTasksFromResMgr) and, when it has no other
-message, as its `message`.  `summary_only` leaves the spec out (only its
+cached), and explains waiting pods (waiting.py): the reason goes in
+`reason` (Peloton's fillReasonForPendingTasksFromResMgr) and, when the
+pod has no other message, in `message`; ListPods does the same.  `summary_only` leaves the spec out (only its
 `pod_name` is set) so a big job's statuses come back cheaply.
 """
 
@@ -23,7 +22,6 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc as svc_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.errors import InvalidArgument, NotFound
-from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobSpec
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import TaskState
@@ -33,14 +31,13 @@ from peloton.jobmgr.servicers.common import job_spec_at
 from peloton.jobmgr.servicers.v1_answers import unknown_job
 from peloton.jobmgr.servicers.v1_jobs_read import JobReads, job_id_of
 from peloton.jobmgr.servicers.v1_jobs_write import JobWrites
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
 
 #: Pods per ListPods response.
 LIST_PAGE = 500
 S = TaskState
-#: States in which a run waits in the resource manager (queued, placing, placed).
-QUEUED = frozenset({S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING})
 
 
 def _sort_key(prop: str) -> Any:
@@ -77,6 +74,9 @@ class JobPods:
             lo, hi = getattr(request.range, "from"), request.range.to or None
         rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
                 if i >= lo and (hi is None or i < hi)]
+        rows = with_reasons(rows, waiting_reasons(
+            self.ctx.resmgr, self.ctx.hostmgr, job_id, rows,
+            lambda version: job_spec_at(self.ctx, job_id, version)))
         for start in range(0, len(rows), LIST_PAGE):
             yield svc.ListPodsResponse(pods=[pod_summary_to_v1(job_id, i, rt)
                                              for i, rt in rows[start:start + LIST_PAGE]])
@@ -104,24 +104,23 @@ class JobPods:
             rows.sort(key=_sort_key(prop), reverse=desc)
         total = len(rows)
         end = query.offset + query.limit if query.limit else None
-        page = rows[query.offset:end]
-        reasons = self.ctx.resmgr.pending_reasons(
-            [TaskId(job_id, i) for i, rt in page if rt.state in QUEUED]) if page else {}
         specs: dict[int, JobSpec] = {}
+
+        def spec_at(version: int) -> JobSpec:
+            if version not in specs:
+                specs[version] = job_spec_at(self.ctx, job_id, version)
+            return specs[version]
+
+        page = with_reasons(rows[query.offset:end], waiting_reasons(
+            self.ctx.resmgr, self.ctx.hostmgr, job_id, rows[query.offset:end], spec_at))
         out = svc.QueryPodsResponse()
         for inst, rt in page:
             if request.summary_only:
                 info = pod_pb2.PodInfo(status=pod_summary_to_v1(job_id, inst, rt).status)
                 info.spec.pod_name.value = f"{job_id}-{inst}"
             else:
-                if rt.config_version not in specs:
-                    specs[rt.config_version] = job_spec_at(self.ctx, job_id, rt.config_version)
-                pod = pod_spec_for_instance(specs[rt.config_version], job_id, inst)
+                pod = pod_spec_for_instance(spec_at(rt.config_version), job_id, inst)
                 info = pod_info_to_v1(pod, job_id, inst, rt)
-            why = reasons.get(TaskId(job_id, inst))
-            if why:
-                info.status.reason = why
-                info.status.message = info.status.message or why
             out.pods.append(info)
         out.pagination.offset = query.offset
         out.pagination.limit = query.limit or 0

@@ -41,6 +41,7 @@ from peloton.jobmgr.context import JobContext
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at
 from peloton.jobmgr.servicers.v1_answers import known_job, wrapped
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 
 S = TaskState
@@ -136,6 +137,9 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
     def GetPod(self, request: pb.GetPodRequest, context: Any) -> pb.GetPodResponse:
         task = _pod(request)
         rt = self._runtime(task, "failed to get task runtime")
+        [(_, rt)] = with_reasons([(task.instance, rt)], waiting_reasons(
+            self.ctx.resmgr, self.ctx.hostmgr, task.job_id, [(task.instance, rt)],
+            lambda version: job_spec_at(self.ctx, task.job_id, version)))
         out = pb.GetPodResponse()
         spec = None if request.status_only else self._spec(task, rt.config_version)
         if spec is not None:

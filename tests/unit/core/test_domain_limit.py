@@ -32,8 +32,8 @@ def test_at_most_n_per_rack_within_one_batch_and_across_batches() -> None:
     per_rack = Counter(rack_of[p.hostname] for p in plan.placed)
     assert per_rack == {"a": 2, "b": 2, "c": 2} and len(plan.unplaced) == 1
     why = str(plan.unplaced[0].report)
-    assert why == ("0 of 4 hosts fit: 4 task constraint per rack: "
-                   "task:aurora_job_key=www/prod/web < 2"), why
+    assert why == ("0 of 4 hosts fit: 4 already have 2 tasks labelled "
+                   "aurora_job_key=www/prod/web in its rack (the limit is 2 per rack)"), why
     assert not placer.place([gang(task(n, "web", labels=(JOB,)))]).placed  # the next batch too
 
 

@@ -177,9 +177,51 @@ def test_pending_reasons_name_the_admitter(rm: ResourceManager,
     rm.loops.admit_once()
     reasons = rm.pending_reasons([t.task_id for t in pre + np])
     assert reasons[pre[0].task_id] == "admitted, waiting for placement"
-    assert reasons[pre[2].task_id] == ("pool /a is at its entitlement: cpu 1 needed, "
-                                       "2 of 2 entitled in use")
-    assert reasons[np[1].task_id] == ("pool /b: non-preemptible tasks run only within the "
-                                      "reservation: cpu 1 needed, 1 of 1 reserved in use")
+    assert reasons[pre[2].task_id] == (
+        "waiting for admission in pool /a (1st of 1 queued): the pool is at its entitlement: "
+        "needs 1 cpu, 2 of its 2 cpu entitled in use")
+    assert reasons[np[1].task_id] == (
+        "waiting for admission in pool /b (1st of 1 queued): non-preemptible tasks run only "
+        "within the pool's reservation: needs 1 cpu, 1 of its 1 cpu reserved in use")
     run_all(rm, hostmgr)
     assert pre[0].task_id not in rm.pending_reasons([pre[0].task_id])  # running: no reason
+
+
+def test_the_readme_scenario_backfills_and_explains_in_rounded_numbers(
+        rm: ResourceManager, hostmgr: FakeHostManager, clock: FakeClock) -> None:
+    """Issue 13: a 500-cpu job (pool limit 4, 16-cpu cluster) queued anyway, then a 3-cpu
+    job and small ones: the small ones run, the big ones say why in words."""
+    pool = make_pool(rm, "DefaultResPool", cpu=(1, 4))
+    big, mid = tasks(1, 500), tasks(1, 17)
+    small = tasks(5, 0.1)
+    rm.enqueue_gangs(pool, singles(big + mid + small))
+    rm.refresh_capacity()
+    rm.loops.admit_once()
+    assert [state_of(rm, t) for t in small] == [TaskState.READY] * 5
+    reasons = rm.pending_reasons([big[0].task_id, mid[0].task_id])
+    assert reasons[big[0].task_id] == (
+        "waiting for admission in pool /DefaultResPool (1st of 2 queued): needs 500 cpu, more "
+        "than the pool may use now (4 cpu; its limit is 4 cpu, the cluster has 16 cpu); it "
+        "waits until the pool may use more")
+    assert "e-" not in reasons[mid[0].task_id] and "0.5" not in reasons[mid[0].task_id]
+
+
+def test_an_aged_gang_reserves_room_and_the_others_say_so(
+        rm: ResourceManager, hostmgr: FakeHostManager, clock: FakeClock) -> None:
+    pool = make_pool(rm, "p", cpu=(4, 4))
+    first = tasks(1, 3)
+    rm.enqueue_gangs(pool, singles(first))
+    rm.refresh_capacity()
+    rm.loops.admit_once()
+    big = tasks(1, 2)
+    rm.enqueue_gangs(pool, singles(big))
+    rm.loops.admit_once()                       # refused now (1 cpu free)
+    clock.advance(rm.config.backfill_reserve_after + 1)
+    small = tasks(1, 1)
+    rm.enqueue_gangs(pool, singles(small))
+    rm.loops.admit_once()
+    assert state_of(rm, small[0]) is TaskState.PENDING   # 1 cpu free, kept for the big one
+    why = rm.pending_reasons([big[0].task_id, small[0].task_id])
+    assert "holds a reservation" in why[big[0].task_id]
+    assert "room is kept for an older gang" in why[small[0].task_id]
+    assert "needs 2 cpu" in why[small[0].task_id]
