@@ -16,8 +16,11 @@ PYTEST_ARGS ?=
 RUN_ARGS ?=
 SUPERVISOR := $(VENV)/bin/peloton-supervisor
 SUPERVISOR_SRC := peloton/agent/supervisor/supervisor.c
+# gorealis, a third-party Aurora client, as a test peer (tests/gorealis, pinned in its go.sum).
+REALIS_DRIVER := $(VENV)/bin/realis-driver
+REALIS_SRC := $(wildcard tests/gorealis/*.go) tests/gorealis/go.mod tests/gorealis/go.sum
 
-.PHONY: run test gen lint bench clean setup system-packages fuzz
+.PHONY: run test gen lint bench clean setup system-packages fuzz gorealis
 
 setup: $(INSTALLED) $(GEN_STAMP) $(SUPERVISOR)
 
@@ -40,6 +43,11 @@ $(SUPERVISOR): $(SUPERVISOR_SRC) | $(INSTALLED)
 	  $(CC) -Wall -Wextra -O2 -static -o $@ $< 2>/dev/null || $(CC) -Wall -Wextra -O2 -o $@ $<; \
 	else echo "WARNING: no C compiler; peloton agent will use its slow Python supervisor"; fi
 
+gorealis: $(REALIS_DRIVER)
+
+$(REALIS_DRIVER): $(REALIS_SRC) | $(INSTALLED)
+	@cd tests/gorealis && go build -o $(abspath $@) .
+
 gen: $(INSTALLED)
 	@$(PY) scripts/gen_code.py
 	@touch $(GEN_STAMP)
@@ -50,7 +58,7 @@ run: setup
 system-packages:
 	@scripts/ensure_system_packages.sh
 
-test: setup system-packages
+test: setup system-packages $(REALIS_DRIVER)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Property tests with fresh random draws, FUZZ_ROUNDS times (make test replays fixed draws).

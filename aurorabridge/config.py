@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DEFAULT_PORT = 5396
-#: Aurora's DEFAULT_ALLOWED_JOB_ENVIRONMENTS.
-DEFAULT_ENVIRONMENTS = r"^(prod|devel|test|staging\d*)$"
+#: Aurora's DEFAULT_ALLOWED_JOB_ENVIRONMENTS (its scheduler's `-allowed_job_environments`).
+AURORA_ENVIRONMENTS = r"^(prod|devel|test|staging\d*)$"
+#: The default rule: any environment that is a good identifier, as Peloton's bridge accepted.
+ANY_ENVIRONMENT = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,9 @@ class RespoolSettings:
 class ValidationSettings:
     """Aurora's scheduler-side limits (ConfigurationManager)."""
 
-    allowed_environments: str = DEFAULT_ENVIRONMENTS
+    #: Regular expression an environment must match (`re.match`); empty accepts any
+    #: (Peloton's bridge); AURORA_ENVIRONMENTS is Aurora's default.
+    allowed_environments: str = ANY_ENVIRONMENT
     max_tasks_per_job: int = 4000
     allow_gpus: bool = True
 
@@ -57,8 +61,9 @@ class ValidationSettings:
 class HandlerSettings:
     """Behaviour knobs of the handlers."""
 
-    #: Runs per instance returned by task queries (1 = current runs only, one QueryPods call).
-    pod_runs_depth: int = 1
+    #: Runs per instance returned by task queries, as Peloton's bridge's `pod_runs_depth`
+    #: (1 = current runs only).  Earlier runs cost a GetPod call per instance that has any.
+    pod_runs_depth: int = 6
     #: Task queries matching at most this many pods fetch full event history per pod.
     pod_events_max_pods: int = 20
     #: Concurrent Peloton calls per fan-out (GetJob per job, StopPod per instance, ...).
@@ -71,6 +76,9 @@ class HandlerSettings:
     in_place_updates: bool = False
     #: How often the pulse timer looks for updates whose pulses stopped.
     pulse_check_interval_s: float = 1.0
+    #: A startJobUpdate while an update runs: "reject" (Aurora: INVALID_REQUEST naming the
+    #: running update) or "replace" (Peloton's bridge: abort it and start the new one).
+    concurrent_updates: str = "reject"
     #: Set to run tasks with the Thermos executor (a Mesos cluster with Thermos installed),
     #: as Peloton's bridge did; empty runs the Thermos processes as the container command.
     thermos_executor_path: str = ""

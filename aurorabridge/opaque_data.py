@@ -7,8 +7,10 @@ read the other's updates:
     {"update_id": uuid, "update_actions": [...], "update_metadata": [{"key","value"}],
      "start_job_update_msg": str}
 
-plus one field of ours, `pulse_timeout_ms` (blockIfNoPulsesAfterMs), so the
-pulse timer can re-arm after a bridge restart.  Empty fields are omitted.
+plus fields of ours: `pulse_timeout_ms` (blockIfNoPulsesAfterMs), so the
+pulse timer can re-arm after a bridge restart, and `aurora_settings`, the
+update's effective JobUpdateSettings (update_settings.py), so details read
+back what was sent.  Empty fields are omitted.
 
 Actions, in order of occurrence: `start_pulsed` (the update began paused,
 waiting for a first pulse), `pulse` (a pulse resumed it), `pulse_timeout`
@@ -32,6 +34,7 @@ PULSE_TIMEOUT = "pulse_timeout"
 PAUSE = "pause"
 RESUME = "resume"
 ROLLBACK = "rollback"
+SETTINGS_KEY = "aurora_settings"
 _PULSE_STATE_ACTIONS = frozenset({START_PULSED, PULSE, PULSE_TIMEOUT, PAUSE, RESUME})
 
 
@@ -44,13 +47,16 @@ class OpaqueData:
     metadata: tuple[tuple[str, str], ...] = ()
     message: str = ""
     pulse_timeout_ms: int = 0
+    #: The effective JobUpdateSettings as update_settings.to_doc wrote them (None: unknown).
+    settings: dict[str, Any] | None = field(default=None, compare=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @staticmethod
-    def new(metadata: tuple[tuple[str, str], ...], message: str, pulse_timeout_ms: int) -> OpaqueData:
+    def new(metadata: tuple[tuple[str, str], ...], message: str, pulse_timeout_ms: int,
+            settings: dict[str, Any] | None = None) -> OpaqueData:
         """Data for a new update with a fresh id."""
         actions = (START_PULSED,) if pulse_timeout_ms > 0 else ()
-        return OpaqueData(str(uuid.uuid4()), actions, metadata, message, pulse_timeout_ms)
+        return OpaqueData(str(uuid.uuid4()), actions, metadata, message, pulse_timeout_ms, settings)
 
     def with_action(self, action: str) -> OpaqueData:
         """A copy with `action` appended."""
@@ -85,6 +91,8 @@ class OpaqueData:
             doc["start_job_update_msg"] = self.message
         if self.pulse_timeout_ms:
             doc["pulse_timeout_ms"] = self.pulse_timeout_ms
+        if self.settings is not None:
+            doc[SETTINGS_KEY] = self.settings
         return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
@@ -98,15 +106,18 @@ def parse(data: str) -> OpaqueData:
         return OpaqueData()
     if not isinstance(doc, dict):
         return OpaqueData()
-    known = {"update_id", "update_actions", "update_metadata", "start_job_update_msg", "pulse_timeout_ms"}
+    known = {"update_id", "update_actions", "update_metadata", "start_job_update_msg", "pulse_timeout_ms",
+             SETTINGS_KEY}
     metadata = tuple((str(m.get("key", "")), str(m.get("value", "")))
                      for m in doc.get("update_metadata") or [] if isinstance(m, dict))
     timeout = doc.get("pulse_timeout_ms", 0)
+    settings = doc.get(SETTINGS_KEY)
     return OpaqueData(
         update_id=str(doc.get("update_id", "")),
         actions=tuple(str(a) for a in doc.get("update_actions") or []),
         metadata=metadata,
         message=str(doc.get("start_job_update_msg", "")),
         pulse_timeout_ms=timeout if isinstance(timeout, int) else 0,
+        settings=settings if isinstance(settings, dict) else None,
         extra={k: v for k, v in doc.items() if k not in known},
     )

@@ -29,9 +29,23 @@ import click
               help="Host label for placement constraints (repeatable).")
 @click.option("--kill-tasks-on-exit", is_flag=True,
               help="Kill this agent's tasks when it stops (default: leave them to be adopted).")
+@click.option("--revocable-cpus", default=0.0, type=float,
+              help="Revocable (slack) CPUs offered on top of --cpus, for revocable tasks "
+                   "(like Mesos' fixed resource estimator).")
+@click.option("--slack-from-usage", is_flag=True,
+              help="Also offer as revocable the CPU that running non-revocable tasks were "
+                   "given but do not use (measured every few seconds).")
+@click.option("--enforce-fd-limit", is_flag=True,
+              help="Apply each task's fdLimit as RLIMIT_NOFILE (Peloton on Mesos never did; "
+                   "off by default).")
+@click.option("--orphan-secs", default=3600.0, show_default=True, type=float,
+              help="A task whose agent has been gone this long is stopped by its supervisor "
+                   "(0: never).")
 def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: str, host: str,
           port: int, work_dir: str, cpus: float, mem_mb: float, disk_mb: float, gpus: float,
-          port_ranges: str, labels: tuple[str, ...], kill_tasks_on_exit: bool) -> None:
+          port_ranges: str, labels: tuple[str, ...], kill_tasks_on_exit: bool,
+          revocable_cpus: float, slack_from_usage: bool, enforce_fd_limit: bool,
+          orphan_secs: float) -> None:
     """Run tasks on this machine for a Peloton host manager.
 
     Registers with the host manager, runs each task as a real process in its
@@ -44,6 +58,7 @@ def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: 
       peloton agent --name node-1 --hostmgr 127.0.0.1:5391 \\
           --cpus 4 --mem-mb 8192 --label zone=a --work-dir /var/lib/peloton
       peloton agent --zkservers 127.0.0.1:2181   # the host manager leader
+      peloton agent --cpus 4 --revocable-cpus 2   # 2 more cpus for revocable tasks
     """
     from peloton.common import geventsetup
 
@@ -55,7 +70,9 @@ def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: 
         config = build_config(work_dir=work_dir, name=name, hostmgr=hostmgr, zk_servers=zk_servers,
                               zk_root=zk_root, host=host, port=port,
                               cpus=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpus=gpus,
-                              ports=port_ranges, labels=labels)
+                              ports=port_ranges, labels=labels, revocable_cpus=revocable_cpus,
+                              slack_from_usage=slack_from_usage,
+                              enforce_fd_limit=enforce_fd_limit, orphan_secs=orphan_secs)
     except PelotonError as exc:
         raise click.BadParameter(str(exc)) from None
     try:

@@ -19,7 +19,6 @@ from typing import Any
 import click
 
 from cli import context, params, views
-from cli.output import fmt_time
 from peloton.core.errors import DataCorruption
 
 _DAYS = re.compile(r"^(\d+(?:\.\d*)?)d$")
@@ -69,9 +68,10 @@ def _rfc3339(seconds: float) -> str:
 def summary_row(s: Any) -> list[Any]:
     """A RecordSummary in `job query`'s columns (views.JOB_SUMMARY)."""
     stats = dict(s.task_stats)
-    return [s.job_id, s.name, s.owning_team or s.owner, s.state, fmt_time(_rfc3339(s.creation_time)),
-            fmt_time(_rfc3339(s.completion_time)) or "--", s.instance_count, stats.get("RUNNING", 0),
-            stats.get("SUCCEEDED", 0), stats.get("FAILED", 0), stats.get("KILLED", 0)]
+    return [views.short(s.job_id), s.name, s.owning_team or s.owner, s.state,
+            views.when(_rfc3339(s.creation_time)), views.when(_rfc3339(s.completion_time)),
+            s.instance_count, stats.get("RUNNING", 0), stats.get("SUCCEEDED", 0),
+            stats.get("FAILED", 0), stats.get("KILLED", 0)]
 
 
 @click.group("archive")

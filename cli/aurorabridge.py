@@ -32,9 +32,18 @@ from aurorabridge.config import DEFAULT_PORT
               help="Largest instance count accepted (Aurora's max_tasks_per_job).")
 @click.option("--pulse-check-interval", default=1.0, show_default=True, type=float,
               help="Seconds between checks for updates whose pulses stopped.")
+@click.option("--allowed-environments", default="", metavar="REGEX",
+              help="Job environments accepted (Python re.match); empty accepts any, as Peloton's "
+              "bridge. Aurora's default: '^(prod|devel|test|staging\\d*)$'.")
+@click.option("--concurrent-updates", type=click.Choice(["reject", "replace"]), default="reject",
+              show_default=True, help="startJobUpdate while an update runs: reject it (Aurora) or "
+              "abort the running one and start the new one (Peloton's bridge).")
+@click.option("--pod-runs-depth", default=6, show_default=True, type=click.IntRange(min=1),
+              help="Runs per instance in task queries (1: current runs only).")
 def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str,
                  zk_root: str, zk_path: str, advertise_host: str, cluster_name: str, respool_path: str,
-                 gpu_respool_path: str, max_tasks_per_job: int, pulse_check_interval: float) -> None:
+                 gpu_respool_path: str, max_tasks_per_job: int, pulse_check_interval: float,
+                 allowed_environments: str, concurrent_updates: str, pod_runs_depth: int) -> None:
     """Serve Aurora's scheduler API (Thrift over HTTP at /api) backed by Peloton.
 
     Aurora clients reach it through `scheduler_uri` in clusters.json, or
@@ -58,6 +67,8 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
         host=host, port=port, cluster_name=cluster_name, jobmgr=jobmgr, resmgr=resmgr, hostmgr=hostmgr,
         zk_servers=zkservers, zk_root=zk_root, zk_path=zk_path, advertise_host=advertise_host,
         respool=RespoolSettings(path=respool_path, gpu_path=gpu_respool_path),
-        validation=ValidationSettings(max_tasks_per_job=max_tasks_per_job),
-        handlers=replace(HandlerSettings(), pulse_check_interval_s=pulse_check_interval))
+        validation=ValidationSettings(max_tasks_per_job=max_tasks_per_job,
+                                      allowed_environments=allowed_environments),
+        handlers=replace(HandlerSettings(), pulse_check_interval_s=pulse_check_interval,
+                         concurrent_updates=concurrent_updates, pod_runs_depth=pod_runs_depth))
     run(config)

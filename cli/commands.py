@@ -11,6 +11,7 @@ import click
 
 from cli import job_control, stateless_workflow
 from cli.admin import admin
+from cli.cron import cron
 from cli.host import host
 from cli.job import job
 from cli.pod import pod
@@ -25,4 +26,4 @@ stateless_workflow.register(stateless)
 job.add_command(stateless)
 
 #: Groups added to the root `peloton` command.
-API_GROUPS: tuple[click.Group, ...] = (respool, job, task, pod, host, update, watch, admin)
+API_GROUPS: tuple[click.Group, ...] = (respool, job, task, pod, host, update, watch, admin, cron)

@@ -27,7 +27,7 @@ def _daemon(role: str) -> click.Command:
     \b
     Example:
       peloton {role} --config docs/config/{role}.yaml
-      ELECTION_ZK_SERVERS=127.0.0.1:2181 peloton {role} --config {role}.yaml
+      ELECTION_ZK_SERVERS=127.0.0.1:2181 peloton {role} --config docs/config/{role}.yaml
     """)
     @click.option("-c", "--config", "files", multiple=True, required=True,
                   type=click.Path(exists=True, dir_okay=False),

@@ -9,7 +9,12 @@ from __future__ import annotations
 import click
 
 from cli import context, params, views
+from cli.output import to_dict
+from peloton.api.client import PelotonClient
 from peloton.api.gen.peloton.api.v0.host import host_pb2
+from peloton.api.gen.pelotonpy.ext import capacity_pb2
+from peloton.core import words
+from peloton.core.errors import Unimplemented
 
 HOST_STATES = list(host_pb2.HostState.keys())
 
@@ -30,18 +35,49 @@ def host() -> None:
               help="Comma-separated host states: HOST_STATE_UP, _DRAINING, _DRAINED, _DOWN "
                    "(prefix optional).")
 def query(states: str) -> None:
-    """List hosts, optionally only those in the given states.
+    """List hosts with what each holds: allocated/total cpu, memory, disk, gpu, and tasks.
+
+    With -j, the v0 response's `host_infos` plus our `capacity` (per host and cluster totals).
 
     \b
     Example:
       peloton host query --states=HOST_STATE_DOWN,HOST_STATE_DRAINING
     """
     out = context.out()
-    response = context.client().query_hosts(params.enum_names(states, HOST_STATES, "HOST_STATE_"))
+    client = context.client()
+    response = client.query_hosts(params.enum_names(states, HOST_STATES, "HOST_STATE_"))
+    capacity = host_capacity(client)
     if out.json_mode:
-        out.json(response)
+        data = to_dict(response)
+        if capacity is not None:
+            data["capacity"] = to_dict(capacity)
+        out.json(data)
         return
-    out.table(views.HOST, [views.host_row(h) for h in response.host_infos], empty="No hosts found")
+    caps = {h.hostname: h for h in capacity.hosts} if capacity is not None else {}
+    out.table(views.HOST, [views.host_row(h, caps.get(h.hostname)) for h in response.host_infos],
+              empty="No hosts found")
+    if capacity is not None and response.host_infos:
+        out.wrapped(cluster_line(capacity))
+
+
+def host_capacity(client: PelotonClient) -> capacity_pb2.ListHostCapacityResponse | None:
+    """Our capacity extension's view, or None from a cluster that does not serve it."""
+    try:
+        return client.list_host_capacity()
+    except Unimplemented:
+        return None
+
+
+def cluster_line(capacity: capacity_pb2.ListHostCapacityResponse) -> str:
+    """'Cluster (2 UP hosts): 0.5 of 4 cpu, 160 MiB of 8 GiB memory allocated'."""
+    t, a = capacity.cluster_total, capacity.cluster_allocated
+    up = sum(1 for h in capacity.hosts if h.state == "UP" and h.connected)
+    parts = [f"{words.number(a.cpu)} of {words.number(t.cpu)} cpu",
+             f"{words.size_mb(a.mem_mb)} of {words.size_mb(t.mem_mb)} memory",
+             f"{words.size_mb(a.disk_mb)} of {words.size_mb(t.disk_mb)} disk"]
+    if t.gpu:
+        parts.append(f"{words.number(a.gpu)} of {words.number(t.gpu)} gpu")
+    return f"Cluster ({words.plural(up, 'UP host')}): {', '.join(parts)} allocated"
 
 
 @host.group("maintenance")

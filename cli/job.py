@@ -13,8 +13,9 @@ import time
 import click
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cli import context, params, specs, views
-from cli.wait import wait_job
+from cli import context, ids, params, specs, views
+from cli.wait import summarize, wait_job
+from peloton.api.explain import explain_job, ranges
 from peloton.api.gen.peloton.api.v0 import peloton_pb2
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.query import query_pb2
@@ -29,7 +30,7 @@ def job() -> None:
 
     \b
     Example:
-      peloton job create /DefaultResPool example/testjob.yaml --wait
+      peloton job create /DefaultResPool docs/examples/hello-job.yaml --wait
       peloton job query --states RUNNING
     """
 
@@ -44,24 +45,29 @@ def secrets(path: str, data: str) -> list[peloton_pb2.Secret]:
 
 
 @job.command("create")
+@params.lenient_option
 @click.argument("respool")
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.option("-i", "--jobID", "job_id", default="", help="Optional job ID (UUID).")
 @click.option("--secret-path", default="", help="Secret mount path.")
 @click.option("--secret-data", default="", help="Secret data string.")
+@params.queue_anyway_option
 @params.wait_options("the job ends (for services: until every task runs)")
 def create(respool: str, config: str, job_id: str, secret_path: str, secret_data: str,
-           wait: bool, wait_timeout: float) -> None:
+           queue_anyway: bool, wait: bool, wait_timeout: float) -> None:
     """Create a job in pool RESPOOL from a YAML CONFIG.
 
     \b
     Example:
-      peloton job create /DefaultResPool example/testjob.yaml
-      peloton job create /DefaultResPool job.yaml -i 358fad26-73fa-43c8-a350-1e9067571a76 --wait
+      peloton job create /DefaultResPool docs/examples/hello-job.yaml
+      peloton job create /DefaultResPool docs/examples/hello-job.yaml \\
+          -i 358fad26-73fa-43c8-a350-1e9067571a76 --wait
     """
     client, out = context.client(), context.out()
     cfg = specs.load_job_config(config)
     cfg.respoolID.value = client.lookup_respool_id(respool).id.value
+    if queue_anyway:
+        params.add_queue_anyway(cfg.labels, peloton_pb2.Label)
     response = client.create_job(cfg, job_id=job_id, secrets=secrets(secret_path, secret_data))
     created = response.jobId.value
     out.result(response, f"Job {created} created")
@@ -73,7 +79,7 @@ def create(respool: str, config: str, job_id: str, secret_path: str, secret_data
 
 
 @job.command("get")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 def get(job_id: str) -> None:
     """Print a job's config and runtime (YAML, or JSON with -j).
 
@@ -85,19 +91,95 @@ def get(job_id: str) -> None:
 
 
 @job.command("status")
-@click.argument("job_id", metavar="JOB")
-def status(job_id: str) -> None:
-    """Print only a job's runtime: state, task counts, versions.
+@ids.job_argument()
+@params.output_option
+def status(job_id: str, output_format: str | None) -> None:
+    """Summarize a job: state, tasks by state, times, and why waiting tasks wait.
+
+    `-o yaml|json` (or -j) prints the job's full v0 runtime instead.
 
     \b
     Example:
-      peloton job status 358fad26-73fa-43c8-a350-1e9067571a76
+      peloton job status 358fad26
+      peloton job status 358fad26-73fa-43c8-a350-1e9067571a76 -o yaml
     """
-    context.out().document(context.client().get_job(job_id).jobInfo.runtime)
+    client, out = context.client(), context.out()
+    info = client.get_job(job_id).jobInfo
+    runtime = info.runtime
+    if out.json_mode or output_format:
+        out.raw_as(runtime, "json" if out.json_mode else output_format or "yaml")
+        return
+    why = explain_job(client, job_id)
+    stats = {k: int(v) for k, v in runtime.taskStats.items() if v}
+    goal = views.enum_label(runtime, "goalState")
+    state = views.enum_label(runtime, "state")
+    out.fields([
+        ("Job", f"{job_id} ({info.config.name}, {views.enum_label(info.config, 'type')})"),
+        ("State", state + (f" (goal {goal})" if goal and goal != state else "")),
+        ("Pool", why.pool.get("path", "")),
+        ("Tasks", f"{info.config.instanceCount}: {summarize(stats) or 'none yet'}"),
+        ("Created", views.when(runtime.creationTime)),
+        ("Started", views.when(runtime.startTime)),
+        ("Completed", views.when(runtime.completionTime)),
+        ("Version", f"config {runtime.configurationVersion or runtime.configVersion}"),
+    ])
+    for group in why.waiting:
+        label = "instance" if len(group["instances"]) == 1 else "instances"
+        out.fields([(f"Waiting ({label} {ranges(group['instances'])})", group["reason"])])
+    if why.waiting:
+        out.line(f"(more: peloton job explain {job_id[:8]})")
+
+
+@job.command("explain")
+@ids.job_argument()
+def explain(job_id: str) -> None:
+    """Tell why a job's tasks wait: its pool's entitlement against demand and the queue,
+    the cluster's capacity and largest host, and every waiting task's reason (admission,
+    reservation, last placement report, or unplaceable).
+
+    \b
+    Example:
+      peloton job explain 358fad26
+    """
+    out = context.out()
+    story = explain_job(context.client(), job_id)
+    if out.json_mode:
+        out.json(story.as_dict())
+        return
+    for line in story.lines():
+        out.wrapped(line)
+
+
+@job.command("list")
+@click.option("-s", "--states", default="",
+              help="Comma-separated job states (e.g. RUNNING,PENDING); all by default.")
+@click.option("-n", "--limit", default=50, show_default=True, type=int,
+              help="Newest jobs to show.")
+def list_(states: str, limit: int) -> None:
+    """List jobs, newest first: id, name, type, state, tasks and pool.
+
+    \b
+    Example:
+      peloton job list
+      peloton job list --states RUNNING,PENDING -n 10
+    """
+    client, out = context.client(), context.out()
+    spec = job_pb2.QuerySpec(
+        jobStates=params.enum_names(states, JOB_STATES),
+        pagination=query_pb2.PaginationSpec(limit=limit, maxLimit=limit,
+                                             orderBy=order_by("creation_time", "DESC")))
+    response = client.query_jobs(spec, summary_only=True)
+    if out.json_mode:
+        out.json(response)
+        return
+    pools = {p.id.value: p.path.value
+             for p in client.query_respools().resourcePools}
+    out.table(views.JOB_LIST, [views.job_list_row(j, pools) for j in response.results],
+              empty="No jobs found.")
 
 
 @job.command("delete")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 def delete(job_id: str) -> None:
     """Delete a terminal job.
 
@@ -110,7 +192,7 @@ def delete(job_id: str) -> None:
 
 
 @job.command("refresh")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 def refresh(job_id: str) -> None:
     """Reload a job's runtime and re-run its goal-state action (debugging aid).
 
@@ -123,7 +205,7 @@ def refresh(job_id: str) -> None:
 
 
 @job.command("cache")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 def cache(job_id: str) -> None:
     """Print the job manager's cached view of a job.
 
@@ -146,18 +228,23 @@ def active_list() -> None:
 
 
 @job.command("update")
-@click.argument("job_id", metavar="JOB")
+@params.lenient_option
+@ids.job_argument()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.option("--secret-path", default="", help="Secret mount path.")
 @click.option("--secret-data", default="", help="Secret data string.")
-def update(job_id: str, config: str, secret_path: str, secret_data: str) -> None:
+@params.queue_anyway_option
+def update(job_id: str, config: str, secret_path: str, secret_data: str, queue_anyway: bool) -> None:
     """Replace a batch job's config, e.g. to add instances.
 
     \b
     Example:
-      peloton job update 358fad26-73fa-43c8-a350-1e9067571a76 bigger_job.yaml
+      peloton job update 358fad26 docs/examples/hello-job.yaml  # with a larger instancecount
     """
-    response = context.client().update_job(job_id, specs.load_job_config(config))
+    cfg = specs.load_job_config(config)
+    if queue_anyway:
+        params.add_queue_anyway(cfg.labels, peloton_pb2.Label)
+    response = context.client().update_job(job_id, cfg)
     context.out().result(response, f"Job {response.id.value or job_id} updated\nMessage: {response.message}")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from cli import context, params
+from cli import context, ids, params
 from cli.views import enum_name
 from cli.wait import TERMINAL_JOB_STATES, wait_job, wait_update
 from peloton.api.client import PelotonClient, Range
@@ -80,7 +80,7 @@ def _control_command(verb: str, rolling: bool) -> click.Command:
     else:
         decorated = click.option("--batch-size", default=0, type=int,
                                  help="Instances at a time (0 = all at once).")(decorated)
-    decorated = click.argument("job_id", metavar="JOB")(decorated)
+    decorated = ids.job_argument()(decorated)
     return click.command(name)(decorated)
 
 
@@ -95,7 +95,7 @@ def _matches(info: Any, owner: str, labels: list[tuple[str, str]]) -> bool:
 
 
 @click.command("stop")
-@click.argument("job_id", metavar="[JOB]", default="")
+@ids.job_argument("[JOB]", default="")
 @click.option("--progress", is_flag=True, help="Show progress until the tasks have stopped.")
 @click.option("--owner", default="", help="Stop the active jobs of this owning team.")
 @click.option("-l", "--labels", default="", help="Only jobs with one of these labels (key=value,...).")

@@ -12,6 +12,7 @@ from cli.commands import API_GROUPS
 from cli.context import PelotonGroup, global_options
 from cli.daemons import hostmgr, jobmgr, placement, resmgr
 from cli.migrate import migrate
+from cli.simulate import simulate
 from cli.ui import ui
 from cli.up import up
 
@@ -40,6 +41,7 @@ cli.add_command(placement)
 cli.add_command(archiver)
 cli.add_command(archive)
 cli.add_command(ui)
+cli.add_command(simulate)
 for _group in API_GROUPS:
     cli.add_command(_group)
 

@@ -12,7 +12,9 @@ stays parseable.
 from __future__ import annotations
 
 import json
+import re
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -22,12 +24,12 @@ import click
 import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from peloton.core.errors import PelotonError
+from cli.table import Col, render
+from cli.table import width as table_width
+from peloton.core.errors import PelotonError, Unavailable
 
 
 def to_dict(message: Message) -> dict[str, Any]:
@@ -61,6 +63,23 @@ def _parse_time(text: str) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+_DAEMONS = {"jobmgr": ("job manager", "-m/--jobmgr or $JOBMGR_URL"),
+            "resmgr": ("resource manager", "-v/--resmgr or $RESMGR_URL"),
+            "hostmgr": ("host manager", "-u/--hostmgr or $HOSTMGR_URL")}
+_UNREACHABLE = re.compile(r"^cannot reach peloton-(\w+) \(.*?\) at (\S+): (.*)$", re.S)
+
+
+def down_hint(exc: PelotonError) -> str:
+    """One line for "nothing answers at the address" (no cluster running), else ''."""
+    m = _UNREACHABLE.match(exc.message)
+    if not isinstance(exc, Unavailable) or m is None or not re.search(
+            r"failed to connect|Connection refused|No route|Name resolution|DNS", m[3], re.I):
+        return ""
+    name, flag = _DAEMONS.get(m[1], (m[1], "the global flags"))
+    return (f"no Peloton {name} answers at {m[2]}: is a cluster running? Start one with "
+            f"`make run` (or `peloton up`), or point the CLI at yours with {flag}.")
 
 
 class Output:
@@ -110,22 +129,43 @@ class Output:
         else:
             click.echo(text)
 
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]], *, empty: str = "") -> None:
-        """Rows under a header line; `empty` is printed instead when there are no rows."""
+    def table(self, headers: Sequence[Col | str], rows: Sequence[Sequence[Any]], *,
+              empty: str = "") -> None:
+        """Rows under a header line, fitted to the terminal (cli/table.py); `empty` is
+        printed instead when there are no rows."""
         if not rows:
             if empty:
                 click.echo(empty)
             return
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
-        for header in headers:
-            table.add_column(header, no_wrap=True, overflow="ignore")
-        for row in rows:
-            table.add_row(*("" if cell is None else str(cell) for cell in row))
-        console = self._console()
-        with console.capture() as captured:
-            console.print(table)
-        # rich pads the last column; trailing blanks only get in the way of `cut`/`awk`.
-        click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+        click.echo("\n".join(render(headers, rows)))
+
+    def fields(self, pairs: Sequence[tuple[str, Any]]) -> None:
+        """A curated view: `Label  value` lines, labels aligned, long values wrapped under
+        their value column; empty values are left out."""
+        shown = [(k, " ".join(str(v).split())) for k, v in pairs if v not in (None, "")]
+        if not shown:
+            return
+        pad = max(len(k) for k, _ in shown) + 2
+        room = max(20, table_width() - pad)
+        for key, value in shown:
+            pieces = textwrap.wrap(value, room, break_on_hyphens=False) or [""]
+            click.echo(f"{key.ljust(pad)}{pieces[0]}".rstrip())
+            for piece in pieces[1:]:
+                click.echo(f"{' ' * pad}{piece}")
+
+    def wrapped(self, text: str) -> None:
+        """A line of prose, wrapped at the terminal's width; continuation lines are indented
+        two more spaces than the first."""
+        indent = len(text) - len(text.lstrip(" "))
+        lines = textwrap.wrap(text.strip(), table_width(), initial_indent=" " * indent,
+                              subsequent_indent=" " * (indent + 2), break_on_hyphens=False)
+        for line in lines or [""]:
+            click.echo(line)
+
+    def raw_as(self, message: Message | dict[str, Any] | list[Any], fmt: str) -> None:
+        """`-o json|yaml`: the raw message (or data) instead of the curated view."""
+        plain = to_dict(message) if isinstance(message, Message) else message
+        self.dump(plain, fmt)
 
     def line(self, text: str) -> None:
         """A line of plain text on stdout."""
@@ -148,8 +188,8 @@ class Output:
             body = {"error": {"kind": exc.kind, "message": exc.message, "field": exc.field}}
             click.echo(json.dumps(body), err=True)
             return
-        text = exc.message
-        if exc.field and exc.field not in text:
+        text = down_hint(exc) or exc.message
+        if exc.field and exc.field not in text and exc.field != "config":
             text = f"{text} (field: {exc.field})"
         click.echo(f"Error: {text}", err=True)
 

@@ -106,6 +106,41 @@ def enum_names(text: str, names: list[str], prefix: str = "") -> list[str]:
     return chosen
 
 
+#: The job label that asks Peloton to queue a job no host could hold now (see the README).
+QUEUE_ANYWAY = "peloton/queue-anyway"
+
+
+def queue_anyway_option(f: Any) -> Any:
+    """`--queue-anyway`: label the job so it is queued even if no host could ever hold it."""
+    return click.option("--queue-anyway", is_flag=True,
+                        help=f"Queue the job even if no UP host (or the pool's limit) could "
+                             f"hold its tasks now, e.g. for hosts that join later (adds the "
+                             f"label {QUEUE_ANYWAY}=true).")(f)
+
+
+def add_queue_anyway(labels: Any, label_type: Any) -> None:
+    """Add the queue-anyway label to a repeated Label field (once)."""
+    if not any(lb.key == QUEUE_ANYWAY for lb in labels):
+        labels.append(label_type(key=QUEUE_ANYWAY, value="true"))
+
+
+def lenient_option(f: Any) -> Any:
+    """`--lenient`: an unknown field in the YAML file is a warning, not an error."""
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        ctx.meta["peloton.lenient"] = value
+
+    return click.option("--lenient", is_flag=True, expose_value=False, callback=remember,
+                        help="Only warn about unknown fields in the YAML file (the default is "
+                             "to refuse them, naming file:line and the closest field).")(f)
+
+
+def output_option(f: Any) -> Any:
+    """`-o/--output yaml|json`: print the raw message instead of the curated view."""
+    return click.option("-o", "--output", "output_format", type=click.Choice(["yaml", "json"]),
+                        default=None, help="Print the full raw message as YAML or JSON instead "
+                                           "of the summary.")(f)
+
+
 def wait_options(what: str) -> Callable[[Any], Any]:
     """`--wait` and `--wait-timeout` for a command that starts something long-running."""
     def decorate(f: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from cli import context, params, views
+from cli import context, ids, params, views
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
@@ -39,9 +39,9 @@ def print_pod_events(job_id: str, instance: int, run_id: str, limit: int) -> Non
 
 
 @pod.command("events")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("instance", type=int)
-@click.option("-r", "--run", "run_id", default="", help="Only events of this run ID.")
+@click.option("-r", "--run", "run_id", default="", type=ids.RUN_ID, help="Only events of this run ID.")
 @click.option("-l", "--limit", default=0, type=int, help="Only the last N runs (server default 10).")
 def events(job_id: str, instance: int, run_id: str, limit: int) -> None:
     """Show a pod's events in reverse chronological order.
@@ -54,8 +54,9 @@ def events(job_id: str, instance: int, run_id: str, limit: int) -> None:
 
 
 @pod.command("events-v1alpha")
-@click.argument("name")
-@click.option("-p", "--id", "pod_id", default="", help="Pod (run) ID; the latest run by default.")
+@click.argument("name", type=ids.POD_NAME)
+@click.option("-p", "--id", "pod_id", default="", type=ids.RUN_ID,
+              help="Pod (run) ID; the latest run by default.")
 def events_v1alpha(name: str, pod_id: str) -> None:
     """Show the events of one run of a pod (v1alpha API).
 
@@ -73,23 +74,34 @@ def events_v1alpha(name: str, pod_id: str) -> None:
 
 
 @pod.command("get")
-@click.argument("name")
+@click.argument("name", type=ids.POD_NAME)
 @click.option("--statusonly", is_flag=True, help="Only the status, not the spec.")
 @click.option("--limit", default=0, type=int, help="How many previous runs to include (0 = all).")
-def get(name: str, statusonly: bool, limit: int) -> None:
-    """Show a pod's current run and earlier runs (YAML, or JSON with -j).
+@params.output_option
+def get(name: str, statusonly: bool, limit: int, output_format: str | None) -> None:
+    """Show a pod's current run and earlier runs, newest first, with why it waits or how it
+    ended; `-o yaml|json` (or -j) prints the full PodInfo messages.
 
     \b
     Example:
       peloton pod get 358fad26-73fa-43c8-a350-1e9067571a76-0 --statusonly
+      peloton pod get 358fad26-0 -o yaml
     """
-    context.out().document(context.client().get_pod(name, status_only=statusonly, limit=limit))
+    out = context.out()
+    response = context.client().get_pod(name, status_only=statusonly, limit=limit)
+    if out.json_mode or output_format:
+        out.raw_as(response, "json" if out.json_mode else output_format or "yaml")
+        return
+    runs = [response.current, *response.previous]
+    rows = [row for info in runs for row in views.pod_rows(info.status, name)]
+    out.table(views.POD, rows, empty="No pod found")
 
 
 @pod.command("logs")
-@click.argument("name")
+@click.argument("name", type=ids.POD_NAME)
 @click.option("-f", "--filename", default="stdout", show_default=True, help="Sandbox file to print.")
-@click.option("-p", "--id", "pod_id", default="", help="Pod (run) ID; the latest run by default.")
+@click.option("-p", "--id", "pod_id", default="", type=ids.RUN_ID,
+              help="Pod (run) ID; the latest run by default.")
 def logs(name: str, filename: str, pod_id: str) -> None:
     """Print a file (stdout by default) from a pod's sandbox.
 
@@ -109,7 +121,7 @@ def _simple(verb: str, help_text: str) -> click.Command:
 
     command.__doc__ = (f"{help_text}\n\n\b\nExample:\n"
                        f"  peloton pod {verb} 358fad26-73fa-43c8-a350-1e9067571a76-0\n")
-    return click.command(verb)(click.argument("name")(command))
+    return click.command(verb)(click.argument("name", type=ids.POD_NAME)(command))
 
 
 pod.add_command(_simple("start", "Start a pod."))
@@ -119,7 +131,7 @@ pod.add_command(_simple("refresh", "Reload a pod and re-run its goal-state actio
 
 
 @pod.command("cache")
-@click.argument("name")
+@click.argument("name", type=ids.POD_NAME)
 def cache(name: str) -> None:
     """Show the job manager's cached status of a pod.
 
@@ -131,20 +143,20 @@ def cache(name: str) -> None:
 
 
 @pod.command("delete-events")
-@click.argument("name")
-@click.argument("pod_id", metavar="ID")
+@click.argument("name", type=ids.POD_NAME)
+@click.argument("pod_id", metavar="ID", type=ids.RUN_ID)
 def delete_events(name: str, pod_id: str) -> None:
     """Delete the stored events of one run of a pod.
 
     \b
     Example:
-      peloton pod delete-events <job-id>-0 <job-id>-0-3
+      peloton pod delete-events 358fad26-0 358fad26-0-3
     """
     context.out().document(context.client().delete_pod_events(name, pod_id))
 
 
 @pod.command("query")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.option("-s", "--states", default="", help="Pod states, e.g. POD_STATE_RUNNING (prefix optional).")
 @click.option("--names", default="", help="Comma-separated pod names.")
 @click.option("--hosts", default="", help="Comma-separated hosts.")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import click
 
-from cli import context, specs
+from cli import context, params, specs, summaries
 from cli.output import to_dict
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2
-from peloton.core.errors import InvalidArgument
+from peloton.core.errors import InvalidArgument, Unimplemented
 
 ROOT = "/"
 
@@ -44,12 +44,13 @@ def respool() -> None:
 
     \b
     Example:
-      peloton respool create /DefaultResPool example/default_respool.yaml
+      peloton respool create /DefaultResPool docs/examples/respool.yaml
       peloton respool dump
     """
 
 
 @respool.command("create")
+@params.lenient_option
 @click.argument("respool_path", metavar="RESPOOL")
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 def create(respool_path: str, config: str) -> None:
@@ -57,7 +58,7 @@ def create(respool_path: str, config: str) -> None:
 
     \b
     Example:
-      peloton respool create /DefaultResPool example/default_respool.yaml
+      peloton respool create /DefaultResPool docs/examples/respool.yaml
     """
     client, out = context.client(), context.out()
     parent, cfg = _checked_config(respool_path, config, "create")
@@ -67,6 +68,7 @@ def create(respool_path: str, config: str) -> None:
 
 
 @respool.command("update")
+@params.lenient_option
 @click.argument("respool_path", metavar="RESPOOL")
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.option("-f", "--force", is_flag=True, help="Force the update even if validation fails.")
@@ -75,7 +77,7 @@ def update(respool_path: str, config: str, force: bool) -> None:
 
     \b
     Example:
-      peloton respool update /DefaultResPool example/default_respool.yaml
+      peloton respool update /DefaultResPool docs/examples/respool.yaml
     """
     if force and not click.confirm("Are you sure you want to force a Resource Pool Update?"):
         return
@@ -103,21 +105,34 @@ def delete(respool_path: str) -> None:
 
 
 @respool.command("dump")
-@click.option("--format", "fmt", type=click.Choice(["yaml", "yml", "json"]), default="yaml",
-              show_default=True, help="Output format.")
-def dump(fmt: str) -> None:
-    """Print every resource pool with its config and usage.
+@click.option("-o", "--output", "--format", "fmt", type=click.Choice(["yaml", "yml", "json"]),
+              default=None, help="Print every pool's full config and usage as YAML or JSON "
+                                 "instead of the table.")
+def dump(fmt: str | None) -> None:
+    """Show every resource pool: reserved, limit, entitled now, allocated, queued demand and
+    tasks (cpu/memory), with the cluster's capacity; pools whose limit the cluster cannot
+    give are flagged.
 
     \b
     Example:
+      peloton respool dump
       peloton respool dump --format json
     """
     out = context.out()
-    response = context.client().query_respools()
-    if out.json_mode:
-        out.json(response)
+    client = context.client()
+    if out.json_mode or fmt:
+        response = client.query_respools()
+        if out.json_mode:
+            out.json(response)
+        else:
+            out.dump([to_dict(pool) for pool in response.resourcePools], fmt or "yaml")
         return
-    out.dump([to_dict(pool) for pool in response.resourcePools], fmt)
+    try:
+        status = client.list_pool_status()
+    except Unimplemented:  # a cluster without our extension: the raw pools
+        out.dump([to_dict(pool) for pool in client.query_respools().resourcePools], "yaml")
+        return
+    summaries.pools(out, status)
 
 
 @respool.command("lookup")

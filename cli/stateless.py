@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cli import context, params, specs, views
+from cli import context, ids, params, specs, summaries, views
 from cli.job import created_within
 from cli.output import to_dict
 from cli.stateless_workflow import current_version, finish_workflow
@@ -35,8 +35,8 @@ def stateless() -> None:
 
     \b
     Example:
-      peloton job stateless create /DefaultResPool service.yaml 2
-      peloton job stateless replace <job> new.yaml 2 /DefaultResPool <entity-version> --wait
+      peloton job stateless create /DefaultResPool docs/examples/web-service.yaml 2
+      peloton job stateless replace 91b1b8e5 docs/examples/web-service-v2.yaml 2 /DefaultResPool --wait
     """
 
 
@@ -56,6 +56,7 @@ def _pool(client: PelotonClient, path: str) -> v1.ResourcePoolID:
 
 
 @stateless.command("create")
+@params.lenient_option
 @click.argument("respool")
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.argument("batch_size", metavar="BATCH_SIZE", type=int)
@@ -65,19 +66,22 @@ def _pool(client: PelotonClient, path: str) -> v1.ResourcePoolID:
 @click.option("--start-paused", is_flag=True, help="Create the job with its create workflow paused.")
 @click.option("--opaque-data", default="", help="Opaque data stored with the workflow.")
 @retry_options("create")
+@params.queue_anyway_option
 @params.wait_options("every pod is up")
 def create(respool: str, spec: str, batch_size: int, job_id: str, secret_path: str, secret_data: str,
-           start_paused: bool, opaque_data: str, max_retries: int, max_failures: int, wait: bool,
-           wait_timeout: float) -> None:
+           start_paused: bool, opaque_data: str, max_retries: int, max_failures: int,
+           queue_anyway: bool, wait: bool, wait_timeout: float) -> None:
     """Create a stateless job in RESPOOL from SPEC, BATCH_SIZE pods at a time.
 
     \b
     Example:
-      peloton job stateless create /DefaultResPool service.yaml 2
+      peloton job stateless create /DefaultResPool docs/examples/web-service.yaml 2
     """
     client = context.client()
     job_spec = specs.load_job_spec(spec)
     job_spec.respool_id.CopyFrom(_pool(client, respool))
+    if queue_anyway:
+        params.add_queue_anyway(job_spec.labels, v1.Label)
     secrets = []
     if secret_path and secret_data:
         data = base64.b64encode(secret_data.encode())
@@ -94,22 +98,33 @@ def create(respool: str, spec: str, batch_size: int, job_id: str, secret_path: s
 
 
 @stateless.command("get")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.option("--jobversion", default="", help="Entity version of a past spec to show.")
 @click.option("--summaryonly", is_flag=True, help="Only the job summary.")
-def get(job_id: str, jobversion: str, summaryonly: bool) -> None:
-    """Show a stateless job's spec and status (YAML, or JSON with -j).
+@params.output_option
+def get(job_id: str, jobversion: str, summaryonly: bool, output_format: str | None) -> None:
+    """Summarize a stateless job: state, pods, workflow, containers.
+
+    `-o yaml|json` (or -j) prints the full spec and status instead.
 
     \b
     Example:
       peloton job stateless get 358fad26-73fa-43c8-a350-1e9067571a76 --summaryonly
+      peloton job stateless get 358fad26 -o yaml
     """
-    response = context.client().get_stateless_job(job_id, version=jobversion, summary_only=summaryonly)
-    context.out().document(response)
+    client, out = context.client(), context.out()
+    response = client.get_stateless_job(job_id, version=jobversion, summary_only=summaryonly)
+    if out.json_mode or output_format:
+        out.raw_as(response, "json" if out.json_mode else output_format or "yaml")
+        return
+    pool = response.job_info.spec.respool_id.value
+    path = client.get_respool(pool).poolinfo.path.value if pool else ""
+    summaries.stateless_job(out, response, path)
 
 
 @stateless.command("replace")
-@click.argument("job_id", metavar="JOB")
+@params.lenient_option
+@ids.job_argument()
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.argument("batch_size", metavar="BATCH_SIZE", type=int)
 @click.argument("respool")
@@ -123,10 +138,12 @@ def get(job_id: str, jobversion: str, summaryonly: bool) -> None:
 @click.option("--opaque-data", default="", help="Opaque data stored with the update.")
 @click.option("--in-place", is_flag=True, help="Prefer each pod's current host.")
 @click.option("--start-pods", is_flag=True, help="Start pods the update touches if they are not running.")
+@params.queue_anyway_option
 @params.wait_options("the update ends")
 def replace(job_id: str, spec: str, batch_size: int, respool: str, entity_version: str, override: bool,
             max_retries: int, max_failures: int, rollback_on_failure: bool, start_paused: bool,
-            opaque_data: str, in_place: bool, start_pods: bool, wait: bool, wait_timeout: float) -> None:
+            opaque_data: str, in_place: bool, start_pods: bool, queue_anyway: bool, wait: bool,
+            wait_timeout: float) -> None:
     """Update JOB by replacing its spec with SPEC, BATCH_SIZE pods at a time.
 
     ENTITY_VERSION defaults to the job's current one.
@@ -134,11 +151,13 @@ def replace(job_id: str, spec: str, batch_size: int, respool: str, entity_versio
     \b
     Example:
       peloton job stateless replace 91b1b8e5-2ba8-11e7-bc23-0242ac11000d \\
-          ~/testSpec.yaml 0 /DefaultResPool 1-1-1 --in-place
+          docs/examples/web-service-v2.yaml 0 /DefaultResPool 1-1-1 --in-place
     """
     client = context.client()
     job_spec = specs.load_job_spec(spec)
     job_spec.respool_id.CopyFrom(_pool(client, respool))
+    if queue_anyway:
+        params.add_queue_anyway(job_spec.labels, v1.Label)
     version = entity_version or current_version(client, job_id)
     update_spec = stateless_pb2.UpdateSpec(
         batch_size=batch_size, rollback_on_failure=rollback_on_failure, max_instance_retries=max_retries,
@@ -150,7 +169,7 @@ def replace(job_id: str, spec: str, batch_size: int, respool: str, entity_versio
 
 
 @stateless.command("rollback")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("batch_size", metavar="BATCH_SIZE", type=int)
 @click.argument("entity_version", metavar="ENTITY_VERSION")
 @retry_options("rollback")
@@ -181,7 +200,8 @@ def rollback(job_id: str, batch_size: int, entity_version: str, max_retries: int
 
 
 @stateless.command("replace-diff")
-@click.argument("job_id", metavar="JOB")
+@params.lenient_option
+@ids.job_argument()
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.argument("respool")
 @click.argument("entity_version", metavar="ENTITY_VERSION")
@@ -190,7 +210,7 @@ def replace_diff(job_id: str, spec: str, respool: str, entity_version: str) -> N
 
     \b
     Example:
-      peloton job stateless replace-diff 91b1b8e5-2ba8-11e7-bc23-0242ac11000d new.yaml /DefaultResPool 1-1-1
+      peloton job stateless replace-diff 91b1b8e5 docs/examples/web-service-v2.yaml /DefaultResPool 1-1-1
     """
     client = context.client()
     job_spec = specs.load_job_spec(spec)
@@ -215,7 +235,7 @@ def list_() -> None:
 
 
 @stateless.command("list-pods")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @params.range_option("Instances to show", multiple=False)
 def list_pods(job_id: str, rng: tuple[int, int] | None) -> None:
     """List the pods of a job.

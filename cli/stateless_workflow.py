@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from cli import context, params, views
+from cli import context, ids, params, summaries, views
 from cli.output import to_dict
 from cli.wait import wait_workflow
 from peloton.api.client import PelotonClient
@@ -39,7 +39,7 @@ def finish_workflow(client: PelotonClient, job_id: str, version: str, wait: bool
 
 
 @click.command("restart")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("entity_version", metavar="ENTITY_VERSION")
 @params.range_option("Instances to restart")
 @click.option("--opaque-data", default="", help="Opaque data stored with the workflow.")
@@ -50,9 +50,13 @@ def restart(job_id: str, entity_version: str, ranges: tuple[tuple[int, int], ...
             batch_size: int, in_place: bool, wait: bool, wait_timeout: float) -> None:
     """Restart the pods of JOB (all, or the given ranges) in batches.
 
+    ENTITY_VERSION is the job's version as `job stateless get` shows it (e.g. 1-1-1): the
+    restart is refused if the job changed since; "" means "whatever it is now".
+
     \b
     Example:
       peloton job stateless restart 358fad26-73fa-43c8-a350-1e9067571a76 1-1-1 --batch-size 2 -r 0:4
+      peloton job stateless restart 358fad26 "" --batch-size 2
     """
     client = context.client()
     spec = stateless_pb2.RestartSpec(
@@ -72,7 +76,9 @@ def _versioned(name: str, help_text: str, done: str, act: Callable[..., Any], *,
         text = f"{done}. New EntityVersion: {version}" if version else done
         context.out().result(response, text)
 
-    command.__doc__ = (f"{help_text}\n\n\b\nExample:\n"
+    command.__doc__ = (f"{help_text}\n\nENTITY_VERSION is the job's version as `job stateless get` "
+                       "shows it (e.g. 1-1-1), refused if the job changed since; \"\" means "
+                       "\"whatever it is now\".\n\n\b\nExample:\n"
                        f"  peloton job stateless {name} {_JOB} 1-1-1\n")
     decorated: Any = command
     if opaque:
@@ -82,7 +88,7 @@ def _versioned(name: str, help_text: str, done: str, act: Callable[..., Any], *,
         decorated = click.option("-f", "--force", is_flag=True,
                                  help="Stop the job first if it is running (cannot be undone).")(decorated)
     decorated = click.argument("entity_version", metavar="ENTITY_VERSION")(decorated)
-    decorated = click.argument("job_id", metavar="JOB")(decorated)
+    decorated = ids.job_argument()(decorated)
     return click.command(name)(decorated)
 
 
@@ -119,7 +125,7 @@ for _name, (_help, _done, _act) in _CONTROLS.items():
 
 
 @workflow.command("events")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("instance", type=int)
 def events(job_id: str, instance: int) -> None:
     """Events of the latest workflow for one instance, newest first.
@@ -138,19 +144,27 @@ def events(job_id: str, instance: int) -> None:
 
 
 @click.command("list-updates")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.option("--limit", default=10, show_default=True, type=int, help="Most recent workflows to show.")
-def list_updates(job_id: str, limit: int) -> None:
+@click.option("--events", is_flag=True, help="Each workflow in full, with its events.")
+@params.output_option
+def list_updates(job_id: str, limit: int, events: bool, output_format: str | None) -> None:
     """List a job's workflows (updates, restarts, ...), newest first.
+
+    `--events` shows each in full with its events; `-o yaml|json` the raw messages.
 
     \b
     Example:
       peloton job stateless list-updates 358fad26-73fa-43c8-a350-1e9067571a76 --limit 3
+      peloton job stateless workflows 358fad26 --events
     """
     out = context.out()
     response = context.client().list_job_workflows(job_id, updates_limit=limit)
-    if out.json_mode:
-        out.json(response)
+    if out.json_mode or output_format:
+        out.raw_as(response, "json" if out.json_mode else output_format or "yaml")
+        return
+    if not events:
+        summaries.workflows(out, response.workflow_infos)
         return
     if not response.workflow_infos:
         out.line("No update for job")
@@ -160,15 +174,15 @@ def list_updates(job_id: str, limit: int) -> None:
         info_only.CopyFrom(info)
         info_only.ClearField("events")
         out.dump(to_dict(info_only))
-        out.table(views.UPDATE_EVENTS, [[views.enum_name(e, "type"), e.timestamp, views.enum_name(e, "state")]
-                                        for e in info.events])
+        out.table(views.UPDATE_EVENTS, [[views.enum_label(e, "type"), views.when(e.timestamp),
+                                         views.enum_label(e, "state")] for e in info.events])
         out.line("")
 
 
 
 
 @click.command("refresh")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 def refresh(job_id: str) -> None:
     """Reload a job and re-run its goal-state actions (debugging aid).
 
@@ -180,7 +194,7 @@ def refresh(job_id: str) -> None:
 
 
 @click.command("cache")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 def cache(job_id: str) -> None:
     """Show the job manager's cached spec and status of a job.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from cli import context, params, views
+from cli import context, ids, params, views
 from cli.job import order_by
 from cli.pod import print_pod_events
 from peloton.api.client import Range
@@ -32,7 +32,7 @@ def task() -> None:
 
 
 @task.command("get")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("instance", type=int)
 def get(job_id: str, instance: int) -> None:
     """Show the status of one task.
@@ -50,7 +50,7 @@ def get(job_id: str, instance: int) -> None:
 
 
 @task.command("cache")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("instance", type=int)
 def cache(job_id: str, instance: int) -> None:
     """Show the job manager's cached runtime of one task.
@@ -63,7 +63,7 @@ def cache(job_id: str, instance: int) -> None:
 
 
 @task.command("events")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("instance", type=int)
 def events(job_id: str, instance: int) -> None:
     """Show a task's events (deprecated: use `peloton pod events`).
@@ -77,9 +77,9 @@ def events(job_id: str, instance: int) -> None:
 
 
 @task.command("logs")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.argument("instance", type=int)
-@click.argument("task_id", metavar="[TASK_ID]", default="")
+@click.argument("task_id", metavar="[TASK_ID]", default="", type=ids.RUN_ID)
 @click.option("-f", "--filename", default="stdout", show_default=True, help="Sandbox file to print.")
 def logs(job_id: str, instance: int, task_id: str, filename: str) -> None:
     """Print a file (stdout by default) from a task's sandbox; TASK_ID picks an earlier run.
@@ -94,7 +94,7 @@ def logs(job_id: str, instance: int, task_id: str, filename: str) -> None:
 
 
 @task.command("list")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @params.range_option("Instances to show", multiple=False)
 def list_(job_id: str, rng: Range | None) -> None:
     """List the tasks of a job, by instance.
@@ -113,7 +113,7 @@ def list_(job_id: str, rng: Range | None) -> None:
 
 
 @task.command("query")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @click.option("-s", "--states", default="", help="Comma-separated task states, e.g. RUNNING,FAILED.")
 @click.option("--names", default="", help="Comma-separated task names.")
 @click.option("--hosts", default="", help="Comma-separated hosts.")
@@ -144,7 +144,7 @@ def query(job_id: str, states: str, names: str, hosts: str, limit: int, offset: 
 
 
 @task.command("refresh")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @params.range_option("Instances to refresh", multiple=False)
 def refresh(job_id: str, rng: Range | None) -> None:
     """Reload task runtimes and re-run their goal-state actions (debugging aid).
@@ -158,7 +158,7 @@ def refresh(job_id: str, rng: Range | None) -> None:
 
 
 @task.command("start")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @params.range_option("Instances to start")
 def start(job_id: str, ranges: tuple[Range, ...]) -> None:
     """Start tasks of a job (all by default).
@@ -174,7 +174,7 @@ def start(job_id: str, ranges: tuple[Range, ...]) -> None:
 
 
 @task.command("stop")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @params.range_option("Instances to stop")
 def stop(job_id: str, ranges: tuple[Range, ...]) -> None:
     """Stop tasks of a job; with no range, all of them.
@@ -197,7 +197,7 @@ def stop(job_id: str, ranges: tuple[Range, ...]) -> None:
 
 
 @task.command("restart")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 @params.range_option("Instances to restart")
 def restart(job_id: str, ranges: tuple[Range, ...]) -> None:
     """Restart tasks of a job (all by default).

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import re
+import socket
 from pathlib import Path
 
 import click
@@ -28,6 +31,14 @@ import click
 @click.option("--agent-mem-mb", default=0.0, type=float, help="Memory each local agent offers.")
 @click.option("--agent-disk-mb", default=0.0, type=float, help="Disk each local agent offers.")
 @click.option("--agent-gpus", default=0.0, type=float, help="GPUs each local agent offers.")
+@click.option("--agent-revocable-cpus", default=0.0, type=float,
+              help="Revocable (slack) CPUs each local agent or simulated host offers, on top of "
+                   "its CPUs, for revocable tasks.")
+@click.option("--agent-slack-from-usage", is_flag=True,
+              help="Local agents also offer as revocable the CPU their non-revocable tasks were "
+                   "given but do not use.")
+@click.option("--agent-enforce-fd-limit", is_flag=True,
+              help="Local agents apply each task's fdLimit (Peloton on Mesos never did).")
 @click.option("--agent-ports", default="31000-32999", show_default=True,
               help="Dynamic port range the local agents share (split between them).")
 @click.option("--backend", default="local", show_default=True,
@@ -37,31 +48,105 @@ import click
               'mesos:zk://zk:2181/mesos).')
 @click.option("--archive", default="", metavar="URL",
               help="Also run the archiver into this archive (dir:///path, sqlite:///file.db, ...).")
+@click.option("--aurora-environments", default="", metavar="REGEX",
+              help="Job environments the Aurora bridge accepts (re.match); empty accepts any, as "
+              "Peloton's bridge; Aurora's default is '^(prod|devel|test|staging\\d*)$'.")
 @click.option("--ui-port", default=5292, show_default=True, type=int,
               help="Web UI HTTP port (0 picks a free port, -1 disables the UI).")
+@click.option("--keep-tasks", is_flag=True,
+              help="On exit, leave the tasks running for the next `peloton up` with the same "
+                   "--data-dir to adopt (default: stop them; unadopted kept tasks stop after "
+                   "--orphan-secs).")
+@click.option("--orphan-secs", default=3600.0, show_default=True, type=float,
+              help="A task left running whose agent has been gone this long is stopped by its "
+                   "supervisor (0: never).")
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
-       agent_disk_mb: float, agent_gpus: float, agent_ports: str, backend: str, archive: str,
-       ui_port: int) -> None:
-    """Start every daemon of a one-machine cluster and serve until Ctrl-C.
+       agent_disk_mb: float, agent_gpus: float, agent_revocable_cpus: float,
+       agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_ports: str, backend: str,
+       archive: str, aurora_environments: str, ui_port: int, keep_tasks: bool,
+       orphan_secs: float) -> None:
+    """Start every daemon of a one-machine cluster and serve until Ctrl-C, which stops its
+    tasks too (unless --keep-tasks).
 
     \b
     Example:
       peloton up                       # SQLite in ./.peloton, one local agent
       peloton up --agents 3            # three agents with distinct names and labels
+      peloton up --agent-revocable-cpus 2   # slack for revocable jobs
+      peloton up --agent-revocable-cpus 2   # slack for revocable jobs
       peloton up --store postgresql://peloton@127.0.0.1/peloton
     """
+    ports = {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
+             "--hostmgr-port": hostmgr_port, "--aurora-port": aurora_port, "--ui-port": ui_port}
+    check_ports(host, ports)
     from peloton.common.geventsetup import setup
 
     setup()
     from peloton.cluster.allinone import UpConfig, run
     from peloton.core.model.resources import Resources
 
-    run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
-                 hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
-                 data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive, ui_port=ui_port,
-                 agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus),
-                 agent_ports=_port_range(agent_ports)))
+    try:
+        run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
+                     hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
+                     data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive,
+                     ui_port=ui_port, keep_tasks=keep_tasks, orphan_secs=orphan_secs,
+                     aurora_environments=aurora_environments,
+                     agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb,
+                                               agent_gpus),
+                     agent_ports=_port_range(agent_ports),
+                     agent_revocable_cpus=_non_negative(agent_revocable_cpus,
+                                                        "--agent-revocable-cpus"),
+                     agent_slack_from_usage=agent_slack_from_usage,
+                     agent_enforce_fd_limit=agent_enforce_fd_limit))
+    except (RuntimeError, OSError) as exc:
+        clash = _bind_failure(exc)
+        if clash is None:
+            raise
+        flag = next((f for f, p in ports.items() if p == clash), "")
+        raise click.ClickException(_in_use(host, clash, flag)) from None
+
+
+def _non_negative(value: float, hint: str) -> float:
+    """A finite amount >= 0 (a click usage error otherwise)."""
+    if not (value >= 0 and value != float("inf")):
+        raise click.BadParameter(f"expected a number >= 0, got {value}", param_hint=hint)
+    return value
+
+
+def _in_use(host: str, port: int, flag: str) -> str:
+    hint = f"pick another with {flag} (0 picks a free port)" if flag else "pick other ports"
+    return (f"port {port} on {host} is in use (another `peloton up`?): stop what holds it, "
+            f"or {hint}")
+
+
+def check_ports(host: str, ports: dict[str, int]) -> None:
+    """A one-line error, before anything starts, for a fixed port something already holds."""
+    for flag, port in ports.items():
+        if port <= 0:
+            continue
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except PermissionError:
+                raise click.ClickException(f"port {port} on {host} needs privileges; pick "
+                                           f"another with {flag}") from None
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise click.ClickException(_in_use(host, port, flag)) from None
+                raise
+
+
+def _bind_failure(exc: BaseException) -> int | None:
+    """The port a failed bind named (gRPC's RuntimeError or an EADDRINUSE OSError), or None."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.errno != errno.EADDRINUSE:
+        return None
+    if not isinstance(exc, OSError) and "Failed to bind" not in text:
+        return None
+    found = re.findall(r"[:,' ](\d{2,5})\b", text)
+    return int(found[-1]) if found else None
 
 
 def _port_range(text: str) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 from google.protobuf.message import Message
 
-from cli import context, params, specs, views
+from cli import context, ids, params, specs, views
 from cli.wait import TERMINAL_UPDATE_STATES, wait_update
 from peloton.api.gen.peloton.api.v0.update import update_pb2
 from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument
@@ -24,13 +24,14 @@ def update() -> None:
 
     \b
     Example:
-      peloton update create 358fad26-73fa-43c8-a350-1e9067571a76 job.yaml 2 /DefaultResPool --wait
+      peloton update create 358fad26 docs/examples/web-service-v2.yaml 2 /DefaultResPool --wait
       peloton update list 358fad26-73fa-43c8-a350-1e9067571a76
     """
 
 
 @update.command("create")
-@click.argument("job_id", metavar="JOB")
+@params.lenient_option
+@ids.job_argument()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 @click.argument("batch_size", metavar="BATCH_SIZE", type=int)
 @click.argument("respool")
@@ -54,8 +55,9 @@ def create(job_id: str, config: str, batch_size: int, respool: str, config_versi
 
     \b
     Example:
-      peloton update create 358fad26-73fa-43c8-a350-1e9067571a76 job.yaml 2 /DefaultResPool
-      peloton update create <job> job.yaml 1 /DefaultResPool --rollbackOnFailure --wait
+      peloton update create 358fad26 docs/examples/web-service-v2.yaml 2 /DefaultResPool
+      peloton update create 358fad26 docs/examples/web-service-v2.yaml 1 /DefaultResPool \\
+          --rollbackOnFailure --wait
     """
     client, out = context.client(), context.out()
     cfg = specs.load_job_config(config)
@@ -113,7 +115,7 @@ def get(update_id: str) -> None:
 
 
 @update.command("list")
-@click.argument("job_id", metavar="JOB")
+@ids.job_argument()
 def list_(job_id: str) -> None:
     """List the updates of a job.
 

@@ -7,6 +7,7 @@ Routes (every JSON answer is an object; errors are `{"error": kind, "message": t
     GET  /health                                                       "OK"
     GET  /ui/api/overview | pools | hosts?state= | jobs?state=&name=&owner=&pool=&limit=
     GET  /ui/api/jobs/<id>          GET /ui/api/jobs/<id>/tasks/<n>?log_bytes=
+    GET  /ui/api/jobs/<id>/explain  GET /ui/api/  (an index of these routes, ui/api_index.py)
     POST /ui/api/jobs/<id>/(stop|start|restart)        body {"batch_size": n} optional
     POST /ui/api/jobs/<id>/tasks/<n>/(stop|start|restart)
     POST /ui/api/jobs/<id>/workflow/(pause|resume|abort)
@@ -35,6 +36,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from peloton.core.errors import InvalidArgument, PelotonError
+from ui import api_index
 from ui.actions import HOST_VERBS, JOB_VERBS, TASK_VERBS, WORKFLOW_VERBS, Actions
 from ui.reads import Reads
 
@@ -100,11 +102,13 @@ class UiApp:
         self.refresh_ms = refresh_ms
         r, a = reads, actions
         get: list[tuple[str, Handler]] = [
+            (r"", lambda m, q, b: api_index.index(self.route_patterns)),
             (r"/overview", lambda m, q, b: r.overview()),
             (r"/pools", lambda m, q, b: r.pools()),
             (r"/hosts", lambda m, q, b: r.hosts(q)),
             (r"/jobs", lambda m, q, b: r.jobs(q)),
             (rf"/jobs/{_JOB}", lambda m, q, b: r.job(m["job"])),
+            (rf"/jobs/{_JOB}/explain", lambda m, q, b: r.explain(m["job"])),
             (rf"/jobs/{_JOB}{_TASK}", lambda m, q, b: r.task(m["job"], _instance(m), q)),
         ]
         post: list[tuple[str, Handler]] = [
@@ -118,6 +122,9 @@ class UiApp:
              lambda m, q, b: a.host(m["host"], m["verb"])),
         ]
         self._routes = {"GET": _compile(get), "POST": _compile(post)}
+        #: (method, regex) of every API route, for the index.
+        self.route_patterns = [(m, p) for m, table in (("GET", get), ("POST", post))
+                               for p, _ in table]
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:
@@ -145,10 +152,9 @@ class UiApp:
             return Reply(200, "text/plain; charset=utf-8", b"OK")
         if path.startswith("/static/"):
             return _static(path.removeprefix("/static/"))
-        if _PAGES.match(path):
-            html = _asset("index.html").decode().replace("{{REFRESH_MS}}", str(self.refresh_ms))
-            return Reply(200, _TYPES[".html"], html.encode())
-        raise HttpError("not_found", f"no page at {path}")
+        # Unknown pages get the shell too, with a 404: its script draws a "not found" page.
+        html = _asset("index.html").decode().replace("{{REFRESH_MS}}", str(self.refresh_ms))
+        return Reply(200 if _PAGES.match(path) else 404, _TYPES[".html"], html.encode())
 
     def _api(self, method: str, path: str, environ: dict[str, Any]) -> Reply:
         routes = self._routes.get(method)

@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from peloton.api.client import PelotonClient
+from peloton.api.explain import explain_job
 from peloton.api.gen.peloton.api.v0.host import host_pb2
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.query import query_pb2
-from peloton.core.errors import InvalidArgument, NotFound, PelotonError
+from peloton.api.gen.pelotonpy.ext import capacity_pb2
+from peloton.core.errors import InvalidArgument, NotFound, PelotonError, Unimplemented
+from peloton.core.model.ids import validate_uuid
 from ui import render
 from ui.render import Json
 
@@ -45,6 +48,16 @@ def _names(raw: str, known: Sequence[str], field: str, prefix: str = "") -> list
             raise InvalidArgument(f"{field}: unknown state {word!r} (use {choices})", field=field)
         out.append(name)
     return out
+
+
+def _job_id(raw: str) -> str:
+    """A job id as the pages send it: a UUID (a bad one is refused here, before any RPC, so a
+    page with a mistyped id can say so at once and stop asking)."""
+    try:
+        return validate_uuid(raw.strip(), "job_id")
+    except InvalidArgument:
+        raise InvalidArgument(f"{raw!r} is not a job id (a UUID such as "
+                              "358fad26-73fa-43c8-a350-1e9067571a76)", field="job_id") from None
 
 
 def _int(raw: str, field: str, default: int, low: int, high: int) -> int:
@@ -78,7 +91,15 @@ class Reads:
             render.add_counts(tasks, job["task_states"])
         root = next((p for p in pools if p["path"] == "/"), None)
         top = [p for p in pools if p["depth"] == 1]
+        capacity = self._host_capacity()
+        cluster = None if capacity is None else {
+            "total": render.amounts(capacity.cluster_total),
+            "allocated": render.amounts(capacity.cluster_allocated),
+            "hosts_up": sum(1 for h in capacity.hosts if h.state == "UP" and h.connected)}
         return {
+            "cluster": cluster,
+            "over_capacity": [{"path": p["path"], "kinds": p["live"]["limit_above_capacity"]}
+                              for p in top if p.get("live") and p["live"]["limit_above_capacity"]],
             "hosts": {"total": len(hosts), "by_state": render.count_by(h["state"] for h in hosts)},
             "jobs": {"total": found.pagination.total or len(jobs), "counted": len(jobs),
                      "by_state": render.count_by(j["state"] for j in jobs)},
@@ -98,7 +119,16 @@ class Reads:
         states = _names(query.get("state", ""), list(host_pb2.HostState.keys()), "state", "HOST_STATE_")
         hosts = [render.host(h) for h in self.client.query_hosts(states).host_infos]
         hosts.sort(key=lambda h: h["hostname"])
-        return {"hosts": hosts, "by_state": render.count_by(h["state"] for h in hosts)}
+        capacity = self._host_capacity()
+        caps = {c.hostname: c for c in capacity.hosts} if capacity is not None else {}
+        for host in hosts:
+            cap = caps.get(host["hostname"])
+            host["capacity"] = render.host_capacity(cap) if cap is not None else None
+        cluster = None if capacity is None else {
+            "total": render.amounts(capacity.cluster_total),
+            "allocated": render.amounts(capacity.cluster_allocated)}
+        return {"hosts": hosts, "by_state": render.count_by(h["state"] for h in hosts),
+                "cluster": cluster}
 
     # -- jobs ----------------------------------------------------------------------------------
     def jobs(self, query: Mapping[str, str]) -> Json:
@@ -117,11 +147,15 @@ class Reads:
         return {"jobs": jobs, "total": found.pagination.total or len(jobs)}
 
     def job(self, job_id: str) -> Json:
-        """A job's config summary, status, tasks, current workflow and workflow history."""
+        """A job's config summary, status, tasks, current workflow, workflow history, and the
+        story of why its waiting tasks wait (`explain`)."""
+        job_id = _job_id(job_id)
         info = self.client.get_job(job_id).jobInfo
         runtime = render.job_runtime(info.runtime)
-        tasks = [render.task(t) for t in self.client.list_tasks(job_id).result.value.values()]
+        listed = self.client.list_tasks(job_id).result.value
+        tasks = [render.task(t) for t in listed.values()]
         tasks.sort(key=lambda t: int(t["instance"]))
+        story = explain_job(self.client, job_id, info=info, tasks=listed).as_dict()
         workflows = [render.workflow(w) for w in self.client.list_job_workflows(
             job_id, updates_limit=WORKFLOW_HISTORY).workflow_infos]
         current = None
@@ -130,14 +164,20 @@ class Reads:
             current = {**workflows[0], "update_id": runtime["update_id"]}
         config = render.job_config(info.config, self._pool_path(info.config.respoolID.value))
         return {"job": {"id": job_id, **config}, "runtime": runtime, "tasks": tasks,
-                "workflow": current, "workflows": workflows}
+                "workflow": current, "workflows": workflows, "explain": story}
+
+    def explain(self, job_id: str) -> Json:
+        """Why a job's tasks wait: pool entitlement and queue, cluster capacity, reasons."""
+        return explain_job(self.client, _job_id(job_id)).as_dict()
 
     def task(self, job_id: str, instance: int, query: Mapping[str, str]) -> Json:
         """One instance: its current run, its pod events and the tail of its logs."""
         log_bytes = _int(query.get("log_bytes", ""), "log_bytes", DEFAULT_LOG_BYTES, 1, MAX_LOG_BYTES)
+        job_id = _job_id(job_id)
+        job_name = self.client.get_job(job_id).jobInfo.config.name
         info = self.client.get_task(job_id, instance).result
         events = self.client.get_pod_events(job_id, instance, limit=POD_EVENTS).result
-        return {"job_id": job_id, "task": render.task(info),
+        return {"job_id": job_id, "job_name": job_name, "task": render.task(info),
                 "events": [render.pod_event(e) for e in events],
                 "logs": {name: self._log(job_id, instance, name, log_bytes) for name in LOG_FILES}}
 
@@ -145,7 +185,19 @@ class Reads:
     def _pools(self) -> list[Json]:
         pools = [render.pool(p) for p in self.client.query_respools().resourcePools]
         pools.sort(key=lambda p: [part for part in p["path"].split("/") if part])
+        try:
+            live = {s.pool_id: render.pool_status(s) for s in self.client.list_pool_status().pools}
+        except Unimplemented:  # a cluster without our capacity extension
+            live = {}
+        for pool in pools:
+            pool["live"] = live.get(pool["id"])
         return pools
+
+    def _host_capacity(self) -> capacity_pb2.ListHostCapacityResponse | None:
+        try:
+            return self.client.list_host_capacity()
+        except Unimplemented:
+            return None
 
     def _pool_path(self, pool_id: str) -> str:
         if not pool_id:

@@ -159,6 +159,28 @@ def host(info: host_pb2.HostInfo) -> Json:
     }
 
 
+def amounts(message: Any) -> Json:
+    """Our capacity extension's Amounts as `{kind: amount}` (memory and disk in MB)."""
+    return {"cpu": round(message.cpu, 6), "memory": round(message.mem_mb, 3),
+            "disk": round(message.disk_mb, 3), "gpu": round(message.gpu, 6)}
+
+
+def host_capacity(cap: Any) -> Json:
+    """What one host has in all, what its runs hold, and how many runs it has."""
+    total, used = amounts(cap.total), amounts(cap.allocated)
+    return {"total": total, "allocated": used,
+            "free": {k: round(max(0.0, total[k] - used[k]), 6) for k in KINDS},
+            "tasks": cap.tasks, "connected": cap.connected}
+
+
+def pool_status(status: Any) -> Json:
+    """A pool's live view from the resource manager: entitled now, queued demand and tasks."""
+    return {"entitlement": amounts(status.entitlement), "demand": amounts(status.demand),
+            "queued_gangs": status.queued_gangs, "queued_tasks": status.queued_tasks,
+            "limit_above_capacity": list(status.limit_above_capacity),
+            "reserved_for": status.reserved_for}
+
+
 def count_by(values: Iterable[str]) -> dict[str, int]:
     """How many times each value occurs, in first-seen order."""
     out: dict[str, int] = {}

@@ -2,8 +2,14 @@
 
 * `limit` on attribute `host` (at most N tasks of this job per host) ->
   "fewer than N pods labelled aurora_job_key=<key> on the host" (pod-label
-  LESS_THAN), as Peloton's bridge does.  Peloton cannot count per other
-  attributes (racks, zones), so `limit` on anything else is rejected.
+  LESS_THAN), as Peloton's bridge does.
+* `limit` on any other attribute (rack, zone: at most N tasks of this job per
+  value of the attribute) -> our per-domain limit leaf (a pod-label LESS_THAN
+  whose label key is `peloton.limit-per/<attribute>|aurora_job_key`, see
+  peloton/api/convert/constraints.py), which the placement engine's
+  DOMAIN-limit filter enforces over all hosts sharing the value; hosts
+  without the attribute are not used (Aurora vetoes them too).  Peloton's
+  bridge rejected these.
 * `value` (host attribute in a set) -> OR of host-label EQUAL constraints.
 * negated `value` (host attribute in none of the values) -> AND of host-label
   "fewer than 1" constraints.  Peloton's bridge rejected these; a LESS_THAN 1
@@ -17,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from aurorabridge.labels import label
+from peloton.api.convert.constraints import domain_label_key
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.errors import InvalidArgument
 
@@ -52,11 +59,11 @@ def _one(constraint: Any, job_key_label: Any) -> Any | None:
         raise InvalidArgument(f"constraint {name}: set exactly one of limit or value", field="constraints")
     if inner.limit is not None:
         limit = inner.limit.limit
-        if name != HOST_ATTRIBUTE:
-            raise InvalidArgument(f"constraint {name}: limit constraints are supported on "
-                                  f"'{HOST_ATTRIBUTE}' only", field="constraints")
         if limit is None or limit <= 0:
             raise InvalidArgument(f"constraint {name}: limit must be positive", field="constraints")
+        if name != HOST_ATTRIBUTE:
+            return _label_constraint(_POD, _LESS, domain_label_key(name, job_key_label.key),
+                                     job_key_label.value, limit)
         return _label_constraint(_POD, _LESS, job_key_label.key, job_key_label.value, limit)
     values = sorted(set(inner.value.values or ()))
     if not values or not all(isinstance(v, str) and v for v in values):

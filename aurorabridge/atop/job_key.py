@@ -57,8 +57,9 @@ def job_key(key: Any, what: str = "job key") -> JobKey:
 
 
 def check_environment(key: JobKey, pattern: str) -> None:
-    """Aurora's allowed-environment rule, applied where jobs are created or changed."""
-    if not re.match(pattern, key.environment):
+    """Aurora's allowed-environment rule, applied where jobs are created or changed; an empty
+    `pattern` accepts any environment (Peloton's bridge's rule)."""
+    if pattern and not re.match(pattern, key.environment):
         raise InvalidArgument(
             f"job environment {key.environment!r} does not match the allowed pattern {pattern}",
             field="environment")

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from aurorabridge.handlers import (
+    cron,
     jobs,
     maintenance,
     quota_tiers,
+    reconciliation,
     tasks,
     unsupported,
     update_queries,
@@ -26,7 +28,8 @@ from aurorabridge.responses import from_error
 from aurorabridge.thrift_api import ALL_METHODS
 from peloton.core.errors import PelotonError
 
-MODULES = (jobs, tasks, updates, update_queries, quota_tiers, maintenance, unsupported)
+MODULES = (jobs, cron, tasks, updates, update_queries, quota_tiers, maintenance, reconciliation,
+           unsupported)
 
 
 def _bind(ctx: BridgeContext, method: str, fn: HandlerFn) -> Callable[[Any], Any]:

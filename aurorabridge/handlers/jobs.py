@@ -23,6 +23,7 @@ from typing import Any
 from aurorabridge import validation
 from aurorabridge.atop.job_key import check_identifier, job_key
 from aurorabridge.fanout import fanout
+from aurorabridge.handlers import cron
 from aurorabridge.handlers.context import BridgeContext, HandlerFn, Job
 from aurorabridge.job_directory import is_gone
 from aurorabridge.ptoa import basics
@@ -52,26 +53,71 @@ def listed_jobs(ctx: BridgeContext, role: Any) -> list[tuple[Any, Any]]:
     return [(s, c) for s, c in zip(summaries, configs, strict=True) if c is not None]
 
 
+def _newest_by_name(listed: list[tuple[Any, Any]]) -> dict[str, tuple[Any, Any]]:
+    """One (summary, config) per job name: the newest job (cron runs share their name)."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for s, c in sorted(listed, key=lambda sc: sc[0].status.creation_time):
+        out[s.name] = (s, c)
+    return out
+
+
+def _cron_task(ctx: BridgeContext, job: Any) -> Any:
+    spec = job.stateless_spec
+    return ctx.reader.task_config(spec.default_spec, spec.name, spec.owner, spec.sla)
+
+
 def get_job_summary(ctx: BridgeContext, args: Any) -> Any:
-    summaries = [ptoa_jobs.job_summary(basics.job_key(s.name), c.owner, c.task_config, s.instance_count,
-                                       s.status.pod_stats) for s, c in listed_jobs(ctx, args.role)]
+    role = check_identifier(args.role, "role") if args.role else ""
+    live = _newest_by_name(listed_jobs(ctx, role))
+    crons = {j.name: j for j in cron.cron_jobs(ctx, role)}
+    summaries = []
+    for name in sorted(set(live) | set(crons)):
+        s, c = live.get(name, (None, None))
+        stats = s.status.pod_stats if s is not None else {}
+        j = crons.get(name)
+        if j is None:
+            summaries.append(ptoa_jobs.job_summary(basics.job_key(name), c.owner, c.task_config,
+                                                   s.instance_count, stats))
+            continue
+        summaries.append(ptoa_jobs.job_summary(
+            basics.job_key(name), j.stateless_spec.owner, _cron_task(ctx, j),
+            j.stateless_spec.instance_count, stats, j.schedule, cron.POLICY_FROM_PB[j.collision_policy],
+            j.next_run_ms or None))
     return ok(api.Result(jobSummaryResult=api.JobSummaryResult(summaries=summaries)))
 
 
 def get_jobs(ctx: BridgeContext, args: Any) -> Any:
-    configs = [ptoa_jobs.job_configuration(basics.job_key(s.name), c.owner, c.task_config,
-                                           ptoa_jobs.active_count(s.status.pod_stats))
-               for s, c in listed_jobs(ctx, args.ownerRole)]
+    role = check_identifier(args.ownerRole, "ownerRole") if args.ownerRole else ""
+    live = _newest_by_name(listed_jobs(ctx, role))
+    crons = {j.name: j for j in cron.cron_jobs(ctx, role)}
+    configs = []
+    for name in sorted(set(live) | set(crons)):
+        j = crons.get(name)
+        if j is not None:  # Aurora lists a cron job from its template, run or not
+            configs.append(ptoa_jobs.job_configuration(
+                basics.job_key(name), j.stateless_spec.owner, _cron_task(ctx, j),
+                j.stateless_spec.instance_count, j.schedule, cron.POLICY_FROM_PB[j.collision_policy]))
+            continue
+        s, c = live[name]
+        configs.append(ptoa_jobs.job_configuration(basics.job_key(name), c.owner, c.task_config,
+                                                   ptoa_jobs.active_count(s.status.pod_stats)))
     return ok(api.Result(getJobsResult=api.GetJobsResult(configs=configs)))
 
 
 def get_role_summary(ctx: BridgeContext, args: Any) -> Any:
-    counts: dict[str, int] = {}
+    names: dict[str, set[str]] = {}
     for s in ctx.directory.query():
         key = basics.job_key(s.name)
         if key is not None and not is_gone(s.status, s.instance_count):
-            counts[key.role] = counts.get(key.role, 0) + 1
-    summaries = [api.RoleSummary(role=r, jobCount=n, cronJobCount=0) for r, n in sorted(counts.items())]
+            names.setdefault(key.role, set()).add(s.name)
+    crons: dict[str, int] = {}
+    for j in cron.cron_jobs(ctx):
+        key = basics.job_key(j.name)
+        if key is not None:
+            names.setdefault(key.role, set()).add(j.name)
+            crons[key.role] = crons.get(key.role, 0) + 1
+    summaries = [api.RoleSummary(role=r, jobCount=len(n), cronJobCount=crons.get(r, 0))
+                 for r, n in sorted(names.items())]
     return ok(api.Result(roleSummaryResult=api.RoleSummaryResult(summaries=summaries)))
 
 
@@ -108,7 +154,7 @@ def get_config_summary(ctx: BridgeContext, args: Any) -> Any:
 
 
 def populate_job_config(ctx: BridgeContext, args: Any) -> Any:
-    checked = validation.check_job_configuration(args.description, ctx.limits)
+    checked = validation.check_job_configuration(args.description, ctx.limits, cron=None)
     task = canonical(checked.task)
     task.job = api.JobKey(role=checked.key.role, environment=checked.key.environment, name=checked.key.name)
     return ok(api.Result(populateJobResult=api.PopulateJobResult(taskConfig=task)))
@@ -117,7 +163,8 @@ def populate_job_config(ctx: BridgeContext, args: Any) -> Any:
 def create_job(ctx: BridgeContext, args: Any) -> Any:
     checked = validation.check_job_configuration(args.description, ctx.limits)
     existing = ctx.find(checked.key)
-    if existing is not None and not is_gone(existing.status, existing.spec.instance_count):
+    if (existing is not None and not is_gone(existing.status, existing.spec.instance_count)) \
+            or cron.cron_job(ctx, checked.key) is not None:
         return invalid_request(f"Job {checked.key} already exists")
     spec = ctx.job_spec(checked)
     if existing is None:
@@ -146,6 +193,8 @@ def add_instances(ctx: BridgeContext, args: Any) -> Any:
         raise InvalidArgument("instance key needs a non-negative instanceId", field="instanceId")
     if count is None or count <= 0:
         raise InvalidArgument(f"count must be positive, got {count}", field="count")
+    if cron.cron_job(ctx, key) is not None:
+        return invalid_request("Instances may not be added to cron jobs.")
     job = ctx.require(key)
     current = job.spec.instance_count
     if template >= current or is_gone(job.status, current):

@@ -3,7 +3,9 @@
 `fetch` asks Peloton (one QueryPods call, statuses only: Peloton filters by
 state, name and host); `runs` re-applies every filter, since an older jobmgr
 may ignore one, and, with `pod_runs_depth` > 1, adds earlier runs of each
-instance (GetPod per instance), as Peloton's bridge did.  A run's spec is
+instance, as Peloton's bridge did (GetPod per instance; only for instances
+whose current run is not their first, so a job whose pods never restarted
+costs no extra call).  A run's spec is
 looked up only when the run must be converted: a cached task
 (task_answers) needs none, and thousands of pods share a few specs, fetched
 once per config version and request.
@@ -98,13 +100,19 @@ def runs(ctx: BridgeContext, target: Target, query: Any, pods: Any) -> list[Run]
     if instance_ids:
         found = [r for r in found if r.instance in instance_ids]
     depth = ctx.handlers.pod_runs_depth
-    if depth > 1:
-        nested = fanout(lambda r: _with_previous(ctx, target, r, depth), found, ctx.handlers.workers)
+    if depth > 1 and any(has_previous(r.status) for r in found):
+        nested = fanout(lambda r: _with_previous(ctx, target, r, depth) if has_previous(r.status) else [r],
+                        found, ctx.handlers.workers)
         found = [r for rs in nested for r in rs]
     return [r for r in found
             if (not statuses or states.schedule_status(r.status.state) in statuses)
             and (not hosts or r.status.host in hosts)
             and (not task_ids or r.status.pod_id.value in task_ids)]
+
+
+def has_previous(status: Any) -> bool:
+    """Whether a pod's current run has earlier runs (its run number is above 1)."""
+    return basics.run_of(status.pod_id.value) > 1
 
 
 def job_runs(ctx: BridgeContext, target: Target, query: Any) -> list[Run]:

@@ -27,7 +27,7 @@ from aurorabridge import thrift_util
 from aurorabridge.atop.job_key import JobKey, check_identifier, job_key
 from aurorabridge.fanout import fanout
 from aurorabridge.handlers.context import BridgeContext, HandlerFn
-from aurorabridge.handlers.task_runs import Target, convert, events, fetch, job_runs, runs
+from aurorabridge.handlers.task_runs import Target, convert, events, fetch, has_previous, job_runs, runs
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
 from peloton.core.errors import InvalidArgument
@@ -80,7 +80,8 @@ def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched
     # Big listings carry no event history, so a run's task depends on its status alone.
     tasks = [ctx.answers.task(r.job, r.name, with_executor, r.status,
                               partial(convert, ctx, r, with_executor, None)) for r in listed]
-    return tasks, ctx.handlers.pod_runs_depth == 1
+    first_runs = all(not has_previous(pods.status) for _, resp in fetched for pods in resp.pods)
+    return tasks, ctx.handlers.pod_runs_depth == 1 or first_runs
 
 
 def _fingerprint(fetched: Fetched) -> tuple[tuple[Target, ...], bytes]:

@@ -14,10 +14,8 @@ from aurorabridge.handlers.context import BridgeContext, HandlerFn
 from aurorabridge.responses import invalid_request
 
 UNSUPPORTED = (
-    "scheduleCronJob", "descheduleCronJob", "startCronJob", "replaceCronTemplate",
     "forceTaskState", "performBackup", "listBackups", "stageRecovery", "queryRecovery",
-    "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "slaDrainHosts", "snapshot",
-    "triggerExplicitTaskReconciliation", "triggerImplicitTaskReconciliation", "pruneTasks",
+    "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "slaDrainHosts", "snapshot", "pruneTasks",
 )
 
 

@@ -5,7 +5,8 @@ workflows each; jobs chosen by the query's key, job key or role).  An
 update and its rollback share one id and are presented as one update.
 Filters (id, statuses, user) apply to the joined result; results are newest
 first, then offset/limit.  Details also carry the desired TaskConfig (the
-job's config at the workflow's target version, one GetJob per update).
+job's config at the workflow's target version) and the initial one (at the
+version it started from) in `initialState`, one GetJob per version.
 
 getJobUpdateDiff compares a proposed config with the job through
 GetReplaceJobDiff; for a job that does not exist everything is added.
@@ -42,9 +43,11 @@ def _jobs(ctx: BridgeContext, query: Any) -> list[tuple[JobKey, str]]:
     return out
 
 
-def _desired(ctx: BridgeContext, job_id: str, workflow: Any) -> Any:
-    version = workflow.status.version.value
-    info = ctx.directory.get(job_id, version) if version else None
+def _task_at(ctx: BridgeContext, job_id: str, version: str) -> Any:
+    """The job's TaskConfig at entity `version` (None when unknown or gone)."""
+    if not version or version.split("-", 1)[0] in ("", "0"):
+        return None
+    info = ctx.directory.get(job_id, version)
     if info is None:
         return None
     spec = info.job_info.spec
@@ -66,7 +69,9 @@ def _job_updates(ctx: BridgeContext, key: JobKey, job_id: str, details: bool) ->
         by_id.setdefault(d.update_id, []).append((w, d))
     joined = []
     for group in by_id.values():
-        converted = [update_details(key_struct, w, d, _desired(ctx, job_id, w) if details else None)
+        converted = [update_details(key_struct, w, d,
+                                    _task_at(ctx, job_id, w.status.version.value) if details else None,
+                                    _task_at(ctx, job_id, w.status.prev_version.value) if details else None)
                      for w, d in group[:2]]
         if len(group) > 1 and group[0][1].rollback and not group[1][1].rollback:
             joined.append(join_rollback(converted[1], converted[0]))

@@ -2,11 +2,21 @@
 
 An Aurora update is a Peloton update workflow (CreateJob for a new job,
 ReplaceJob otherwise) whose opaque data carries the Aurora update id
-(opaque_data.py).  Every call naming an update checks that id against the
-job's current workflow first: a stale or unknown id is INVALID_REQUEST and
-nothing is changed.  Unlike Peloton's bridge, and like Aurora, a second
-update while one is in progress is refused (with the running update's key),
-and an update that changes nothing is answered OK without starting one.
+(opaque_data.py) and the settings it runs with (update_settings.py).  Every
+call naming an update checks that id against the job's current workflow
+first: a stale or unknown id is INVALID_REQUEST and nothing is changed.
+
+A second startJobUpdate while an update is in progress follows
+`HandlerSettings.concurrent_updates`: "reject" (the default, Aurora's rule)
+answers INVALID_REQUEST with the running update's key in the result;
+"replace" (Peloton's bridge's rule) aborts the running update and starts the
+new one.  An update that changes nothing starts nothing and answers OK with
+Aurora's message; unlike Aurora (which returns no result there), the result
+names the update that put the current config in place when that update
+rolled forward, so clients that read `startJobUpdateResult` (gorealis, the
+Aurora CLI) get a key that reads as ROLLED_FORWARD; without such an update
+(a job made by createJob or by a native client), a workflow is started as
+Peloton's bridge did, so the key is real.
 
 Pulses: an update with blockIfNoPulsesAfterMs starts paused; a pulse
 resumes it and arms the bridge's timer; if pulses stop, the timer pauses it
@@ -19,8 +29,10 @@ import logging
 from typing import Any
 
 from aurorabridge import opaque_data, validation
+from aurorabridge import update_settings as stored_settings
 from aurorabridge.atop.job_key import job_key
 from aurorabridge.atop.job_spec import create_spec, update_spec
+from aurorabridge.handlers import cron
 from aurorabridge.handlers.context import BridgeContext, HandlerFn, Job
 from aurorabridge.handlers.pinning import pinned_spec
 from aurorabridge.job_directory import is_gone
@@ -35,6 +47,8 @@ log = logging.getLogger(__name__)
 
 NON_SERVICE_TASK = "Updates are not supported for non-service jobs."
 NOOP_UPDATE = "Job is unchanged by proposed update."
+#: HandlerSettings.concurrent_updates values.
+REJECT_RUNNING, REPLACE_RUNNING = "reject", "replace"
 _U = api.JobUpdateStatus
 _W = stateless_pb2
 ROLLING_STATES = frozenset({_W.WORKFLOW_STATE_INITIALIZED, _W.WORKFLOW_STATE_ROLLING_FORWARD,
@@ -55,21 +69,31 @@ def start_job_update(ctx: BridgeContext, args: Any) -> Any:
     checked = validation.check_task(request.taskConfig, request.instanceCount, ctx.limits)
     validation.check_update_settings(request.settings, checked.instance_count)
     key_struct = api.JobKey(role=checked.key.role, environment=checked.key.environment, name=checked.key.name)
+    if cron.cron_job(ctx, checked.key) is not None:
+        return invalid_request(validation.NO_CRON)
     job = ctx.find(checked.key)
     if job is not None and ctx.active_update(job) is not None:
-        running = api.StartJobUpdateResult(key=api.JobUpdateKey(job=key_struct, id=job.data.update_id),
-                                           updateSummary=update_summary(key_struct, job.workflow, job.data))
-        return invalid_request(f"An update is already in progress for {checked.key}: {job.data.update_id}",
-                               api.Result(startJobUpdateResult=running))
+        if ctx.handlers.concurrent_updates != REPLACE_RUNNING:
+            summary = update_summary(key_struct, job.workflow, job.data)
+            running = api.StartJobUpdateResult(key=summary.key, updateSummary=summary)
+            return invalid_request(f"An update is already in progress for {checked.key}: "
+                                   f"{job.data.update_id}", api.Result(startJobUpdateResult=running))
+        log.info("aborting update %s of %s for a new update", job.data.update_id, checked.key)
+        ctx.pulses.disarm(job.job_id)
+        ctx.port.abort_workflow(job.job_id, job.version, opaque_data=job.data.to_json())
+        job = ctx.require(checked.key)
     settings = request.settings
     metadata = tuple(sorted({(m.key, m.value) for m in request.metadata or ()}))
-    data = opaque_data.OpaqueData.new(metadata, args.message or "", settings.blockIfNoPulsesAfterMs or 0)
+    data = opaque_data.OpaqueData.new(metadata, args.message or "", settings.blockIfNoPulsesAfterMs or 0,
+                                      stored_settings.to_doc(settings))
     spec = ctx.job_spec(checked)
     if job is None:
         ctx.port.create_stateless_job(spec, create_spec=create_spec(settings), opaque_data=data.to_json())
     else:
         if not is_gone(job.status, job.spec.instance_count) and _is_noop(ctx, job, spec):
-            return ok(None, NOOP_UPDATE)
+            done = _rolled_forward_result(job, key_struct)
+            if done is not None:
+                return ok(api.Result(startJobUpdateResult=done), NOOP_UPDATE)
         scope = validation.check_ranges(settings.updateOnlyTheseInstances, "updateOnlyTheseInstances")
         if scope:
             spec = pinned_spec(ctx, job, spec, scope)
@@ -81,6 +105,18 @@ def start_job_update(ctx: BridgeContext, args: Any) -> Any:
                                        api.Metadata(key=k, value=v) for k, v in metadata))
     result = api.StartJobUpdateResult(key=summary.key, updateSummary=summary)
     return ok(api.Result(startJobUpdateResult=result))
+
+
+def _rolled_forward_result(job: Job, key_struct: Any) -> Any | None:
+    """The StartJobUpdateResult of the job's latest update if it rolled forward to the
+    config the job has now; else None."""
+    workflow = job.workflow
+    if (not job.data.update_id or workflow.status.type != stateless_pb2.WORKFLOW_TYPE_UPDATE
+            or _status(job) != _U.ROLLED_FORWARD
+            or _config_version(workflow.status.version.value) != _config_version(job.version)):
+        return None
+    summary = update_summary(key_struct, workflow, job.data)
+    return api.StartJobUpdateResult(key=summary.key, updateSummary=summary)
 
 
 def _is_noop(ctx: BridgeContext, job: Job, spec: Any) -> bool:

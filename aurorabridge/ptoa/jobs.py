@@ -31,15 +31,20 @@ def active_count(pod_stats: Mapping[str, int]) -> int:
     return sum(int(pod_stats.get(n, 0)) for n in states.ACTIVE_PODS)
 
 
-def job_configuration(key: Any, owner: str, task_config: Any, instance_count: int) -> Any:
-    """A JobConfiguration (never cron)."""
-    return api.JobConfiguration(key=key, owner=api.Identity(user=owner), cronSchedule=None,
-                                cronCollisionPolicy=api.CronCollisionPolicy.KILL_EXISTING,
+def job_configuration(key: Any, owner: str, task_config: Any, instance_count: int,
+                      cron_schedule: str | None = None,
+                      cron_policy: int = api.CronCollisionPolicy.KILL_EXISTING) -> Any:
+    """A JobConfiguration (a cron job's when `cron_schedule` is given)."""
+    return api.JobConfiguration(key=key, owner=api.Identity(user=owner), cronSchedule=cron_schedule,
+                                cronCollisionPolicy=cron_policy,
                                 taskConfig=task_config, instanceCount=instance_count)
 
 
 def job_summary(key: Any, owner: str, task_config: Any, instance_count: int,
-                pod_stats: Mapping[str, int]) -> Any:
+                pod_stats: Mapping[str, int], cron_schedule: str | None = None,
+                cron_policy: int = api.CronCollisionPolicy.KILL_EXISTING,
+                next_cron_run_ms: int | None = None) -> Any:
     """A JobSummary."""
-    return api.JobSummary(job=job_configuration(key, owner, task_config, instance_count),
-                          stats=job_stats(pod_stats))
+    return api.JobSummary(job=job_configuration(key, owner, task_config, instance_count, cron_schedule,
+                                                cron_policy),
+                          stats=job_stats(pod_stats), nextCronRunMs=next_cron_run_ms)

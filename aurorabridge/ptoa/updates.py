@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aurorabridge import update_settings as stored_settings
 from aurorabridge.opaque_data import OpaqueData
 from aurorabridge.ptoa import basics, states
 from aurorabridge.thrift_api import api
@@ -44,12 +45,16 @@ def update_summary(key: Any, workflow: Any, data: OpaqueData) -> Any:
 
 
 def update_settings(spec: Any, data: OpaqueData) -> Any:
-    """JobUpdateSettings read back from a Peloton UpdateSpec."""
-    return api.JobUpdateSettings(
+    """The update's JobUpdateSettings: as stored in its opaque data, else (an update started by
+    an older bridge or by Peloton's) read back from the Peloton UpdateSpec with Aurora's
+    default strategy; always with a strategy (update_settings.py)."""
+    if data.settings is not None:
+        return stored_settings.from_doc(data.settings)
+    return stored_settings.effective(api.JobUpdateSettings(
         updateGroupSize=spec.batch_size, maxPerInstanceFailures=max(0, spec.max_instance_retries - 1),
         maxFailedInstances=max(0, spec.max_tolerable_instance_failures - 1), minWaitInInstanceRunningMs=0,
         rollbackOnFailure=spec.rollback_on_failure, updateOnlyTheseInstances=[],
-        waitForBatchCompletion=False, blockIfNoPulsesAfterMs=data.pulse_timeout_ms or None)
+        waitForBatchCompletion=False, blockIfNoPulsesAfterMs=data.pulse_timeout_ms or None))
 
 
 def update_details(key: Any, workflow: Any, data: OpaqueData, desired: Any = None,

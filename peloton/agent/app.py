@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from peloton.agent.link import AgentIdentity, HostmgrLink, HostmgrTargets
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes
 from peloton.agent.service import SERVICE_NAME, AgentServicer
+from peloton.agent.slack import SlackEstimator
 from peloton.agent.watch import Watcher
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import GrpcServer
@@ -40,12 +42,17 @@ def _lock_work_dir(work: Path) -> int:
     steal each other's notifications and adopt each other's runs.  The kernel drops
     the lock when the process dies, so a restart after `kill -9` is never blocked."""
     fd = os.open(work / "agent.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise FailedPrecondition(f"another agent is using the work dir {work}") from None
-    return fd
+    # Supervisors probe the lock for a moment every few seconds (to stop orphaned tasks):
+    # a few tries tell such a probe from another agent.
+    for attempt in range(20):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if attempt < 19:
+                time.sleep(0.05)
+    os.close(fd)
+    raise FailedPrecondition(f"another agent is using the work dir {work}")
 
 
 class AgentApp:
@@ -71,7 +78,9 @@ class AgentApp:
         self.server = GrpcServer(f"{config.host}:{config.port}")
         self.reporter = StatusReporter(lambda batch: self.link.send(batch), resend_secs=config.resend_secs)
         self.executor = Executor(sandboxes=self.sandboxes, isolation=self.isolation,
-                                 spawner=self.spawner, reporter=self.reporter, fifo=self.fifo)
+                                 spawner=self.spawner, reporter=self.reporter, fifo=self.fifo,
+                                 enforce_fd_limit=config.enforce_fd_limit,
+                                 orphan_secs=config.orphan_secs)
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
         self.files = FileServer(self.sandboxes.root, config.host, config.files_port)
@@ -82,7 +91,10 @@ class AgentApp:
         self.zk: Any = None
         self.discovery: Any = None
         targets = HostmgrTargets(config.hostmgr, self._leader if config.zk_servers else None)
-        self.link = HostmgrLink(targets, identity, self.executor.snapshot, self.reporter)
+        self.slack = SlackEstimator(config.revocable_cpus, from_usage=config.slack_from_usage,
+                                    runs=self.executor.regular_running)
+        self.link = HostmgrLink(targets, identity, self.executor.snapshot, self.reporter,
+                                slack=self.slack.estimate)
         pb_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.executor, self.reporter),
                                                    self.server.server)
         self.server.register_names([SERVICE_NAME])

@@ -71,6 +71,17 @@ class AgentConfig:
     scan_secs: float = 2.0
     #: Acknowledged sandboxes are removed after this long.
     sandbox_ttl_secs: float = 7 * 86400.0
+    #: Apply each task's fdLimit as RLIMIT_NOFILE (Peloton on Mesos never did; off by default).
+    enforce_fd_limit: bool = False
+    #: Revocable (slack) cpus offered on top of `resources`, like Mesos' fixed resource
+    #: estimator (`--oversubscribed_resources=cpus:N`).
+    revocable_cpus: float = 0.0
+    #: Also offer as revocable the cpu that running non-revocable tasks were allocated but do
+    #: not use (what a usage-based Mesos resource estimator reports); see slack.py.
+    slack_from_usage: bool = False
+    #: A task whose agent has been gone this long is stopped by its supervisor: its
+    #: cluster is taken to be gone for good (0: tasks outlive their agent for ever).
+    orphan_secs: float = 3600.0
 
     def effective_resources(self) -> Resources:
         """Configured resources, each kind left at zero filled from the machine."""

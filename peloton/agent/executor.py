@@ -24,7 +24,7 @@ from pathlib import Path
 
 from peloton.agent import outcome
 from peloton.agent.health import HealthChecker
-from peloton.agent.isolation import MemoryIsolation
+from peloton.agent.isolation import MemoryIsolation, enforced_memory_mb
 from peloton.agent.launcher import Spawner, encode_request
 from peloton.agent.model import RunSpec, Update, stable_uuid
 from peloton.agent.reporter import StatusReporter
@@ -54,8 +54,14 @@ class Executor:
     """Launch, kill and track runs; publish their updates."""
 
     def __init__(self, *, sandboxes: Sandboxes, isolation: MemoryIsolation, spawner: Spawner,
-                 reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time) -> None:
+                 reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time,
+                 enforce_fd_limit: bool = False, orphan_secs: float = 0.0) -> None:
         self.sandboxes = sandboxes
+        #: A supervisor stops its task after this long with no agent (0: never; supervisor.c).
+        self.orphan_secs = orphan_secs
+        #: Apply a task's fdLimit as RLIMIT_NOFILE.  Off by default: Peloton on Mesos never
+        #: applied it, and job files carry values (e.g. 10) that break the dynamic loader.
+        self.enforce_fd_limit = enforce_fd_limit
         self.isolation = isolation
         self.spawner = spawner
         self.reporter = reporter
@@ -96,7 +102,7 @@ class Executor:
                     return duplicates
             for spec in started:
                 self._publish(self.runs[spec.run_id], spec.run_id, TaskState.STARTING,
-                              f"launched ({self.isolation.describe(spec.mem_mb)})")
+                              f"launched ({self.isolation.describe(enforced_memory_mb(spec.mem_mb))})")
         return duplicates
 
     def _valid(self, spec: RunSpec) -> bool:
@@ -116,9 +122,12 @@ class Executor:
         program, argv = spec.argv()
         args = ["-d", sandbox, "-r", spec.run_id, "-f", str(self.fifo),
                 "-g", str(int(spec.kill_grace_secs * 1000)), "-j", spec.to_json(),
-                *self.isolation.supervisor_args(spec.run_id, int(spec.mem_mb * 1024 * 1024))]
-        if spec.fd_limit > 0:
+                *self.isolation.supervisor_args(
+                    spec.run_id, int(enforced_memory_mb(spec.mem_mb) * 1024 * 1024))]
+        if spec.fd_limit > 0 and self.enforce_fd_limit:
             args += ["-n", str(spec.fd_limit)]
+        if self.orphan_secs > 0:
+            args += ["-o", str(max(1, int(self.orphan_secs)))]
         if spec.command.user:
             try:
                 entry = pwd.getpwnam(spec.command.user)
@@ -271,6 +280,13 @@ class Executor:
         """Every run tracked, by id (a copy; the runs themselves keep changing)."""
         with self._lock:
             return list(self.runs.items())
+
+    def regular_running(self) -> list[tuple[str, float, int]]:
+        """(run id, cpu given, task pid) of every running non-revocable run (for slack.py)."""
+        with self._lock:
+            return [(run_id, run.spec.cpu, run.pid) for run_id, run in self.runs.items()
+                    if run.state is TaskState.RUNNING and run.spec is not None
+                    and not run.spec.revocable and run.pid > 0]
 
     def snapshot(self) -> list[Update]:
         """The latest update of every run (sent with each registration)."""

@@ -12,6 +12,12 @@ Each task gets its own cgroup `<parent>/<run-id>`, made and removed by its
 supervisor; the parent is made here, under the agent's own cgroup so the
 tasks stay inside whatever limits the agent itself runs under.
 
+A task asking for less than 32 MB gets a 32 MB limit, as Mesos' memory
+isolators do (their MIN_MEMORY): job files written for Peloton on Mesos ask
+for 0.1 MB and ran there, so taking them literally would kill every task
+(`enforced_memory_mb`).  The task's resources are not changed: placement and
+accounting still use what it asked for.
+
 PELOTON_MEMORY_ISOLATION (read here only, by `requested_mode`) overrides the
 choice: `auto` (the default) as above; `cgroup` requires cgroup v2 or v1 and
 refuses to start the agent without one; `rlimit` uses RLIMIT_AS even where a
@@ -32,9 +38,18 @@ from peloton.core.errors import FailedPrecondition, InvalidArgument
 log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: The smallest memory limit enforced (Mesos' MIN_MEMORY, 32 MB).
+MIN_MEMORY_MB = 32.0
 #: The environment variable choosing the mechanism, and the values it takes.
 MODE_ENV = "PELOTON_MEMORY_ISOLATION"
 MODES = ("auto", "cgroup", "rlimit")
+
+
+def enforced_memory_mb(mem_mb: float) -> float:
+    """The memory limit applied for a task asking for `mem_mb` (0: none), at least 32 MB."""
+    if mem_mb <= 0:
+        return 0.0
+    return max(mem_mb, MIN_MEMORY_MB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +77,7 @@ class MemoryIsolation:
                 pass  # tasks still running under it; an agent restart reuses it
 
     def describe(self, mem_mb: float) -> str:
-        """For task messages: which limit applies and how it is enforced."""
+        """For task messages: which limit applies (`mem_mb` already enforced) and how."""
         if mem_mb <= 0:
             return "no memory limit"
         how = "RLIMIT_AS (address space)" if self.parent is None else self.kind

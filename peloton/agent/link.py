@@ -47,10 +47,10 @@ class AgentIdentity:
     version: str = "0.1.0"
     file_address: str = ""
 
-    def to_pb(self) -> pb.AgentInfo:
-        """As sent in RegisterRequest."""
+    def to_pb(self, revocable_cpu: float = 0.0) -> pb.AgentInfo:
+        """As sent in RegisterRequest, with the slack cpu offered now."""
         c = self.capacity
-        return pb.AgentInfo(
+        return pb.AgentInfo(revocable_cpu=revocable_cpu,
             hostname=self.hostname, agent_id=self.agent_id,
             capacity=pb.Resources(cpu=c.cpu, mem_mb=c.mem_mb, disk_mb=c.disk_mb, gpu=c.gpu),
             ports=[pb.PortRange(begin=r.begin, end=r.end) for r in self.ports],
@@ -95,8 +95,11 @@ class HostmgrLink:
     def __init__(self, target: str | HostmgrTargets, identity: AgentIdentity,
                  snapshot: Callable[[], list[Update]],
                  reporter: StatusReporter, *, call_timeout: float = 10.0,
-                 max_backoff_secs: float = 5.0) -> None:
+                 max_backoff_secs: float = 5.0,
+                 slack: Callable[[], float] = lambda: 0.0) -> None:
         self.targets = target if isinstance(target, HostmgrTargets) else HostmgrTargets(target)
+        #: The slack cpu offered now, sent when registering and with every heartbeat.
+        self._slack = slack
         self.target = ""
         self.identity = identity
         self._snapshot = snapshot
@@ -171,7 +174,7 @@ class HostmgrLink:
             log.debug("no host manager leader known yet")
             return False
         self._connect(address)
-        request = pb.RegisterRequest(agent=self.identity.to_pb(),
+        request = pb.RegisterRequest(agent=self.identity.to_pb(self._slack()),
                                      runs=[update_to_pb(u) for u in self._snapshot()])
         try:
             reply = self._stub.Register(request, timeout=self.call_timeout)
@@ -189,7 +192,8 @@ class HostmgrLink:
         return True
 
     def _heartbeat(self) -> None:
-        request = pb.HeartbeatRequest(hostname=self.identity.hostname, agent_id=self.identity.agent_id)
+        request = pb.HeartbeatRequest(hostname=self.identity.hostname, agent_id=self.identity.agent_id,
+                                      revocable_cpu=self._slack())
         try:
             reply = self._stub.Heartbeat(request, timeout=self.call_timeout)
         except grpc.RpcError as exc:

@@ -58,6 +58,8 @@ class RunSpec:
     health_check: HealthCheckSpec | None = None
     kill_grace_secs: float = 5.0
     fd_limit: int = 0
+    #: Runs on slack cpu: its cpu is not counted as unused allocation (slack.py).
+    revocable: bool = False
 
     def to_json(self) -> str:
         """Compact JSON for run.json (by hand: dataclasses.asdict is slow on the hot path)."""
@@ -65,6 +67,7 @@ class RunSpec:
         return json.dumps({
             "run_id": self.run_id, "name": self.name, "cpu": self.cpu, "mem_mb": self.mem_mb,
             "kill_grace_secs": self.kill_grace_secs, "fd_limit": self.fd_limit,
+            "revocable": self.revocable,
             "command": {"value": cmd.value, "shell": cmd.shell, "arguments": cmd.arguments,
                         "environment": cmd.environment, "uris": cmd.uris, "user": cmd.user},
             "ports": [{"name": p.name, "port": p.port, "env_name": p.env_name} for p in self.ports],
@@ -79,7 +82,7 @@ class RunSpec:
         return RunSpec(
             run_id=d["run_id"], name=d.get("name", ""), cpu=d.get("cpu", 0.0),
             mem_mb=d.get("mem_mb", 0.0), kill_grace_secs=d.get("kill_grace_secs", 5.0),
-            fd_limit=d.get("fd_limit", 0),
+            fd_limit=d.get("fd_limit", 0), revocable=d.get("revocable", False),
             command=CommandSpec(
                 value=cmd["value"], shell=cmd["shell"], arguments=tuple(cmd["arguments"]),
                 environment=tuple((k, v) for k, v in cmd["environment"]),

@@ -10,7 +10,7 @@ import os
 import signal
 from dataclasses import dataclass
 
-from peloton.agent.isolation import MemoryIsolation
+from peloton.agent.isolation import MemoryIsolation, enforced_memory_mb
 from peloton.agent.model import RunSpec
 from peloton.agent.sandbox import SupervisorRecord
 from peloton.core.states import TaskState
@@ -44,7 +44,7 @@ def signal_name(number: int) -> str:
 
 def running(record: SupervisorRecord, spec: RunSpec | None, isolation: MemoryIsolation) -> Outcome:
     """The task's program is running."""
-    limit = isolation.describe(spec.mem_mb if spec else 0.0)
+    limit = isolation.describe(enforced_memory_mb(spec.mem_mb) if spec else 0.0)
     return Outcome(TaskState.RUNNING, f"running as pid {record.pid} ({limit})")
 
 
@@ -59,11 +59,14 @@ def ended(record: SupervisorRecord, spec: RunSpec | None, isolation: MemoryIsola
                     record.stage, f"{record.stage} failed")
         return Outcome(TaskState.FAILED, f"{step}: {err}", REASON_LAUNCH_FAILED)
     code = record.code if record.code >= 0 else None
+    if record.orphaned:
+        return Outcome(TaskState.KILLED, "stopped by its supervisor: no agent held its work dir "
+                       "for too long, or its sandbox was deleted (orphaned)", REASON_KILLED, code)
     if record.killed:
         how = (f" (SIGKILL after the {record.grace_ms / 1000:g} s grace period)"
                if record.signal == signal.SIGKILL else "")
         return Outcome(TaskState.KILLED, f"killed on request{how}", REASON_KILLED, code)
-    mem = spec.mem_mb if spec else 0.0
+    mem = enforced_memory_mb(spec.mem_mb) if spec else 0.0
     if record.oom:
         return Outcome(TaskState.FAILED, f"memory limit of {mem:g} MB exceeded ({isolation.kind})",
                        REASON_MEMORY, code)

@@ -21,11 +21,13 @@ import sys
 import time
 
 _STAGES = ("exec", "cgroup", "rlimit", "sandbox", "user", "fork")
+#: How often a running supervisor checks that its run can still be adopted (supervisor.c).
+_CHECK_SECS = float(os.environ.get("PELOTON_SUPERVISOR_CHECK_SECS") or 10)
 
 
 class _Supervisor:
     def __init__(self, argv: list[str]) -> None:
-        opts, rest = getopt.getopt(argv, "d:r:f:g:j:m:c:V:Rn:u:")
+        opts, rest = getopt.getopt(argv, "d:r:f:g:j:m:c:V:Rn:u:o:")
         o = dict(opts)
         if "-d" not in o or "-r" not in o or len(rest) < 2:
             raise SystemExit("usage: see supervisor.c")
@@ -34,6 +36,7 @@ class _Supervisor:
         self.json, self.limit = o.get("-j"), int(o.get("-m", "0"))
         self.cgroup, self.cg_version, self.rlimit = o.get("-c", ""), o.get("-V", "1"), "-R" in o
         self.nofile, self.user = int(o.get("-n", "0")), o.get("-u", "")
+        self.orphan_secs = int(o.get("-o", "0"))
         self.program, self.args = rest[0], rest[1:]
 
     def record(self, name: str, text: str) -> None:
@@ -125,18 +128,22 @@ class _Supervisor:
         if os.path.exists(os.path.join(self.sandbox, "kill")):
             signal.raise_signal(signal.SIGTERM)
         status, killed, kill_at, grace = 0, False, 0.0, self.grace_ms
+        orphaned, agentless = False, 0.0
         while True:
-            timeout = max(0.0, kill_at - time.time()) if kill_at else 3600.0
+            timeout = max(0.0, kill_at - time.time()) if kill_at else _CHECK_SECS
             info = signal.sigtimedwait(sigs, timeout)
-            if info is None:
-                if kill_at:
-                    os.killpg(pid, signal.SIGKILL)
-                    kill_at = 0.0
-            elif info.si_signo == signal.SIGCHLD:
+            signo = info.si_signo if info is not None else 0
+            if info is None and not killed:
+                orphaned, agentless = self.orphan(agentless)
+                signo = signal.SIGTERM if orphaned else 0
+            if info is None and kill_at:
+                os.killpg(pid, signal.SIGKILL)
+                kill_at = 0.0
+            elif signo == signal.SIGCHLD:
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done == pid:
                     break
-            elif not killed:
+            elif signo and not killed:
                 killed = True
                 try:
                     with open(os.path.join(self.sandbox, "kill")) as f:
@@ -159,10 +166,37 @@ class _Supervisor:
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
         line = (f"state=exited run={self.run_id} supervisor={os.getpid()} pid={pid} "
                 f"started={started:.6f} finished={time.time():.6f} code={code} signal={sig} "
-                f"oom={int(oom)} killed={int(killed)} grace_ms={grace}\n")
+                f"oom={int(oom)} killed={int(killed)} grace_ms={grace} "
+                f"orphaned={int(orphaned)}\n")
         self.record("status.exit", line)
         self.notify(line)
         return 0
+
+    def orphan(self, since: float) -> tuple[bool, float]:
+        """(the run can no longer be adopted, when the agent lock was first seen free)."""
+        try:
+            if os.stat(self.sandbox).st_nlink == 0:
+                return True, since
+        except OSError:
+            return True, since  # the sandbox is gone
+        if self.orphan_secs <= 0:
+            return False, since
+        held = False
+        try:
+            fd = os.open(os.path.join(self.sandbox, "..", "..", "agent.lock"), os.O_RDONLY)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held = True
+            finally:
+                os.close(fd)
+        if held:
+            return False, 0.0
+        since = since or time.time()
+        return time.time() - since >= self.orphan_secs, since
 
     def child(self, errfd: int, sigs: set[signal.Signals]) -> None:
         stage = 0

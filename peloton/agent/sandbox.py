@@ -57,6 +57,8 @@ class SupervisorRecord:
     stage: str = ""
     errno: int = 0
     grace_ms: int = 0
+    #: Stopped by the supervisor itself: no agent could adopt it any more (supervisor.c).
+    orphaned: bool = False
 
     @staticmethod
     def parse(line: str) -> SupervisorRecord | None:
@@ -76,7 +78,7 @@ class SupervisorRecord:
                 code=int(fields.get("code", -1)), signal=int(fields.get("signal", 0)),
                 oom=fields.get("oom") == "1", killed=fields.get("killed") == "1",
                 stage=fields.get("stage", ""), errno=int(fields.get("errno", 0)),
-                grace_ms=int(fields.get("grace_ms", 0)))
+                grace_ms=int(fields.get("grace_ms", 0)), orphaned=fields.get("orphaned") == "1")
         except ValueError:
             return None
 

@@ -53,4 +53,5 @@ def run_spec_from_pb(msg: pb.TaskLaunch) -> RunSpec:
                             user=cmd.user),
         cpu=msg.resources.cpu, mem_mb=msg.resources.mem_mb,
         ports=tuple(PortBinding(p.name, p.port, p.env_name) for p in msg.ports),
-        health_check=check, kill_grace_secs=msg.kill_grace_secs, fd_limit=msg.fd_limit)
+        health_check=check, kill_grace_secs=msg.kill_grace_secs, fd_limit=msg.fd_limit,
+        revocable=msg.revocable)

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from peloton.api import client_sandbox
+from peloton.api.client_cron import CronCalls
 from peloton.api.client_discovery import (
     DEFAULT_HOSTMGR,
     DEFAULT_JOBMGR,
@@ -37,6 +38,7 @@ from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
 from peloton.api.client_v0 import Range, V0Calls
 from peloton.api.client_v1 import V1Calls
+from peloton.api.gen.pelotonpy.ext import capacity_pb2
 
 __all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "FileTail", "PelotonClient",
            "Range"]
@@ -59,9 +61,15 @@ _STATELESS = "peloton.api.v1alpha.job.stateless.svc.JobService"
 _PODS = "peloton.api.v1alpha.pod.svc.PodService"
 _WATCH = "peloton.api.v1alpha.watch.svc.WatchService"
 _ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
+_CRON = "pelotonpy.api.cron.CronService"
+#: The host manager's daemon-to-daemon service (our design), for task reconciliation.
+_HOSTMGR_INTERNAL = "pelotonpy.internal.hostmgr.HostManagerService"
+# Our capacity extension (proto/pelotonpy/ext/capacity.proto).
+_HOST_CAPACITY = "pelotonpy.ext.capacity.HostCapacityService"
+_POOL_STATUS = "pelotonpy.ext.capacity.PoolStatusService"
 
 
-class PelotonClient(V0Calls, V1Calls):
+class PelotonClient(V0Calls, V1Calls, CronCalls):
     """A connection to one Peloton cluster; cheap to build, channels open on first use."""
 
     def __init__(self, jobmgr: str = DEFAULT_JOBMGR, resmgr: str = DEFAULT_RESMGR,
@@ -92,8 +100,35 @@ class PelotonClient(V0Calls, V1Calls):
         self._pods = on_jobmgr(_PODS)
         self._watch = on_jobmgr(_WATCH)
         self._admin = on_jobmgr(_ADMIN)
+        self._cron = on_jobmgr(_CRON)
         self._respools = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
         self._hosts = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
+        self._hostmgr_internal = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE,
+                                               _HOSTMGR_INTERNAL)
+        self._host_capacity = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE,
+                                            _HOST_CAPACITY)
+        self._pool_status = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE,
+                                          _POOL_STATUS)
+
+    # -- task reconciliation with the host backends -------------------------------------------
+    def reconcile_tasks(self, run_ids: Sequence[str] | None = None) -> None:
+        """Ask the host backends to re-report runs: `run_ids` (explicit) or every run (None,
+        implicit).  Asynchronous: statuses arrive as updates, and runs no host knows end LOST."""
+        from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2
+
+        req = hostmgr_pb2.ReconcileRequest(run_ids=list(run_ids or ()), all=run_ids is None)
+        self._hostmgr_internal.call("Reconcile", req, hostmgr_pb2.ReconcileResponse)
+
+    # -- our capacity extension (pelotonpy.ext.capacity) ---------------------------------------
+    def list_host_capacity(self) -> capacity_pb2.ListHostCapacityResponse:
+        """Every host's total, allocated and task count, and the cluster's totals."""
+        return self._host_capacity.call("ListHostCapacity", capacity_pb2.ListHostCapacityRequest(),
+                                        capacity_pb2.ListHostCapacityResponse)
+
+    def list_pool_status(self) -> capacity_pb2.ListPoolStatusResponse:
+        """Every pool's entitlement, allocation, demand and queue, and the cluster's capacity."""
+        return self._pool_status.call("ListPoolStatus", capacity_pb2.ListPoolStatusRequest(),
+                                      capacity_pb2.ListPoolStatusResponse)
 
     # -- sandbox files (BrowseSandbox, then HTTP from the agent) ------------------------------
     def read_task_file(self, job_id: str, instance_id: int, filename: str = "stdout", *,

@@ -16,6 +16,8 @@ from peloton.core import errors
 
 _BY_TYPE: dict[str, type[errors.PelotonError]] = {
     "JobNotFound": errors.NotFound,
+    # Peloton answers Get of an unknown job with this one (its storage's "not found").
+    "JobGetRuntimeFail": errors.NotFound,
     "ResourcePoolNotFound": errors.NotFound,
     "ResourcePoolPathNotFound": errors.NotFound,
     "JobAlreadyExists": errors.AlreadyExists,
@@ -52,6 +54,15 @@ def _describe(err: Message) -> str:
         job = err.jobId.value  # type: ignore[attr-defined]
         count = err.instanceCount  # type: ignore[attr-defined]
         return f"instance out of range for job {job}: valid instances are 0..{int(count) - 1}"
+    if name in ("ResourcePoolPathNotFound", "ResourcePoolNotFound"):
+        # Peloton's text does not say which pool; a person reading it wants to know.
+        which = err.path.value if name == "ResourcePoolPathNotFound" else err.id.value  # type: ignore[attr-defined]
+        if which and which not in text:
+            return f"{text}: {which}"
+    if name == "JobNotFound" and text == "err= <nil>":
+        # Peloton's TaskManager.List text when it found no task (its Go error was nil).
+        job = err.id.value  # type: ignore[attr-defined]
+        return f"job {job} not found, or it has no tasks in the range asked for"
     if text:
         return str(text)
     return f"{name}: {text_format.MessageToString(err, as_one_line=True)}"

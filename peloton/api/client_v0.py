@@ -127,11 +127,21 @@ class V0Calls:
         return self._checked(self._tasks, "Get", req, task_pb2.GetResponse)
 
     def list_tasks(self, job_id: str, rng: Range | None = None) -> task_pb2.ListResponse:
-        """Instances of a job, optionally only those in `rng`."""
+        """Instances of a job, optionally only those in `rng` (empty when it has none yet).
+
+        Peloton answers "no task in the range" with `notFound` even for a job
+        that exists (say, one whose tasks are still being created); the job
+        is then read to tell the two apart, and only an unknown job raises.
+        """
         req = task_pb2.ListRequest(jobId=_job(job_id))
         if rng is not None:
             req.range.CopyFrom(instance_range(rng))
-        return self._checked(self._tasks, "List", req, task_pb2.ListResponse)
+        response = self._tasks.call("List", req, task_pb2.ListResponse)
+        if response.HasField("notFound"):
+            self.get_job(job_id)  # NotFound for an unknown job
+            return task_pb2.ListResponse()
+        raise_embedded(response)
+        return response
 
     def start_tasks(self, job_id: str, ranges: Iterable[Range] = ()) -> task_pb2.StartResponse:
         """Start instances (all when `ranges` is empty)."""

@@ -2,8 +2,11 @@
 
 Every servicer method runs inside `service_registry`'s wrapper, which
 calls `status_for` on any PelotonError; a servicer never picks a status
-code itself.  (v0 methods that report typed errors inside the response
-message do so explicitly in their servicer; everything else is a status.)
+code itself, with one exception: where Peloton answers a case with a code
+our error tree would not choose (INTERNAL for deleting a running job), the
+servicer raises `PelotonStatus`, which carries Peloton's code and text.
+(v0 methods that report typed errors inside the response message do so
+explicitly in their servicer; everything else is a status.)
 """
 
 from __future__ import annotations
@@ -28,8 +31,24 @@ _CODES: dict[type[errors.PelotonError], grpc.StatusCode] = {
 _ERRORS: dict[grpc.StatusCode, type[errors.PelotonError]] = {v: k for k, v in _CODES.items()}
 
 
+class PelotonStatus(errors.PelotonError):
+    """An answer that must be Peloton's exactly: its gRPC code and its message text.
+
+    For the cases where Peloton's handler picks a code our error tree would
+    map differently (see peloton/jobmgr/servicers/peloton_texts.py).
+    """
+
+    kind = "status"
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def status_for(exc: errors.PelotonError) -> grpc.StatusCode:
     """The gRPC status code that reports `exc`."""
+    if isinstance(exc, PelotonStatus):
+        return exc.code
     for cls in type(exc).__mro__:
         code = _CODES.get(cls)
         if code is not None:

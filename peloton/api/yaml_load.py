@@ -7,14 +7,18 @@ them the way Peloton's Go CLI did:
 - enums may be given by number (`type: 1`) or by name (`type: SERVICE`);
 - map keys are converted to the map's key type (`instanceconfig: {0: ...}`);
 - null values are skipped (`healthcheck: null`);
-- unknown keys are not fatal (the originals carry keys such as
+- unknown keys are not fatal here (the originals carry keys such as
   `minimuminstancecount` that Go silently ignored) but each is reported back
-  as a warning naming its path, so a typo does not pass unnoticed;
-- a value of the wrong type is an InvalidArgument naming its path.
+  as a warning and as an `UnknownField` with its line and the closest known
+  field, so a typo does not pass unnoticed (the CLI refuses them unless
+  `--lenient`, except the `LEGACY_KEYS` Peloton's own examples carry);
+- a value of the wrong type is an InvalidArgument naming its path;
+- YAML syntax errors name `source:line:column`.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,12 +49,39 @@ _INT_BOUNDS = {
 _FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
 
 
+#: Keys Peloton's own example files carry that its API never had (Go ignored them).
+LEGACY_KEYS = frozenset({"minimuminstancecount", "minimuminstancepercent"})
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownField:
+    """A key that names no field: where it is, and the closest field the message has."""
+
+    path: str
+    key: str
+    line: int = 0
+    closest: str = ""
+
+    @property
+    def legacy(self) -> bool:
+        """One of the keys Peloton's example files carry (tolerated)."""
+        return _norm(self.key) in LEGACY_KEYS
+
+    def describe(self, source: str = "") -> str:
+        """'job.yaml:7: defaultconfig.resource.cpulimt: unknown field (did you mean cpuLimit?)'."""
+        where = f"{source}:{self.line}: " if source and self.line else (
+            f"{source}: " if source else "")
+        hint = f" (did you mean {self.closest}?)" if self.closest else ""
+        return f"{where}{self.path}: unknown field{hint}"
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded(Generic[M]):
     """A loaded message and the warnings (unknown keys) met on the way."""
 
     message: M
     warnings: tuple[str, ...] = ()
+    unknown: tuple[UnknownField, ...] = ()
 
 
 def _norm(name: str) -> str:
@@ -149,7 +180,14 @@ def _message(out: Message, value: object, path: str, warnings: list[str]) -> Non
         here = f"{path}.{key}" if path else str(key)
         fd = fields.get(_norm(str(key)))
         if fd is None:
-            warnings.append(f"{here}: unknown field, ignored")
+            names = [f.name for f in out.DESCRIPTOR.fields]
+            close = difflib.get_close_matches(_norm(str(key)), [_norm(n) for n in names], 1, 0.6)
+            closest = "" if _norm(str(key)) in LEGACY_KEYS else next(
+                (n for n in names if close and _norm(n) == close[0]), "")
+            hint = f" (did you mean {closest}?)" if closest else ""
+            warnings.append(f"{here}: unknown field, ignored{hint}")
+            if isinstance(warnings, _Notes):
+                warnings.unknown.append(UnknownField(here, str(key), 0, closest))
         elif item is not None:
             _field(out, fd, item, here, warnings)
 
@@ -188,52 +226,89 @@ def _field(out: Message, fd: Any, value: object, path: str, warnings: list[str])
         setattr(out, fd.name, _scalar(fd, value, path))
 
 
+class _Notes(list[str]):
+    """The warnings of one load, and its unknown fields as records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unknown: list[UnknownField] = []
+
+
 def message_from_data(data: object, message_type: type[M]) -> Loaded[M]:
     """Fill a new `message_type` from already-parsed YAML/JSON data (a mapping)."""
     out = message_type()
-    warnings: list[str] = []
+    warnings = _Notes()
     if not isinstance(data, Mapping):
         raise InvalidArgument(f"expected a mapping of {message_type.DESCRIPTOR.name} fields, "
                               f"got {type(data).__name__}", field=None)
     _message(out, data, "", warnings)
+    unknown = tuple(warnings.unknown)
     if not out.IsInitialized():
         # proto2 messages (Mesos') have required fields; name them now, not at serialization.
         missing: list[str] = cast(Any, out).FindInitializationErrors()
         raise InvalidArgument(f"required fields missing: {', '.join(missing)}", field=missing[0])
-    return Loaded(out, tuple(warnings))
+    return Loaded(out, tuple(warnings), unknown)
 
 
-def load_yaml(text: str | bytes, message_type: type[M]) -> Loaded[M]:
-    """Parse YAML text into a `message_type` message (see the module notes for the rules)."""
+def _key_lines(node: yaml.Node, path: str, lines: dict[str, int]) -> None:
+    """path -> 1-based line of every mapping key under `node` (paths as `_message` builds)."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            for here in (f"{path}.{key}" if path else key, f"{path}[{key}]"):
+                lines.setdefault(here, key_node.start_mark.line + 1)
+            _key_lines(value_node, f"{path}.{key}" if path else key, lines)
+            _key_lines(value_node, f"{path}[{key}]", lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _key_lines(item, f"{path}[{i}]", lines)
+
+
+def load_yaml(text: str | bytes, message_type: type[M], source: str = "") -> Loaded[M]:
+    """Parse YAML text into a `message_type` message (see the module notes for the rules);
+    `source` (a file name) prefixes syntax errors and locates unknown fields."""
     try:
         data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{source or 'input'}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise InvalidArgument(f"{where}: invalid YAML: {problem}", field=None) from None
     except yaml.YAMLError as exc:
-        raise InvalidArgument(f"invalid YAML: {exc}", field=None) from None
+        raise InvalidArgument(f"{source or 'input'}: invalid YAML: {exc}", field=None) from None
     if data is None:
         raise InvalidArgument("the YAML document is empty", field=None)
-    return message_from_data(data, message_type)
+    loaded = message_from_data(data, message_type)
+    if loaded.unknown:
+        lines: dict[str, int] = {}
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None:
+            _key_lines(root, "", lines)
+        loaded = Loaded(loaded.message, loaded.warnings, tuple(
+            UnknownField(u.path, u.key, lines.get(u.path, 0), u.closest) for u in loaded.unknown))
+    return loaded
 
 
-def load_job_config(text: str | bytes) -> Loaded[job_pb2.JobConfig]:
+def load_job_config(text: str | bytes, source: str = "") -> Loaded[job_pb2.JobConfig]:
     """A v0 job YAML (example/*.yaml) -> JobConfig."""
-    return load_yaml(text, job_pb2.JobConfig)
+    return load_yaml(text, job_pb2.JobConfig, source)
 
 
-def load_stateless_job_spec(text: str | bytes) -> Loaded[stateless_pb2.JobSpec]:
+def load_stateless_job_spec(text: str | bytes, source: str = "") -> Loaded[stateless_pb2.JobSpec]:
     """A v1alpha stateless job YAML (example/stateless/*.yaml) -> JobSpec."""
-    return load_yaml(text, stateless_pb2.JobSpec)
+    return load_yaml(text, stateless_pb2.JobSpec, source)
 
 
-def load_respool_config(text: str | bytes) -> Loaded[respool_pb2.ResourcePoolConfig]:
+def load_respool_config(text: str | bytes, source: str = "") -> Loaded[respool_pb2.ResourcePoolConfig]:
     """A resource pool YAML (example/default_respool.yaml) -> ResourcePoolConfig."""
-    return load_yaml(text, respool_pb2.ResourcePoolConfig)
+    return load_yaml(text, respool_pb2.ResourcePoolConfig, source)
 
 
-def load_update_config(text: str | bytes) -> Loaded[update_pb2.UpdateConfig]:
+def load_update_config(text: str | bytes, source: str = "") -> Loaded[update_pb2.UpdateConfig]:
     """A v0 update settings YAML -> UpdateConfig (batchSize, rollbackOnFailure, ...)."""
-    return load_yaml(text, update_pb2.UpdateConfig)
+    return load_yaml(text, update_pb2.UpdateConfig, source)
 
 
-def load_update_spec(text: str | bytes) -> Loaded[stateless_pb2.UpdateSpec]:
+def load_update_spec(text: str | bytes, source: str = "") -> Loaded[stateless_pb2.UpdateSpec]:
     """A v1alpha update settings YAML -> UpdateSpec (batch_size, rollback_on_failure, ...)."""
-    return load_yaml(text, stateless_pb2.UpdateSpec)
+    return load_yaml(text, stateless_pb2.UpdateSpec, source)

@@ -7,6 +7,7 @@ through peloton.cluster (see the import-linter contracts in pyproject.toml).
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import socket
 import sys
@@ -16,15 +17,23 @@ from pathlib import Path
 
 from peloton.agent.app import AgentApp
 from peloton.agent.config import AgentConfig, parse_label, parse_ports
+from peloton.core.errors import InvalidArgument
 from peloton.core.model.resources import Resources
 
 
 def build_config(*, work_dir: str, name: str | None, hostmgr: str, host: str, port: int,
                  cpus: float, mem_mb: float, disk_mb: float, gpus: float, ports: str,
                  labels: Sequence[str], zk_servers: Sequence[str] = (),
-                 zk_root: str = "/peloton") -> AgentConfig:
+                 zk_root: str = "/peloton", revocable_cpus: float = 0.0,
+                 slack_from_usage: bool = False, enforce_fd_limit: bool = False,
+                 orphan_secs: float = 3600.0) -> AgentConfig:
     """An AgentConfig from CLI values; raises InvalidArgument on a bad port range or label."""
+    if not (math.isfinite(revocable_cpus) and revocable_cpus >= 0):
+        raise InvalidArgument(f"--revocable-cpus must be >= 0, got {revocable_cpus}",
+                              field="revocable_cpus")
     return AgentConfig(
+        revocable_cpus=revocable_cpus, slack_from_usage=slack_from_usage,
+        enforce_fd_limit=enforce_fd_limit, orphan_secs=orphan_secs,
         work_dir=Path(work_dir).resolve(), hostmgr=hostmgr, host=host, port=port,
         zk_servers=tuple(zk_servers), zk_root=zk_root,
         resources=Resources(cpu=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpu=gpus),

@@ -11,7 +11,10 @@ separate ones would, so an agent started elsewhere with `peloton agent
 Start order: storage (schema checked), host manager (agents can
 register), resource manager, placement engine, job manager (recovery
 needs the other three), agents, Aurora bridge, web UI.  Stop is the reverse;
-tasks keep running in their supervisors and are adopted on the next start.
+then, unless `keep_tasks`, the local agents' tasks are stopped too
+(peloton/agent/reap.py), so Ctrl-C leaves no process behind.  Kept tasks
+run on in their supervisors and are adopted on the next start; one that
+no agent adopts within `orphan_secs` is stopped by its supervisor.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from peloton.agent.reap import live_runs, stop_runs
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
 from peloton.common.components import Component, FunctionComponent, Lifecycle
@@ -60,6 +64,12 @@ class UpConfig:
     #: Resources of each local agent (zero: this machine's, divided between the agents).
     agent_resources: Resources = Resources()
     agent_labels: tuple[Label, ...] = ()
+    #: Slack cpu each local agent (or simulated host) offers to revocable tasks.
+    agent_revocable_cpus: float = 0.0
+    #: Local agents also offer the cpu their non-revocable runs were given but do not use.
+    agent_slack_from_usage: bool = False
+    #: Local agents apply tasks' fdLimit (Peloton on Mesos never did).
+    agent_enforce_fd_limit: bool = False
     #: Dynamic ports the local agents hand out, split between them.
     agent_ports: tuple[int, int] = (31000, 32999)
     #: "local" (real processes), "sim:<hosts>[:<task secs>[:<cpus>[:<start secs>]]]" (virtual
@@ -72,6 +82,12 @@ class UpConfig:
     archive: str = ""
     #: Web UI HTTP port; -1 disables the UI.
     ui_port: int = 5292
+    #: Job environments the Aurora bridge accepts (a regular expression; empty: any).
+    aurora_environments: str = ""
+    #: On exit, leave the local agents' tasks running for the next start to adopt (a task
+    #: nobody adopts within `orphan_secs` is stopped by its supervisor); by default they stop.
+    keep_tasks: bool = False
+    orphan_secs: float = 3600.0
 
 
 class AllInOne:
@@ -99,6 +115,7 @@ class AllInOne:
 
     def start(self) -> None:
         """Build and start everything (see the module docstring for the order)."""
+        from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
         from peloton.hostmgr.app import HostManager
         from peloton.hostmgr.config import HostManagerConfig
         from peloton.jobmgr.app import JobManager
@@ -114,6 +131,9 @@ class AllInOne:
         resmgr = ResourceManager(store, hostmgr, grpc=self.grpc)
         placement = PlacementEngine(resmgr, hostmgr)
         jobmgr = JobManager(store, resmgr, hostmgr, grpc=self.grpc)
+        # The host manager's service, as a separate one serves it: clients (the Aurora bridge's
+        # task reconciliation triggers) reach the host backends' reconciliation through it.
+        serve_host_manager(self.grpc, hostmgr, hostmgr.events)
         register_unserved(self.grpc)
         self.hostmgr, self.resmgr, self.jobmgr = hostmgr, resmgr, jobmgr
         parts: list[Component] = [
@@ -145,7 +165,8 @@ class AllInOne:
             start_secs = float(parts[3] or 0.0)
             return SimBackend(hosts=hosts, task_secs=secs, start_secs=start_secs, clock=RealClock(),
                               capacity=Resources(cpu=cpus, mem_mb=4096.0 * cpus,
-                                                 disk_mb=16384.0 * cpus))
+                                                 disk_mb=16384.0 * cpus),
+                              revocable_cpu=self.config.agent_revocable_cpus)
         if kind.startswith("mesos:"):
             return self._mesos_backend(kind.removeprefix("mesos:"))
         from peloton.hostmgr.backends.local import LocalBackend
@@ -184,7 +205,7 @@ class AllInOne:
         n = self.config.agents
         each = self.config.agent_resources
         if each.is_zero():
-            each = AgentConfig(work_dir=self.config.data_dir).effective_resources().scale(1.0 / n)
+            each = AgentConfig(work_dir=self.config.data_dir).effective_resources().split(n)
         for i in range(n):
             name = "localhost" if n == 1 else f"localhost-{i}"
             labels = (*self.config.agent_labels, Label("peloton/agent", str(i)))
@@ -196,7 +217,11 @@ class AllInOne:
             cfg = AgentConfig(work_dir=(self.config.data_dir / "agents" / name).resolve(),
                               name=name, hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
                               host=self.config.host, resources=each, labels=labels,
-                              ports=(PortRange(begin, begin + span - 1),))
+                              ports=(PortRange(begin, begin + span - 1),),
+                              revocable_cpus=self.config.agent_revocable_cpus,
+                              slack_from_usage=self.config.agent_slack_from_usage,
+                              enforce_fd_limit=self.config.agent_enforce_fd_limit,
+                              orphan_secs=self.config.orphan_secs)
             agent = AgentApp(cfg)
             agent.start()
             self.agents.append(agent)
@@ -209,13 +234,15 @@ class AllInOne:
     # -- Aurora bridge ----------------------------------------------------------------
     def _start_bridge(self) -> None:
         from aurorabridge.app import AuroraBridge
-        from aurorabridge.config import BridgeConfig
+        from aurorabridge.config import BridgeConfig, ValidationSettings
         from peloton.api.client import PelotonClient
 
         address = f"127.0.0.1:{self.ports['jobmgr']}"
         config = BridgeConfig(host=self.config.host, port=self.config.aurora_port,
                               jobmgr=address, resmgr=f"127.0.0.1:{self.ports['resmgr']}",
-                              hostmgr=f"127.0.0.1:{self.ports['hostmgr']}")
+                              hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
+                              validation=ValidationSettings(
+                                  allowed_environments=self.config.aurora_environments))
         client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
                                hostmgr=config.hostmgr, caller="peloton-aurorabridge")
         self.bridge = AuroraBridge(config, client)
@@ -269,6 +296,13 @@ class AllInOne:
             self._lifecycle.stop()
             self._lifecycle = None
 
+    def agent_work_dirs(self) -> list[Path]:
+        """Work dirs of this cluster's local agents (present or past, under the data dir)."""
+        if self.config.backend != "local":
+            return []
+        root = (self.config.data_dir / "agents").resolve()
+        return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
     def addresses(self) -> list[str]:
         """What `peloton up` prints: every address it serves."""
         host = self.config.host
@@ -313,5 +347,14 @@ def run(config: UpConfig, announce: bool = True) -> None:
             pass
     finally:
         cluster.stop()
+        work_dirs = cluster.agent_work_dirs()
+        if config.keep_tasks:
+            kept = sum(len(live_runs(w)) for w in work_dirs)
+            note = (f"; {kept} task(s) left running for the next `peloton up` with this data "
+                    f"dir to adopt (stopped by their supervisors if none does within "
+                    f"{config.orphan_secs:g} s)") if kept else ""
+        else:
+            stopped = sum(len(stop_runs(w)) for w in work_dirs)
+            note = f"; {stopped} task(s) stopped" if stopped else ""
         if announce:
-            print("peloton up: stopped", flush=True)
+            print(f"peloton up: stopped{note}", flush=True)

@@ -38,9 +38,11 @@ class ResourceManagerPort(Protocol):
     """The resource manager as the job manager and the placement engine see it."""
 
     # -- job manager side ----------------------------------------------------
-    def validate_pool(self, pool_id: str) -> None:
-        """A job may be created in this pool: it exists and is a leaf other than the root.
-        Raises NotFound or InvalidArgument (field "respoolID") naming the pool."""
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
+        """A job may be created in this pool: it exists and is a leaf other than the root,
+        and (given `need`, the most one admission of the job asks) the pool's limits could
+        ever admit it.  Raises NotFound or InvalidArgument naming the pool (field
+        "respoolID") or the resource (field "resources.<kind>")."""
 
     def pool_id_for_path(self, path: str) -> str:
         """The id of the pool at `path` (e.g. "/a/b"); NotFound if there is none."""
@@ -111,6 +113,8 @@ class HostSummary:
     allocated: Resources
     agent_id: str = ""
     connected: bool = True
+    #: Runs on the host (placed, launching or running).
+    tasks: int = 0
 
 
 class HostManagerPort(Protocol):

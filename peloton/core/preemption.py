@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
-from peloton.core.model.resources import EPSILON, Resources
+from peloton.core.model.resources import Resources
 from peloton.core.respool.node import PoolNode, frozen
 from peloton.core.states import TaskState
 
@@ -159,6 +159,4 @@ def select_victims(over: OverAllocation, tasks: Iterable[T]) -> list[tuple[T, Vi
 
 def excess_of(alloc: Resources, entitlement: Resources) -> Resources:
     """What must be freed to bring `alloc` within `entitlement` (zero where it is within)."""
-    out = alloc.minus_clamped(entitlement)
-    return Resources(*(v if v > EPSILON else 0.0 for v in (out.cpu, out.mem_mb, out.disk_mb,
-                                                           out.gpu)))
+    return alloc.minus_clamped(entitlement)

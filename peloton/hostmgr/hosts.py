@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostOffer
-from peloton.core.model.resources import EPSILON, ZERO, PortRange, Resources
+from peloton.core.model.resources import ZERO, PortRange, Resources, from_units, to_units
 from peloton.core.model.sched import LaunchSpec
 from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.backends.base import BackendHost
@@ -83,8 +83,8 @@ class HostRecord:
     """A host as the host manager books it; see the module docstring."""
 
     __slots__ = ("_offer", "address", "agent_id", "allocated", "capacity", "connected", "file_address",
-                 "hostname", "labels", "lease_id", "port_ranges", "reserved", "revocable_cpu",
-                 "revocable_used", "runs", "state", "task_labels", "used_ports")
+                 "hostname", "labels", "lease_id", "port_ranges", "reserved", "revocable_units",
+                 "revocable_used_units", "runs", "state", "task_labels", "used_ports")
 
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
@@ -92,7 +92,8 @@ class HostRecord:
         self.address = ""
         self.file_address = ""
         self.capacity = ZERO
-        self.revocable_cpu = 0.0
+        #: Slack cpu the backend offers and the part of it booked, in fixed-point units.
+        self.revocable_units = 0
         self.port_ranges: tuple[PortRange, ...] = ()
         self.labels: tuple[Label, ...] = ()
         #: False until the backend reports the host, and again after it is gone.
@@ -100,7 +101,7 @@ class HostRecord:
         self.state = HostState.UP
         self.lease_id: str | None = None
         self.allocated = ZERO
-        self.revocable_used = 0.0
+        self.revocable_used_units = 0
         self.used_ports: set[int] = set()
         self.task_labels: dict[Label, int] = {}
         self.runs: dict[str, RunRecord] = {}
@@ -113,7 +114,7 @@ class HostRecord:
         self.address = host.address
         self.file_address = host.file_address
         self.capacity = host.capacity
-        self.revocable_cpu = host.revocable_cpu
+        self.revocable_units = to_units(host.revocable_cpu)
         self.port_ranges = host.ports
         self.labels = host.labels
         self.connected = True
@@ -124,21 +125,32 @@ class HostRecord:
         """Free non-revocable resources (never negative)."""
         return self.capacity.minus_clamped(self.allocated)
 
+    @property
+    def revocable_cpu(self) -> float:
+        """Slack cpu the host offers."""
+        return from_units(self.revocable_units)
+
+    @property
+    def revocable_used(self) -> float:
+        """Slack cpu booked by revocable runs and reservations."""
+        return from_units(self.revocable_used_units)
+
     def free_revocable(self) -> float:
-        """Free slack cpu."""
-        return max(0.0, self.revocable_cpu - self.revocable_used)
+        """Free slack cpu (never negative)."""
+        return from_units(max(0, self.revocable_units - self.revocable_used_units))
 
     def has_room(self) -> bool:
         """Something is free that a task could use."""
         avail = self.available()
-        return avail.cpu > EPSILON or avail.gpu > EPSILON or self.free_revocable() > EPSILON
+        return (avail.cpu > 0 or avail.gpu > 0
+                or self.revocable_units > self.revocable_used_units)
 
     def misfit(self, claim: Claim) -> str:
         """Why `claim` does not fit now ("" if it does)."""
         avail = self.available()
         res = claim.resources
         if claim.revocable:
-            if res.cpu > self.free_revocable() + EPSILON:
+            if to_units(res.cpu) > self.revocable_units - self.revocable_used_units:
                 return f"needs {res.cpu:g} revocable cpu, {self.free_revocable():g} free"
             res = Resources(0.0, res.mem_mb, res.disk_mb, res.gpu)
         if not res.fits_in(avail):
@@ -159,13 +171,13 @@ class HostRecord:
         self._book(claim, -1)
         self.used_ports.difference_update(claim.ports)
         if not self.runs and not self.reserved:
-            # Nothing held: reset exactly, so float drift never accumulates across runs.
-            self.allocated, self.revocable_used = ZERO, 0.0
+            # Nothing held: the books are exact integers, so this is already zero.
+            self.allocated, self.revocable_used_units = ZERO, 0
 
     def _book(self, claim: Claim, sign: int) -> None:
         res = claim.resources
         if claim.revocable:
-            self.revocable_used += sign * res.cpu
+            self.revocable_used_units += sign * res.units[0]
             res = Resources(0.0, res.mem_mb, res.disk_mb, res.gpu)
         if sign > 0:
             self.allocated = self.allocated + res

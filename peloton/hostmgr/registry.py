@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from peloton.core.model.host import HostInfo
-from peloton.core.model.resources import ZERO, Resources
+from peloton.core.model.resources import ZERO, Resources, from_units
 from peloton.core.ports import HostSummary
 from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.backends.base import BackendHost
@@ -158,12 +158,12 @@ class HostRegistry:
     # -- reads -----------------------------------------------------------------------------
     def capacity(self) -> tuple[Resources, float]:
         """Non-revocable capacity and slack cpu of connected UP hosts."""
-        total, slack = ZERO, 0.0
+        total, slack = ZERO, 0
         for rec in self.hosts.values():
             if rec.connected and rec.state is HostState.UP:
                 total = total + rec.capacity
-                slack += rec.revocable_cpu
-        return total, slack
+                slack += rec.revocable_units  # exact: summed in fixed-point units
+        return total, from_units(slack)
 
     def states(self) -> dict[str, HostState]:
         """Maintenance state of every known host."""
@@ -186,5 +186,6 @@ class HostRegistry:
             out.append(HostSummary(
                 info=self.info(name), capacity=rec.capacity if rec is not None else ZERO,
                 allocated=allocated, agent_id=rec.agent_id if rec is not None else "",
-                connected=rec is not None and rec.connected))
+                connected=rec is not None and rec.connected,
+                tasks=len(rec.runs) if rec is not None else 0))
         return out

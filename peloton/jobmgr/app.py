@@ -13,7 +13,8 @@ uses (peloton/jobmgr/README.md draws the graph):
 
 Start order (reverse on stop): group commit, recovery (the cache and the other
 daemons' view are rebuilt before anything acts), goal-state engines, status
-events, placement processor, evictor, daemon jobs, deadlines, peer resync.
+events, placement processor, evictor, daemon jobs, deadlines, peer resync, and the cron
+scheduler last (cron runs start only once everything else works).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
+from peloton.api.gen.pelotonpy.api.cron import cron_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
@@ -35,6 +37,7 @@ from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.jobmgr.aggregate import JobDeps, Listeners
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.cron import CronScheduler, FunctionActions
 from peloton.jobmgr.daemon_jobs import DaemonController
 from peloton.jobmgr.evictor import Evictor
 from peloton.jobmgr.goalstate.engines import GoalStateEngines
@@ -49,6 +52,7 @@ from peloton.jobmgr.recovery import Recovery
 from peloton.jobmgr.runcontrol import RunControl
 from peloton.jobmgr.sched import NeedsCache
 from peloton.jobmgr.servicers.admin import AdminServicer, ApiLock
+from peloton.jobmgr.servicers.cron import CronServicer
 from peloton.jobmgr.servicers.v0_jobs import JobManagerServicer
 from peloton.jobmgr.servicers.v0_tasks import TaskManagerServicer
 from peloton.jobmgr.servicers.v0_updates import UpdateServicer
@@ -86,10 +90,10 @@ class JobManager:
         self.engines = GoalStateEngines(self.queue, self.job_actions, self.task_actions,
                                         self.update_actions, config)
         # 4. API operations, loops, recovery
-        self.jobs = JobOps(self.cache, store, resmgr, self.queue, clock)
+        self.jobs = JobOps(self.cache, store, resmgr, hostmgr, self.queue, clock)
         self.tasks = TaskOps(self.cache, store, hostmgr, self.control, self.queue)
         self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
-                                     clock)
+                                     resmgr, hostmgr, clock)
         self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config)
         self.events = StatusEvents(self.cache, hostmgr.subscribe("jobmgr"), hostmgr, self.queue,
@@ -98,11 +102,16 @@ class JobManager:
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)
         self.resync = PeerResync(self.recovery)
+        jobs = self.jobs
+        self.cron = CronScheduler(store, FunctionActions(
+            create=lambda spec, job_id: jobs.create(spec, job_id), stop=jobs.stop,
+            runtime=lambda job_id: jobs.get(job_id)[1]),
+            now_ms=lambda: int(clock.wall() * 1000))
         self._lifecycle = Lifecycle([
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
             FunctionComponent("recovery", self._recover),
             self.engines, self.events, self.placement, self.evictor, self.daemons,
-            self.deadlines, self.resync,
+            self.deadlines, self.resync, self.cron,
         ], name="jobmgr")
         if grpc is not None:
             self.register(grpc)
@@ -114,7 +123,7 @@ class JobManager:
         as greenlets of the process's one hub (gRPC's gevent mode), like everything else
         of the job manager (peloton/jobmgr/README.md, "Concurrency").
         """
-        cache, store, resmgr = self.cache, self.store, self.resmgr
+        cache, store, resmgr, hostmgr = self.cache, self.store, self.resmgr, self.hostmgr
         jobs, tasks, workflows = self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()
         self.watch = WatchPublisher(cache.listeners)
@@ -122,17 +131,21 @@ class JobManager:
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
                  JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook)
         register(grpc, task_pb2_grpc.add_TaskManagerServicer_to_server,
-                 TaskManagerServicer(cache, store, jobs, tasks), hook=hook)
+                 TaskManagerServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook)
         register(grpc, update_svc_pb2_grpc.add_UpdateServiceServicer_to_server,
                  UpdateServicer(cache, jobs, workflows), hook=hook)
         register(grpc, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server,
-                 JobServicer(cache, store, resmgr, jobs, tasks, workflows), hook=hook)
+                 JobServicer(cache, store, resmgr, hostmgr, jobs, tasks, workflows), hook=hook)
         register(grpc, pod_svc_pb2_grpc.add_PodServiceServicer_to_server,
-                 PodServicer(cache, store, jobs, tasks), hook=hook)
+                 PodServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook)
         register(grpc, watch_svc_pb2_grpc.add_WatchServiceServicer_to_server,
                  WatchServicer(self.watch), hook=hook)
         register(grpc, admin_svc_pb2_grpc.add_AdminServiceServicer_to_server,
                  AdminServicer(self.engines, self.api_lock), hook=hook)
+        register(grpc, cron_pb2_grpc.add_CronServiceServicer_to_server,
+                 CronServicer(self.store, self.cron,
+                              lambda spec: self.resmgr.validate_pool(spec.respool_id),
+                              self.cron.now_ms), hook=hook)
 
     def _recover(self) -> None:
         self.recovery.recover()

@@ -21,9 +21,10 @@ from peloton.core.errors import (
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.update import UpdateInfo, UpdateSpec
-from peloton.core.ports import ResourceManagerPort
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
 from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.feasibility import refuse_if_never_runs
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.storage import JobQuery, JobQueryResult, Store
 
@@ -34,10 +35,12 @@ class JobOps:
     """Create, read, query, update and delete jobs."""
 
     def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
-                 queue: GoalStateQueue, clock: Clock) -> None:
+                 hostmgr: HostManagerPort, queue: GoalStateQueue, clock: Clock) -> None:
         self.cache = cache
         self.store = store
         self.resmgr = resmgr
+        #: What every host could hold, for refusing jobs that can never run.
+        self.hostmgr = hostmgr
         self.queue = queue
         self.clock = clock
 
@@ -49,7 +52,7 @@ class JobOps:
         UPDATE workflow in batches, which may start paused, as Peloton's rolling create.
         """
         job_id = validate_uuid(job_id, "id") if job_id else new_id()
-        self.resmgr.validate_pool(spec.respool_id)
+        refuse_if_never_runs(self.resmgr, self.hostmgr, spec)
         try:
             self.store.get_job_runtime(job_id)
             raise AlreadyExists(f"job {job_id} already exists", field="id")
@@ -106,12 +109,14 @@ class JobOps:
             if getattr(spec, name) != getattr(old, name) and getattr(spec, name):
                 raise InvalidArgument(f"{name} cannot change in an update", field=f"config.{name}")
         with job.lock:
-            new = job.new_config(dataclasses.replace(
+            grown = dataclasses.replace(
                 old, instance_count=spec.instance_count,
                 instance_tasks={**old.instance_tasks, **{
                     i: t for i, t in spec.instance_tasks.items() if i >= old.instance_count}},
                 document=spec.document or old.document,
-                document_kind=spec.document_kind or old.document_kind))
+                document_kind=spec.document_kind or old.document_kind)
+            refuse_if_never_runs(self.resmgr, self.hostmgr, grown)
+            new = job.new_config(grown)
             # INITIALIZED (as Peloton's Update does) makes the job engine's next look run
             # CREATE_TASKS for the new instances; left RUNNING, it would do nothing.
             job.change_runtime(lambda rt: dataclasses.replace(rt, state=JobState.INITIALIZED),

@@ -12,43 +12,55 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from peloton.core.model.ids import TaskId
-from peloton.core.model.job import JobSpec
+from peloton.core.model.job import JobSpec, PlacementStrategy
 from peloton.core.model.task import TaskRuntime, TaskSpec
-from peloton.core.placement.request import PlacementNeeds, Strategy, TaskRequest
+from peloton.core.placement.request import PlacementNeeds, Strategy, TaskRequest, job_label
 from peloton.core.respool.records import RmTask
 from peloton.core.states import JobType
 
 
-def strategy_for(job_type: JobType) -> Strategy:
-    """Batch work is packed; long-running work is spread."""
+def strategy_for(job_type: JobType,
+                 placement: PlacementStrategy = PlacementStrategy.UNSET) -> Strategy:
+    """The job's placementStrategy when set; else batch work is packed, long-running spread."""
+    if placement is PlacementStrategy.SPREAD_JOB:
+        return Strategy.SPREAD_JOB
+    if placement is PlacementStrategy.PACK_HOST:
+        return Strategy.PACK
     return Strategy.PACK if job_type is JobType.BATCH else Strategy.SPREAD
 
 
 class NeedsCache:
-    """One PlacementNeeds per distinct (job type, task spec)."""
+    """One PlacementNeeds per distinct (task spec, placement strategy)."""
 
     def __init__(self) -> None:
-        self._by_spec: dict[int, tuple[TaskSpec, PlacementNeeds]] = {}
+        self._by_spec: dict[tuple[int, Strategy], tuple[TaskSpec, PlacementNeeds]] = {}
 
-    def needs(self, job_type: JobType, spec: TaskSpec) -> PlacementNeeds:
+    def needs(self, job_type: JobType, spec: TaskSpec,
+              placement: PlacementStrategy = PlacementStrategy.UNSET) -> PlacementNeeds:
         """The placement needs of `spec` (identity-cached; specs are immutable)."""
-        hit = self._by_spec.get(id(spec))
+        strategy = strategy_for(job_type, placement)
+        key = (id(spec), strategy)
+        hit = self._by_spec.get(key)
         if hit is not None and hit[0] is spec:
             return hit[1]
         needs = PlacementNeeds(resources=spec.resources, ports=spec.dynamic_port_count,
                                revocable=spec.revocable, constraint=spec.constraint,
-                               strategy=strategy_for(job_type))
+                               strategy=strategy)
         if len(self._by_spec) > 50_000:
             self._by_spec.clear()
-        self._by_spec[id(spec)] = (spec, needs)
+        self._by_spec[key] = (spec, needs)
         return needs
 
 
 def rm_task(job_id: str, spec: JobSpec, instance: int, rt: TaskRuntime, cache: NeedsCache) -> RmTask:
     """The resource manager's view of one task run; `spec` is the config version it runs."""
     task_spec = spec.task_spec(instance)
-    req = TaskRequest(task_id=TaskId(job_id, instance), needs=cache.needs(spec.type, task_spec),
-                      labels=task_spec.labels, desired_host=rt.desired_host,
+    labels = task_spec.labels
+    if spec.placement_strategy is PlacementStrategy.SPREAD_JOB:
+        labels = (*labels, job_label(job_id))  # what hosts count to spread the job
+    req = TaskRequest(task_id=TaskId(job_id, instance),
+                      needs=cache.needs(spec.type, task_spec, spec.placement_strategy),
+                      labels=labels, desired_host=rt.desired_host,
                       desired_host_only=bool(rt.desired_host) and (
                           task_spec.stateful or spec.type is JobType.DAEMON))
     preemptible = spec.sla.preemptible and task_spec.preemptible

@@ -21,9 +21,11 @@ from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobSpec
 from peloton.core.model.update import UpdateInfo, UpdateSpec
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.feasibility import refuse_if_never_runs
 from peloton.jobmgr.goalstate.job import JobActions
 from peloton.jobmgr.goalstate.update import UpdateActions
 from peloton.storage import Store
@@ -46,9 +48,11 @@ class WorkflowOps:
     """Create and steer the workflows of jobs."""
 
     def __init__(self, cache: JobCache, store: Store, jobs: JobActions, updates: UpdateActions,
-                 clock: Clock) -> None:
+                 resmgr: ResourceManagerPort, hostmgr: HostManagerPort, clock: Clock) -> None:
         self.cache = cache
         self.store = store
+        #: For refusing an update no host or pool limit could ever run.
+        self.resmgr, self.hostmgr = resmgr, hostmgr
         self.job_actions = jobs
         self.update_actions = updates
         self.clock = clock
@@ -76,6 +80,7 @@ class WorkflowOps:
                 self._check_replace(old, new_spec)
                 target = dataclasses.replace(new_spec, respool_id=new_spec.respool_id or
                                              old.respool_id, type=old.type)
+                refuse_if_never_runs(self.resmgr, self.hostmgr, target)
                 added, removed, updated, _ = diff(old, target)
             else:
                 target = old

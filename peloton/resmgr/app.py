@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2_grpc
+from peloton.api.gen.pelotonpy.ext import capacity_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
@@ -54,7 +55,7 @@ from peloton.resmgr.loops import Counts, Loops
 from peloton.resmgr.pools import PoolBook, load_tree
 from peloton.resmgr.preemptor import Preemptor
 from peloton.resmgr.reasons import pending_reasons
-from peloton.resmgr.servicers import ResourcePoolServicer
+from peloton.resmgr.servicers import PoolStatusServicer, ResourcePoolServicer
 from peloton.resmgr.taskbook import TaskBook
 from peloton.resmgr.wakeup import Wakeup
 from peloton.storage.cluster_store import ResourcePoolStore
@@ -100,6 +101,8 @@ class ResourceManager:
         """Serve the v0 ResourceManager API (and its legacy name) on `grpc`."""
         register(grpc, respool_pb2_grpc.add_ResourceManagerServicer_to_server,
                  ResourcePoolServicer(lambda: self.pools))
+        register(grpc, capacity_pb2_grpc.add_PoolStatusServiceServicer_to_server,
+                 PoolStatusServicer(lambda: self.pools, lambda: (self.capacity, self.slack_cpu)))
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -187,9 +190,9 @@ class ResourceManager:
         self.work.fire()
 
     # -- ResourceManagerPort: job manager side ------------------------------------------------
-    def validate_pool(self, pool_id: str) -> None:
-        """A job may be created in this pool (exists, leaf, not the root)."""
-        self.pools.validate_for_job(pool_id)
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
+        """A job may be created in this pool (exists, leaf, not the root; `need` within limits)."""
+        self.pools.validate_for_job(pool_id, need)
 
     def pool_id_for_path(self, path: str) -> str:
         """The id of the pool at `path`."""

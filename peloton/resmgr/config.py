@@ -30,6 +30,11 @@ class ResourceManagerConfig:
     scheduling_period: float = 0.1
     #: Gangs admitted per leaf pool per admission pass.
     admit_per_pool: int = 1000
+    #: Backfill (core/respool/admission.py, README.md here): refused gangs admission looks
+    #: past per queue and pass (0: Peloton's strict FIFO), and seconds a refused gang waits
+    #: before it holds a reservation that later gangs must fit beside.
+    backfill_depth: int = 1000
+    backfill_reserve_after: float = 30.0
     #: Entitlements are recomputed from fresh cluster capacity this often (seconds);
     #: also at once on any pool change, and after new demand at most every `entitlement_min_interval`.
     entitlement_period: float = 1.0
@@ -67,7 +72,7 @@ class ResourceManagerConfig:
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be > 0", field=name)
         for name in ("entitlement_min_interval", "placement_retry_backoff", "retry_delay",
-                     "retry_delay_max"):
+                     "retry_delay_max", "backfill_reserve_after", "backfill_depth"):
             if getattr(self, name) < 0:
                 raise InvalidArgument(f"{name} must be >= 0", field=name)
         for name in ("admit_per_pool", "sustained_over_allocation_count",

@@ -92,7 +92,7 @@ class Loops:
             expired = expire(book, now)
             if book.demand_changed and now - rm.entitled_at >= cfg.entitlement_min_interval:
                 rm.entitle_locked()
-            admitted = book.admit(cfg.admit_per_pool)
+            admitted = book.admit(cfg.admit_per_pool, now)
             book.ready.promote(now)
             ready = book.ready.has_ready()
         rm.counts.admitted.inc(admitted)

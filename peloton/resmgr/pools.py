@@ -22,11 +22,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from peloton.api import peloton_texts as texts
 from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.feasibility import over_limit
 from peloton.core.model.ids import ROOT_POOL_ID, new_id
 from peloton.core.model.resources import Resources
 from peloton.core.model.respool import ResourcePool, ResourcePoolConfig
-from peloton.core.respool.node import PoolNode
+from peloton.core.respool.node import PoolNode, frozen
 from peloton.core.respool.tree import PoolTree
 from peloton.core.respool.validation import validate_write
 from peloton.storage.cluster_store import ResourcePoolStore
@@ -49,10 +51,25 @@ class PoolView:
     entitlement: Resources
     non_slack_entitlement: Resources
     slack_entitlement: Resources
+    reservation: Resources = Resources()
+    #: The pool's own limit (the root's is the cluster's capacity).
+    limit: Resources = Resources()
+    queued_gangs: int = 0
+    queued_tasks: int = 0
+    #: First task of the gang holding a backfill reservation here ("" if none).
+    reserved_for: str = ""
 
 
 def view_of(node: PoolNode) -> PoolView:
     """A snapshot of one node."""
+    gangs = tasks = 0
+    reserved = ""
+    if node.queues is not None:
+        for _, gang in node.queues.gangs():
+            gangs += 1
+            tasks += len(gang.tasks)
+        held = [g for g in node.queues.reserved.values() if g.tasks]
+        reserved = str(held[0].tasks[0].task_id) if held else ""
     return PoolView(
         pool_id=node.pool_id, config=node.config, path=node.path,
         parent_id=node.parent.pool_id if node.parent is not None else "",
@@ -61,8 +78,10 @@ def view_of(node: PoolNode) -> PoolView:
         slack_allocation=node.slack_allocation_resources(),
         demand=node.demand_resources() + node.slack_demand_resources(),
         entitlement=node.entitlement_resources(),
-        non_slack_entitlement=Resources(*node.non_slack_entitlement),
-        slack_entitlement=Resources(*node.slack_entitlement))
+        non_slack_entitlement=frozen(node.non_slack_entitlement),
+        slack_entitlement=frozen(node.slack_entitlement),
+        reservation=frozen(node.reservation), limit=frozen(node.limit),
+        queued_gangs=gangs, queued_tasks=tasks, reserved_for=reserved)
 
 
 def load_tree(store: ResourcePoolStore) -> PoolTree:
@@ -172,15 +191,23 @@ class PoolBook:
         with self._lock:
             return self.tree.lookup(path).pool_id
 
-    def validate_for_job(self, pool_id: str) -> None:
-        """A job may use this pool: it exists and is a leaf other than the root."""
+    def validate_for_job(self, pool_id: str, need: Resources | None = None) -> None:
+        """A job may use this pool: it exists and is a leaf other than the root, and its
+        limits could ever admit `need` (the job's largest gang), when given.
+
+        The texts of the first checks are Peloton's (its job manager's
+        validateResourcePool), which clients match on.
+        """
+        if not pool_id:
+            raise InvalidArgument(texts.POOL_ID_NULL, field="respoolID")
+        if pool_id == ROOT_POOL_ID:
+            raise InvalidArgument(texts.POOL_IS_ROOT, field="respoolID")
         with self._lock:
             node = self.tree.by_id.get(pool_id)
             if node is None:
-                raise NotFound(f"resource pool {pool_id!r} not found", field="respoolID")
-            if node.is_root:
-                raise InvalidArgument("jobs cannot be submitted to the root resource pool",
-                                      field="respoolID")
+                raise NotFound(texts.POOL_NOT_FOUND, field="respoolID")
             if not node.is_leaf:
-                raise InvalidArgument(f"resource pool {node.path} is not a leaf pool; jobs go "
-                                      "to leaf pools", field="respoolID")
+                raise InvalidArgument(texts.POOL_NOT_LEAF, field="respoolID")
+            why = None if need is None else over_limit(need, node.effective_limit(), node.path)
+        if why is not None:
+            raise InvalidArgument(f"the job can never run: {why.message}", field=why.field)

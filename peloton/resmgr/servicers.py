@@ -4,19 +4,21 @@
 Peloton's handler (pkg/resmgr/respool/respoolsvc/handler.go) reports every
 expected failure inside the response, and so does this servicer:
 
-| call   | failure                                   | response error              |
-|--------|-------------------------------------------|-----------------------------|
-| Create | a validation rule fails                   | invalidResourcePoolConfig   |
-| Create | the id is taken in storage                | alreadyExists               |
-| Get    | unknown id                                | notFound                    |
-| Update | unknown id / a validation rule fails      | notFound / invalidResourcePoolConfig |
-| Delete | unknown or malformed path                 | notFound                    |
-| Delete | pool has children / demand or allocation  | isNotLeaf / isBusy          |
-| Delete | the root, or storage refused              | notDeleted                  |
-| Lookup | malformed path / unknown path             | invalidPath / notFound      |
+| call   | failure                                   | response error (Peloton's text)          |
+|--------|-------------------------------------------|------------------------------------------|
+| Create | a validation rule fails                   | invalidResourcePoolConfig                |
+| Create | the id is taken in storage                | alreadyExists                            |
+| Get    | unknown id                                | notFound "resource pool not found"       |
+| Update | unknown id / a validation rule fails      | notFound / invalidResourcePoolConfig     |
+| Delete | unknown or malformed path                 | notFound "resource pool not found"       |
+| Delete | pool has children                         | isNotLeaf "resource pool is not leaf"    |
+| Delete | demand or allocation                      | isBusy "resource pool is busy"           |
+| Delete | the root, or storage refused              | notDeleted "<why> resource pool could not be deleted" |
+| Lookup | malformed path / unknown path             | invalidPath / notFound "resource pool not found" |
 
-Validation messages name the field and the rule ("resources.limit: pool
-'a': cpu limit 5 exceeds parent /p limit 4").  Anything else (storage
+Validation messages are ours: they name the field and the rule
+("resources.limit: pool 'a': cpu limit 5 exceeds parent /p limit 4").
+tests/unit/resmgr/test_error_parity_respool.py lists every case.  Anything else (storage
 down, not leader) is a gRPC status through service_registry's mapping.
 Usage shows live allocation per kind: regular tasks as `allocation`,
 revocable ones as `slack`, as Peloton does.
@@ -27,12 +29,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from peloton.api import peloton_texts as texts
+from peloton.api.convert.ext_capacity import above, amounts_to_pb
 from peloton.api.convert.v0_respool import (
     respool_config_from_v0,
     respool_info_to_v0,
     respool_path_from_v0,
 )
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2, respool_pb2_grpc
+from peloton.api.gen.pelotonpy.ext import capacity_pb2, capacity_pb2_grpc
 from peloton.core.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -41,6 +46,7 @@ from peloton.core.errors import (
     PelotonError,
 )
 from peloton.core.model.ids import ROOT_POOL_ID, new_id
+from peloton.core.model.resources import Resources
 from peloton.resmgr.pools import PoolBook, PoolView
 
 
@@ -89,10 +95,11 @@ class ResourcePoolServicer(respool_pb2_grpc.ResourceManagerServicer):  # type: i
             out.poolinfo.CopyFrom(info_to_v0(book.get(pool_id)))
             if request.includeChildPools:
                 out.childPools.extend(info_to_v0(v) for v in book.children(pool_id))
-        except NotFound as exc:
+        except NotFound:
             out.ClearField("poolinfo")
+            out.ClearField("childPools")
             out.error.notFound.id.value = pool_id
-            out.error.notFound.message = describe(exc)
+            out.error.notFound.message = texts.POOL_NOT_FOUND
         return out
 
     def UpdateResourcePool(self, request: respool_pb2.UpdateRequest,
@@ -119,22 +126,22 @@ class ResourcePoolServicer(respool_pb2_grpc.ResourceManagerServicer):  # type: i
         try:
             path = respool_path_from_v0(request.path)
             pool_id = book.lookup(path)
-        except (InvalidArgument, NotFound) as exc:
+        except (InvalidArgument, NotFound):
             out.error.notFound.path.value = request.path.value
-            out.error.notFound.message = describe(exc)
+            out.error.notFound.message = texts.POOL_NOT_FOUND
             return out
         try:
             book.delete(path)
-        except NotFound as exc:  # deleted meanwhile
+        except NotFound:  # deleted meanwhile
             out.error.notFound.path.value = request.path.value
-            out.error.notFound.message = describe(exc)
+            out.error.notFound.message = texts.POOL_NOT_FOUND
         except FailedPrecondition as exc:
             err = out.error.isNotLeaf if exc.field == "children" else out.error.isBusy
             err.id.value = pool_id
-            err.message = exc.message
+            err.message = texts.RESPOOL_NOT_LEAF if exc.field == "children" else texts.RESPOOL_BUSY
         except PelotonError as exc:
             out.error.notDeleted.id.value = pool_id
-            out.error.notDeleted.message = f"{exc.message}: resource pool could not be deleted"
+            out.error.notDeleted.message = f"{exc.message} {texts.RESPOOL_NOT_DELETED}"
         return out
 
     def LookupResourcePoolID(self, request: respool_pb2.LookupRequest,
@@ -148,12 +155,40 @@ class ResourcePoolServicer(respool_pb2_grpc.ResourceManagerServicer):  # type: i
             return out
         try:
             out.id.value = self._book().lookup(path)
-        except NotFound as exc:
+        except NotFound:
             out.error.notFound.path.value = request.path.value
-            out.error.notFound.message = describe(exc)
+            out.error.notFound.message = texts.POOL_NOT_FOUND
         return out
 
     def Query(self, request: respool_pb2.QueryRequest, context: Any) -> respool_pb2.QueryResponse:
         out = respool_pb2.QueryResponse()
         out.resourcePools.extend(info_to_v0(v) for v in self._book().all())
+        return out
+
+
+class PoolStatusServicer(capacity_pb2_grpc.PoolStatusServiceServicer):  # type: ignore[misc]
+    """pelotonpy.ext.capacity.PoolStatusService: entitlement, demand and queues of every pool."""
+
+    def __init__(self, pools: Callable[[], PoolBook],
+                 capacity: Callable[[], tuple[Resources, float]]) -> None:
+        self._book = pools
+        self._capacity = capacity
+
+    def ListPoolStatus(self, request: Any, context: Any) -> Any:
+        capacity, slack = self._capacity()
+        out = capacity_pb2.ListPoolStatusResponse(cluster_capacity=amounts_to_pb(capacity),
+                                                  slack_cpu=slack)
+        for view in self._book().all():
+            limit = capacity if view.pool_id == ROOT_POOL_ID else view.limit
+            out.pools.append(capacity_pb2.PoolStatus(
+                pool_id=view.pool_id, path=view.path,
+                reservation=amounts_to_pb(capacity if view.pool_id == ROOT_POOL_ID
+                                          else view.reservation),
+                limit=amounts_to_pb(limit), entitlement=amounts_to_pb(view.entitlement),
+                allocation=amounts_to_pb(view.allocation + view.slack_allocation),
+                demand=amounts_to_pb(view.demand), queued_gangs=view.queued_gangs,
+                queued_tasks=view.queued_tasks, reserved_for=view.reserved_for,
+                leaf=not view.children,
+                limit_above_capacity=[] if view.pool_id == ROOT_POOL_ID
+                else above(view.limit, capacity)))
         return out

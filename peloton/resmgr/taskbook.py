@@ -38,6 +38,7 @@ from peloton.core.model.sched import (
     PlacementGang,
 )
 from peloton.core.placement.request import GangRequest
+from peloton.core.respool.admission import BackfillPolicy
 from peloton.core.respool.records import RmTask, TaskRecord
 from peloton.core.respool.tracker import TaskTracker
 from peloton.core.respool.tree import PoolTree
@@ -54,7 +55,9 @@ class TaskBook:
 
     def __init__(self, tree: PoolTree, config: ResourceManagerConfig) -> None:
         self.config = config
-        self.tracker = TaskTracker(tree, preemption_enabled=config.preemption_enabled)
+        self.tracker = TaskTracker(tree, preemption_enabled=config.preemption_enabled,
+                                   backfill=BackfillPolicy(config.backfill_depth,
+                                                           config.backfill_reserve_after))
         self.ready = ReadyQueue()
         self.placed = PlacedQueue()
         self.timeouts = Timeouts(config)
@@ -123,10 +126,10 @@ class TaskBook:
             self.timeouts.start(task.task_id, state, now)
 
     # -- admission ------------------------------------------------------------------------
-    def admit(self, limit_per_pool: int) -> int:
+    def admit(self, limit_per_pool: int, now: float = 0.0) -> int:
         """Admit what entitlement allows in every leaf; returns how many tasks became READY."""
         count = 0
-        for gang in self.tracker.admit(limit_per_pool):
+        for gang in self.tracker.admit(limit_per_pool, now=now):
             self.ready.push(ReadyEntry(list(gang.tasks)))
             count += len(gang.tasks)
         if count:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from peloton.core.cron.model import CronJob
 from peloton.core.errors import DataCorruption
 from peloton.core.model.events import PodEvent
 from peloton.core.model.host import HostInfo
@@ -74,6 +75,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("pod_event", ("job_id", "instance", "run_id", "time_us", "state"), PodEvent),
     Kind("update", ("update_id",), UpdateInfo, revisioned=True),
     Kind("workflow_event", ("update_id", "instance", "time_us", "state"), WorkflowEvent),
+    Kind("cron_job", ("name",), CronJob, revisioned=True),
 )
 KIND_BY_NAME = {k.name: k for k in KINDS}
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from peloton.core.model.resources import FIELD_NAMES, Resources
+
 Fn = Callable[[Any], Any]
 
 ENCODERS: dict[type, Fn] = {}
@@ -135,6 +137,8 @@ def value_encoder(tp: Any) -> Fn | None:
         return float
     if tp is bytes:
         return lambda v: base64.b64encode(v).decode("ascii")
+    if tp is Resources:
+        return _encode_resources
     if isinstance(tp, type) and issubclass(tp, Enum):
         return lambda v: v.value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
@@ -168,6 +172,25 @@ def value_encoder(tp: Any) -> Fn | None:
     raise TypeError(f"codec: unsupported type {tp!r}")
 
 
+def _encode_resources(v: Resources) -> dict[str, float]:
+    """A resource vector as the four floats of the user's units.
+
+    `Resources` holds fixed-point integers but is stored as it always was
+    (an object of cpu, mem_mb, disk_mb and gpu floats), so stored values
+    keep their meaning and older rows read back the same.
+    """
+    return {"cpu": v.cpu, "mem_mb": v.mem_mb, "disk_mb": v.disk_mb, "gpu": v.gpu}
+
+
+def _decode_resources(d: Any) -> Resources:
+    if not isinstance(d, dict):
+        raise CodecError(f"Resources: expected an object, got {type(d).__name__}")
+    try:
+        return Resources(*(_float(d.get(name, 0.0)) for name in FIELD_NAMES))
+    except CodecError as exc:
+        raise CodecError(f"Resources: {exc}") from None
+
+
 def _key_encoder(tp: Any) -> Fn:
     if isinstance(tp, type) and issubclass(tp, Enum):
         return lambda k: str(k.value)
@@ -190,6 +213,8 @@ def value_decoder(tp: Any) -> Fn:
         return _none
     if tp is bytes:
         return _bytes
+    if tp is Resources:
+        return _decode_resources
     if isinstance(tp, type) and issubclass(tp, Enum):
         return _enum(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):

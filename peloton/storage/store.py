@@ -23,6 +23,7 @@ from peloton.storage.cluster_store import (
     SecretStore,
     VolumeStore,
 )
+from peloton.storage.cron_store import CronJobStore
 from peloton.storage.history_store import DEFAULT_POD_EVENT_TTL, PodEventStore, UpdateStore
 from peloton.storage.job_store import (
     ActiveJobStore,
@@ -60,7 +61,7 @@ class StoreOptions:
 class Store(JobConfigStore, JobRuntimeStore, JobQueryStore, JobNameStore, ActiveJobStore,
             TaskConfigStore, TaskRuntimeStore, PodEventStore, UpdateStore,
             ResourcePoolStore, HostStore, SecretStore, VolumeStore, FrameworkStore,
-            SchemaStore, BulkStore, Protocol):
+            CronJobStore, SchemaStore, BulkStore, Protocol):
     """Everything a Peloton cluster keeps.  Thread-safe (also under gevent)."""
 
     #: The URL the store was opened with, password redacted (safe to log).

@@ -35,8 +35,8 @@ def build_tree() -> tuple[PoolTree, list[str]]:
         for j in range(10):
             node = tree.create(f"org{i}-{j}", ResourcePoolConfig(f"team{j}", f"org{i}",
                                                                    unlimited))
-            node.entitlement = [BIG] * 4
-            node.non_slack_entitlement = [BIG] * 4
+            node.entitlement = [int(BIG) * 1000] * 4
+            node.non_slack_entitlement = [int(BIG) * 1000] * 4
             leaves.append(node.pool_id)
     return tree, leaves
 

@@ -50,10 +50,10 @@ def build(levels: int, seed: int = 11) -> PoolTree:
         frontier = nxt
     for leaf in tree.leaves():
         lim = leaf.limit
-        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.8) for x in lim)), False, 1.0)
-        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.1) for x in lim)), True, 1.0)
+        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.8) for x in lim)), False, 1)
+        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.1) for x in lim)), True, 1)
         leaf.add_allocation(Resources(*(x * rng.uniform(0, 0.3) for x in lim)), revocable=False,
-                            preemptible=True, controller=False, sign=1.0)
+                            preemptible=True, controller=False, sign=1)
     return tree
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from peloton.core.cron.model import CollisionPolicy, CronJob
 from peloton.core.model.constraints import (
     AndConstraint,
     Condition,
@@ -117,3 +118,9 @@ def volume(volume_id: str, job: str) -> VolumeInfo:
 def framework(name: str = "peloton") -> FrameworkInfo:
     """A framework registration."""
     return FrameworkInfo(name, "fw-1", "stream-1", 7.0, "hostmgr-1")
+
+
+def cron_job(name: str) -> CronJob:
+    """A cron job running `job_spec(name)` hourly."""
+    return CronJob(name=name, schedule="0 * * * *", policy=CollisionPolicy.KILL_EXISTING,
+                   template=job_spec(name), created_ms=1_900_000_000_000, last_due_ms=1_900_000_000_000)

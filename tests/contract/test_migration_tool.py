@@ -94,6 +94,8 @@ def populate(store: Store, jobs: int = 4) -> list[str]:
         store.add_workflow_event(f.workflow_event(upd.update_id, 2, 2.0))
         store.create_secret(f.secret(f"secret-{j}", jid))
         store.create_volume(f.volume(f"vol-{j}", jid))
+        cron = store.create_cron_job(f.cron_job(f"role/env/cron-{j}"))
+        store.update_cron_job(dataclasses.replace(cron, last_run_job_id=jid))
     return ids
 
 

@@ -129,7 +129,7 @@ def test_bad_requests_get_clear_errors_and_change_nothing(cluster: UpCluster,
     assert invalid.returncode == 4, invalid  # INVALID_ARGUMENT
     # The message names the file and the problem (with its place in the file).
     assert str(bad_yaml) in invalid.stderr and "invalid YAML" in invalid.stderr, invalid.stderr
-    assert "line 1" in invalid.stderr and "expected ',' or ']'" in invalid.stderr
+    assert f"{bad_yaml}:2:" in invalid.stderr and "expected ',' or ']'" in invalid.stderr
     negative = write_job(tmp_path, "neg", "true", cpu=-1)
     neg = cluster.cli("job", "create", "/e2e", str(negative), check=False)
     assert neg.returncode != 0 and "cpuLimit" in (neg.stderr + neg.stdout)

@@ -44,7 +44,7 @@ def run_block(up: UpCluster, text: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_readme_has_both_tour_blocks() -> None:
-    assert set(tour_blocks()) == {"batch", "service"}
+    assert set(tour_blocks()) == {"batch", "service", "waiting"}
 
 
 def test_batch_tour_runs_as_written(up: UpCluster) -> None:
@@ -58,3 +58,15 @@ def test_service_tour_runs_as_written(up: UpCluster) -> None:
     result = run_block(up, tour_blocks()["service"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCEEDED" in result.stdout or "ROLLED_FORWARD" in result.stdout
+
+
+def test_waiting_tour_refuses_explains_and_backfills(up: UpCluster) -> None:
+    result = run_block(up, tour_blocks()["waiting"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the job can never run: it asks for 500 cpu at once" in result.stderr
+    assert "SUCCEEDED" in result.stdout  # the hello job ran past the queued 500-cpu one
+    assert "unplaceable: no UP host could hold it now: it asks for 500 cpu" in result.stdout
+    assert "Pool /DefaultResPool: entitled to" in result.stdout
+    assert "largest host localhost" in result.stdout
+    assert "Cluster (1 UP host):" in result.stdout and "CPU" in result.stdout
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout

@@ -9,6 +9,7 @@ the Stop button posts) and the job page is seen to show it stopped.
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,5 +132,61 @@ def test_clicking_stop_asks_first_then_the_page_refreshes_to_killed(up: tuple[Up
         assert toast == f"Stopping 1 instance of job {job_id}"
         # No reload: the page's own refresh brings the new state.
         browser.wait_for(tab, "document.querySelector('h1 .state').dataset.state === 'KILLED'", 60)
+    finally:
+        browser.close()
+
+
+def test_a_waiting_job_says_why_on_its_job_and_task_pages(up: tuple[UpCluster, str],
+                                                          tmp_path: Path) -> None:
+    cluster, _ = up
+    made = cluster.cli("job", "create", "/uipool", str(write_job(tmp_path, "ui-big", "sleep 1", cpu=500)),
+                       "--queue-anyway")
+    big = made.stdout.split()[1]
+    dom = eventually(lambda: (d := page(cluster, f"/jobs/{big}")).find_all("li", data_waiting="0") and d,
+                     30, "the job page explaining its waiting task", interval=1.0)
+    why = dom.find("section", aria_labelledby="why-title")
+    assert "Why tasks wait" in why.text and "/uipool: entitled to" in why.text
+    assert "largest localhost" in why.text
+    [waiting] = why.find_all("li", data_waiting="0")
+    assert "unplaceable: no UP host could hold it now: it asks for 500 cpu" in waiting.text
+    [row] = dom.rows(lambda t: "Ports" in t.text)
+    assert row[1] == "PENDING" and "unplaceable" in row[-1]
+    task = page(cluster, f"/jobs/{big}/tasks/0")
+    assert "it asks for 500 cpu" in task.find("p", data_why="true").text
+    crumbs = task.find("p", **{"class": "breadcrumbs"})
+    assert crumbs.find("a", href=f"/jobs/{big}").text == "ui-big"
+    cluster.cli("job", "stop", big)
+
+
+def test_hosts_overview_and_pools_show_capacity(up: tuple[UpCluster, str]) -> None:
+    cluster, _ = up
+    hosts = page(cluster, "/hosts")
+    cpu = hosts.find("span", data_kind="cpu").text
+    assert cpu.endswith("/ 2"), cpu
+    assert "Cluster (UP hosts): cpu" in hosts.find("p", data_cluster="true").text
+    overview = page(cluster, "/")
+    assert overview.find("span", data_capacity="cpu").text == "2"
+    pools = page(cluster, "/pools")
+    assert pools.find("span", data_entitled="/uipool").text.endswith("GB") or \
+        "cpu" in pools.find("span", data_entitled="/uipool").text
+    assert "tasks" in pools.find("span", data_queued="/uipool").text
+    assert overview.find("a", href="/ui/api/").text == "JSON API"
+
+
+def test_unknown_pages_and_bad_job_ids_show_not_found_and_stop_asking(up: tuple[UpCluster, str]) -> None:
+    cluster, _ = up
+    nowhere = page(cluster, "/nowhere")
+    assert "No page at /nowhere" in nowhere.find("section", data_not_found="true").text
+    bad = page(cluster, "/jobs/not-a-job")
+    assert "is not a job id" in bad.find("section", data_not_found="true").text
+    browser = Browser()
+    try:
+        tab = browser.open(f"http://127.0.0.1:{cluster.ui_port}/jobs/0000dead-0000-4000-8000-000000000000")
+        browser.wait_for(tab, "document.querySelector('[data-not-found]') !== null", 30)
+        count = ("performance.getEntriesByType('resource')"
+                 ".filter((e) => e.name.includes('/ui/api/jobs/')).length")
+        first = browser.evaluate(tab, count)
+        time.sleep(5)  # more than two refresh periods: a page that retried would have asked again
+        assert browser.evaluate(tab, count) == first == 1
     finally:
         browser.close()

@@ -283,7 +283,8 @@ class FakeHostManager:
 
     def host_summaries(self) -> list[HostSummary]:
         return [HostSummary(HostInfo(h.hostname, state=h.state, goal_state=h.state,
-                                     labels=h.labels), h.capacity, h.used()[0], h.agent_id)
+                                     labels=h.labels), h.capacity, h.used()[0], h.agent_id,
+                            tasks=len(h.bookings))
                 for _, h in sorted(self.hosts.items())]
 
     def draining_runs(self) -> list[tuple[str, str]]:

@@ -22,8 +22,10 @@ from collections.abc import Sequence
 
 import gevent
 
+from peloton.api import peloton_texts as texts
 from peloton.core.errors import InvalidArgument, NotFound, Unimplemented
 from peloton.core.model.ids import TaskId
+from peloton.core.model.resources import Resources
 from peloton.core.model.sched import (
     EnqueueFailure,
     PlacedTask,
@@ -47,6 +49,8 @@ class FakeResourceManager:
                  auto_place: bool = True) -> None:
         self.hosts = hosts
         self.pools = dict(pools or {"/DefaultResPool": "respool-default"})
+        #: Pool ids that have children (jobs may not use them).
+        self.parents: set[str] = set()
         self.auto_place = auto_place
         self.queued: dict[TaskId, RmTask] = {}
         self.ready: list[Placement] = []
@@ -74,11 +78,16 @@ class FakeResourceManager:
         return count
 
     # -- job manager side ---------------------------------------------------------------------
-    def validate_pool(self, pool_id: str) -> None:
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
+        # Peloton's texts, as the real resource manager's port.
         if not pool_id:
-            raise InvalidArgument("resource pool ID is null", field="respoolID")
+            raise InvalidArgument(texts.POOL_ID_NULL, field="respoolID")
+        if pool_id == "root":
+            raise InvalidArgument(texts.POOL_IS_ROOT, field="respoolID")
+        if pool_id in self.parents:
+            raise InvalidArgument(texts.POOL_NOT_LEAF, field="respoolID")
         if pool_id not in self.pools.values():
-            raise NotFound(f"resource pool {pool_id} not found", field="respoolID")
+            raise NotFound(texts.POOL_NOT_FOUND, field="respoolID")
 
     def pool_id_for_path(self, path: str) -> str:
         try:

@@ -86,11 +86,12 @@ def run_id(instance: int = 0, run: int = 1, job: str | None = None) -> str:
 
 def task(command: str, *, rid: str | None = None, mem_mb: float = 0.0, grace: float = 5.0,
          ports: Sequence[PortSpec] = (), assigned: Sequence[tuple[str, int]] = (),
-         env: Sequence[tuple[str, str]] = (), health: HealthCheckSpec | None = None) -> LaunchSpec:
+         env: Sequence[tuple[str, str]] = (), health: HealthCheckSpec | None = None,
+         fd_limit: int = 0) -> LaunchSpec:
     """A shell-command run."""
     spec = TaskSpec(name="test", resources=Resources(cpu=0.1, mem_mb=mem_mb),
                     command=CommandSpec(value=command, environment=tuple(env)), ports=tuple(ports),
-                    health_check=health, kill_grace_period_secs=grace)
+                    health_check=health, kill_grace_period_secs=grace, fd_limit=fd_limit)
     return LaunchSpec(rid or run_id(), spec, tuple(assigned))
 
 
@@ -98,10 +99,12 @@ class AgentProcess:
     """`peloton agent` as a real process, stopped by PID."""
 
     def __init__(self, work_dir: Path, hostmgr: str, name: str = "agent-1",
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None,
+                 extra_args: Sequence[str] = ()) -> None:
         self.work_dir, self.hostmgr, self.name = work_dir, hostmgr, name
         self.port = free_port()
         self.extra_env = extra_env or {}
+        self.extra_args = tuple(extra_args)
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> AgentProcess:
@@ -109,7 +112,7 @@ class AgentProcess:
         self.proc = subprocess.Popen(
             [PELOTON, "agent", "--name", self.name, "--hostmgr", self.hostmgr, "--port",
              str(self.port), "--work-dir", str(self.work_dir), "--cpus", "2", "--mem-mb", "2048",
-             "--label", "rack=r1"],
+             "--label", "rack=r1", *self.extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.tail = OutputTail(self.proc)
         self.tail.wait_for("serving on", timeout=30)

@@ -23,11 +23,16 @@ from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
 from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound
+from tests.harness.fake_peloton_cron import FakeCron
 from tests.harness.fake_peloton_state import TERMINAL_WORKFLOWS, FakeJob, FakeState, now
 
 
-class FakePeloton(FakeState):
-    """Jobs, pods, workflows, pools and hosts in memory."""
+class FakePeloton(FakeCron, FakeState):
+    """Jobs, pods, workflows, pools, hosts and cron jobs in memory."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cron: dict[str, Any] = {}
 
     # -- stateless JobService -----------------------------------------------------------------
     def create_stateless_job(

@@ -16,6 +16,7 @@ from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2, respool_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc as job_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc as pod_grpc
+from peloton.api.gen.pelotonpy.api.cron import cron_pb2, cron_pb2_grpc
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.service_registry import register
 from peloton.core.errors import AlreadyExists, NotFound
@@ -140,6 +141,26 @@ class _Hosts(host_svc_pb2_grpc.HostServiceServicer):  # type: ignore[misc]
         return self.f.complete_maintenance(r.hostname)
 
 
+class _Cron(cron_pb2_grpc.CronServiceServicer):  # type: ignore[misc]
+    def __init__(self, fake: FakePeloton) -> None:
+        self.f = fake
+
+    def ScheduleCronJob(self, r: Any, ctx: Any) -> Any:
+        return self.f.schedule_cron_job(r.job, mode=r.mode)
+
+    def DescheduleCronJob(self, r: Any, ctx: Any) -> Any:
+        return cron_pb2.DescheduleCronJobResponse(existed=self.f.deschedule_cron_job(r.name))
+
+    def StartCronJob(self, r: Any, ctx: Any) -> Any:
+        return cron_pb2.StartCronJobResponse(run_job_id=self.f.start_cron_job(r.name))
+
+    def GetCronJob(self, r: Any, ctx: Any) -> Any:
+        return cron_pb2.GetCronJobResponse(job=self.f.get_cron_job(r.name))
+
+    def ListCronJobs(self, r: Any, ctx: Any) -> Any:
+        return cron_pb2.ListCronJobsResponse(jobs=self.f.list_cron_jobs(r.name_prefix))
+
+
 def serve(fake: FakePeloton) -> GrpcServer:
     """A started GrpcServer on 127.0.0.1 serving `fake`; its address is `127.0.0.1:<server.port>`."""
     server = GrpcServer("127.0.0.1:0", max_workers=32)
@@ -147,5 +168,6 @@ def serve(fake: FakePeloton) -> GrpcServer:
     register(server, pod_grpc.add_PodServiceServicer_to_server, _Pods(fake))
     register(server, respool_pb2_grpc.add_ResourceManagerServicer_to_server, _Pools(fake))
     register(server, host_svc_pb2_grpc.add_HostServiceServicer_to_server, _Hosts(fake))
+    register(server, cron_pb2_grpc.add_CronServiceServicer_to_server, _Cron(fake))
     server.start()
     return server

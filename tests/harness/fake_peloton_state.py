@@ -40,7 +40,12 @@ TERMINAL_WORKFLOWS = {
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1e6) % 1000000:06d}Z"
+    """The current time as an RFC 3339 string with microseconds.  The clock is read once: the
+    seconds and the fraction used to come from two reads, so a second boundary between them
+    yielded a time almost a second early (and updates listed out of order)."""
+    micros = time.time_ns() // 1000
+    seconds, fraction = divmod(micros, 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:06d}Z"
 
 
 def inclusive(ids: list[int]) -> list[Any]:

@@ -159,6 +159,61 @@ def test_memory_limit_exceeded_fails_with_a_clear_message(hostmgr: Hostmgr, agen
     assert b"209715200" not in hostmgr.backend.read_sandbox("it-agent", launch.run_id, "stdout")
 
 
+def test_memory_below_32_mb_is_raised_to_32_mb_as_mesos_does(hostmgr: Hostmgr,
+                                                              agent: AgentProcess) -> None:
+    # Peloton job files ask for 0.1 MB and ran on Mesos, which enforces at least 32 MB.
+    launch = task("echo small", mem_mb=0.1)
+    hostmgr.backend.launch("it-agent", [launch])
+    done = hostmgr.recorder.wait_state(launch.run_id, TaskState.SUCCEEDED, timeout=30)
+    assert done.message == "exited with code 0"
+    running = hostmgr.recorder.wait_state(launch.run_id, TaskState.RUNNING)
+    assert "memory limit 32 MB via" in running.message
+    assert hostmgr.backend.read_sandbox("it-agent", launch.run_id, "stdout") == b"small\n"
+
+
+def test_fd_limit_is_not_enforced_by_default(hostmgr: Hostmgr, agent: AgentProcess) -> None:
+    # Peloton never applied fdLimit; a job file's fdLimit 3 must not break the task.
+    launch = task("ulimit -n", fd_limit=3)
+    hostmgr.backend.launch("it-agent", [launch])
+    hostmgr.recorder.wait_state(launch.run_id, TaskState.SUCCEEDED, timeout=30)
+    limit = hostmgr.backend.read_sandbox("it-agent", launch.run_id, "stdout").decode().strip()
+    assert limit != "3"
+
+
+def test_fd_limit_is_enforced_when_the_agent_is_told_to(hostmgr: Hostmgr, tmp_path: Path) -> None:
+    proc = AgentProcess(tmp_path / "fd", hostmgr.address, name="fd-agent",
+                        extra_args=["--enforce-fd-limit"]).start()
+    try:
+        wait_for(lambda: "fd-agent" in hostmgr.recorder.hosts, 20, "agent registration")
+        launch = task("ulimit -n", fd_limit=64)
+        hostmgr.backend.launch("fd-agent", [launch])
+        hostmgr.recorder.wait_state(launch.run_id, TaskState.SUCCEEDED, timeout=30)
+        assert hostmgr.backend.read_sandbox("fd-agent", launch.run_id, "stdout") == b"64\n"
+    finally:
+        proc.stop()
+
+
+def test_agent_offers_fixed_and_usage_slack(hostmgr: Hostmgr, tmp_path: Path) -> None:
+    # --revocable-cpus is offered from registration on; with --slack-from-usage the cpu an
+    # idle non-revocable run was given is offered too, and taken back when the run ends.
+    proc = AgentProcess(tmp_path / "slack", hostmgr.address, name="slack-agent",
+                        extra_args=["--revocable-cpus", "1.5", "--slack-from-usage"]).start()
+    try:
+        wait_for(lambda: "slack-agent" in hostmgr.recorder.hosts, 20, "agent registration")
+        assert hostmgr.recorder.hosts["slack-agent"].revocable_cpu == 1.5
+        idle = task("sleep 60")                       # given 0.1 cpu, uses none
+        hostmgr.backend.launch("slack-agent", [idle])
+        hostmgr.recorder.wait_state(idle.run_id, TaskState.RUNNING)
+        wait_for(lambda: hostmgr.recorder.hosts["slack-agent"].revocable_cpu == 1.6, 20,
+                 "the idle run's cpu offered as slack")
+        hostmgr.backend.kill("slack-agent", [idle.run_id], 0.5)
+        hostmgr.recorder.wait_state(idle.run_id, TaskState.KILLED)
+        wait_for(lambda: hostmgr.recorder.hosts["slack-agent"].revocable_cpu == 1.5, 20,
+                 "slack back to the fixed part")
+    finally:
+        proc.stop()
+
+
 def test_command_health_check_reports_transitions(hostmgr: Hostmgr, agent: AgentProcess) -> None:
     check = HealthCheckSpec(type=HealthCheckType.COMMAND, command="test -e healthy",
                             initial_interval_secs=0, interval_secs=0.1, timeout_secs=5,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from peloton.api.gen.peloton.api.v0.job import job_pb2, job_pb2_grpc
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2, respool_pb2_grpc
-from peloton.api.gen.peloton.api.v0.task import task_pb2
+from peloton.api.gen.peloton.api.v0.task import task_pb2, task_pb2_grpc
 from tests.harness.cluster import UpCluster
 
 pytestmark = pytest.mark.timeout(300)
@@ -44,6 +44,14 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="module")
+def tasks(up: UpCluster) -> Iterator[task_pb2_grpc.TaskManagerStub]:
+    """TaskManager, which stops batch jobs (Peloton's JobManager.Stop is for services)."""
+    channel = grpc.insecure_channel(f"127.0.0.1:{up.jobmgr_port}")
+    yield task_pb2_grpc.TaskManagerStub(channel)
+    channel.close()
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +105,8 @@ def job_configs(draw: st.DrawFn, pool: str) -> job_pb2.JobConfig:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_random_job_configs_get_clear_answers(stubs: tuple[object, object, str],
+def test_random_job_configs_get_clear_answers(tasks: task_pb2_grpc.TaskManagerStub,
+                                              stubs: tuple[object, object, str],
                                               data: st.DataObject) -> None:
     jobs, _, pool = stubs
     cfg = data.draw(job_configs(pool))
@@ -109,7 +118,7 @@ def test_random_job_configs_get_clear_answers(stubs: tuple[object, object, str],
             got = jobs.Get(job_pb2.GetRequest(id=reply.jobId), timeout=20)  # type: ignore[attr-defined]
             assert got.jobInfo.config.instanceCount == cfg.instanceCount
             assert not math.isnan(got.jobInfo.config.defaultConfig.resource.cpuLimit)
-            jobs.Stop(job_pb2.StopRequest(id=reply.jobId), timeout=20)  # type: ignore[attr-defined]
+            tasks.Stop(task_pb2.StopRequest(jobId=reply.jobId), timeout=20)
         else:
             assert reply.error.invalidConfig.message or reply.error.invalidJobId.message or \
                 reply.error.alreadyExists.message
@@ -152,6 +161,8 @@ def test_unknown_ids_are_not_found(stubs: tuple[object, object, str], tmp_path: 
     jobs, _, _ = stubs
     reply = jobs.Get(job_pb2.GetRequest(id={"value": "00000000-0000-4000-8000-000000000000"}),  # type: ignore[attr-defined]
                      timeout=20)
-    assert reply.error.notFound.message
-    code, _ = _call(jobs.Get, job_pb2.GetRequest(id={"value": "not-a-uuid"}))  # type: ignore[attr-defined]
-    assert code in CLIENT_ERRORS
+    # Peloton answers an unknown job with its storage's error in `getRuntimeFail`.
+    assert reply.error.getRuntimeFail.message == ("code:not-found message:Job runtime not found "
+                                                  "00000000-0000-4000-8000-000000000000")
+    code, bad = _call(jobs.Get, job_pb2.GetRequest(id={"value": "not-a-uuid"}))  # type: ignore[attr-defined]
+    assert code is grpc.StatusCode.OK and bad.error.getRuntimeFail.message

@@ -227,10 +227,9 @@ def test_a_job_lifecycle_maps_onto_peloton(aurora: tuple[Any, Any, str], cluster
 
     assert client.killTasks(key.job, [0], "one").responseCode == t.ResponseCode.OK
     assert fake.calls_of("stop_pod")[-1]["name"] == f"{job_id}-0"
-    states = {
-        tk.assignedTask.instanceId: tk.status
-        for tk in client.getTasksWithoutConfigs(query).result.scheduleStatusResult.tasks
-    }
+    states: dict[int, int] = {}
+    for tk in client.getTasksWithoutConfigs(query).result.scheduleStatusResult.tasks:
+        states.setdefault(tk.assignedTask.instanceId, tk.status)  # newest run first, earlier runs after
     assert states[0] == t.ScheduleStatus.KILLED
     assert client.killTasks(key.job, None, "all").responseCode == t.ResponseCode.OK
     assert fake.calls_of("stop_stateless_job")[-1]["job_id"] == job_id
@@ -311,13 +310,20 @@ def test_stale_ids_bad_input_and_unsupported_methods_change_nothing(
 
     for method, args in (
         ("performBackup", ()),
-        ("scheduleCronJob", (None,)),
         ("forceTaskState", ("x", 1)),
         ("snapshot", ()),
-        ("startCronJob", (key.job,)),
     ):
         resp = getattr(client, method)(*args)
         assert resp.responseCode == t.ResponseCode.INVALID_REQUEST and method in resp.details[0].message
+    # cron: bad input names the field, and nothing is scheduled
+    cron = t.JobConfiguration(key=t.JobKey(role="www", environment="devel", name=f"cron-{protocol}"),
+                              owner=t.Identity(user="www"), cronSchedule="0 25 * * *",
+                              taskConfig=task_config(t, f"cron-{protocol}"), instanceCount=1)
+    cron.taskConfig.isService = False
+    resp = client.scheduleCronJob(cron)
+    assert resp.responseCode == t.ResponseCode.INVALID_REQUEST and "cron" in resp.details[0].message
+    assert "Failed to start cron job" in client.startCronJob(key.job).details[0].message
+    assert not fake.cron
 
 
 def test_create_quota_tiers_and_maintenance(aurora: tuple[Any, Any, str], cluster: Cluster) -> None:

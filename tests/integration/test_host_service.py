@@ -88,8 +88,8 @@ def test_maintenance_drains_then_completes(served: Served) -> None:
     assert hm.draining_runs() == [("h1", RUN)]
     with pytest.raises(grpc.RpcError) as err:
         stub.CompleteMaintenance(host_svc_pb2.CompleteMaintenanceRequest(hostname="h1"), timeout=5)
-    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    assert "not DOWN" in (err.value.details() or "")
+    assert (err.value.code(), err.value.details()) == (grpc.StatusCode.NOT_FOUND,
+                                                       "Host is not DOWN")  # Peloton's answer
     hm.kill([RUN])  # what the job manager does with a draining run
     wait_for(lambda: states(stub).get("h1") == host_pb2.HOST_STATE_DOWN, "h1 DOWN")
     reply = stub.CompleteMaintenance(host_svc_pb2.CompleteMaintenanceRequest(hostname="h1"),
@@ -109,24 +109,42 @@ def test_deprecated_hostnames_field_is_served(served: Served) -> None:
     assert set(states(stub, host_pb2.HOST_STATE_UP)) == {"h1", "h2"}
 
 
-def test_unknown_or_missing_hosts_are_errors_that_change_nothing(served: Served) -> None:
-    stub = served.stub
-    calls = [
-        (stub.StartMaintenance, host_svc_pb2.StartMaintenanceRequest(hostname="ghost"),
-         grpc.StatusCode.NOT_FOUND),
-        (stub.StartMaintenance, host_svc_pb2.StartMaintenanceRequest(hostnames=["h1", "ghost"]),
-         grpc.StatusCode.NOT_FOUND),
-        (stub.CompleteMaintenance, host_svc_pb2.CompleteMaintenanceRequest(hostname="ghost"),
-         grpc.StatusCode.NOT_FOUND),
-        (stub.StartMaintenance, host_svc_pb2.StartMaintenanceRequest(),
-         grpc.StatusCode.INVALID_ARGUMENT),
-    ]
-    for method, request, code in calls:
+#: Peloton's answers (pkg/hostmgr/hostsvc/handler.go and its drainer), case by case.
+ERROR_CASES = [
+    ("start on a host that is not an agent", "StartMaintenance",
+     host_svc_pb2.StartMaintenanceRequest(hostname="ghost"),
+     grpc.StatusCode.ABORTED, "host is not a Peloton agent"),
+    ("start without a host", "StartMaintenance", host_svc_pb2.StartMaintenanceRequest(),
+     grpc.StatusCode.ABORTED, "host is not a Peloton agent"),
+    ("start on hosts (deprecated list) of which one is unknown", "StartMaintenance",
+     host_svc_pb2.StartMaintenanceRequest(hostnames=["ghost", "spook"]),
+     grpc.StatusCode.INTERNAL, "code:aborted message:host is not a Peloton agent; "
+                               "code:aborted message:host is not a Peloton agent"),
+    ("complete on an unknown host", "CompleteMaintenance",
+     host_svc_pb2.CompleteMaintenanceRequest(hostname="ghost"),
+     grpc.StatusCode.NOT_FOUND, "host info not found ghost"),
+    ("complete on a host that is UP", "CompleteMaintenance",
+     host_svc_pb2.CompleteMaintenanceRequest(hostname="h2"),
+     grpc.StatusCode.NOT_FOUND, "Host is not DOWN"),
+    ("complete on hosts (deprecated list)", "CompleteMaintenance",
+     host_svc_pb2.CompleteMaintenanceRequest(hostnames=["ghost", "h2"]),
+     grpc.StatusCode.INTERNAL, "code:not-found message:host info not found ghost; "
+                               "code:not-found message:Host is not DOWN"),
+]
+
+
+def test_maintenance_errors_are_answered_as_peloton(served: Served) -> None:
+    for name, method, request, code, text in ERROR_CASES:
         with pytest.raises(grpc.RpcError) as err:
-            method(request, timeout=5)
-        assert err.value.code() is code, request
-        assert "ghost" in (err.value.details() or "") or code is not grpc.StatusCode.NOT_FOUND
-    assert states(stub) == {"h1": host_pb2.HOST_STATE_UP, "h2": host_pb2.HOST_STATE_UP}
+            getattr(served.stub, method)(request, timeout=5)
+        assert (err.value.code(), err.value.details()) == (code, text), name
+    assert states(served.stub) == {"h1": host_pb2.HOST_STATE_UP, "h2": host_pb2.HOST_STATE_UP}
+    # As in Peloton, the known hosts of a deprecated list are acted on; the rest fail.
+    with pytest.raises(grpc.RpcError) as err:
+        served.stub.StartMaintenance(host_svc_pb2.StartMaintenanceRequest(
+            hostnames=["h1", "ghost"]), timeout=5)
+    assert err.value.code() is grpc.StatusCode.INTERNAL
+    assert states(served.stub)["h1"] != host_pb2.HOST_STATE_UP
 
 
 def test_host_pool_methods_are_unimplemented(served: Served) -> None:

@@ -7,6 +7,7 @@ tests cannot collide with a `make run` on the default ports of the same machine.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import signal
@@ -151,3 +152,95 @@ def test_up_with_two_agents_defaults_to_sqlite_in_dot_peloton_and_stops_on_ctrl_
     assert b"in-explicit-store" not in default_db.read_bytes()
     assert (default_db.stat().st_mtime_ns, default_db.stat().st_size) == before, \
         "with --store, ./.peloton/state.db must not be used"
+
+
+def _processes_under(base: Path, up_pid: int) -> list[str]:
+    """Processes (other than this test) with a cwd or an open file under `base`, or in the
+    session `peloton up` led: what a stopped cluster must not leave behind."""
+    found = []
+    root = str(base.resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        pid = int(entry.name)
+        if pid_gone(pid):
+            continue
+        links = []
+        try:
+            links.append(str((entry / "cwd").readlink()))
+            links.extend(str(fd.readlink()) for fd in (entry / "fd").iterdir())
+        except OSError:
+            pass
+        try:
+            session = os.getsid(pid)
+        except OSError:
+            session = -1
+        if session == up_pid or any(link.startswith(root) for link in links):
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except OSError:
+                cmd = "?"
+            found.append(f"{pid} {cmd}")
+    return found
+
+
+def _run_sleepers(tmp_path: Path, tail: OutputTail, count: int = 2) -> dict[int, int]:
+    """A pool and a batch job of `count` long sleeps, RUNNING; returns instance -> task pid."""
+    import json
+
+    daemons, _, _ = printed(tail)
+    cli = [PELOTON, "-m", daemons["job manager"], "-v", daemons["res. manager"],
+           "-u", daemons["host manager"]]
+    pool, job = tmp_path / "pool.yaml", tmp_path / "sleep.yaml"
+    pool.write_text("name: p\nowningteam: t\nresources:\n- kind: cpu\n  reservation: 1\n"
+                    "  limit: 4\n  share: 1\n- kind: memory\n  reservation: 512\n  limit: 4096\n"
+                    "  share: 1\npolicy: 1\n")
+    job.write_text(f"name: sleepers\ninstancecount: {count}\ndefaultconfig:\n  resource:\n"
+                   "    cpulimit: 0.1\n    memlimitmb: 32\n  command:\n    shell: true\n"
+                   "    value: 'sleep 300'\n")
+    for args in (["respool", "create", "/p", str(pool)], ["job", "create", "/p", str(job)]):
+        done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+
+    def pids() -> dict[int, int]:
+        out = {}
+        for record in tmp_path.rglob("sandboxes/*/run.json"):
+            out[int(record.parent.name.rsplit("-", 2)[1])] = int(json.loads(
+                record.read_text())["pid"])
+        return out
+
+    wait_for(lambda: len(pids()) == count and not any(map(pid_gone, pids().values())), 60,
+             "every sleeper running")
+    return pids()
+
+
+def test_ctrl_c_stops_the_tasks_and_leaves_no_process_behind(tmp_path: Path) -> None:
+    proc, tail = start_up(tmp_path)
+    try:
+        tasks = _run_sleepers(tmp_path, tail)
+    except BaseException:
+        stop(proc, signal.SIGTERM)
+        raise
+    code = stop(proc, signal.SIGINT, timeout=60)
+    assert code == 0, tail.lines[-20:]
+    assert tail.lines[-1] == "peloton up: stopped; 2 task(s) stopped", tail.lines[-5:]
+    assert all(map(pid_gone, tasks.values()))
+    wait_for(lambda: not _processes_under(tmp_path, proc.pid), 15,
+             "no process of the cluster left")
+
+
+def test_keep_tasks_leaves_them_for_the_next_start_to_adopt(tmp_path: Path) -> None:
+    proc, tail = start_up(tmp_path, "--keep-tasks")
+    try:
+        tasks = _run_sleepers(tmp_path, tail, count=1)
+    except BaseException:
+        stop(proc, signal.SIGTERM)
+        raise
+    assert stop(proc, signal.SIGINT, timeout=60) == 0
+    assert "1 task(s) left running for the next `peloton up`" in tail.lines[-1]
+    assert not any(map(pid_gone, tasks.values())), "a kept task must survive"
+    proc, tail = start_up(tmp_path)  # adopts it, then Ctrl-C stops it
+    code = stop(proc, signal.SIGINT, timeout=60)
+    assert code == 0 and tail.lines[-1] == "peloton up: stopped; 1 task(s) stopped", tail.lines[-5:]
+    wait_for(lambda: all(map(pid_gone, tasks.values())), 15, "the adopted task stopped")
+    wait_for(lambda: not _processes_under(tmp_path, proc.pid), 15, "no process left")

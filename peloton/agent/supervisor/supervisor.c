@@ -18,7 +18,7 @@
  *
  *   peloton-supervisor -d SANDBOX -r RUN_ID [-f FIFO] [-g GRACE_MS] [-j JSON]
  *                      [-m LIMIT_BYTES (-c CGROUP_DIR -V 1|2 | -R)]
- *                      [-n NOFILE] [-u UID:GID] -- PROGRAM ARGV0 ARG...
+ *                      [-n NOFILE] [-u UID:GID] [-o ORPHAN_SECS] -- PROGRAM ARGV0 ARG...
  *     Supervise one task directly (what each forked supervisor runs).
  *
  * Protocol (mirrored by peloton/agent/pysupervisor.py, read by
@@ -36,6 +36,7 @@
  *      status.exit  one line of key=value fields, once the task ended:
  *                     state=exited run=R supervisor=P pid=T started=S finished=F
  *                                  code=C signal=N oom=0|1 killed=0|1 grace_ms=G
+ *                                  orphaned=0|1
  *                   or, if it never started:
  *                     state=failed run=R supervisor=P pid=T stage=S errno=E
  *                   (stage: exec, cgroup, rlimit, sandbox, user or fork).
@@ -57,6 +58,14 @@
  *    supervisor enforces the grace itself, so a kill completes even if the
  *    agent dies meanwhile.  A kill file present at start means the kill
  *    request raced the launch: the task is stopped at once.
+ *
+ *  - A task nobody can adopt does not live for ever: every check_secs the
+ *    supervisor looks at its sandbox and its agent.  A sandbox directory that
+ *    was deleted means no agent can ever adopt the run: it is stopped at once.
+ *    With -o, an agent holds a flock on WORK_DIR/agent.lock (SANDBOX/../..)
+ *    while it runs; when nobody has held it for ORPHAN_SECS, the cluster is
+ *    taken to be gone for good and the task is stopped.  Both stop it as a
+ *    kill with the grace period and record orphaned=1.
  *
  * Signals are blocked and taken synchronously with sigtimedwait(): no
  * asynchronous handlers, so no async-signal-safety traps.
@@ -84,8 +93,20 @@ struct opts {
     long long mem_limit;
     int cg_version, use_rlimit;
     long nofile, uid, gid;
+    long orphan_secs; /* stop the task after this long without an agent (0: never) */
     char **argv; /* program, then its argv */
 };
+
+/* How often a running supervisor checks that its run can still be adopted
+ * ($PELOTON_SUPERVISOR_CHECK_SECS, read by the spawner or a direct run, overrides). */
+static long check_secs = 10;
+
+static void read_check_secs(void)
+{
+    const char *v = getenv("PELOTON_SUPERVISOR_CHECK_SECS");
+    if (v && atol(v) > 0)
+        check_secs = atol(v);
+}
 
 static struct opts o;
 static int dirfd_ = -1; /* the sandbox directory, flocked */
@@ -290,7 +311,7 @@ static int parse(int argc, char **argv)
     o.grace_ms = 5000;
     o.uid = o.gid = -1;
     optind = 1;
-    while ((c = getopt(argc, argv, "+d:r:f:g:j:m:c:V:Rn:u:")) != -1) {
+    while ((c = getopt(argc, argv, "+d:r:f:g:j:m:c:V:Rn:u:o:")) != -1) {
         switch (c) {
         case 'd': o.sandbox = optarg; break;
         case 'r': o.run_id = optarg; break;
@@ -302,6 +323,7 @@ static int parse(int argc, char **argv)
         case 'V': o.cg_version = atoi(optarg); break;
         case 'R': o.use_rlimit = 1; break;
         case 'n': o.nofile = atol(optarg); break;
+        case 'o': o.orphan_secs = atol(optarg); break;
         case 'u':
             if (sscanf(optarg, "%ld:%ld", &o.uid, &o.gid) != 2)
                 return -1;
@@ -331,6 +353,8 @@ static int redirect(void)
 }
 
 /* Run one task to its end; the process exit status is for humans only. */
+static int orphan(double *since);
+
 static int supervise(void)
 {
     sigset_t mask, oldmask;
@@ -404,15 +428,15 @@ static int supervise(void)
     notify(line);
 
     char buf[32];
-    int killed = 0;
+    int killed = 0, orphaned = 0;
     long grace = o.grace_ms;
-    double kill_at = 0;
+    double kill_at = 0, agentless_since = 0;
     /* A kill that raced the launch left its file before we could be told. */
     if (read_file(dirfd_, "kill", buf, sizeof buf) >= 0)
         raise(SIGTERM);
     for (;;) {
         siginfo_t info;
-        struct timespec wait = { 3600, 0 };
+        struct timespec wait = { check_secs, 0 };
         if (kill_at > 0) {
             double left = kill_at - now();
             if (left <= 0) {
@@ -424,6 +448,10 @@ static int supervise(void)
             wait.tv_nsec = (long)((left - (double)wait.tv_sec) * 1e9);
         }
         int sig = sigtimedwait(&mask, &info, &wait);
+        if (sig < 0 && errno == EAGAIN && !killed && orphan(&agentless_since)) {
+            orphaned = 1;
+            sig = SIGTERM; /* stop it as a kill request would */
+        }
         if (sig == SIGCHLD) {
             if (waitpid(pid, &status, WNOHANG) == pid)
                 break;
@@ -441,12 +469,35 @@ static int supervise(void)
     int oom = o.cgroup ? cg_teardown(sig) : 0;
     snprintf(line, sizeof line,
              "state=exited run=%s supervisor=%d pid=%d started=%.6f finished=%.6f "
-             "code=%d signal=%d oom=%d killed=%d grace_ms=%ld\n",
+             "code=%d signal=%d oom=%d killed=%d grace_ms=%ld orphaned=%d\n",
              o.run_id, (int)getpid(), (int)pid, started, now(),
-             WIFEXITED(status) ? WEXITSTATUS(status) : -1, sig, oom, killed, grace);
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1, sig, oom, killed, grace, orphaned);
     record("status.exit", line);
     notify(line);
     return 0;
+}
+
+/* Whether the run can no longer be adopted: its sandbox was deleted, or (with -o) no
+ * agent has held WORK_DIR/agent.lock for o.orphan_secs.  *since is when the lock was
+ * first seen free (0 while an agent holds it). */
+static int orphan(double *since)
+{
+    struct stat st;
+    if (fstat(dirfd_, &st) == 0 && st.st_nlink == 0)
+        return 1;
+    if (o.orphan_secs <= 0)
+        return 0;
+    int fd = openat(dirfd_, "../../agent.lock", O_RDONLY | O_CLOEXEC);
+    int held = fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    if (fd >= 0)
+        close(fd); /* also drops our probe's lock, if we got it */
+    if (held) {
+        *since = 0;
+        return 0;
+    }
+    if (*since == 0)
+        *since = now();
+    return now() - *since >= (double)o.orphan_secs;
 }
 
 /* Read exactly n bytes from stdin; 0 at a clean end of input, -1 otherwise. */
@@ -527,12 +578,14 @@ static int serve(void)
 
 int main(int argc, char **argv)
 {
+    read_check_secs();
     if (argc == 2 && strcmp(argv[1], "--serve") == 0)
         return serve();
     if (parse(argc, argv) < 0) {
         fprintf(stderr, "usage: peloton-supervisor --serve\n"
                         "       peloton-supervisor -d SANDBOX -r RUN_ID [-f FIFO] [-g GRACE_MS] [-j JSON]\n"
                         "              [-m BYTES (-c CGROUP -V 1|2 | -R)] [-n NOFILE] [-u UID:GID]\n"
+                        "              [-o ORPHAN_SECS]\n"
                         "              -- PROGRAM ARGV0 ARG...\n");
         return 2;
     }

@@ -5,6 +5,12 @@ vs `label_constraint`, kind TASK vs POD), so one walker reads both through a
 small table of names.  Unlike Peloton, which evaluates an unknown constraint
 type as "no match" at placement time, an incomplete tree is rejected when the
 job is submitted, naming the node at fault.
+
+Our extension for per-domain limits (Aurora's `limit` on any attribute; the
+wire has no field for a domain): a TASK / POD leaf whose label key is
+`peloton.limit-per/<attribute>|<label key>` is the core DOMAIN leaf "fewer
+than N tasks with label <label key>=<value> per value of host attribute
+<attribute>" (LESS_THAN only), and is written back the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +33,23 @@ from peloton.core.model.constraints import (
 
 #: Deeper trees are refused (they are a mistake, and would exhaust the recursion limit).
 MAX_DEPTH = 32
+#: Label-key prefix of a per-domain limit leaf (see the module docstring).
+DOMAIN_PREFIX = "peloton.limit-per/"
+
+
+def domain_label_key(attribute: str, label_key: str) -> str:
+    """The wire label key of a DOMAIN leaf limiting tasks with `label_key` per `attribute` value."""
+    return f"{DOMAIN_PREFIX}{attribute}|{label_key}"
+
+
+def _domain_leaf(kind: LabelKind, condition: Condition, label: Label, requirement: int,
+                 path: str) -> LabelConstraint:
+    attribute, _, key = label.key[len(DOMAIN_PREFIX):].rpartition("|")
+    if kind is not LabelKind.TASK or not attribute or not key or condition is not Condition.LESS_THAN:
+        raise InvalidArgument(f"{path}.label.key: a {DOMAIN_PREFIX}<attribute>|<label key> limit must "
+                              "be a TASK/POD leaf with condition LESS_THAN", field=f"{path}.label.key")
+    return LabelConstraint(LabelKind.DOMAIN, condition, Label(key, label.value), requirement,
+                           domain=attribute)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +102,11 @@ def _read(node: Any, d: _Dialect, path: str, depth: int) -> Constraint:
                                   field=f"{leaf_path}.condition")
         if not leaf.label.key:
             raise InvalidArgument(f"{leaf_path}.label.key is required", field=f"{leaf_path}.label.key")
-        return LabelConstraint(d.kinds[leaf.kind], d.conditions[leaf.condition],
-                               Label(leaf.label.key, leaf.label.value), leaf.requirement)
+        label = Label(leaf.label.key, leaf.label.value)
+        if label.key.startswith(DOMAIN_PREFIX):
+            return _domain_leaf(d.kinds[leaf.kind], d.conditions[leaf.condition], label,
+                                leaf.requirement, leaf_path)
+        return LabelConstraint(d.kinds[leaf.kind], d.conditions[leaf.condition], label, leaf.requirement)
     if node.type in (d.and_type, d.or_type):
         name = d.and_field if node.type == d.and_type else d.or_field
         children = getattr(node, name).constraints
@@ -97,9 +123,12 @@ def _write(constraint: Constraint, out: Any, d: _Dialect) -> None:
     if isinstance(constraint, LabelConstraint):
         out.type = d.label_type
         leaf = getattr(out, d.label_field)
-        leaf.kind = next(k for k, v in d.kinds.items() if v is constraint.kind)
+        domain = constraint.kind is LabelKind.DOMAIN
+        kind = LabelKind.TASK if domain else constraint.kind
+        leaf.kind = next(k for k, v in d.kinds.items() if v is kind)
         leaf.condition = next(k for k, v in d.conditions.items() if v is constraint.condition)
-        leaf.label.key = constraint.label.key
+        leaf.label.key = (domain_label_key(constraint.domain, constraint.label.key) if domain
+                          else constraint.label.key)
         leaf.label.value = constraint.label.value
         leaf.requirement = constraint.requirement
         return

@@ -96,13 +96,13 @@ def summary_to_pb(s: HostSummary) -> pb.HostSummary:
     """HostSummary -> message."""
     return pb.HostSummary(info=host_info_to_pb(s.info), capacity=resources_to_pb(s.capacity),
                           allocated=resources_to_pb(s.allocated), agent_id=s.agent_id,
-                          connected=s.connected)
+                          connected=s.connected, tasks=s.tasks)
 
 
 def summary_from_pb(m: pb.HostSummary) -> HostSummary:
     """Message -> HostSummary."""
     return HostSummary(host_info_from_pb(m.info), resources_from_pb(m.capacity),
-                       resources_from_pb(m.allocated), m.agent_id, m.connected)
+                       resources_from_pb(m.allocated), m.agent_id, m.connected, m.tasks)
 
 
 # -- task specs and launches -------------------------------------------------------------------

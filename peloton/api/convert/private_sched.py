@@ -93,7 +93,8 @@ def constraint_to_pb(c: Constraint) -> pb.Constraint:
     if isinstance(c, LabelConstraint):
         return pb.Constraint(label=pb.Constraint.LabelLeaf(
             kind=c.kind.value, condition=c.condition.value,
-            label=pb.Label(key=c.label.key, value=c.label.value), requirement=c.requirement))
+            label=pb.Label(key=c.label.key, value=c.label.value), requirement=c.requirement,
+            domain=c.domain))
     children = pb.Constraint.Children(children=[constraint_to_pb(x) for x in c.children])
     if isinstance(c, AndConstraint):
         return pb.Constraint(all_of=children)
@@ -107,7 +108,8 @@ def constraint_from_pb(m: pb.Constraint) -> Constraint:
         leaf = m.label
         return LabelConstraint(enum_from_pb(LabelKind, leaf.kind, "constraint.kind"),
                                enum_from_pb(Condition, leaf.condition, "constraint.condition"),
-                               Label(leaf.label.key, leaf.label.value), leaf.requirement)
+                               Label(leaf.label.key, leaf.label.value), leaf.requirement,
+                               domain=leaf.domain)
     if node == "all_of":
         return AndConstraint(tuple(constraint_from_pb(x) for x in m.all_of.children))
     if node == "any_of":

@@ -32,7 +32,7 @@ from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
-from peloton.core.model.job import JobRuntime, JobSpec, JobSummary, SlaSpec
+from peloton.core.model.job import JobRuntime, JobSpec, JobSummary, PlacementStrategy, SlaSpec
 from peloton.core.model.task import TaskSpec
 from peloton.core.states import JobState, JobType
 
@@ -90,6 +90,18 @@ def sla_to_v0(sla: SlaSpec) -> job_pb2.SlaConfig:
                              maximumUnavailableInstances=sla.maximum_unavailable_instances)
 
 
+_STRATEGIES: dict[job_pb2.PlacementStrategy, PlacementStrategy] = {
+    job_pb2.PLACEMENT_STRATEGY_INVALID: PlacementStrategy.UNSET,
+    job_pb2.PLACEMENT_STRATEGY_PACK_HOST: PlacementStrategy.PACK_HOST,
+    job_pb2.PLACEMENT_STRATEGY_SPREAD_JOB: PlacementStrategy.SPREAD_JOB}
+
+
+def placement_strategy_from_v0(value: job_pb2.PlacementStrategy) -> PlacementStrategy:
+    """v0 PlacementStrategy -> core; an unknown number is UNSET, as Peloton only tests for
+    SPREAD_JOB (its batch placement strategy packs everything else)."""
+    return _STRATEGIES.get(value, PlacementStrategy.UNSET)
+
+
 def job_spec_from_v0(config: job_pb2.JobConfig) -> JobSpec:
     """A v0 JobConfig (Create / Update request) -> validated core JobSpec keeping the config."""
     job_type = job_type_from_v0(config.type)
@@ -99,7 +111,8 @@ def job_spec_from_v0(config: job_pb2.JobConfig) -> JobSpec:
         default_task=TaskSpec(), respool_id=config.respoolID.value, owner=config.owner,
         owning_team=config.owningTeam, ldap_groups=tuple(config.ldapGroups),
         description=config.description, labels=labels_from_wire(config.labels), sla=sla,
-        document_kind=DOC_V0_JOB_CONFIG, document=config.SerializeToString(deterministic=True))
+        document_kind=DOC_V0_JOB_CONFIG, document=config.SerializeToString(deterministic=True),
+        placement_strategy=placement_strategy_from_v0(config.placementStrategy))
     check_job(spec, V0_NAMES)
 
     def convert(task: task_pb2.TaskConfig, field: str) -> TaskSpec:
@@ -135,6 +148,8 @@ def job_config_to_v0(spec: JobSpec) -> job_pb2.JobConfig:
         out.description = spec.description
         _labels_to_v0(spec.labels, out)
         out.sla.CopyFrom(sla_to_v0(spec.sla))
+        out.placementStrategy = next(
+            k for k, v in _STRATEGIES.items() if v is spec.placement_strategy)
         out.defaultConfig.CopyFrom(task_config_to_v0(spec.default_task))
         for instance, task in sorted(spec.instance_tasks.items()):
             out.instanceConfig[instance].CopyFrom(task_config_to_v0(task))

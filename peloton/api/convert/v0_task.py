@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from peloton.api.convert.common import labels_from_wire
 from peloton.api.convert.constraints import constraint_from_v0, constraint_to_v0
+from peloton.api.convert.validate import wire_resources
 from peloton.api.gen.mesos.v1 import mesos_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.core.errors import InvalidArgument
-from peloton.core.model.resources import Resources
 from peloton.core.model.task import (
     CommandSpec,
     HealthCheckSpec,
@@ -133,8 +133,10 @@ def task_spec_from_v0(config: task_pb2.TaskConfig, *, sla_preemptible: bool = Tr
         else policy.type == _PREEMPTIBLE
     return TaskSpec(
         name=config.name,
-        resources=Resources(cpu=res.cpuLimit, mem_mb=res.memLimitMb, disk_mb=res.diskLimitMb,
-                            gpu=res.gpuLimit),
+        resources=wire_resources(res.cpuLimit, res.memLimitMb, res.diskLimitMb, res.gpuLimit,
+                                 fields=(f"{field}.resource.cpuLimit", f"{field}.resource.memLimitMb",
+                                         f"{field}.resource.diskLimitMb",
+                                         f"{field}.resource.gpuLimit")),
         fd_limit=res.fdLimit,
         ports=tuple(PortSpec(p.name, p.value, p.envName) for p in config.ports),
         command=command_from_mesos(config.command) if config.HasField("command") else CommandSpec(),

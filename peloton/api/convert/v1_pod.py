@@ -25,10 +25,10 @@ from peloton.api.convert.v0_task import (
     executor_data_from_mesos,
     image_from_mesos,
 )
+from peloton.api.convert.validate import wire_resources
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.apachemesos import apachemesos_pb2
 from peloton.core.errors import InvalidArgument, Unimplemented
-from peloton.core.model.resources import Resources
 from peloton.core.model.task import (
     CommandSpec,
     HealthCheckSpec,
@@ -98,8 +98,12 @@ def pod_spec_from_v1(pod: pod_pb2.PodSpec, *, preemptible: bool = True, revocabl
     command = mesos_command_of(pod, box) if pod.containers else None
     return TaskSpec(
         name=box.name,
-        resources=Resources(cpu=res.cpu_limit, mem_mb=res.mem_limit_mb, disk_mb=res.disk_limit_mb,
-                            gpu=res.gpu_limit),
+        resources=wire_resources(res.cpu_limit, res.mem_limit_mb, res.disk_limit_mb,
+                                 res.gpu_limit,
+                                 fields=(f"{where}.resource.cpu_limit",
+                                         f"{where}.resource.mem_limit_mb",
+                                         f"{where}.resource.disk_limit_mb",
+                                         f"{where}.resource.gpu_limit")),
         fd_limit=res.fd_limit,
         ports=tuple(PortSpec(p.name, p.value, p.env_name) for p in box.ports),
         command=command_from_mesos(command) if command is not None else CommandSpec(),

@@ -21,6 +21,7 @@ from peloton.api.convert.private_sched import (
     placement_failure_to_pb,
     placement_from_pb,
     placement_to_pb,
+    resources_to_pb,
     rm_task_to_pb,
     task_id_from_pb,
     task_id_to_pb,
@@ -29,6 +30,7 @@ from peloton.api.convert.private_sched import (
 from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, Target
 from peloton.core.model.ids import TaskId
+from peloton.core.model.resources import Resources
 from peloton.core.model.sched import (
     EnqueueFailure,
     Placement,
@@ -56,10 +58,12 @@ class GrpcResourceManager:
         self.channel.close()
 
     # -- job manager side ----------------------------------------------------------------------
-    def validate_pool(self, pool_id: str) -> None:
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
         """A job may be created in this pool (NotFound / InvalidArgument otherwise)."""
-        self.channel.call("ValidatePool", pb.ValidatePoolRequest(pool_id=pool_id),
-                          pb.ValidatePoolResponse)
+        request = pb.ValidatePoolRequest(pool_id=pool_id)
+        if need is not None:
+            request.need.CopyFrom(resources_to_pb(need))
+        self.channel.call("ValidatePool", request, pb.ValidatePoolResponse)
 
     def pool_id_for_path(self, path: str) -> str:
         """The id of the pool at `path`."""

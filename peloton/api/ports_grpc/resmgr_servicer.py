@@ -19,6 +19,7 @@ from peloton.api.convert.private_sched import (
     placement_failure_from_pb,
     placement_from_pb,
     placement_to_pb,
+    resources_from_pb,
     rm_task_from_pb,
     task_id_from_pb,
     task_id_to_pb,
@@ -42,7 +43,8 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
         self.port = port
 
     def ValidatePool(self, request: pb.ValidatePoolRequest, context: Any) -> pb.ValidatePoolResponse:
-        self.port.validate_pool(request.pool_id)
+        self.port.validate_pool(request.pool_id, resources_from_pb(request.need)
+                                if request.HasField("need") else None)
         return pb.ValidatePoolResponse()
 
     def PoolIdForPath(self, request: pb.PoolIdForPathRequest,

@@ -5,8 +5,13 @@ requirement, inner nodes are AND / OR.  A HOST leaf counts the host's own
 attributes equal to the label (so `zone=a EQUAL 1` means "host is in zone
 a"); a TASK leaf counts tasks already on (or being placed on) the host
 that carry the label (so `job=<id> LESS_THAN 1` is "at most one instance of
-this job per host").  When a leaf of the other kind is evaluated it is "not
-applicable" and neutral inside AND / OR, exactly as Peloton evaluates them.
+this job per host").  A DOMAIN leaf (our extension; Aurora's limit on any
+attribute) counts the tasks carrying the label on every host that shares this
+host's value of the host attribute `domain` (so `domain=rack, job=<id>
+LESS_THAN 2` is "at most two instances of this job per rack"); a host without
+that attribute does not satisfy it.  When a leaf of another kind is evaluated
+it is "not applicable" and neutral inside AND / OR, exactly as Peloton
+evaluates them.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class LabelKind(StrEnum):
 
     TASK = "TASK"
     HOST = "HOST"
+    #: Tasks on all hosts sharing the host's value of an attribute (see the module docstring).
+    DOMAIN = "DOMAIN"
 
 
 class Condition(StrEnum):
@@ -52,11 +59,19 @@ class LabelConstraint:
     condition: Condition
     label: Label
     requirement: int
+    #: The host attribute whose value groups hosts (DOMAIN leaves only).
+    domain: str = ""
 
     def __post_init__(self) -> None:
         if self.requirement < 0:
             raise InvalidArgument("label constraint requirement must be >= 0",
                                   field="constraint.requirement")
+        if (self.kind is LabelKind.DOMAIN) != bool(self.domain):
+            raise InvalidArgument("a DOMAIN label constraint (and only one) names a host attribute "
+                                  "as its domain", field="constraint.domain")
+        if self.kind is LabelKind.DOMAIN and self.condition is not Condition.LESS_THAN:
+            raise InvalidArgument("a DOMAIN label constraint is a limit: its condition is LESS_THAN",
+                                  field="constraint.condition")
 
     def holds(self, count: int) -> bool:
         """Apply the comparison to an observed label count."""
@@ -68,6 +83,8 @@ class LabelConstraint:
 
     def __str__(self) -> str:
         op = {"LESS_THAN": "<", "EQUAL": "==", "GREATER_THAN": ">"}[self.condition.value]
+        if self.kind is LabelKind.DOMAIN:
+            return f"per {self.domain}: task:{self.label} {op} {self.requirement}"
         return f"{self.kind.value.lower()}:{self.label} {op} {self.requirement}"
 
 
@@ -115,8 +132,10 @@ class Verdict(StrEnum):
     NOT_APPLICABLE = "NOT_APPLICABLE"
 
 
-def evaluate(constraint: Constraint, kind: LabelKind, count: Callable[[Label], int]) -> Verdict:
-    """Evaluate the leaves of `kind`, with `count(label)` giving the observed count.
+def evaluate(constraint: Constraint, kind: LabelKind, count: Callable[[Label], int],
+             leaf_count: Callable[[LabelConstraint], int] | None = None) -> Verdict:
+    """Evaluate the leaves of `kind`, with `count(label)` giving the observed count
+    (`leaf_count(leaf)` instead when given: DOMAIN leaves need their domain too).
 
     Leaves of the other kind are NOT_APPLICABLE.  AND is a MISMATCH as soon as one
     child mismatches, else MATCH if any child matched; OR is a MATCH as soon as one
@@ -126,11 +145,12 @@ def evaluate(constraint: Constraint, kind: LabelKind, count: Callable[[Label], i
     if isinstance(constraint, LabelConstraint):
         if constraint.kind is not kind:
             return Verdict.NOT_APPLICABLE
-        return Verdict.MATCH if constraint.holds(count(constraint.label)) else Verdict.MISMATCH
+        n = leaf_count(constraint) if leaf_count is not None else count(constraint.label)
+        return Verdict.MATCH if constraint.holds(n) else Verdict.MISMATCH
     if isinstance(constraint, AndConstraint):
         result = Verdict.NOT_APPLICABLE
         for child in constraint.children:
-            sub = evaluate(child, kind, count)
+            sub = evaluate(child, kind, count, leaf_count)
             if sub is Verdict.MISMATCH:
                 return sub
             if sub is Verdict.MATCH:
@@ -138,7 +158,7 @@ def evaluate(constraint: Constraint, kind: LabelKind, count: Callable[[Label], i
         return result
     result = Verdict.NOT_APPLICABLE
     for child in constraint.children:
-        sub = evaluate(child, kind, count)
+        sub = evaluate(child, kind, count, leaf_count)
         if sub is Verdict.MATCH:
             return sub
         if sub is Verdict.MISMATCH:
@@ -146,8 +166,8 @@ def evaluate(constraint: Constraint, kind: LabelKind, count: Callable[[Label], i
     return result
 
 
-def explain_mismatch(constraint: Constraint, kind: LabelKind,
-                     count: Callable[[Label], int]) -> Constraint:
+def explain_mismatch(constraint: Constraint, kind: LabelKind, count: Callable[[Label], int],
+                     leaf_count: Callable[[LabelConstraint], int] | None = None) -> Constraint:
     """The smallest sub-constraint that makes `constraint` a MISMATCH (for reason reports).
 
     For an AND that is its first mismatching child (recursively); for an OR or a
@@ -155,8 +175,8 @@ def explain_mismatch(constraint: Constraint, kind: LabelKind,
     """
     if isinstance(constraint, AndConstraint):
         for child in constraint.children:
-            if evaluate(child, kind, count) is Verdict.MISMATCH:
-                return explain_mismatch(child, kind, count)
+            if evaluate(child, kind, count, leaf_count) is Verdict.MISMATCH:
+                return explain_mismatch(child, kind, count, leaf_count)
     return constraint
 
 

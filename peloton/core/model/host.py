@@ -10,6 +10,9 @@ from peloton.core.states import HostState
 
 #: Host label that marks a host reserved for tasks that name it in a constraint.
 EXCLUSIVE_ATTRIBUTE = "peloton/exclusive"
+#: Every host has this label, valued with its hostname, for constraints (Peloton's
+#: common.HostNameKey, added to every host's label values before evaluation).
+HOSTNAME_LABEL_KEY = "hostname"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,11 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+def is_uuid(value: str) -> bool:
+    """`value` is a UUID in its text form."""
+    return bool(_UUID.match(value or ""))
+
+
 def validate_uuid(value: str, field: str) -> str:
     """Return `value` lower-cased if it is a UUID, else raise InvalidArgument naming `field`."""
     if not _UUID.match(value or ""):

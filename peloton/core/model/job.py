@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from peloton.core.model.constraints import Label
 from peloton.core.model.task import TaskSpec
@@ -18,6 +19,20 @@ from peloton.core.states import JobState, JobType, TaskState
 
 #: Largest job Peloton accepts (its cap came from an outage caused by huge partitions).
 MAX_INSTANCES_PER_JOB = 100_000
+
+
+class PlacementStrategy(StrEnum):
+    """How a job's tasks are laid out over hosts (v0 JobConfig.placementStrategy).
+
+    UNSET leaves it to the job type: batch work is packed, long-running work
+    spread by load.
+    """
+
+    UNSET = "UNSET"
+    #: Fill hosts: the fullest host that still fits.
+    PACK_HOST = "PACK_HOST"
+    #: One task of the job per host as far as the hosts go.
+    SPREAD_JOB = "SPREAD_JOB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +69,7 @@ class JobSpec:
     created_at: float = 0.0
     document_kind: str = ""
     document: bytes = b""
+    placement_strategy: PlacementStrategy = PlacementStrategy.UNSET
 
     def task_spec(self, instance: int) -> TaskSpec:
         """The spec instance `instance` runs with."""

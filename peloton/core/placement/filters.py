@@ -11,14 +11,23 @@ chain's order, cheapest first, is set in stack.py.
 Constraint semantics follow Peloton's host manager: HOST leaves are
 evaluated by `HostConstraintFilter` against host labels, TASK leaves by
 `TaskConstraintFilter` against task-label counts, each treating leaves of
-the other kind as not applicable (neutral inside AND / OR).
+the other kind as not applicable (neutral inside AND / OR).  Every host also
+has the label `hostname=<its name>`, as in Peloton; a constraint that names
+`hostname` depends on the host, not only its class, so it is evaluated per
+host by `HostnameConstraintFilter` instead of the cached class verdict.
+
+To add a filter: write a class with `static`, `ok` and `check` (the
+`HostFilter` protocol) and add it to the chain in stack.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
+from peloton.core import words
 from peloton.core.model.constraints import (
+    Label,
     LabelKind,
     Verdict,
     evaluate,
@@ -26,8 +35,7 @@ from peloton.core.model.constraints import (
     has_kind,
     names_host_label_key,
 )
-from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
-from peloton.core.model.resources import EPSILON
+from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE, HOSTNAME_LABEL_KEY
 from peloton.core.placement.hosts import HostRecord
 from peloton.core.placement.report import RejectCode, Rejection
 from peloton.core.placement.request import PlacementNeeds
@@ -47,10 +55,12 @@ class CompiledNeeds:
         "constraint",
         "cpu",
         "disk",
+        "domain_leaves",
         "gpu",
         "host_leaves",
         "mem",
         "names_exclusive",
+        "names_hostname",
         "needs",
         "ports",
         "revocable",
@@ -60,15 +70,18 @@ class CompiledNeeds:
     )
 
     def __init__(self, needs: PlacementNeeds) -> None:
-        res = needs.resources
         self.needs = needs
-        self.cpu, self.mem, self.disk, self.gpu = res.cpu, res.mem_mb, res.disk_mb, res.gpu
+        #: Fixed-point units, compared exactly with the host records' free capacity.
+        self.cpu, self.mem, self.disk, self.gpu = needs.resources.units
         self.ports = needs.ports
         self.revocable = needs.revocable
         self.constraint = needs.constraint
         self.host_leaves = has_kind(needs.constraint, LabelKind.HOST)
         self.task_leaves = has_kind(needs.constraint, LabelKind.TASK)
+        self.domain_leaves = has_kind(needs.constraint, LabelKind.DOMAIN)
         self.names_exclusive = names_host_label_key(needs.constraint, EXCLUSIVE_ATTRIBUTE)
+        #: HOST leaves about `hostname`: the host constraint is then checked per host.
+        self.names_hostname = names_host_label_key(needs.constraint, HOSTNAME_LABEL_KEY)
         #: class id -> passes every static filter (filled lazily by the placer).
         self.static_ok: dict[int, bool] = {}
         #: class id -> first static rejection, or None (filled lazily by reports).
@@ -114,7 +127,7 @@ class ScarceGpuFilter:
 
     def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
         """Whether `host` passes, for the search."""
-        return not (self.enabled and host.cls.has_gpu and cn.gpu <= 0.0)
+        return not (self.enabled and host.cls.has_gpu and cn.gpu <= 0)
 
     def check(self, host: HostRecord, cn: CompiledNeeds) -> Rejection | None:
         """None if `host` passes, else the rejection a report shows."""
@@ -137,13 +150,17 @@ class ExclusiveHostFilter:
 
 
 class HostConstraintFilter:
-    """HOST-kind constraint leaves against the host's own labels."""
+    """HOST-kind constraint leaves against the host's own labels (per class).
+
+    Constraints naming `hostname` pass here and are checked per host by
+    `HostnameConstraintFilter`.
+    """
 
     static = True
 
     def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
         """Whether `host` passes, for the search."""
-        if not cn.host_leaves or cn.constraint is None:
+        if not cn.host_leaves or cn.constraint is None or cn.names_hostname:
             return True
         counts = host.cls.label_counts
         return evaluate(cn.constraint, LabelKind.HOST,
@@ -156,6 +173,38 @@ class HostConstraintFilter:
         assert cn.constraint is not None
         counts = host.cls.label_counts
         culprit = explain_mismatch(cn.constraint, LabelKind.HOST, lambda lb: counts.get(lb, 0))
+        return Rejection(RejectCode.HOST_CONSTRAINT, words.unmet(culprit))
+
+
+def _with_hostname(host: HostRecord) -> Callable[[Label], int]:
+    """Label counts of a host's own labels plus `hostname=<name>` (Peloton adds it)."""
+    counts = host.cls.label_counts
+    name = host.hostname
+
+    def count(lb: Label) -> int:
+        extra = 1 if lb.key == HOSTNAME_LABEL_KEY and lb.value == name else 0
+        return counts.get(lb, 0) + extra
+    return count
+
+
+class HostnameConstraintFilter:
+    """HOST-kind constraints that name `hostname`, per host, with `hostname` as a host label."""
+
+    static = False
+
+    def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
+        """Whether `host` passes, for the search."""
+        if not cn.names_hostname or cn.constraint is None:
+            return True
+        return evaluate(cn.constraint, LabelKind.HOST,
+                        _with_hostname(host)) is not Verdict.MISMATCH
+
+    def check(self, host: HostRecord, cn: CompiledNeeds) -> Rejection | None:
+        """None if `host` passes, else the rejection a report shows."""
+        if self.ok(host, cn):
+            return None
+        assert cn.constraint is not None
+        culprit = explain_mismatch(cn.constraint, LabelKind.HOST, _with_hostname(host))
         return Rejection(RejectCode.HOST_CONSTRAINT, str(culprit))
 
 
@@ -167,21 +216,21 @@ class ResourceFilter:
     def ok(self, host: HostRecord, cn: CompiledNeeds) -> bool:
         """Whether `host` passes, for the search."""
         cpu = host.rcpu if cn.revocable else host.cpu
-        return (cn.cpu <= cpu + EPSILON and cn.mem <= host.mem + EPSILON
-                and cn.disk <= host.disk + EPSILON and cn.gpu <= host.gpu + EPSILON)
+        return (cn.cpu <= cpu and cn.mem <= host.mem and cn.disk <= host.disk
+                and cn.gpu <= host.gpu)
 
     def check(self, host: HostRecord, cn: CompiledNeeds) -> Rejection | None:
         """None if `host` passes, else the rejection a report shows."""
         # GPUs first: for a GPU task "insufficient gpu" is the useful answer, and
         # reports rely on this order to count whole partitions at once (explain.py).
-        if cn.gpu > host.gpu + EPSILON:
+        if cn.gpu > host.gpu:
             return NO_GPU
         cpu = host.rcpu if cn.revocable else host.cpu
-        if cn.cpu > cpu + EPSILON:
+        if cn.cpu > cpu:
             return NO_CPU
-        if cn.mem > host.mem + EPSILON:
+        if cn.mem > host.mem:
             return NO_MEMORY
-        if cn.disk > host.disk + EPSILON:
+        if cn.disk > host.disk:
             return NO_DISK
         return None
 
@@ -225,4 +274,4 @@ class TaskConstraintFilter:
         assert cn.constraint is not None
         counts = host.task_labels
         culprit = explain_mismatch(cn.constraint, LabelKind.TASK, lambda lb: counts.get(lb, 0))
-        return Rejection(RejectCode.TASK_CONSTRAINT, str(culprit))
+        return Rejection(RejectCode.TASK_CONSTRAINT, words.unmet(culprit))

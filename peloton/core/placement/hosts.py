@@ -6,9 +6,13 @@ serves batch after batch until the daemon refreshes a host from a newer
 offer (`upsert`).  Static facts (state, labels, gpu, exclusive) are shared
 per `HostClass`, so static filter verdicts are computed once per class.
 
+Free capacity is held in the fixed-point units of `Resources` (milli-cores,
+thousandths of a MB or gpu), so debits and credits are exact and a host
+that gave back everything it took is exactly as free as before.
+
 The index keeps, per partition (hosts with and without gpus; only hosts
 that are UP), two sorted lists of integer keys, by free cpu and by free
-revocable cpu.  A key is `round(free * 1000) << 20 | host index`: integer
+revocable cpu.  A key is `free milli-cores << 20 | host index`: integer
 compare, unique, and ordered by milli-cores.  Best fit is then a bisect
 plus a short forward scan, least loaded a scan from the top, and each
 assignment re-keys one host (O(log n) search plus a memmove).
@@ -24,14 +28,13 @@ generation.
 from __future__ import annotations
 
 import bisect
-import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE, HostOffer
-from peloton.core.model.resources import EPSILON, PortRange, Resources
+from peloton.core.model.resources import PortRange, Resources, to_units
 from peloton.core.states import HostState
 
 INDEX_BITS = 20
@@ -39,20 +42,14 @@ INDEX_MASK = (1 << INDEX_BITS) - 1
 MAX_HOSTS = 1 << INDEX_BITS
 
 
-def key_of(free: float, idx: int) -> int:
-    """The sort key of a host with `free` cores at position `idx`."""
-    milli = int(free * 1000.0 + 0.5)
-    return ((milli if milli > 0 else 0) << INDEX_BITS) | idx
+def key_of(free: int, idx: int) -> int:
+    """The sort key of a host with `free` milli-cores at position `idx`."""
+    return ((free if free > 0 else 0) << INDEX_BITS) | idx
 
 
-def lower_key(cpu: float) -> int:
-    """Smallest key a host with enough (epsilon-tolerant) free cpu for `cpu` can have.
-
-    Conservative: hosts at or above it may still fall short by up to half a
-    milli-core and are checked exactly; hosts below it certainly fall short.
-    """
-    milli = math.floor((cpu - EPSILON) * 1000.0)
-    return (milli if milli > 0 else 0) << INDEX_BITS
+def lower_key(cpu: int) -> int:
+    """Smallest key a host with at least `cpu` free milli-cores can have (exact)."""
+    return (cpu if cpu > 0 else 0) << INDEX_BITS
 
 
 class HostClass:
@@ -109,7 +106,7 @@ class PortPool:
 
 
 class HostRecord:
-    """One host's free capacity as placement debits it."""
+    """One host's free capacity (fixed-point units) as placement debits it."""
 
     __slots__ = (
         "agent_id",
@@ -133,10 +130,8 @@ class HostRecord:
         self.hostname = offer.hostname
         self.agent_id = offer.agent_id
         self.capacity = offer.capacity
-        avail = offer.available
-        self.cpu, self.mem, self.disk, self.gpu = (avail.cpu, avail.mem_mb, avail.disk_mb,
-                                                   avail.gpu)
-        self.rcpu = offer.revocable_cpu
+        self.cpu, self.mem, self.disk, self.gpu = offer.available.units
+        self.rcpu = to_units(offer.revocable_cpu)
         self.ports = PortPool(offer.ports)
         self.cls = cls
         self.task_labels: dict[Label, int] = dict(offer.task_labels)
@@ -145,7 +140,7 @@ class HostRecord:
 
     def free(self) -> Resources:
         """Free non-revocable resources now."""
-        return Resources(self.cpu, self.mem, self.disk, self.gpu)
+        return Resources.from_units(self.cpu, self.mem, self.disk, self.gpu)
 
 
 class Partition:
@@ -179,6 +174,8 @@ class HostIndex:
         #: Grows whenever capacity is given back or a host is (re)added: a task that
         #: found no host at one generation finds none later in the same generation.
         self.generation = 0
+        #: Grows whenever any host's task labels may have changed (DOMAIN-limit sums).
+        self.task_label_version = 0
         for offer in offers:
             self.upsert(offer)
 
@@ -214,6 +211,7 @@ class HostIndex:
             cls = self._classes[ckey] = HostClass(len(self._classes), *ckey)
         rec = HostRecord(idx, offer, cls)
         self.generation += 1
+        self.task_label_version += 1
         self.hosts[idx] = rec
         self.by_name[offer.hostname] = rec
         self.by_class.setdefault(cls.class_id, {})[rec.hostname] = rec
@@ -229,6 +227,7 @@ class HostIndex:
         del self.by_class[rec.cls.class_id][hostname]
         self.hosts[rec.idx] = None
         self._free_slots.append(rec.idx)
+        self.task_label_version += 1
 
     def _link(self, rec: HostRecord) -> None:
         if rec.cls.state is not HostState.UP:
@@ -245,7 +244,7 @@ class HostIndex:
         _remove_key(part.rcpu_keys, rec.rcpu_key)
 
     def debit(self, rec: HostRecord, res: Resources, revocable: bool, ports: int,
-              labels: tuple[Label, ...], sign: float = 1.0,
+              labels: tuple[Label, ...], sign: int = 1,
               given_ports: tuple[int, ...] = ()) -> tuple[int, ...]:
         """Take (sign 1) or give back (sign -1) one task's resources, ports and labels.
 
@@ -254,24 +253,29 @@ class HostIndex:
         """
         up = rec.cls.state is HostState.UP
         part = self.partitions[rec.cls.has_gpu]
+        cpu, mem, disk, gpu = res.units
+        if sign < 0:
+            cpu, mem, disk, gpu = -cpu, -mem, -disk, -gpu
         if revocable:
-            rec.rcpu -= res.cpu * sign
+            rec.rcpu -= cpu
             if up:
                 _remove_key(part.rcpu_keys, rec.rcpu_key)
             rec.rcpu_key = key_of(rec.rcpu, rec.idx)
             if up:
                 bisect.insort(part.rcpu_keys, rec.rcpu_key)
-        elif res.cpu:
-            rec.cpu -= res.cpu * sign
+        elif cpu:
+            rec.cpu -= cpu
             if up:
                 _remove_key(part.cpu_keys, rec.cpu_key)
             rec.cpu_key = key_of(rec.cpu, rec.idx)
             if up:
                 bisect.insort(part.cpu_keys, rec.cpu_key)
-        rec.mem -= res.mem_mb * sign
-        rec.disk -= res.disk_mb * sign
-        rec.gpu -= res.gpu * sign
+        rec.mem -= mem
+        rec.disk -= disk
+        rec.gpu -= gpu
         counts = rec.task_labels
+        if labels:
+            self.task_label_version += 1
         step = 1 if sign > 0 else -1
         for lb in labels:
             n = counts.get(lb, 0) + step

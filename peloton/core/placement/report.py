@@ -5,7 +5,9 @@ each filter, how many hosts it rejected first (a host is counted once,
 under the earliest filter in the chain that rejects it), so a user asking
 why a task is pending reads e.g.
 
-    0 of 5,000 hosts fit: 4,200 insufficient cpu, 800 constraint host:zone=a == 1
+    0 of 5,000 hosts fit: 4,200 insufficient cpu, 800 lack label zone=a
+
+(constraint rejections read as what the host is like, core/words.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from enum import StrEnum
 
+from peloton.core import words
 from peloton.core.model.ids import TaskId
 
 
@@ -33,14 +36,24 @@ class RejectCode(StrEnum):
     TASK_CONSTRAINT = "task constraint"
 
 
+#: Codes whose detail is the whole phrase (what a host failing the constraint is like).
+_PHRASE = frozenset({RejectCode.HOST_CONSTRAINT, RejectCode.TASK_CONSTRAINT})
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """One filter's verdict against one host: a code plus detail (e.g. the constraint)."""
+    """One filter's verdict against one host: a code plus detail (e.g. the constraint).
+
+    For constraint codes the detail is a phrase about the host ("lacks label zone=a",
+    "already runs a task labelled job=j") and is what the report shows.
+    """
 
     code: RejectCode
     detail: str = ""
 
     def __str__(self) -> str:
+        if self.detail and self.code in _PHRASE:
+            return self.detail
         return f"{self.code.value} {self.detail}" if self.detail else self.code.value
 
 
@@ -71,7 +84,9 @@ class PlacementReport:
     def __str__(self) -> str:
         text = f"{self.hosts_fit:,} of {self.hosts_total:,} hosts fit"
         if self.rejections:
-            text += ": " + ", ".join(f"{n:,} {r}" for r, n in self.rejections)
+            text += ": " + ", ".join(
+                f"{n:,} {words.for_many(str(r)) if n != 1 and r.code in _PHRASE else r}"
+                for r, n in self.rejections)
         if self.note:
             text += f" ({self.note})"
         return text

@@ -26,6 +26,19 @@ class Strategy(StrEnum):
     PACK = "PACK"
     #: Least loaded: the host with the most free cpu (services; spreads failure domains).
     SPREAD = "SPREAD"
+    #: Peloton's SPREAD_JOB: the host holding the fewest tasks of the same job first (so a
+    #: job gets one task per host as far as the hosts go), then the most free cpu.  The
+    #: job's tasks carry `job_label(job_id)`, which is what hosts count.
+    SPREAD_JOB = "SPREAD_JOB"
+
+
+#: Key of the task label that marks the tasks of a SPREAD_JOB job (value: the job id).
+JOB_LABEL_KEY = "peloton/job"
+
+
+def job_label(job_id: str) -> Label:
+    """The task label a SPREAD_JOB job's tasks carry, counted per host by placement."""
+    return Label(JOB_LABEL_KEY, job_id)
 
 
 @dataclass(frozen=True, slots=True)

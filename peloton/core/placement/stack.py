@@ -27,12 +27,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from peloton.core.model.host import HostOffer
+from peloton.core.placement.domain_limit import DomainLimitFilter
 from peloton.core.placement.explain import explain
 from peloton.core.placement.filters import (
     CompiledNeeds,
     ExclusiveHostFilter,
     HostConstraintFilter,
     HostFilter,
+    HostnameConstraintFilter,
     HostUpFilter,
     PortFilter,
     ResourceFilter,
@@ -77,9 +79,12 @@ class Placer:
         self.static_filters: tuple[HostFilter, ...] = (
             HostUpFilter(), ScarceGpuFilter(config.scarce_gpu), ExclusiveHostFilter(),
             HostConstraintFilter())
-        # Per host: arithmetic, then a port count, then the task-label walk.
+        # Per host: arithmetic, then a port count, then the task-label walk, then host
+        # constraints naming `hostname` (which no class verdict can answer), then the
+        # per-domain limits (a no-op for needs without DOMAIN leaves).
         self.dynamic_filters: tuple[HostFilter, ...] = (
-            ResourceFilter(), PortFilter(), TaskConstraintFilter())
+            ResourceFilter(), PortFilter(), TaskConstraintFilter(), HostnameConstraintFilter(),
+            DomainLimitFilter(self.index))
         self._compiled: dict[PlacementNeeds, CompiledNeeds] = {}
         #: needs -> (index generation, report): needs that found no host.  Valid while
         #: the index has not given capacity back (its generation is unchanged), since
@@ -118,7 +123,7 @@ class Placer:
             # retires every remembered failure.
             for h, req, ports in reversed(undo):
                 index.debit(h, req.needs.resources, req.needs.revocable,
-                            req.needs.ports, req.labels, -1.0, ports)
+                            req.needs.ports, req.labels, -1, ports)
             for req in gang.tasks:
                 if req is miss:
                     unplaced.append(Unplaced(req.task_id, report))
@@ -138,7 +143,7 @@ class Placer:
         host = self.index.by_name.get(placement.hostname)
         if host is not None:
             self.index.debit(host, req.needs.resources, req.needs.revocable, req.needs.ports,
-                             req.labels, -1.0, placement.ports)
+                             req.labels, -1, placement.ports)
 
     def fits(self, host: HostRecord, req: TaskRequest) -> bool:
         """Would `host` take `req` now (every filter passes)?"""
@@ -184,7 +189,7 @@ class Placer:
 
     def _partitions(self, cn: CompiledNeeds) -> list[Partition]:
         parts = self.index.partitions
-        if cn.gpu > 0.0:
+        if cn.gpu > 0:
             return [parts[True]]
         if self.config.scarce_gpu:
             return [parts[False]]
@@ -200,7 +205,7 @@ class Placer:
         scorer = SCORERS[req.needs.strategy]
         fits = self._fits
         for part in self._partitions(cn):
-            for host in scorer.candidates(self.index, part, cn):
+            for host in scorer.candidates(self.index, part, cn, req):
                 if fits(host, cn):
                     return host
         return None

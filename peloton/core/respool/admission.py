@@ -1,7 +1,7 @@
 """Admission control: which queued gangs of a leaf pool may start now.
 
 Three admitters must all agree (Peloton's `admission.go`), each comparing
-per kind with the epsilon tolerance:
+per kind in fixed-point units (exact; Peloton's epsilon is below one unit):
 
 * **entitlement** — a regular gang fits if non-slack allocation + gang <=
   non-slack entitlement; a revocable gang if slack allocation + gang <=
@@ -14,16 +14,34 @@ per kind with the epsilon tolerance:
 
 `admit_gangs` visits the queues in `ADMISSION_ORDER`.  A pending gang that
 fails is moved to the queue of its class (non-preemptible when preemption
-is on, else controller, else revocable) and the scan goes on; any other
-failure stops that queue (head-of-line blocking keeps FIFO fair).  Each
-admission costs O(gang size + tree depth): no scan over other tasks.
+is on, else controller, else revocable), as Peloton does.  Unlike Peloton,
+any other refused gang does not stop its queue: admission **backfills**
+past it, looking at up to `BackfillPolicy.depth` refused gangs per queue
+and pass, so a gang that does not fit never holds back smaller ones behind
+it (Peloton stopped at the first refusal: one 500-cpu job blocked its pool).
+
+Starvation protection is **aging into a reservation**: once a gang has
+been refused for `BackfillPolicy.reserve_after` seconds, and it would fit
+the pool if the pool held nothing, it *holds a reservation*: for the rest
+of the pass (and every later pass until it is admitted) the gangs behind it
+are admitted only if they fit next to it, as if it were admitted already.
+Allocation then only shrinks towards room for it, so it runs as soon as
+enough of the work in front of it ends.  A gang too big for the pool even
+when empty never reserves (it would block the pool for nothing); it waits,
+and says why.  One gang per queue holds the reservation at a time: the
+first in service order that qualifies.  The resource manager's README
+explains the choice.
+
+Each admission costs O(gang size + tree depth); a pass also costs O(1)
+per refused gang it looks at (at most `depth` per queue).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
-from peloton.core.model.resources import EPSILON
+from peloton.core.errors import InvalidArgument
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.queues import ADMISSION_ORDER, GangQueue, QueueKind
 from peloton.core.respool.records import Gang
@@ -38,42 +56,110 @@ class Admitter(StrEnum):
     RESERVATION = "reservation"
 
 
-def _fits(alloc: list[float], extra: list[float] | None, need_cpu: float, need_mem: float,
-          need_disk: float, need_gpu: float, bound: list[float]) -> bool:
-    """alloc (- extra) + need <= bound in every kind, within epsilon."""
+@dataclass(frozen=True, slots=True)
+class BackfillPolicy:
+    """How far admission looks past refused gangs, and when a refused gang reserves room.
+
+    `depth`: refused gangs looked at per queue and pass (0 gives Peloton's strict
+    head-of-line FIFO).  `reserve_after`: seconds a gang may be refused before it holds a
+    reservation (0: at once, like Slurm's backfill; infinity: never, like Kubernetes'
+    scheduling queue).
+    """
+
+    depth: int = 1000
+    reserve_after: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.depth < 0:
+            raise InvalidArgument("backfill depth must be >= 0", field="backfill_depth")
+        if not self.reserve_after >= 0:
+            raise InvalidArgument("reserve_after must be >= 0", field="backfill_reserve_after")
+
+
+#: Strict FIFO: the first refused gang stops its queue (Peloton's behaviour).
+STRICT_FIFO = BackfillPolicy(depth=0, reserve_after=float("inf"))
+
+
+class _Books:
+    """The allocation vectors admission compares, optionally with a reserved gang counted in."""
+
+    __slots__ = ("controller", "np", "slack", "total")
+
+    def __init__(self, node: PoolNode, held: Gang | None) -> None:
+        self.total, self.slack = node.alloc_total, node.alloc_slack
+        self.np, self.controller = node.alloc_np, node.alloc_controller
+        if held is None:
+            return
+        add = list(held.need.units)
+
+        def plus(v: list[int]) -> list[int]:
+            return [a + b for a, b in zip(v, add, strict=True)]
+
+        self.total = plus(self.total)
+        if held.revocable:
+            self.slack = plus(self.slack)
+        if not held.preemptible:
+            self.np = plus(self.np)
+        if held.controller:
+            self.controller = plus(self.controller)
+
+
+_ZERO = [0, 0, 0, 0]
+
+
+def _fits(alloc: list[int], extra: list[int] | None, need_cpu: int, need_mem: int,
+          need_disk: int, need_gpu: int, bound: list[int]) -> bool:
+    """alloc (- extra) + need <= bound in every kind (fixed-point units)."""
     if extra is None:
-        return (alloc[0] + need_cpu <= bound[0] + EPSILON
-                and alloc[1] + need_mem <= bound[1] + EPSILON
-                and alloc[2] + need_disk <= bound[2] + EPSILON
-                and alloc[3] + need_gpu <= bound[3] + EPSILON)
-    return (alloc[0] - extra[0] + need_cpu <= bound[0] + EPSILON
-            and alloc[1] - extra[1] + need_mem <= bound[1] + EPSILON
-            and alloc[2] - extra[2] + need_disk <= bound[2] + EPSILON
-            and alloc[3] - extra[3] + need_gpu <= bound[3] + EPSILON)
+        return (alloc[0] + need_cpu <= bound[0]
+                and alloc[1] + need_mem <= bound[1]
+                and alloc[2] + need_disk <= bound[2]
+                and alloc[3] + need_gpu <= bound[3])
+    return (alloc[0] - extra[0] + need_cpu <= bound[0]
+            and alloc[1] - extra[1] + need_mem <= bound[1]
+            and alloc[2] - extra[2] + need_disk <= bound[2]
+            and alloc[3] - extra[3] + need_gpu <= bound[3])
 
 
-def refusal(node: PoolNode, gang: Gang, preemption_enabled: bool) -> Admitter | None:
-    """The first admitter that refuses `gang` in `node`, or None if it may be admitted."""
-    n = gang.need
-    c, m, d, g = n.cpu, n.mem_mb, n.disk_mb, n.gpu
+def refusal(node: PoolNode, gang: Gang, preemption_enabled: bool,
+            held: Gang | None = None) -> Admitter | None:
+    """The first admitter that refuses `gang` in `node`, or None if it may be admitted.
+
+    With `held`, that gang's need counts as allocated already (it holds a reservation).
+    """
+    if held is None:
+        return _refusal(node.alloc_total, node.alloc_slack, node.alloc_np,
+                        node.alloc_controller, node, gang, preemption_enabled)
+    books = _Books(node, held)
+    return _refusal(books.total, books.slack, books.np, books.controller, node, gang,
+                    preemption_enabled)
+
+
+def fits_empty(node: PoolNode, gang: Gang, preemption_enabled: bool) -> bool:
+    """Whether `gang` would be admitted if the pool held nothing (its bounds allow it at all)."""
+    return _refusal(_ZERO, _ZERO, _ZERO, _ZERO, node, gang, preemption_enabled) is None
+
+
+def _refusal(total: list[int], slack: list[int], np: list[int], controller: list[int],
+             node: PoolNode, gang: Gang, preemption_enabled: bool) -> Admitter | None:
+    c, m, d, g = gang.need.units
     if gang.revocable:
-        if not _fits(node.alloc_slack, None, c, m, d, g, node.slack_entitlement):
+        if not _fits(slack, None, c, m, d, g, node.slack_entitlement):
             return Admitter.ENTITLEMENT
         return None  # revocable gangs are never controller or non-preemptible gangs
-    if not _fits(node.alloc_total, node.alloc_slack, c, m, d, g, node.non_slack_entitlement):
+    if not _fits(total, slack, c, m, d, g, node.non_slack_entitlement):
         return Admitter.ENTITLEMENT
     limit = node.controller_limit
-    if gang.controller and limit is not None and not _fits(
-            node.alloc_controller, None, c, m, d, g, limit):
+    if gang.controller and limit is not None and not _fits(controller, None, c, m, d, g, limit):
         return Admitter.CONTROLLER_LIMIT
     if preemption_enabled and not gang.preemptible and not _fits(
-            node.alloc_np, None, c, m, d, g, node.reservation):
+            np, None, c, m, d, g, node.reservation):
         return Admitter.RESERVATION
     return None
 
 
 def side_queue(gang: Gang, preemption_enabled: bool) -> QueueKind | None:
-    """Where a pending gang that could not be admitted waits, or None to block pending."""
+    """Where a pending gang that could not be admitted waits, or None to stay pending."""
     if not gang.preemptible and preemption_enabled:
         return QueueKind.NON_PREEMPTIBLE
     if gang.controller:
@@ -98,11 +184,14 @@ def _head(queue: GangQueue) -> Gang | None:
         queue.pop()
 
 
-def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool) -> list[Gang]:
+def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: float = 0.0,
+                policy: BackfillPolicy = BackfillPolicy()) -> list[Gang]:
     """Admit up to `limit` gangs from leaf `node`'s queues; return them in admission order.
 
     Admitted tasks move PENDING -> READY, join `node.active`, leave demand
-    and enter allocation (in the node and every ancestor).
+    and enter allocation (in the node and every ancestor).  Refused gangs keep
+    their place in their queue; `now` (seconds, any fixed origin) dates refusals
+    for the aging rule.
     """
     queues = node.queues
     admitted: list[Gang] = []
@@ -110,28 +199,50 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool) -> list
         return admitted
     for kind in ADMISSION_ORDER:
         queue = queues[kind]
+        held = queues.reserved.get(kind)
+        if held is not None and (not held.live()
+                                 or not fits_empty(node, held, preemption_enabled)):
+            held = None  # every task of it was killed, or the pool shrank below it
+        skipped: list[Gang] = []
         while len(admitted) < limit:
             gang = _head(queue)
             if gang is None:
                 break
-            if refusal(node, gang, preemption_enabled) is None:
+            if refusal(node, gang, preemption_enabled,
+                       None if held is None or held is gang else held) is None:
                 queue.pop()
+                if held is gang:
+                    held = None
                 _admit(node, gang)
                 admitted.append(gang)
                 continue
             target = side_queue(gang, preemption_enabled) if kind is QueueKind.PENDING else None
-            if target is None:
-                break  # head-of-line: this queue waits for capacity
-            queues[target].push(queue.pop())
+            if target is not None:
+                queues[target].push(queue.pop())
+                continue
+            if gang.refused_since is None:
+                gang.refused_since = now
+            if (held is None and now - gang.refused_since >= policy.reserve_after
+                    and fits_empty(node, gang, preemption_enabled)):
+                held = gang
+            if len(skipped) >= policy.depth:
+                break
+            skipped.append(queue.pop())
+        for gang in reversed(skipped):
+            queue.push_front(gang)
+        if held is None:
+            queues.reserved.pop(kind, None)
+        else:
+            queues.reserved[kind] = held
     return admitted
 
 
 def _admit(node: PoolNode, gang: Gang) -> None:
     need = gang.need
     revocable = gang.revocable
-    node.add_demand(need, revocable, -1.0)
+    node.add_demand(need, revocable, -1)
     node.add_allocation(need, revocable=revocable, preemptible=gang.preemptible,
-                        controller=gang.controller, sign=1.0)
+                        controller=gang.controller, sign=1)
     active = node.active
     ready = TaskState.READY
     for rec in gang.tasks:

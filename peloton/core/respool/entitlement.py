@@ -26,29 +26,33 @@ demand after each child keeps its current revocable cpu allocation.  When
 slack cpu shrinks below what is already allocated, those allocations are
 scaled down too, so the preemptor can reclaim them.
 
+Every amount is an integer in the fixed-point units of `Resources`, so an
+entitlement table adds up exactly: per kind, the children's totals never
+exceed their parent's, and what a phase hands out is exactly what it had
+(up to the children's caps).  Rounding happens in one place, where a real
+fraction appears: `water_fill` and `apportion` give whole units, at most
+one unit away from the real fair share, by largest remainder.
+
 The computation reads the tree and returns an `EntitlementTable`; nothing
 is changed until the daemon calls `EntitlementTable.apply(tree)`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from peloton.core.model.resources import Resources
 from peloton.core.respool.node import PoolNode, frozen
 from peloton.core.respool.tree import PoolTree
-from peloton.core.respool.waterfill import water_fill
+from peloton.core.respool.waterfill import apportion, water_fill
 
 _CPU = 0
-#: Below this, nothing is left to share (exact arithmetic, not Peloton's 0.0009 epsilon,
-#: which could leave that much idle per level).
-_TINY = 1e-12
 
 
-#: One pool's (total, non-slack, slack) entitlement, each in canonical kind order.
-Row = tuple[Sequence[float], Sequence[float], Sequence[float]]
+#: One pool's (total, non-slack, slack) entitlement, each in canonical kind order and in
+#: fixed-point units.
+Row = tuple[Sequence[int], Sequence[int], Sequence[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +113,8 @@ def compute_entitlements(tree: PoolTree, capacity: Resources,
         slack_capacity = Resources(cpu=float(slack_capacity))
     rows: dict[str, Row] = {}
     root = tree.root
-    total = (capacity.cpu, capacity.mem_mb, capacity.disk_mb, capacity.gpu)
-    rows[root.pool_id] = (total, total, (slack_capacity.cpu, 0.0, 0.0, 0.0))
+    total = capacity.units
+    rows[root.pool_id] = (total, total, (slack_capacity.units[0], 0, 0, 0))
     stack = [root]
     while stack:
         parent = stack.pop()
@@ -125,7 +129,7 @@ def compute_entitlements(tree: PoolTree, capacity: Resources,
     return EntitlementTable(rows, capacity, slack_capacity)
 
 
-def _split_total(total: Sequence[float], children: list[PoolNode]) -> list[tuple[float, ...]]:
+def _split_total(total: Sequence[int], children: list[PoolNode]) -> list[tuple[int, ...]]:
     """Phases 1-3 for every kind: each child's total entitlement.
 
     Phase 1 is one loop per kind over the children, reading each child's
@@ -134,11 +138,11 @@ def _split_total(total: Sequence[float], children: list[PoolNode]) -> list[tuple
     min(limit, non-slack allocation + demand + min(slack limit, slack
     allocation + slack demand)).
     """
-    cols: list[list[float]] = []
+    cols: list[list[int]] = []
     for k in range(4):
-        base: list[float] = []
-        wants: list[float] = []
-        assigned = 0.0
+        base: list[int] = []
+        wants: list[int] = []
+        assigned = 0
         unmet = False
         for c in children:
             res, limit, _, static, slack_limit = c.kind_config[k]
@@ -156,22 +160,21 @@ def _split_total(total: Sequence[float], children: list[PoolNode]) -> list[tuple
             else:
                 got = res if static else req
                 base.append(got)
-                wants.append(0.0)
+                wants.append(0)
                 assigned += got
         budget = total[k]
         if assigned > budget:
             # Guarantees exceed the cluster: everyone loses the same fraction.
-            scale = budget / assigned if assigned > 0 else 0.0
-            cols.append([b * scale for b in base])
+            cols.append(apportion(budget, base))
             continue
         left = budget - assigned
-        if left > _TINY:
+        if left > 0:
             shares = [c.kind_config[k][2] for c in children]
             if unmet:
                 fill = water_fill(left, wants, shares)
                 base = [b + f for b, f in zip(base, fill, strict=True)]
                 left -= sum(fill)
-            if left > _TINY:
+            if left > 0:
                 room = [c.kind_config[k][1] - b for c, b in zip(children, base, strict=True)]
                 spare = water_fill(left, room, shares, serve_zero_weights=False)
                 base = [b + x for b, x in zip(base, spare, strict=True)]
@@ -179,38 +182,37 @@ def _split_total(total: Sequence[float], children: list[PoolNode]) -> list[tuple
     return list(zip(*cols, strict=True))
 
 
-def _split_slack(slack_cpu: float, children: list[PoolNode],
-                 totals: list[tuple[float, ...]]) -> list[Row]:
+def _split_slack(slack_cpu: int, children: list[PoolNode],
+                 totals: list[tuple[int, ...]]) -> list[Row]:
     """Divide each child's total into non-slack and slack parts; share the slack cpu."""
-    parts: list[tuple[float, float, float]] = []
+    parts: list[tuple[int, int, int]] = []
     for c, tot in zip(children, totals, strict=True):
         sa, sd, sl, at, dm = c.alloc_slack, c.slack_demand, c.slack_limit, c.alloc_total, c.demand
-        got = [0.0, 0.0, 0.0]
+        got = [0, 0, 0]
         for k in (1, 2, 3):
             want = sa[k] + sd[k]
             if want > sl[k]:
                 want = sl[k]
             room = tot[k] - (at[k] - sa[k] + dm[k])
-            if room > 0.0:
+            if room > 0:
                 got[k - 1] = want if want < room else room
         parts.append((got[0], got[1], got[2]))
     kept = [c.alloc_slack[_CPU] for c in children]
     held = sum(kept)
-    left = 0.0
+    left = 0
     if held > slack_cpu:
-        scale = slack_cpu / held if held > 0 else 0.0
-        kept = [x * scale for x in kept]
+        kept = apportion(slack_cpu, kept)
     else:
         left = slack_cpu - held
-    if left > _TINY:
+    if left > 0:
         shares = [c.share[_CPU] for c in children]
         fill = water_fill(left, [c.slack_demand[_CPU] for c in children], shares)
         kept = [x + f for x, f in zip(kept, fill, strict=True)]
         left -= sum(fill)
-        if left > _TINY:
-            # Spare slack by share, through water_fill so that a denormal share counts as 0
-            # (left * 5e-324 / 5e-324 rounds to 2 * left and would hand out more than exists).
-            spare = water_fill(left, [math.inf] * len(children), shares,
+        if left > 0:
+            # Spare slack by share, through water_fill so that a denormal share counts as 0;
+            # nobody can take more than what is left, so that is everyone's cap.
+            spare = water_fill(left, [left] * len(children), shares,
                                serve_zero_weights=False)
             kept = [x + f for x, f in zip(kept, spare, strict=True)]
     return [(tot, (tot[0], tot[1] - m, tot[2] - d, tot[3] - g), (cpu, m, d, g))

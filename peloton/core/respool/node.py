@@ -1,10 +1,12 @@
 """One node of the resource pool tree, with its derived limits and live accounting.
 
-Vectors inside a node are plain `list[float]` of length 4 in the canonical
-kind order (cpu, memory MB, disk MB, gpu), not `Resources` values: admission
-and entitlement touch them on every task transition and every cycle, and
-building a frozen dataclass per touch would dominate both.  Public readers
-get `Resources` snapshots through the `*_resources` methods.
+Vectors inside a node are plain `list[int]` of length 4 in the canonical
+kind order (cpu, memory, disk, gpu), in the fixed-point units of
+`Resources` (thousandths of a core, MB or gpu), not `Resources` values:
+admission and entitlement touch them on every task transition and every
+cycle, and building a value per touch would dominate both.  Integers make
+every sum exact: a pool whose tasks all ended holds exactly zero.  Public
+readers get `Resources` snapshots through the `*_resources` methods.
 
 Invariants (kept by `add_demand` / `add_allocation`, which walk to the root):
   * an interior node's demand, slack demand and allocations equal the sum
@@ -12,16 +14,15 @@ Invariants (kept by `add_demand` / `add_allocation`, which walk to the root):
   * only leaves hold queues (`queues` is None on interior nodes until they
     become leaves again) and active tasks (`active`: the records holding
     allocation here, which the preemptor ranks);
-  * every value is >= 0 up to float noise (subtractions mirror additions).
+  * every value is >= 0, exactly (subtractions mirror additions in integers).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from peloton.core.model.resources import EPSILON, KINDS, Resources
+from peloton.core.model.resources import KINDS, Resources, to_units
 from peloton.core.model.respool import ReservationType, ResourcePoolConfig
 
 if TYPE_CHECKING:
@@ -31,17 +32,26 @@ if TYPE_CHECKING:
 #: Default percent of the reservation revocable work may use (Peloton's _defaultSlackLimit).
 DEFAULT_SLACK_LIMIT_PERCENT = 20.0
 
-Vec = list[float]
+#: The root's reservation and limit before the first capacity is known: larger than any
+#: cluster (10^15 cores), an integer so that unit arithmetic stays exact.
+UNBOUNDED = 10 ** 18
+
+Vec = list[int]
 
 
 def vec(res: Resources) -> Vec:
-    """A fresh mutable vector from a Resources value."""
-    return [res.cpu, res.mem_mb, res.disk_mb, res.gpu]
+    """A fresh mutable vector (fixed-point units) from a Resources value."""
+    return list(res.units)
 
 
-def frozen(v: Sequence[float]) -> Resources:
-    """A Resources snapshot of a vector."""
-    return Resources(v[0], v[1], v[2], v[3])
+def frozen(v: Sequence[int]) -> Resources:
+    """A Resources snapshot of a vector of fixed-point units."""
+    return Resources.from_units(v[0], v[1], v[2], v[3])
+
+
+def percent_of(units: int, percent: float) -> int:
+    """`percent` of an amount in units, to the nearest whole unit."""
+    return round(units * percent / 100.0)
 
 
 class PoolNode:
@@ -87,30 +97,31 @@ class PoolNode:
         self.children: list[PoolNode] = []
         self.path = "/"
         self.config = config
-        self.reservation: Vec = [0.0] * 4
-        self.limit: Vec = [0.0] * 4
-        self.share: Vec = [1.0] * 4
+        self.reservation: Vec = [0] * 4
+        self.limit: Vec = [0] * 4
+        #: Shares are weights, not amounts: they stay floats.
+        self.share: list[float] = [1.0] * 4
         self.static: list[bool] = [False] * 4
-        self.slack_limit: Vec = [0.0] * 4
+        self.slack_limit: Vec = [0] * 4
         self.controller_limit: Vec | None = None
-        self.demand: Vec = [0.0] * 4
-        self.slack_demand: Vec = [0.0] * 4
-        self.alloc_total: Vec = [0.0] * 4
-        self.alloc_slack: Vec = [0.0] * 4
-        self.alloc_np: Vec = [0.0] * 4
-        self.alloc_controller: Vec = [0.0] * 4
-        self.entitlement: Vec = [0.0] * 4
-        self.non_slack_entitlement: Vec = [0.0] * 4
-        self.slack_entitlement: Vec = [0.0] * 4
+        self.demand: Vec = [0] * 4
+        self.slack_demand: Vec = [0] * 4
+        self.alloc_total: Vec = [0] * 4
+        self.alloc_slack: Vec = [0] * 4
+        self.alloc_np: Vec = [0] * 4
+        self.alloc_controller: Vec = [0] * 4
+        self.entitlement: Vec = [0] * 4
+        self.non_slack_entitlement: Vec = [0] * 4
+        self.slack_entitlement: Vec = [0] * 4
         self.queues: LeafQueues | None = None
         #: Leaf only: the tasks holding allocation here (admitted, not finished).
         self.active: set[TaskRecord] = set()
         #: Per kind (reservation, limit, share, static, slack limit): one lookup for the
         #: entitlement loop, which reads them for every pool and kind each cycle.
-        self.kind_config: list[tuple[float, float, float, bool, float]] = []
+        self.kind_config: list[tuple[int, int, float, bool, int]] = []
         if parent is None:
-            self.reservation = [math.inf] * 4
-            self.limit = [math.inf] * 4
+            self.reservation = [UNBOUNDED] * 4
+            self.limit = [UNBOUNDED] * 4
             self._pack_kind_config()
         else:
             self.apply_config(config)
@@ -121,18 +132,18 @@ class PoolNode:
         self.config = config
         for i, kind in enumerate(KINDS):
             rc = config.resource(kind)
-            self.reservation[i] = rc.reservation
-            self.limit[i] = rc.limit
+            self.reservation[i] = to_units(rc.reservation)
+            self.limit[i] = to_units(rc.limit)
             self.share[i] = rc.share
             self.static[i] = rc.type is ReservationType.STATIC
         pct = (DEFAULT_SLACK_LIMIT_PERCENT if config.slack_limit_percent is None
                else config.slack_limit_percent)
         # Only memory, disk and gpu are limited for revocable work: its cpu comes
         # from slack capacity, so Peloton pins the cpu slack limit at zero.
-        self.slack_limit = [0.0] + [r * pct / 100.0 for r in self.reservation[1:]]
+        self.slack_limit = [0] + [percent_of(r, pct) for r in self.reservation[1:]]
         cpct = config.controller_limit_percent
         self.controller_limit = (None if cpct is None
-                                 else [r * cpct / 100.0 for r in self.reservation])
+                                 else [percent_of(r, cpct) for r in self.reservation])
         self.path = self.compute_path()
         self._pack_kind_config()
 
@@ -178,10 +189,25 @@ class PoolNode:
             node = node.parent
         return out
 
+    def effective_limit(self) -> Resources:
+        """The most this pool may ever use: the smallest limit on its path below the root.
+
+        (The root's limit is the cluster's capacity, which placement judges per host.)
+        """
+        out: list[int] | None = None
+        node: PoolNode | None = self
+        while node is not None and node.parent is not None:
+            out = list(node.limit) if out is None else [
+                min(a, b) for a, b in zip(out, node.limit, strict=True)]
+            node = node.parent
+        return frozen(out if out is not None else self.limit)
+
     # -- accounting (O(depth) per call) --------------------------------------
-    def add_demand(self, need: Resources, revocable: bool, sign: float) -> None:
+    def add_demand(self, need: Resources, revocable: bool, sign: int) -> None:
         """Add (sign=1) or remove (sign=-1) queued work here and in every ancestor."""
-        c, m, d, g = need.cpu * sign, need.mem_mb * sign, need.disk_mb * sign, need.gpu * sign
+        c, m, d, g = need.units
+        if sign < 0:
+            c, m, d, g = -c, -m, -d, -g
         node: PoolNode | None = self
         while node is not None:
             v = node.slack_demand if revocable else node.demand
@@ -192,13 +218,15 @@ class PoolNode:
             node = node.parent
 
     def add_allocation(self, need: Resources, *, revocable: bool, preemptible: bool,
-                       controller: bool, sign: float) -> None:
+                       controller: bool, sign: int) -> None:
         """Add or remove admitted work in every allocation category it belongs to.
 
         A task counts in total; in slack if revocable; in non-preemptible if not
         preemptible; in controller if it is a controller task (Peloton's split).
         """
-        c, m, d, g = need.cpu * sign, need.mem_mb * sign, need.disk_mb * sign, need.gpu * sign
+        c, m, d, g = need.units
+        if sign < 0:
+            c, m, d, g = -c, -m, -d, -g
         node: PoolNode | None = self
         while node is not None:
             v = node.alloc_total
@@ -253,8 +281,7 @@ class PoolNode:
 
     def has_work(self) -> bool:
         """Some demand or allocation remains (a pool in this state may not be deleted)."""
-        return any(abs(x) > EPSILON for v in (self.demand, self.slack_demand, self.alloc_total)
-                   for x in v)
+        return any(x for v in (self.demand, self.slack_demand, self.alloc_total) for x in v)
 
     def __repr__(self) -> str:
         return f"PoolNode({self.path!r}, id={self.pool_id!r})"

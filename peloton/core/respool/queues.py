@@ -8,7 +8,8 @@ inserts that priority into a short sorted list.
 A leaf pool has four queues (`LeafQueues`).  New gangs go to PENDING;
 admission moves a pending gang it cannot admit to the queue of its class
 (non-preemptible, controller or revocable) so one blocked class does not
-hold up the others, and scans the queues in `ADMISSION_ORDER`.
+hold up the others, scans the queues in `ADMISSION_ORDER`, and backfills
+past gangs it refuses (admission.py).
 """
 
 from __future__ import annotations
@@ -94,12 +95,18 @@ class GangQueue:
 
 
 class LeafQueues:
-    """The four queues of one leaf pool."""
+    """The four queues of one leaf pool, and the gang of each that holds a reservation.
 
-    __slots__ = ("queues",)
+    `reserved[kind]` is a gang queued in `queues[kind]` that admission keeps room
+    for (backfill's starvation protection, admission.py); it is set and cleared
+    only by admission.
+    """
+
+    __slots__ = ("queues", "reserved")
 
     def __init__(self) -> None:
         self.queues: dict[QueueKind, GangQueue] = {k: GangQueue() for k in QueueKind}
+        self.reserved: dict[QueueKind, Gang] = {}
 
     def __getitem__(self, kind: QueueKind) -> GangQueue:
         return self.queues[kind]

@@ -105,7 +105,8 @@ class Gang:
     Peloton does), but are already subtracted from `need` and from demand.
     """
 
-    __slots__ = ("controller", "need", "preemptible", "priority", "revocable", "tasks")
+    __slots__ = ("controller", "need", "preemptible", "priority", "refused_since", "revocable",
+                 "tasks")
 
     def __init__(self, tasks: list[TaskRecord]) -> None:
         first = tasks[0].task
@@ -114,6 +115,8 @@ class Gang:
         self.preemptible = first.preemptible
         self.revocable = first.revocable
         self.controller = first.controller
+        #: When admission first refused the gang (None: never yet); see admission.py.
+        self.refused_since: float | None = None
         if len(tasks) == 1:
             self.need = first.resources
         else:

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from peloton.core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.lifecycle.task_transitions import ALLOCATED_STATES, rm_allows
 from peloton.core.model.ids import TaskId
-from peloton.core.respool.admission import admit_gangs, refusal
+from peloton.core.respool.admission import BackfillPolicy, admit_gangs, refusal
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.queues import LeafQueues, QueueKind
 from peloton.core.respool.records import Gang, RmTask, TaskRecord
@@ -34,9 +34,11 @@ from peloton.core.states import TaskState
 class TaskTracker:
     """Tasks by id, with queues and accounting kept in the pool tree's leaves."""
 
-    def __init__(self, tree: PoolTree, *, preemption_enabled: bool = False) -> None:
+    def __init__(self, tree: PoolTree, *, preemption_enabled: bool = False,
+                 backfill: BackfillPolicy = BackfillPolicy()) -> None:
         self.tree = tree
         self.preemption_enabled = preemption_enabled
+        self.backfill = backfill
         self._tasks: dict[TaskId, TaskRecord] = {}
 
     # -- queries ------------------------------------------------------------------
@@ -113,7 +115,7 @@ class TaskTracker:
         if queues is None:
             queues = node.queues = LeafQueues()
         queues[QueueKind.PENDING].push(gang)
-        node.add_demand(gang.need, gang.revocable, 1.0)
+        node.add_demand(gang.need, gang.revocable, 1)
 
     def _leaf(self, pool_id: str) -> PoolNode:
         node = self.tree.get(pool_id)
@@ -123,14 +125,20 @@ class TaskTracker:
         return node
 
     # -- admission ------------------------------------------------------------------
-    def admit(self, limit_per_pool: int = 1000, pool_id: str | None = None) -> list[Gang]:
-        """Admit what entitlement allows in one leaf (or every leaf); tasks become READY."""
+    def admit(self, limit_per_pool: int = 1000, pool_id: str | None = None, *,
+              now: float = 0.0) -> list[Gang]:
+        """Admit what entitlement allows in one leaf (or every leaf); tasks become READY.
+
+        Refused gangs are backfilled past (see admission.py); `now` dates refusals
+        for the reservation rule.
+        """
         nodes = [self._leaf(pool_id)] if pool_id is not None else self.tree.leaves()
         out: list[Gang] = []
         for node in nodes:
             if node.queues is not None:
                 out.extend(admit_gangs(node, limit_per_pool,
-                                       preemption_enabled=self.preemption_enabled))
+                                       preemption_enabled=self.preemption_enabled, now=now,
+                                       policy=self.backfill))
         return out
 
     # -- state changes ------------------------------------------------------------
@@ -201,7 +209,7 @@ class TaskTracker:
         if rec.state is TaskState.PENDING:
             gang = rec.gang
             res = rec.resources
-            rec.pool.add_demand(res, rec.revocable, -1.0)
+            rec.pool.add_demand(res, rec.revocable, -1)
             if gang is not None:
                 gang.need = gang.need - res
                 rec.gang = None
@@ -213,11 +221,11 @@ class TaskTracker:
     def _allocate(self, rec: TaskRecord) -> None:
         t = rec.task
         rec.pool.add_allocation(t.resources, revocable=t.revocable, preemptible=t.preemptible,
-                                controller=t.controller, sign=1.0)
+                                controller=t.controller, sign=1)
         rec.pool.active.add(rec)
 
     def _release(self, rec: TaskRecord) -> None:
         t = rec.task
         rec.pool.add_allocation(t.resources, revocable=t.revocable, preemptible=t.preemptible,
-                                controller=t.controller, sign=-1.0)
+                                controller=t.controller, sign=-1)
         rec.pool.active.discard(rec)

@@ -25,7 +25,7 @@ import math
 from peloton.core.errors import FailedPrecondition, InvalidArgument
 from peloton.core.model.ids import ROOT_POOL_ID
 from peloton.core.model.resources import EPSILON, KINDS, ResourceKind
-from peloton.core.model.respool import ResourcePoolConfig
+from peloton.core.model.respool import ResourceConfig, ResourcePoolConfig
 from peloton.core.respool.node import PoolNode
 
 
@@ -101,33 +101,43 @@ def validate_write(pool_id: str, config: ResourcePoolConfig, parent: PoolNode | 
         _check_against_children(config, existing)
 
 
+def _kind(node: PoolNode, kind: ResourceKind) -> ResourceConfig:
+    return node.config.resource(kind)
+
+
 def _check_against_parent(config: ResourcePoolConfig, parent: PoolNode,
                           existing: PoolNode | None) -> None:
+    # Configs are compared as the user wrote them, with Peloton's epsilon, not as the
+    # fixed-point amounts the tree holds: three children of 0.0416667 fit a parent of 0.125
+    # in Peloton, though each rounds up to 0.042.
     if parent.is_root:
         return
-    for i, kind in enumerate(KINDS):
+    for kind in KINDS:
         rc = config.resource(kind)
-        if rc.limit > parent.limit[i] + EPSILON:
+        limit = _kind(parent, kind).limit
+        if rc.limit > limit + EPSILON:
             raise InvalidArgument(f"pool {config.name!r}: {kind.value} limit {rc.limit:g} "
-                                  f"exceeds parent {parent.path} limit {parent.limit[i]:g}",
+                                  f"exceeds parent {parent.path} limit {limit:g}",
                                   field="resources.limit")
-        siblings = sum(c.reservation[i] for c in parent.children if c is not existing)
-        if siblings + rc.reservation > parent.reservation[i] + EPSILON:
+        siblings = sum(_kind(c, kind).reservation for c in parent.children if c is not existing)
+        reserved = _kind(parent, kind).reservation
+        if siblings + rc.reservation > reserved + EPSILON:
             raise InvalidArgument(
                 f"pool {config.name!r}: {kind.value} reservations of the children of "
                 f"{parent.path} would sum to {siblings + rc.reservation:g}, above its "
-                f"reservation {parent.reservation[i]:g}", field="resources.reservation")
+                f"reservation {reserved:g}", field="resources.reservation")
 
 
 def _check_against_children(config: ResourcePoolConfig, node: PoolNode) -> None:
-    for i, kind in enumerate(KINDS):
+    for kind in KINDS:
         rc = config.resource(kind)
         for child in node.children:
-            if child.limit[i] > rc.limit + EPSILON:
+            limit = _kind(child, kind).limit
+            if limit > rc.limit + EPSILON:
                 raise InvalidArgument(f"pool {node.path}: {kind.value} limit {rc.limit:g} is "
-                                      f"below child {child.path} limit {child.limit[i]:g}",
+                                      f"below child {child.path} limit {limit:g}",
                                       field="resources.limit")
-        total = sum(c.reservation[i] for c in node.children)
+        total = sum(_kind(c, kind).reservation for c in node.children)
         if total > rc.reservation + EPSILON:
             raise InvalidArgument(f"pool {node.path}: {kind.value} reservation "
                                   f"{rc.reservation:g} is below its children's total {total:g}",

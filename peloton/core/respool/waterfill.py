@@ -7,58 +7,86 @@ min(amount, sum of caps).  That is the weighted max-min fair split: nobody
 can get more without taking from someone who has less per unit of weight.
 
 Peloton approximates it with rounds of proportional shares that converge
-geometrically (and never finish exactly); here it is computed exactly by
-sorting claimants by cap/weight, O(n log n), with a linear fast path when
-the caps all fit.
+geometrically (and never finish exactly); here it is computed by sorting
+claimants by cap/weight, O(n log n), with a linear fast path when the caps
+all fit.
+
+Amounts are integers (the fixed-point units of `Resources`); weights are
+floats.  The level is a real number, so the parts are rounded, and this is
+the one place where entitlement rounds: each claimant below its cap gets
+floor(weight * L), and the units the floors left over go one each to the
+claimants with the largest fractional remainders (largest-remainder
+apportionment).  So the parts are whole units, no claimant exceeds its cap,
+the parts sum to exactly min(amount, sum of caps), and every claimant below
+its cap is within one unit of its real fair share.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 _MIN_WEIGHT = 1e-9
 
 
-def water_fill(amount: float, caps: Sequence[float], weights: Sequence[float],
-               *, serve_zero_weights: bool = True) -> list[float]:
-    """Split `amount` among claimants; returns each claimant's part.
+def water_fill(amount: int, caps: Sequence[int], weights: Sequence[float],
+               *, serve_zero_weights: bool = True) -> list[int]:
+    """Split `amount` units among claimants; returns each claimant's part.
 
-    Guarantees: 0 <= part_i <= cap_i; sum(parts) == min(amount, sum(caps))
-    (up to float rounding); claimants with positive weight that stay below
-    their cap all end at the same part_i / weight_i.  Claimants with weight
-    0 are served only from what is left once every positively weighted
-    claimant is capped, equally among themselves, and only if
+    Guarantees: 0 <= part_i <= cap_i; sum(parts) == min(amount, sum of
+    caps) exactly; claimants with positive weight that stay below their cap
+    all end within one unit of the same part_i / weight_i.  Claimants with
+    weight 0 are served only from what is left once every positively
+    weighted claimant is capped, equally among themselves, and only if
     `serve_zero_weights` (so that no demand is left unmet while capacity
     idles); negative caps count as 0, weights below 1e-9 as 0.
     """
     n = len(caps)
-    if amount <= 0.0 or n == 0:
-        return [0.0] * n
-    capped = [c if c > 0.0 else 0.0 for c in caps]
+    if amount <= 0 or n == 0:
+        return [0] * n
+    capped = [c if c > 0 else 0 for c in caps]
     if sum(capped) <= amount:  # the common case: every claim fits, no sorting needed
         if serve_zero_weights:
             return capped
-        return [c if w > _MIN_WEIGHT else 0.0 for c, w in zip(capped, weights, strict=True)]
+        return [c if w > _MIN_WEIGHT else 0 for c, w in zip(capped, weights, strict=True)]
     # Vanishing weights would overflow cap/weight; they count as zero.
     weights = [w if w > _MIN_WEIGHT else 0.0 for w in weights]
-    out = [0.0] * n
-    positive = [i for i in range(n) if weights[i] > 0.0 and capped[i] > 0.0]
+    out = [0] * n
+    positive = [i for i in range(n) if weights[i] > 0.0 and capped[i] > 0]
     left = _fill(amount, positive, capped, weights, out)
-    if left > 0.0 and serve_zero_weights:
-        zero = [i for i in range(n) if weights[i] <= 0.0 and capped[i] > 0.0]
+    if left > 0 and serve_zero_weights:
+        zero = [i for i in range(n) if weights[i] <= 0.0 and capped[i] > out[i]]
         _fill(left, zero, capped, [1.0] * n, out)
     return out
 
 
-def _fill(amount: float, idx: list[int], caps: list[float], weights: Sequence[float],
-          out: list[float]) -> float:
+def apportion(amount: int, sizes: Sequence[int]) -> list[int]:
+    """Split `amount` in proportion to `sizes` (all >= 0), in whole units, summing exactly.
+
+    Each part is floor(amount * size / total) plus at most one unit, given
+    to the largest remainders; used where reservations or slack held exceed
+    what exists and everyone loses the same fraction.  When amount <= total
+    no part exceeds its size.
+    """
+    total = sum(sizes)
+    if total <= 0 or amount <= 0:
+        return [0] * len(sizes)
+    parts = [amount * s // total for s in sizes]
+    short = amount - sum(parts)
+    if short:
+        by_remainder = sorted(range(len(sizes)), key=lambda i: (-(amount * sizes[i] % total), i))
+        for i in by_remainder[:short]:
+            parts[i] += 1
+    return parts
+
+
+def _fill(amount: int, idx: list[int], caps: list[int], weights: Sequence[float],
+          out: list[int]) -> int:
     """Water-fill `amount` over claimants `idx` into `out`; return what is left over."""
     if not idx:
         return amount
     order = sorted(idx, key=lambda i: caps[i] / weights[i])
-    total_weight = 0.0
-    for i in idx:
-        total_weight += weights[i]
+    total_weight = math.fsum(weights[i] for i in idx)
     left = amount
     for j, i in enumerate(order):
         w = weights[i]
@@ -69,11 +97,46 @@ def _fill(amount: float, idx: list[int], caps: list[float], weights: Sequence[fl
             out[i] = cap
             left -= cap
             total_weight -= w
-            if left <= 0.0:
-                return 0.0
+            if left <= 0:
+                return 0
         else:
-            level = left / total_weight
-            for k in order[j:]:
-                out[k] = weights[k] * level
-            return 0.0
-    return left if left > 0.0 else 0.0
+            return _level(left, order[j:], caps, weights, out)
+    return left
+
+
+def _level(amount: int, rest: list[int], caps: list[int], weights: Sequence[float],
+           out: list[int]) -> int:
+    """Give `rest` their shares at the common level in whole units; return units not placed."""
+    level = amount / math.fsum(weights[k] for k in rest)
+    given = 0
+    remainders: list[tuple[float, int]] = []
+    for k in rest:
+        ideal = weights[k] * level
+        part = min(caps[k], math.floor(ideal))
+        out[k] = part
+        given += part
+        remainders.append((ideal - part, k))
+    short = amount - given
+    if short > 0:
+        remainders.sort(key=lambda t: (-t[0], t[1]))
+        while short > 0:
+            before = short
+            for _, k in remainders:
+                if short == 0:
+                    break
+                if out[k] < caps[k]:
+                    out[k] += 1
+                    short -= 1
+            if short == before:
+                break  # everyone is at its cap: the rest is not placed here
+    elif short < 0:
+        # The float level rounded up somewhere: take the excess back from the smallest remainders.
+        remainders.sort(key=lambda t: (t[0], t[1]))
+        while short < 0:
+            for _, k in remainders:
+                if short == 0:
+                    break
+                if out[k] > 0:
+                    out[k] -= 1
+                    short += 1
+    return short if short > 0 else 0

@@ -9,6 +9,10 @@ reconcile and browse sandboxes.
   its runs are not reported LOST here (the agent keeps them running and
   re-reports them when it comes back; reconciliation settles the rest).
 - Acknowledgements are batched per agent by one flusher thread.
+- Slack: an agent offers revocable cpu when it registers and with each
+  heartbeat (peloton/agent/slack.py); a changed amount re-announces its host
+  (`host_up`), so the host manager's books and the cluster's slack capacity
+  follow it.
 - `reconcile()` answers LOST only for runs that no agent has, and only
   after agents had `reregister_grace_secs` since the backend started to
   come back, so a host manager restart does not declare the world LOST.
@@ -20,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import grpc
@@ -28,6 +32,7 @@ import grpc
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.core.errors import NotFound, Unavailable
+from peloton.core.model.resources import to_units
 from peloton.core.model.sched import LaunchSpec
 from peloton.hostmgr.backends.base import BackendHost, HostEventListener, StatusUpdate
 from peloton.hostmgr.backends.local_registry import AgentRegistryServicer, lost_update
@@ -131,14 +136,28 @@ class LocalBackend:
         if listener is not None:
             listener.host_up(host)
 
-    def agent_seen(self, hostname: str, agent_id: str) -> bool:
-        """Record a sign of life; False if this agent is not registered (it must re-register)."""
+    def agent_seen(self, hostname: str, agent_id: str, slack: float | None = None) -> bool:
+        """Record a sign of life; False if this agent is not registered (it must re-register).
+
+        `slack` is the revocable cpu the agent offers now (None: unchanged); a change
+        re-announces the host with it, so the cluster's slack capacity follows.
+        """
         with self._lock:
             agent = self._agents.get(hostname)
-            if agent is None or agent.host.agent_id != agent_id or self._listener is None:
+            listener = self._listener
+            if agent is None or agent.host.agent_id != agent_id or listener is None:
                 return False
             agent.last_seen = self._clock()
-            return True
+            changed = slack is not None and to_units(max(0.0, slack)) != to_units(
+                agent.host.revocable_cpu)
+            if changed:
+                assert slack is not None
+                agent.host = replace(agent.host, revocable_cpu=max(0.0, slack))
+                host = agent.host
+        if changed:
+            log.info("agent %s offers %g revocable cpus", hostname, host.revocable_cpu)
+            listener.host_up(host)
+        return True
 
     # -- HostBackend ---------------------------------------------------------------
     def _agent(self, hostname: str) -> _Agent:

@@ -53,7 +53,8 @@ class AgentRegistryServicer:
     def Heartbeat(self, request: pb.HeartbeatRequest,
                   context: grpc.ServicerContext) -> pb.HeartbeatResponse:
         """Keep the agent's host alive; ask unknown agents to register."""
-        known = self.backend.agent_seen(request.hostname, request.agent_id)
+        slack = request.revocable_cpu if request.HasField("revocable_cpu") else None
+        known = self.backend.agent_seen(request.hostname, request.agent_id, slack)
         return pb.HeartbeatResponse(reregister=not known)
 
     def ReportStatus(self, request: pb.ReportStatusRequest,

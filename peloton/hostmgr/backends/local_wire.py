@@ -36,7 +36,7 @@ def host_from_pb(info: pb.AgentInfo) -> BackendHost:
         capacity=Resources(cpu=c.cpu, mem_mb=c.mem_mb, disk_mb=c.disk_mb, gpu=c.gpu),
         ports=tuple(PortRange(r.begin, r.end) for r in info.ports),
         labels=tuple(Label(lb.key, lb.value) for lb in info.labels), address=info.address,
-        file_address=info.file_address)
+        file_address=info.file_address, revocable_cpu=max(0.0, info.revocable_cpu))
 
 
 def update_from_pb(msg: pb.StatusUpdate, hostname: str, agent_id: str) -> StatusUpdate:
@@ -82,7 +82,8 @@ def launch_to_pb(task: LaunchSpec) -> pb.TaskLaunch:
                            environment=[pb.EnvVar(name=k, value=v) for k, v in cmd.environment],
                            user=cmd.user),
         resources=pb.Resources(cpu=r.cpu, mem_mb=r.mem_mb, disk_mb=r.disk_mb, gpu=r.gpu),
-        ports=ports, kill_grace_secs=spec.kill_grace_period_secs, fd_limit=max(0, spec.fd_limit))
+        ports=ports, kill_grace_secs=spec.kill_grace_period_secs, fd_limit=max(0, spec.fd_limit),
+        revocable=spec.revocable)
     if spec.health_check is not None and spec.health_check.enabled:
         msg.health_check.CopyFrom(_health_check_to_pb(spec.health_check))
     return msg

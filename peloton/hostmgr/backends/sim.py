@@ -70,7 +70,8 @@ class SimBackend:
                  labels: Callable[[int], tuple[Label, ...]] | None = None, task_secs: float = 1.0,
                  start_secs: float = 0.0, failure_probability: float = 0.0, seed: int = 0,
                  behaviour: Behaviour | None = None, clock: SimClock | None = None,
-                 resend_secs: float = 30.0, prefix: str = "sim-") -> None:
+                 resend_secs: float = 30.0, prefix: str = "sim-",
+                 revocable_cpu: float = 0.0) -> None:
         self.clock: SimClock = clock or ManualClock()
         self._rng = random.Random(seed)
         self.task_secs, self.start_secs = task_secs, start_secs
@@ -79,7 +80,8 @@ class SimBackend:
         self.resend_secs = resend_secs
         self._hosts = {h.hostname: h for h in (
             BackendHost(f"{prefix}{i:05d}", f"{prefix}agent-{i:05d}", capacity, ports,
-                        labels(i) if labels else ()) for i in range(hosts))}
+                        labels(i) if labels else (), revocable_cpu=revocable_cpu)
+            for i in range(hosts))}
         self._runs: dict[str, _Run] = {}
         self._pending: dict[str, StatusUpdate] = {}
         self._listener: HostEventListener | None = None

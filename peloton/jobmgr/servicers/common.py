@@ -48,7 +48,7 @@ def job_spec_at(cache: JobCache, store: Store, job_id: str, version: int) -> Job
     job = cache.get(job_id)
     if job is not None and version in job.specs:
         return job.specs[version]
-    return store.get_job_config(job_id, version)
+    return store.get_job_config(job_id, version or None)
 
 
 def opaque(request: Any) -> str | None:

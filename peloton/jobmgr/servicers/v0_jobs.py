@@ -1,20 +1,30 @@
 """v0 JobManager servicer (`peloton.api.v0.job.JobManager`, also at `peloton.api.job.JobManager`).
 
-Peloton's v0 API reports expected failures inside the response (`error`
-sub-messages) and everything else as a gRPC status; this servicer does
-the same: the typed v0 errors for the cases Peloton types, and the one
-error mapping of service_registry for the rest.
+Peloton's v0 API reports some failures inside the response (`error`
+sub-messages) and others as a gRPC status; this servicer answers each case
+as Peloton's pkg/jobmgr/jobsvc/handler.go does, with its codes and texts
+(peloton/api/peloton_texts.py; tests/unit/jobmgr_servicers/
+test_error_parity_v0.py lists every case):
 
-Restart, Start and Stop of a service job are RESTART, START and STOP
-workflows over the requested instance ranges ([from, to), clamped to the
-job; none = all), `batchSize` at a time, as Peloton's
-createNonUpdateWorkflow: `resourceVersion` is compared with the job's
-configuration version (INVALID_ARGUMENT "invalid job configuration
-version" when stale; 0 = the current one, which Peloton refused), and the
-reply carries the workflow's id and the configuration version it creates.
-A Stop without ranges and without resourceVersion stops the whole job of
-any type (goal KILLED), as before; batch jobs have no workflows (use
-TaskManager.Start/Stop/Restart for their tasks).
+* Create: an id that is not a UUID, a pool that is missing, the root, not
+  found or not a leaf, a config that does not validate, an existing id: all
+  in the body (invalidJobId, invalidConfig, alreadyExists).
+* Get: an unknown job is `error.getRuntimeFail` with the storage's text.
+* Query: a time range with min after max is `error.err` "Incorrect timerange";
+  an unknown pool matches nothing.
+* Delete: NOT_FOUND "job not found"; a job not in a terminal state INTERNAL.
+* Update: NOT_FOUND for an unknown job, INVALID_ARGUMENT for a terminal one,
+  a service, or a config that may not change; the same instance count is a
+  no-op (an empty reply).
+* Restart, Start and Stop are RESTART, START and STOP workflows over the
+  requested instance ranges ([from, to), clamped to the job; none = all),
+  `batchSize` at a time, as Peloton's createNonUpdateWorkflow:
+  `resourceVersion` must equal the job's configuration version
+  (INVALID_ARGUMENT "invalid job configuration version" otherwise, 0
+  included), and only service jobs have them (INVALID_ARGUMENT "STOP
+  supported only for service jobs"); batch tasks are stopped and started
+  with TaskManager.
+* Refresh: NOT_FOUND "job not found"; GetCache: NOT_FOUND "Job not found in cache".
 """
 
 from __future__ import annotations
@@ -22,12 +32,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import grpc
+
+from peloton.api import peloton_texts as texts
 from peloton.api.convert import v0_job
-from peloton.api.convert.common import job_id_from_wire
 from peloton.api.gen.peloton.api.v0 import peloton_pb2
 from peloton.api.gen.peloton.api.v0.job import job_pb2, job_pb2_grpc
-from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound
-from peloton.core.model.job import JobSpec
+from peloton.api.grpc_errors import PelotonStatus
+from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound, PelotonError
+from peloton.core.model.ids import is_uuid
+from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.update import UpdateSpec
 from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobType, WorkflowType
@@ -39,6 +53,24 @@ from peloton.jobmgr.workflows import WorkflowOps
 
 def _job_id(msg: peloton_pb2.JobID) -> str:
     return msg.value
+
+
+def _state_name(runtime: JobRuntime) -> str:
+    """The v0 name of a job's state, as Peloton prints it (RUNNING, SUCCEEDED, ...)."""
+    return job_pb2.JobState.Name(v0_job.job_state_to_v0(runtime.state))
+
+
+def _time_range_error(spec: job_pb2.QuerySpec) -> str | None:
+    """Peloton's text for a creation or completion time range it cannot use, or None."""
+    for name in ("creationTimeRange", "completionTimeRange"):
+        if not spec.HasField(name):
+            continue
+        rng = getattr(spec, name)
+        if not rng.HasField("min") or not rng.HasField("max"):
+            return texts.NIL_TIMESTAMP
+        if (rng.max.seconds, rng.max.nanos) < (rng.min.seconds, rng.min.nanos):
+            return texts.INCORRECT_TIME_RANGE
+    return None
 
 
 class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
@@ -53,23 +85,25 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
 
     def Create(self, request: job_pb2.CreateRequest, context: Any) -> job_pb2.CreateResponse:
         out = job_pb2.CreateResponse()
-        out.jobId.value = request.id.value
+        given = request.id.value
+        if given and not is_uuid(given):
+            out.error.invalidJobId.id.value = given
+            out.error.invalidJobId.message = texts.JOB_ID_NOT_UUID
+            return out
         try:
+            self.resmgr.validate_pool(request.config.respoolID.value)
             spec = v0_job.job_spec_from_v0(request.config)
             if request.config.respoolID.value:
                 spec = dataclasses.replace(spec, respool_id=request.config.respoolID.value)
-            job_id = self.jobs.create(spec, request.id.value)
+            job_id = self.jobs.create(spec, given)
         except AlreadyExists as exc:
-            out.error.alreadyExists.id.value = request.id.value
+            out.jobId.value = given
+            out.error.alreadyExists.id.value = given
             out.error.alreadyExists.message = exc.message
             return out
         except (InvalidArgument, NotFound) as exc:
-            if exc.field == "id":
-                out.error.invalidJobId.id.value = request.id.value
-                out.error.invalidJobId.message = exc.message
-            else:
-                out.error.invalidConfig.id.value = request.id.value
-                out.error.invalidConfig.message = exc.message
+            out.error.invalidConfig.id.value = given
+            out.error.invalidConfig.message = exc.message
             return out
         out.jobId.value = job_id
         return out
@@ -78,9 +112,10 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
         out = job_pb2.GetResponse()
         try:
             spec, runtime = self.jobs.get(_job_id(request.id))
-        except NotFound as exc:
-            out.error.notFound.id.value = request.id.value
-            out.error.notFound.message = exc.message
+        except (NotFound, InvalidArgument):
+            out.error.getRuntimeFail.id.value = request.id.value
+            out.error.getRuntimeFail.message = texts.yarpc_text(
+                "not-found", texts.job_runtime_not_found(request.id.value))
             return out
         out.jobInfo.CopyFrom(v0_job.job_info_to_v0(request.id.value, spec, runtime))
         return out
@@ -88,13 +123,15 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
     def Query(self, request: job_pb2.QueryRequest, context: Any) -> job_pb2.QueryResponse:
         out = job_pb2.QueryResponse()
         out.spec.CopyFrom(request.spec)
+        why = _time_range_error(request.spec)
+        if why is not None:
+            out.error.err.message = why
+            return out
         try:
             query = job_query(self.resmgr, v0_job.job_query_from_v0(request.spec,
                                                                  request.respoolID.value))
-        except NotFound as exc:
-            out.error.invalidRespool.respoolID.value = request.respoolID.value
-            out.error.invalidRespool.message = exc.message
-            return out
+        except NotFound:
+            return out  # Peloton filters by the pool id: an unknown pool matches no job
         result = self.jobs.query(query)
         for summary in result.jobs:
             if request.summaryOnly:
@@ -109,43 +146,52 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
         return out
 
     def Delete(self, request: job_pb2.DeleteRequest, context: Any) -> job_pb2.DeleteResponse:
-        out = job_pb2.DeleteResponse()
+        job_id = _job_id(request.id)
         try:
-            self.jobs.delete(_job_id(request.id))
-        except NotFound as exc:
-            out.error.notFound.id.value = request.id.value
-            out.error.notFound.message = exc.message
-        return out
+            _, runtime = self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            raise PelotonStatus(grpc.StatusCode.NOT_FOUND, texts.JOB_NOT_FOUND) from None
+        if not runtime.state.terminal:
+            raise PelotonStatus(grpc.StatusCode.INTERNAL, texts.job_not_terminal(_state_name(runtime)))
+        self.jobs.delete(job_id)
+        return job_pb2.DeleteResponse()
 
     def Update(self, request: job_pb2.UpdateRequest, context: Any) -> job_pb2.UpdateResponse:
-        out = job_pb2.UpdateResponse()
-        out.id.value = request.id.value
+        job_id = _job_id(request.id)
+        try:
+            old, runtime = self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            raise NotFound(texts.job_runtime_not_found(job_id), field="id") from None
+        if runtime.state.terminal:
+            raise InvalidArgument(texts.job_terminal(_state_name(runtime)), field="id")
+        if old.type is not JobType.BATCH:
+            raise InvalidArgument(texts.JOB_UPDATE_BATCH_ONLY, field="config.type")
         try:
             spec: JobSpec = v0_job.job_spec_from_v0(request.config)
-            version = self.jobs.add_instances(request.id.value, spec)
-        except NotFound as exc:
-            out.error.jobNotFound.id.value = request.id.value
-            out.error.jobNotFound.message = exc.message
-            return out
-        except InvalidArgument as exc:
-            if exc.field == "id":
-                out.error.invalidJobId.id.value = request.id.value
-                out.error.invalidJobId.message = exc.message
-            else:
-                out.error.invalidConfig.id.value = request.id.value
-                out.error.invalidConfig.message = exc.message
-            return out
-        out.message = f"added instances; job is at configuration version {version}"
+        except NotFound as exc:  # a validation rule that looked something up
+            raise InvalidArgument(exc.message, field=exc.field) from None
+        if spec.instance_count == old.instance_count and _same_fixed_fields(spec, old):
+            return job_pb2.UpdateResponse()  # nothing to add: Peloton answers an empty reply
+        try:
+            self.jobs.add_instances(job_id, spec)
+        except NotFound:
+            raise NotFound(texts.job_runtime_not_found(job_id), field="id") from None
+        out = job_pb2.UpdateResponse(message=texts.added_instances(
+            spec.instance_count - old.instance_count))
+        out.id.value = job_id
         return out
 
     def Refresh(self, request: job_pb2.RefreshRequest, context: Any) -> job_pb2.RefreshResponse:
-        self.jobs.refresh(_job_id(request.id))
+        try:
+            self.jobs.refresh(_job_id(request.id))
+        except (NotFound, InvalidArgument):
+            raise NotFound(texts.JOB_NOT_FOUND, field="id") from None
         return job_pb2.RefreshResponse()
 
     def GetCache(self, request: job_pb2.GetCacheRequest, context: Any) -> job_pb2.GetCacheResponse:
         job = self.cache.get(_job_id(request.id))
         if job is None:
-            raise NotFound(f"job {request.id.value} is not in the cache", field="id")
+            raise NotFound(texts.JOB_NOT_IN_CACHE, field="id")
         out = job_pb2.GetCacheResponse()
         out.config.CopyFrom(v0_job.job_config_to_v0(job.spec))
         out.runtime.CopyFrom(v0_job.job_runtime_to_v0(job.runtime))
@@ -160,19 +206,26 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
 
     def _workflow(self, kind: WorkflowType, request: Any, batch_size: int) -> tuple[str, int]:
         """Start a RESTART/START/STOP workflow; (update id, new configuration version)."""
-        job_id = job_id_from_wire(request.id.value, "id")
-        spec, runtime = self.jobs.get(job_id)
+        job_id = _job_id(request.id)
+        try:
+            spec, runtime = self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            raise NotFound(texts.job_runtime_not_found(job_id), field="id") from None
         if spec.type is not JobType.SERVICE:
-            raise InvalidArgument(f"{kind.value} supported only for service jobs", field="id")
-        if request.resourceVersion and request.resourceVersion != spec.version:
-            raise InvalidArgument(
-                f"invalid job configuration version {request.resourceVersion}: job {job_id} is "
-                f"at configuration version {spec.version}", field="resourceVersion")
+            raise InvalidArgument(texts.service_only(kind.value), field="id")
+        if request.resourceVersion != spec.version:
+            raise InvalidArgument(texts.INVALID_CONFIG_VERSION, field="resourceVersion")
         instances = sorted({i for r in request.ranges
                             for i in range(getattr(r, "from"), min(r.to, spec.instance_count))})
-        update = self.workflows.create(job_id, kind, UpdateSpec(batch_size=batch_size),
-                                       version=runtime.entity_version(),
-                                       instances=instances if request.ranges else None)
+        try:
+            update = self.workflows.create(job_id, kind, UpdateSpec(batch_size=batch_size),
+                                           version=runtime.entity_version(),
+                                           instances=instances if request.ranges else None)
+        except PelotonError as exc:
+            if "configuration version" in exc.message or "entity version" in exc.message:
+                raise InvalidArgument(texts.INVALID_CONFIG_VERSION,
+                                      field="resourceVersion") from None
+            raise
         return update.update_id, update.config_version
 
     def Restart(self, request: job_pb2.RestartRequest, context: Any) -> job_pb2.RestartResponse:
@@ -190,11 +243,15 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
         return out
 
     def Stop(self, request: job_pb2.StopRequest, context: Any) -> job_pb2.StopResponse:
-        if not request.ranges and not request.resourceVersion:
-            self.jobs.stop(_job_id(request.id))
-            return job_pb2.StopResponse()
         update_id, version = self._workflow(WorkflowType.STOP, request,
                                             request.stopConfig.batchSize)
         out = job_pb2.StopResponse(resourceVersion=version)
         out.updateID.value = update_id
         return out
+
+
+def _same_fixed_fields(new: JobSpec, old: JobSpec) -> bool:
+    """The fields a v0 Update may not change are unchanged (or not given)."""
+    return all(getattr(new, name) == getattr(old, name) or not getattr(new, name)
+               for name in ("name", "type", "respool_id", "owning_team", "labels",
+                            "ldap_groups"))

@@ -1,18 +1,33 @@
-"""v0 TaskManager servicer (`peloton.api.v0.task.TaskManager`, also `peloton.api.task.TaskManager`)."""
+"""v0 TaskManager servicer (`peloton.api.v0.task.TaskManager`, also `peloton.api.task.TaskManager`).
+
+Errors are answered as Peloton's pkg/jobmgr/tasksvc/handler.go answers them
+(tests/unit/jobmgr_servicers/test_error_parity_v0_tasks.py lists every case):
+an unknown job is a typed error in the reply (`notFound`, with Peloton's
+text, which embeds Go's rendering of the id and of its storage error) for
+Get, List, Query, Start, Stop and BrowseSandbox; Get of an instance the job
+does not have is NOT_FOUND "task:<job>-<instance> not found"; Start of the
+tasks of a terminal batch job is INVALID_ARGUMENT; Restart of an unknown job
+and GetPodEvents of one with no events answer OK with nothing in them, as
+Peloton's do; Refresh and GetCache answer NOT_FOUND statuses.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from peloton.api import peloton_texts as texts
 from peloton.api.convert import v0_job, v0_task_runtime
 from peloton.api.convert.common import run_of
 from peloton.api.gen.peloton.api.v0.task import task_pb2, task_pb2_grpc
 from peloton.core.errors import InvalidArgument, NotFound
+from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime
-from peloton.core.states import TaskState
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.core.states import JobType, TaskState
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 from peloton.storage import Store
 
@@ -29,13 +44,31 @@ def _on_ranges(out: _Reply, done_field: str, action: _RangeAction, request: Any)
     the rest in invalidInstanceIds; an unknown job is the typed notFound error."""
     try:
         done, invalid = action(request.jobId.value, _ranges(request.ranges))
-    except NotFound as exc:
-        out.error.notFound.id.value = request.jobId.value
-        out.error.notFound.message = exc.message
+    except (NotFound, InvalidArgument) as exc:
+        if isinstance(exc, InvalidArgument) and exc.field not in ("id", "job_id", "jobId"):
+            raise
+        _not_found(out.error.notFound, request.jobId.value, _cached_config_text(
+            request.jobId.value))
         return out
     getattr(out, done_field).extend(done)
     out.invalidInstanceIds.extend(invalid)
     return out
+
+
+def _not_found(field: Any, job_id: str, message: str) -> None:
+    field.id.value = job_id
+    field.message = message
+
+
+def _cached_config_text(job_id: str) -> str:
+    """Peloton's text when its job cache cannot load an unknown job (Start, Stop)."""
+    return texts.yarpc_text("not-found", texts.job_runtime_not_found(job_id))
+
+
+def _config_text(job_id: str) -> str:
+    """Peloton's text when it cannot read an unknown job's config (Get, BrowseSandbox)."""
+    return (f"job {texts.go_id(job_id)} not found, Failed to get Job Runtime: "
+            f"{texts.yarpc_text('not-found', texts.job_runtime_not_found(job_id))}")
 
 
 def _ranges(ranges: Any) -> list[tuple[int, int]]:
@@ -45,9 +78,12 @@ def _ranges(ranges: Any) -> list[tuple[int, int]]:
 class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[misc]
     """Task API of Peloton v0."""
 
-    def __init__(self, cache: JobCache, store: Store, jobs: JobOps, tasks: TaskOps) -> None:
+    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
+                 hostmgr: HostManagerPort, jobs: JobOps, tasks: TaskOps) -> None:
         self.cache = cache
         self.store = store
+        #: For why waiting tasks wait (servicers/waiting.py).
+        self.resmgr, self.hostmgr = resmgr, hostmgr
         self.jobs = jobs
         self.tasks = tasks
 
@@ -62,22 +98,34 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
             return job.specs[version]
         return self.store.get_job_config(job_id, version or None)
 
+    def _job(self, job_id: str) -> tuple[JobSpec, JobRuntime] | None:
+        """The job's config and runtime; None if there is no such job (or the id is not one)."""
+        try:
+            return self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            return None
+
+    def _explained(self, job_id: str, rows: list[tuple[int, TaskRuntime]]
+                   ) -> list[tuple[int, TaskRuntime]]:
+        """`rows` with the reason every waiting task waits (waiting.py)."""
+        reasons = waiting_reasons(self.resmgr, self.hostmgr, job_id, rows,
+                                  lambda version: self._job_spec(job_id, version))
+        return with_reasons(rows, reasons)
+
     def Get(self, request: task_pb2.GetRequest, context: Any) -> task_pb2.GetResponse:
         out = task_pb2.GetResponse()
         job_id = request.jobId.value
-        try:
-            spec, _runtime = self.jobs.get(job_id)
-        except NotFound as exc:
-            out.notFound.id.value = job_id
-            out.notFound.message = exc.message
+        found = self._job(job_id)
+        if found is None:
+            _not_found(out.notFound, job_id, _config_text(job_id))
             return out
-        if request.instanceId >= spec.instance_count:
-            out.outOfRange.jobId.value = job_id
-            out.outOfRange.instanceCount = spec.instance_count
-            return out
+        spec, _runtime = found
         rts = self.tasks.runtimes(job_id, [request.instanceId])
+        if request.instanceId >= spec.instance_count or request.instanceId not in rts:
+            raise NotFound(f"task:{job_id}-{request.instanceId} not found", field="instanceId")
         if request.instanceId in rts:
-            info = self._info(job_id, request.instanceId, rts[request.instanceId])
+            [(_, rt)] = self._explained(job_id, [(request.instanceId, rts[request.instanceId])])
+            info = self._info(job_id, request.instanceId, rt)
             out.result.CopyFrom(info)
             out.results.append(info)
         return out
@@ -85,27 +133,25 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
     def List(self, request: task_pb2.ListRequest, context: Any) -> task_pb2.ListResponse:
         out = task_pb2.ListResponse()
         job_id = request.jobId.value
-        try:
-            _spec, _ = self.jobs.get(job_id)
-        except NotFound as exc:
-            out.notFound.id.value = job_id
-            out.notFound.message = exc.message
-            return out
         lo = getattr(request.range, "from")
         hi = request.range.to if request.HasField("range") and request.range.to else ALL
-        for inst, rt in sorted(self.tasks.runtimes(job_id).items()):
-            if lo <= inst < hi:
+        if self._job(job_id) is not None:
+            rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
+                    if lo <= i < hi]
+            for inst, rt in self._explained(job_id, rows):
                 out.result.value[inst].CopyFrom(self._info(job_id, inst, rt))
+        if not out.result.value:
+            # Peloton answers "no task in range" (unknown job included) with this, as it is.
+            _not_found(out.notFound, job_id, "err= <nil>")
         return out
 
     def Query(self, request: task_pb2.QueryRequest, context: Any) -> task_pb2.QueryResponse:
         out = task_pb2.QueryResponse()
         job_id = request.jobId.value
-        try:
-            self.jobs.get(job_id)
-        except NotFound as exc:
-            out.error.notFound.id.value = job_id
-            out.error.notFound.message = exc.message
+        if self._job(job_id) is None:
+            _not_found(out.error.notFound, job_id, (
+                f"Failed to find job with id {texts.go_id(job_id)}, err="
+                f"{texts.yarpc_text('not-found', texts.job_runtime_not_found(job_id))}"))
             return out
         query = v0_task_runtime.task_query_from_v0(request.spec)
         rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
@@ -119,7 +165,7 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         total = len(rows)
         page = rows[query.offset:query.offset + query.limit] if query.limit else \
             rows[query.offset:]
-        for inst, rt in page:
+        for inst, rt in self._explained(job_id, page):
             out.records.append(self._info(job_id, inst, rt))
         out.pagination.offset = query.offset
         out.pagination.limit = query.limit or 0
@@ -127,6 +173,9 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         return out
 
     def Start(self, request: task_pb2.StartRequest, context: Any) -> task_pb2.StartResponse:
+        found = self._job(request.jobId.value)
+        if found is not None and found[0].type is JobType.BATCH and found[1].state.terminal:
+            raise InvalidArgument(texts.TERMINATED_JOB_START, field="jobId")
         return _on_ranges(task_pb2.StartResponse(), "startedInstanceIds", self.tasks.start,
                           request)
 
@@ -135,23 +184,30 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
                           request)
 
     def Restart(self, request: task_pb2.RestartRequest, context: Any) -> task_pb2.RestartResponse:
-        out = task_pb2.RestartResponse()
-        try:
-            self.tasks.restart(request.jobId.value, _ranges(request.ranges))
-        except NotFound as exc:
-            out.notFound.id.value = request.jobId.value
-            out.notFound.message = exc.message
-        return out
+        if self._job(request.jobId.value) is None:
+            return task_pb2.RestartResponse()  # Peloton restarts the no tasks it finds: OK
+        self.tasks.restart(request.jobId.value, _ranges(request.ranges))
+        return task_pb2.RestartResponse()
 
     def Refresh(self, request: task_pb2.RefreshRequest, context: Any) -> task_pb2.RefreshResponse:
-        self.jobs.refresh(request.jobId.value)
+        job_id = request.jobId.value
+        found = self._job(job_id)
+        if found is None:
+            raise NotFound(texts.JOB_NOT_FOUND, field="jobId")
+        if request.HasField("range"):
+            lo, hi = getattr(request.range, "from"), min(request.range.to, found[0].instance_count)
+            if not any(lo <= i < hi for i in self.tasks.runtimes(job_id)):
+                raise NotFound(texts.TASKS_NOT_FOUND, field="range")
+        self.jobs.refresh(job_id)
         return task_pb2.RefreshResponse()
 
     def GetCache(self, request: task_pb2.GetCacheRequest,
                  context: Any) -> task_pb2.GetCacheResponse:
         job = self.cache.get(request.jobId.value)
-        if job is None or job.get_task(request.instanceId) is None:
-            raise NotFound(f"task {request.jobId.value}-{request.instanceId} is not in the cache")
+        if job is None:
+            raise NotFound(texts.JOB_NOT_IN_CACHE, field="jobId")
+        if job.get_task(request.instanceId) is None:
+            raise NotFound(texts.TASK_NOT_IN_CACHE, field="instanceId")
         out = task_pb2.GetCacheResponse()
         rt = job.task(request.instanceId)
         out.runtime.CopyFrom(v0_task_runtime.task_runtime_to_v0(job.job_id, request.instanceId,
@@ -162,12 +218,11 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
                       context: Any) -> task_pb2.BrowseSandboxResponse:
         out = task_pb2.BrowseSandboxResponse()
         job_id = request.jobId.value
-        try:
-            spec, _ = self.jobs.get(job_id)
-        except NotFound as exc:
-            out.error.notFound.id.value = job_id
-            out.error.notFound.message = exc.message
+        found = self._job(job_id)
+        if found is None:
+            _not_found(out.error.notFound, job_id, _config_text(job_id))
             return out
+        spec = found[0]
         if request.instanceId >= spec.instance_count:
             out.error.outOfRange.jobId.value = job_id
             out.error.outOfRange.instanceCount = spec.instance_count
@@ -175,8 +230,8 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         run = run_of(request.taskId, "taskId") if request.taskId else None
         try:
             address, run_id, files = self.tasks.sandbox(job_id, request.instanceId, run)
-        except InvalidArgument as exc:
-            out.error.notRunning.message = exc.message
+        except InvalidArgument:
+            out.error.notRunning.message = "taskinfo does not have hostname or agentID"
             return out
         except NotFound as exc:
             out.error.failure.message = exc.message
@@ -195,9 +250,8 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         try:
             events = self.tasks.events(request.jobId.value, request.instanceId, run,
                                        request.limit)
-        except NotFound as exc:
-            out.error.message = exc.message
-            return out
+        except (NotFound, InvalidArgument):
+            return out  # Peloton reads the events it has: none for an unknown job
         out.result.extend(v0_task_runtime.pod_event_to_v0(ev) for ev in events)
         return out
 

@@ -2,9 +2,15 @@
 
 A v0 update is an UPDATE workflow (see peloton.jobmgr.workflows), so it
 is the same object the v1alpha API shows; updates are named by id here.
-CreateUpdate compares the config's `changeLog.version` with the job's
-current configuration version (INVALID_ARGUMENT "invalid job configuration
-version" when stale, as Peloton).  Pause, resume, abort and rollback act
+Errors are Peloton's (pkg/jobmgr/updatesvc/handler.go; every case in
+tests/unit/jobmgr_servicers/test_error_parity_v0_updates.py): CreateUpdate
+checks, in Peloton's order, the job id (INVALID_ARGUMENT "JobID must be of
+UUID format"), in-place (UNIMPLEMENTED), the job (NOT_FOUND "job not
+found"; UNAVAILABLE while it is still being created; a service), the
+changelog, type and pool (immutable), then the config version
+(INVALID_ARGUMENT "invalid job configuration version" when stale).  An
+update id that is missing is INVALID_ARGUMENT "no update ID provided", an
+unknown one NOT_FOUND "update not found".  Pause, resume, abort and rollback act
 on the named update only while it is the job's active workflow (Peloton
 applied them to whatever workflow the job had).  RollbackUpdate, which
 Peloton left UNIMPLEMENTED, rolls the update back to the config it
@@ -16,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from peloton.api import peloton_texts as texts
 from peloton.api.convert import v0_job
 from peloton.api.convert.common import job_id_from_wire
 from peloton.api.convert.v0_update import (
@@ -26,10 +33,16 @@ from peloton.api.convert.v0_update import (
 )
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2 as pb
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2_grpc as pb_grpc
-from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
-from peloton.core.model.ids import validate_uuid
+from peloton.core.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+    Unimplemented,
+)
+from peloton.core.model.ids import is_uuid
 from peloton.core.model.update import UpdateInfo
-from peloton.core.states import JobType, WorkflowType
+from peloton.core.states import JobState, JobType, WorkflowType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.workflows import WorkflowOps
@@ -49,8 +62,13 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
 
     def _update(self, request: Any) -> UpdateInfo:
         if not request.updateId.value:
-            raise InvalidArgument("no update ID provided", field="updateId")
-        return self.workflows.get(validate_uuid(request.updateId.value, "updateId"))
+            raise InvalidArgument(texts.NO_UPDATE_ID, field="updateId")
+        if not is_uuid(request.updateId.value):
+            raise NotFound(texts.UPDATE_NOT_FOUND, field="updateId")
+        try:
+            return self.workflows.get(request.updateId.value.lower())
+        except NotFound:
+            raise NotFound(texts.UPDATE_NOT_FOUND, field="updateId") from None
 
     def _active(self, request: Any) -> UpdateInfo:
         """The named update, which must be its job's active workflow."""
@@ -63,25 +81,31 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
         return update
 
     def CreateUpdate(self, request: pb.CreateUpdateRequest, context: Any) -> pb.CreateUpdateResponse:
+        if not is_uuid(request.jobId.value):
+            raise InvalidArgument(texts.UPDATE_JOB_ID_NOT_UUID, field="jobId")
         job_id = job_id_from_wire(request.jobId.value, "jobId")
+        if request.updateConfig.inPlace:
+            raise Unimplemented(texts.IN_PLACE_UNSUPPORTED, field="updateConfig.inPlace")
         try:
             old, runtime = self.jobs.get(job_id)
         except NotFound:
-            raise NotFound(f"job not found: {job_id}", field="jobId") from None
+            raise NotFound(texts.JOB_NOT_FOUND, field="jobId") from None
+        if runtime.state is JobState.INITIALIZED:
+            raise Unavailable(texts.PARTIALLY_CREATED)
         if old.type is not JobType.SERVICE:
-            raise InvalidArgument("job must be of type service", field="jobId")
+            raise InvalidArgument(texts.UPDATE_SERVICE_ONLY, field="jobId")
         config = request.jobConfig
         if not config.HasField("changeLog"):
-            raise InvalidArgument("missing changelog in job configuration",
-                                  field="jobConfig.changeLog")
-        if config.changeLog.version != old.version:
-            raise InvalidArgument(
-                f"invalid job configuration version {config.changeLog.version}: job {job_id} is "
-                f"at configuration version {old.version}", field="jobConfig.changeLog.version")
+            raise InvalidArgument(texts.MISSING_CHANGELOG, field="jobConfig.changeLog")
+        if v0_job.job_type_from_v0(config.type, "jobConfig.type") is not old.type:
+            raise InvalidArgument(texts.JOB_TYPE_IMMUTABLE, field="jobConfig.type")
+        if config.respoolID.value != old.respool_id:
+            raise InvalidArgument(texts.POOL_IMMUTABLE, field="jobConfig.respoolID")
         spec = v0_job.job_spec_from_v0(config)
-        if spec.type is not old.type:
-            raise InvalidArgument("job type is immutable", field="jobConfig.type")
-        spec = dataclasses.replace(spec, respool_id=spec.respool_id or old.respool_id)
+        if config.changeLog.version != old.version:
+            raise InvalidArgument(texts.INVALID_CONFIG_VERSION,
+                                  field="jobConfig.changeLog.version")
+        spec = dataclasses.replace(spec, respool_id=old.respool_id)
         update = self.workflows.create(
             job_id, WorkflowType.UPDATE, update_spec_from_v0(request.updateConfig),
             new_spec=spec, version=runtime.entity_version(), opaque_data=_opaque(request) or "")
@@ -101,11 +125,15 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
 
     def ListUpdates(self, request: pb.ListUpdatesRequest, context: Any) -> pb.ListUpdatesResponse:
         if not request.jobID.value:
-            raise InvalidArgument("no job ID provided", field="jobID")
+            raise InvalidArgument(texts.NO_JOB_ID, field="jobID")
         if request.limit < 0:
             raise InvalidArgument(f"limit must be >= 0, got {request.limit}", field="limit")
-        updates = self.workflows.for_job(job_id_from_wire(request.jobID.value, "jobID"),
-                                         request.limit)
+        if not is_uuid(request.jobID.value):
+            return pb.ListUpdatesResponse()  # Peloton lists the updates it has: none
+        try:
+            updates = self.workflows.for_job(request.jobID.value.lower(), request.limit)
+        except NotFound:
+            return pb.ListUpdatesResponse()
         return pb.ListUpdatesResponse(updateInfo=[update_info_to_v0(u) for u in updates])
 
     def PauseUpdate(self, request: pb.PauseUpdateRequest, context: Any) -> pb.PauseUpdateResponse:
@@ -140,7 +168,7 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
         job = self.cache.get(update.job_id)
         cached = job.update if job is not None else None
         if cached is None or cached.update_id != update.update_id:
-            raise NotFound(f"update {update.update_id} is not in the cache", field="updateId")
+            raise NotFound(texts.UPDATE_NOT_FOUND, field="updateId")
         out = pb.GetUpdateCacheResponse(
             state=update_state_to_v0(cached.state),
             instancesTotal=sorted({*cached.instances_added, *cached.instances_updated,

@@ -5,10 +5,9 @@ reads (v1_jobs_read) and, here, the pods of a job (ListPods, QueryPods).
 
 QueryPods filters by pod state, host and name (a pod name `<job>-<instance>`
 or the task's name), sorts and pages in memory (a job's runtimes are
-cached), and explains pending pods: a pod still queued in the resource
-manager gets the resource manager's placement explanation as its `reason`
-(Peloton's fillReasonForPendingTasksFromResMgr) and, when it has no other
-message, as its `message`.  `summary_only` leaves the spec out (only its
+cached), and explains waiting pods (waiting.py): the reason goes in
+`reason` (Peloton's fillReasonForPendingTasksFromResMgr) and, when the
+pod has no other message, in `message`; ListPods does the same.  `summary_only` leaves the spec out (only its
 `pod_name` is set) so a big job's statuses come back cheaply.
 """
 
@@ -22,16 +21,18 @@ from peloton.api.convert.v1_pod_status import pod_info_to_v1, pod_query_from_v1,
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc as svc_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
-from peloton.core.model.ids import TaskId
+from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.job import JobSpec
 from peloton.core.model.task import TaskRuntime
-from peloton.core.ports import ResourceManagerPort
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import TaskState
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at
+from peloton.jobmgr.servicers.v1_answers import unknown_job
 from peloton.jobmgr.servicers.v1_jobs_read import JobReads, job_id_of
 from peloton.jobmgr.servicers.v1_jobs_write import JobWrites
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import Store
@@ -39,8 +40,6 @@ from peloton.storage import Store
 #: Pods per ListPods response.
 LIST_PAGE = 500
 S = TaskState
-#: States in which a run waits in the resource manager (queued, placing, placed).
-QUEUED = frozenset({S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING})
 
 
 def _sort_key(prop: str) -> Any:
@@ -65,23 +64,34 @@ class JobPods:
     cache: JobCache
     store: Store
     resmgr: ResourceManagerPort
+    hostmgr: HostManagerPort
     jobs: JobOps
     tasks: TaskOps
 
     def ListPods(self, request: svc.ListPodsRequest, context: Any) -> Iterator[svc.ListPodsResponse]:
         job_id = job_id_of(request)
+        try:
+            self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            return  # Peloton streams the pods it has: none
         lo, hi = 0, None
         if request.HasField("range"):
             lo, hi = getattr(request.range, "from"), request.range.to or None
         rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
                 if i >= lo and (hi is None or i < hi)]
+        rows = with_reasons(rows, waiting_reasons(
+            self.resmgr, self.hostmgr, job_id, rows,
+            lambda version: job_spec_at(self.cache, self.store, job_id, version)))
         for start in range(0, len(rows), LIST_PAGE):
             yield svc.ListPodsResponse(pods=[pod_summary_to_v1(job_id, i, rt)
                                              for i, rt in rows[start:start + LIST_PAGE]])
 
     def QueryPods(self, request: svc.QueryPodsRequest, context: Any) -> svc.QueryPodsResponse:
         job_id = job_id_of(request)
-        self.jobs.get(job_id)  # NotFound for an unknown job
+        try:
+            self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            raise unknown_job("failed to find job runtime", job_id) from None
         spec = request.spec
         if not spec.HasField("pagination") and request.HasField("pagination"):
             spec = pod_pb2.QuerySpec()
@@ -99,24 +109,23 @@ class JobPods:
             rows.sort(key=_sort_key(prop), reverse=desc)
         total = len(rows)
         end = query.offset + query.limit if query.limit else None
-        page = rows[query.offset:end]
-        reasons = self.resmgr.pending_reasons(
-            [TaskId(job_id, i) for i, rt in page if rt.state in QUEUED]) if page else {}
         specs: dict[int, JobSpec] = {}
+
+        def spec_at(version: int) -> JobSpec:
+            if version not in specs:
+                specs[version] = job_spec_at(self.cache, self.store, job_id, version)
+            return specs[version]
+
+        page = with_reasons(rows[query.offset:end], waiting_reasons(
+            self.resmgr, self.hostmgr, job_id, rows[query.offset:end], spec_at))
         out = svc.QueryPodsResponse()
         for inst, rt in page:
             if request.summary_only:
                 info = pod_pb2.PodInfo(status=pod_summary_to_v1(job_id, inst, rt).status)
                 info.spec.pod_name.value = f"{job_id}-{inst}"
             else:
-                if rt.config_version not in specs:
-                    specs[rt.config_version] = job_spec_at(self.cache, self.store, job_id, rt.config_version)
-                pod = pod_spec_for_instance(specs[rt.config_version], job_id, inst)
+                pod = pod_spec_for_instance(spec_at(rt.config_version), job_id, inst)
                 info = pod_info_to_v1(pod, job_id, inst, rt)
-            why = reasons.get(TaskId(job_id, inst))
-            if why:
-                info.status.reason = why
-                info.status.message = info.status.message or why
             out.pods.append(info)
         out.pagination.offset = query.offset
         out.pagination.limit = query.limit or 0
@@ -128,11 +137,13 @@ class JobServicer(JobWrites, JobReads, JobPods,
                   svc_grpc.JobServiceServicer):  # type: ignore[misc]
     """Stateless jobs of Peloton v1alpha."""
 
-    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort, jobs: JobOps,
-                 tasks: TaskOps, workflows: WorkflowOps) -> None:
+    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
+                 hostmgr: HostManagerPort, jobs: JobOps, tasks: TaskOps,
+                 workflows: WorkflowOps) -> None:
         self.cache = cache
         self.store = store
         self.resmgr = resmgr
+        self.hostmgr = hostmgr
         self.jobs = jobs
         self.tasks = tasks
         self.workflows = workflows

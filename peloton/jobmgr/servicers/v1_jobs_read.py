@@ -5,7 +5,7 @@ Peloton); without, the current spec, status (with the current workflow's
 status) and `workflow_info` with the workflow's own events.  Workflow
 instance ranges are written with `to` inclusive, as Peloton wrote them
 (see peloton.api.convert.v1_workflow).  ListJobs streams one response per
-page of `LIST_PAGE` jobs.
+page of `LIST_PAGE` jobs.  Errors are Peloton's, as in v1_jobs_write.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from peloton.api import peloton_texts as texts
 from peloton.api.convert.common import job_id_from_wire, parse_entity_version
 from peloton.api.convert.v1_job import (
     job_info_to_v1,
@@ -28,13 +29,15 @@ from peloton.api.convert.v1_workflow import (
     workflow_info_to_v1,
 )
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
-from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.errors import Conflict, InvalidArgument, NotFound, Unavailable
+from peloton.core.model.ids import is_uuid
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
 from peloton.core.ports import ResourceManagerPort
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at, job_summary, version, workflow_of
 from peloton.jobmgr.servicers.queries import job_query
+from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, unknown_job
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import JobQuery, SortField, Store
 
@@ -43,9 +46,11 @@ LIST_PAGE = 500
 
 
 def job_id_of(request: Any) -> str:
+    """The request's job id; one that is not a UUID is kept (it names no job)."""
     if not request.job_id.value:
-        raise InvalidArgument("no job id provided", field="job_id")
-    return job_id_from_wire(request.job_id.value, "job_id")
+        raise InvalidArgument(texts.V1_NO_JOB_ID, field="job_id")
+    value: str = request.job_id.value
+    return job_id_from_wire(value, "job_id") if is_uuid(value) else value
 
 
 class JobReads:
@@ -71,21 +76,20 @@ class JobReads:
         out = svc.GetJobResponse()
         wanted = version(request)
         if request.summary_only:
-            spec, runtime = self.jobs.get(job_id)
+            spec, runtime = known_job(self.jobs, job_id, "failed to get job summary from DB", "index")
             out.summary.CopyFrom(job_summary_to_v1(job_summary(job_id, spec, runtime),
                                                    workflow_of(self.cache, self.store, job_id, runtime)))
         elif wanted:
             config, _, _ = parse_entity_version(wanted, "version")
-            self.jobs.get(job_id)  # NotFound for an unknown job
+            known_job(self.jobs, job_id, "fail to get job spec", "config")
             try:
                 spec = job_spec_at(self.cache, self.store, job_id, config)
             except NotFound:
-                raise NotFound(f"job {job_id} has no configuration version {config}",
-                               field="version") from None
+                raise unknown_job("fail to get job spec", job_id, "config") from None
             out.job_info.job_id.value = job_id
             out.job_info.spec.CopyFrom(job_spec_to_v1(spec))
         else:
-            spec, runtime = self.jobs.get(job_id)
+            spec, runtime = known_job(self.jobs, job_id, "failed to get job status")
             update = workflow_of(self.cache, self.store, job_id, runtime)
             out.job_info.CopyFrom(job_info_to_v1(job_id, spec, runtime, update))
             if update is not None:
@@ -106,10 +110,12 @@ class JobReads:
 
     def GetWorkflowEvents(self, request: svc.GetWorkflowEventsRequest,
                           context: Any) -> svc.GetWorkflowEventsResponse:
+        if not is_uuid(request.job_id.value):
+            raise InvalidArgument(texts.V1_WORKFLOW_EVENTS_ID, field="job_id")
         job_id = job_id_of(request)
-        _, runtime = self.jobs.get(job_id)
+        _, runtime = known_job(self.jobs, job_id, "failed to get job runtime")
         if not runtime.update_id:
-            raise FailedPrecondition(f"job {job_id} has no workflow", field="job_id")
+            raise Unavailable(texts.V1_NO_WORKFLOW)
         events = self.store.get_workflow_events(runtime.update_id, request.instance_id,
                                                     request.limit or None)
         return svc.GetWorkflowEventsResponse(events=[workflow_event_to_v1(e) for e in events])
@@ -142,8 +148,11 @@ class JobReads:
     def ListJobWorkflows(self, request: svc.ListJobWorkflowsRequest,
                          context: Any) -> svc.ListJobWorkflowsResponse:
         job_id = job_id_of(request)
-        _, runtime = self.jobs.get(job_id)
         out = svc.ListJobWorkflowsResponse()
+        try:
+            _, runtime = self.jobs.get(job_id)
+        except (NotFound, InvalidArgument):
+            return out  # Peloton lists the workflows it has: none
         for update in self.workflows.for_job(job_id, request.updates_limit):
             events = self._events(update, request.instance_events, request.instance_events_limit)
             out.workflow_infos.append(workflow_info_to_v1(update, runtime, events))
@@ -151,9 +160,24 @@ class JobReads:
 
     def GetReplaceJobDiff(self, request: svc.GetReplaceJobDiffRequest,
                           context: Any) -> svc.GetReplaceJobDiffResponse:
+        if not is_uuid(request.job_id.value):
+            raise InvalidArgument(texts.UPDATE_JOB_ID_NOT_UUID, field="job_id")
         job_id = job_id_of(request)
-        added, removed, updated, unchanged = self.workflows.preview(
-            job_id, job_spec_from_v1(request.spec), version(request))
+        old, runtime = known_job(self.jobs, job_id, "failed to get job status")
+        wanted = version(request)
+        if wanted and wanted != runtime.entity_version():
+            raise stale()
+        spec = job_spec_from_v1(request.spec)
+        if spec.type is not old.type:
+            raise InvalidArgument(texts.JOB_TYPE_IMMUTABLE, field="spec.type")
+        if spec.respool_id != old.respool_id:
+            raise InvalidArgument(texts.POOL_IMMUTABLE, field="spec.respool_id")
+        try:
+            added, removed, updated, unchanged = self.workflows.preview(job_id, spec, wanted)
+        except Conflict as exc:
+            if is_stale(exc):
+                raise stale() from None
+            raise
         return svc.GetReplaceJobDiffResponse(
             instances_added=instance_ranges_to_v1(added),
             instances_removed=instance_ranges_to_v1(removed),
@@ -163,6 +187,6 @@ class JobReads:
     def GetJobCache(self, request: svc.GetJobCacheRequest, context: Any) -> svc.GetJobCacheResponse:
         job = self.cache.get(job_id_of(request))
         if job is None:
-            raise NotFound(f"job not found in cache: {request.job_id.value}", field="job_id")
+            raise NotFound(texts.V1_JOB_NOT_IN_CACHE, field="job_id")
         return svc.GetJobCacheResponse(spec=job_spec_to_v1(job.spec),
                                        status=job_status_to_v1(job.runtime, job.update))

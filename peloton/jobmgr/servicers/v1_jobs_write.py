@@ -6,6 +6,11 @@ version fails with ABORTED "unexpected entity version" and the reply
 carries the job's new version.  An empty version means "whatever is
 current" (Peloton refused it; our CLI and the Aurora bridge always send one).
 
+Errors are Peloton's (pkg/jobmgr/jobsvc/stateless/handler.go): its codes,
+and its texts, which wrap the lower error with the handler's context
+(v1_answers.py; every case in tests/unit/jobmgr_servicers/
+test_error_parity_v1_jobs.py).
+
 CreateJob always creates the job through an UPDATE workflow, as Peloton's
 RollingCreate does: `create_spec` paces it (batch size, start paused) and
 `opaque_data` is stored with it.  PatchJob, a no-op in Peloton, replaces
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from peloton.api import peloton_texts as texts
 from peloton.api.convert.common import DOC_V1_JOB_SPEC, job_id_from_wire, v1_document
 from peloton.api.convert.v1_job import job_spec_from_v1, job_spec_to_v1
 from peloton.api.convert.v1_workflow import (
@@ -27,13 +33,15 @@ from peloton.api.convert.v1_workflow import (
 )
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
-from peloton.core.errors import Conflict, InvalidArgument
-from peloton.core.model.job import JobSpec
+from peloton.core.errors import Conflict, InvalidArgument, NotFound
+from peloton.core.model.ids import is_uuid
+from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobState, WorkflowType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import opaque, version
+from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, wrapped
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import Store
 
@@ -44,7 +52,9 @@ def _no_secrets(request: Any) -> None:
 
 
 def _job_id(request: Any) -> str:
-    return job_id_from_wire(request.job_id.value, "job_id")
+    """The request's job id (one that is not a UUID names no job: `_known` answers it)."""
+    value: str = request.job_id.value
+    return job_id_from_wire(value, "job_id") if is_uuid(value) else value
 
 
 def instances_in(ranges: tuple[tuple[int, int], ...], count: int) -> list[int] | None:
@@ -70,11 +80,25 @@ class JobWrites:
     def _entity(self, job_id: str) -> str:
         return self.workflows.job(job_id).runtime.entity_version()
 
+    @staticmethod
+    def _versioned(runtime: JobRuntime, request: Any, context: str = "") -> None:
+        """Peloton's stale-version answer when the request's version is not the job's."""
+        wanted = version(request)
+        if wanted and wanted != runtime.entity_version():
+            raise stale(context)
+
     def CreateJob(self, request: svc.CreateJobRequest, context: Any) -> svc.CreateJobResponse:
         _no_secrets(request)
-        if request.job_id.value:
-            job_id_from_wire(request.job_id.value, "job_id")
-        spec = job_spec_from_v1(request.spec)
+        if request.job_id.value and not is_uuid(request.job_id.value):
+            raise InvalidArgument(texts.V1_JOB_ID_NOT_UUID, field="job_id")
+        try:
+            self.resmgr.validate_pool(request.spec.respool_id.value)
+        except (InvalidArgument, NotFound) as exc:
+            raise wrapped("failed to validate resource pool", exc) from None
+        try:
+            spec = job_spec_from_v1(request.spec)
+        except InvalidArgument as exc:
+            raise wrapped("invalid job spec", exc) from None
         job_id = self.jobs.create(spec, request.job_id.value,
                                   rolling=create_spec_from_v1(request.create_spec),
                                   opaque_data=request.opaque_data.data)
@@ -91,9 +115,28 @@ class JobWrites:
 
     def ReplaceJob(self, request: svc.ReplaceJobRequest, context: Any) -> svc.ReplaceJobResponse:
         _no_secrets(request)
+        if not is_uuid(request.job_id.value):
+            raise InvalidArgument(texts.UPDATE_JOB_ID_NOT_UUID, field="job_id")
         job_id = _job_id(request)
+        try:
+            spec = job_spec_from_v1(request.spec)
+        except InvalidArgument as exc:
+            raise wrapped("invalid job spec", exc) from None
+        old, runtime = known_job(self.jobs, job_id, "failed to get job runtime from cache")
+        if spec.type is not old.type:
+            raise wrapped("failed to validate spec update",
+                          InvalidArgument(texts.JOB_TYPE_IMMUTABLE, field="spec.type"))
+        if spec.respool_id != old.respool_id:
+            raise wrapped("failed to validate spec update",
+                          InvalidArgument(texts.POOL_IMMUTABLE, field="spec.respool_id"))
+        self._versioned(runtime, request, "failed to create update workload")
         out = svc.ReplaceJobResponse()
-        out.version.value = self._replace(job_id, job_spec_from_v1(request.spec), request)
+        try:
+            out.version.value = self._replace(job_id, spec, request)
+        except Conflict as exc:
+            if is_stale(exc):
+                raise stale("failed to create update workload") from None
+            raise
         return out
 
     def PatchJob(self, request: svc.PatchJobRequest, context: Any) -> svc.PatchJobResponse:
@@ -125,6 +168,8 @@ class JobWrites:
 
     def RestartJob(self, request: svc.RestartJobRequest, context: Any) -> svc.RestartJobResponse:
         job_id = _job_id(request)
+        _, runtime = known_job(self.jobs, job_id, "fail to get job runtime")
+        self._versioned(runtime, request)
         spec, ranges = restart_spec_from_v1(request.restart_spec)
         count = self.workflows.job(job_id).spec.instance_count
         self.workflows.create(job_id, WorkflowType.RESTART, spec, version=version(request),
@@ -134,50 +179,72 @@ class JobWrites:
         out.version.value = self._entity(job_id)
         return out
 
+    def _steer(self, request: Any, context: str, act: Any) -> str:
+        """Pause, resume or abort the job's workflow with Peloton's answers under `context`."""
+        job_id = _job_id(request)
+        _, runtime = known_job(self.jobs, job_id, context)
+        if not runtime.update_id:
+            raise wrapped(context, NotFound("no workflow found", field="job_id"))
+        self._versioned(runtime, request, context)
+        try:
+            result: str = act(job_id, version(request), opaque(request))
+        except Conflict as exc:
+            if is_stale(exc):
+                raise stale(context) from None
+            raise
+        return result
+
     def PauseJobWorkflow(self, request: svc.PauseJobWorkflowRequest,
                          context: Any) -> svc.PauseJobWorkflowResponse:
         out = svc.PauseJobWorkflowResponse()
-        out.version.value = self.workflows.pause(_job_id(request), version(request), opaque(request))
+        out.version.value = self._steer(request, "failed to pause workload", self.workflows.pause)
         return out
 
     def ResumeJobWorkflow(self, request: svc.ResumeJobWorkflowRequest,
                           context: Any) -> svc.ResumeJobWorkflowResponse:
         out = svc.ResumeJobWorkflowResponse()
-        out.version.value = self.workflows.resume(_job_id(request), version(request),
-                                                  opaque(request))
+        out.version.value = self._steer(request, "failed to resume workload",
+                                        self.workflows.resume)
         return out
 
     def AbortJobWorkflow(self, request: svc.AbortJobWorkflowRequest,
                          context: Any) -> svc.AbortJobWorkflowResponse:
         out = svc.AbortJobWorkflowResponse()
-        out.version.value = self.workflows.abort(_job_id(request), version(request), opaque(request))
+        out.version.value = self._steer(request, "failed to abort workflow", self.workflows.abort)
         return out
+
+    def _goal(self, request: Any, goal: JobState) -> str:
+        job_id = _job_id(request)
+        _, runtime = known_job(self.jobs, job_id, "fail to get runtime")
+        self._versioned(runtime, request)
+        try:
+            return self.jobs.change_goal(job_id, goal, version(request))
+        except Conflict as exc:
+            if is_stale(exc):
+                raise stale() from None
+            raise
 
     def StartJob(self, request: svc.StartJobRequest, context: Any) -> svc.StartJobResponse:
         out = svc.StartJobResponse()
-        out.version.value = self.jobs.change_goal(_job_id(request), JobState.RUNNING,
-                                                  version(request))
+        out.version.value = self._goal(request, JobState.RUNNING)
         return out
 
     def StopJob(self, request: svc.StopJobRequest, context: Any) -> svc.StopJobResponse:
         out = svc.StopJobResponse()
-        out.version.value = self.jobs.change_goal(_job_id(request), JobState.KILLED,
-                                                  version(request))
+        out.version.value = self._goal(request, JobState.KILLED)
         return out
 
     def DeleteJob(self, request: svc.DeleteJobRequest, context: Any) -> svc.DeleteJobResponse:
         job_id = _job_id(request)
-        _, runtime = self.jobs.get(job_id)
-        wanted = version(request)
-        if wanted and wanted != runtime.entity_version():
-            raise Conflict(f"unexpected entity version {wanted!r}: job {job_id} is at "
-                           f"{runtime.entity_version()}")
-        if not request.force and not runtime.state.terminal:
-            # Peloton's words and code (ABORTED); stop the job first, or pass force.
-            raise Conflict(f"job is not stopped: job {job_id} is {runtime.state.value}")
+        _, runtime = known_job(self.jobs, job_id, "failed to get job runtime")
+        self._versioned(runtime, request)
+        if not request.force and runtime.state is not JobState.KILLED:
+            raise Conflict(texts.V1_JOB_NOT_STOPPED, field="job_id")  # Peloton's ABORTED
         self.jobs.delete(job_id, force=request.force)
         return svc.DeleteJobResponse()
 
     def RefreshJob(self, request: svc.RefreshJobRequest, context: Any) -> svc.RefreshJobResponse:
-        self.jobs.refresh(_job_id(request))
+        job_id = _job_id(request)
+        known_job(self.jobs, job_id, "fail to get job runtime")
+        self.jobs.refresh(job_id)
         return svc.RefreshJobResponse()

@@ -7,12 +7,20 @@ current run only, N the current and N-1 earlier, 0 all of them.
 GetPodEvents without a pod id returns the events of the latest run.
 RestartPod with `check_sla` refuses (ABORTED) when the job's
 `maximum_unavailable_instances` are already unavailable.
+
+Errors are Peloton's (pkg/jobmgr/podsvc/handler.go; every case in
+tests/unit/jobmgr_servicers/test_error_parity_v1_pods.py): a pod name it
+cannot parse is INVALID_ARGUMENT "invalid pelotonTaskID <name>" or "unable
+to parse instanceID <name>" ("invalid pod name" for RestartPod); a pod that
+does not exist is NOT_FOUND "task:<pod> not found", wrapped with the
+handler's context where Peloton wraps it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from peloton.api import peloton_texts as texts
 from peloton.api.convert.common import run_of
 from peloton.api.convert.v1_job import pod_spec_for_instance
 from peloton.api.convert.v1_pod_status import (
@@ -24,21 +32,39 @@ from peloton.api.convert.v1_pod_status import (
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2 as pb
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc as pb_grpc
-from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.errors import Conflict, InvalidArgument, NotFound
 from peloton.core.model.events import PodEvent
-from peloton.core.model.ids import RunId, TaskId
-from peloton.core.states import TaskState
+from peloton.core.model.ids import RunId, TaskId, is_uuid
+from peloton.core.model.task import TaskRuntime
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.core.states import JobType, TaskState
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
-from peloton.jobmgr.servicers.common import job_spec_at, pod_name
+from peloton.jobmgr.servicers.common import job_spec_at
+from peloton.jobmgr.servicers.v1_answers import known_job, wrapped
+from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 from peloton.storage import Store
 
 S = TaskState
+#: Length of a job id, the shortest pod name Peloton parses (its util.UUIDLength).
+UUID_LENGTH = 36
 
 
 def _pod(request: Any) -> TaskId:
-    return pod_name(request.pod_name.value)
+    """The pod a request names, parsed as Peloton's util.ParseTaskID does."""
+    name: str = request.pod_name.value
+    job_id, sep, instance = name.rpartition("-")
+    if len(name) < UUID_LENGTH or not sep:
+        raise InvalidArgument(f"invalid pelotonTaskID {name}", field="pod_name")
+    if not instance.isdigit() or int(instance) >= 1 << 32:
+        raise InvalidArgument(f"unable to parse instanceID {name}", field="pod_name")
+    return TaskId(job_id.lower() if is_uuid(job_id) else job_id, int(instance))
+
+
+def _task_not_found(task: TaskId) -> NotFound:
+    """Peloton's storage text for a pod it has no runtime of."""
+    return NotFound(f"task:{task.job_id}-{task.instance} not found", field="pod_name")
 
 
 def _run(request: Any, task: TaskId) -> int | None:
@@ -55,15 +81,30 @@ def _run(request: Any, task: TaskId) -> int | None:
 class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
     """Start, stop, restart and read pods."""
 
-    def __init__(self, cache: JobCache, store: Store, jobs: JobOps, tasks: TaskOps) -> None:
+    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
+                 hostmgr: HostManagerPort, jobs: JobOps, tasks: TaskOps) -> None:
         self.cache = cache
         self.store = store
+        #: For why waiting pods wait (servicers/waiting.py).
+        self.resmgr, self.hostmgr = resmgr, hostmgr
         self.jobs = jobs
         self.tasks = tasks
 
+    def _runtime(self, task: TaskId, context: str = "") -> TaskRuntime:
+        """The pod's runtime, or Peloton's NOT_FOUND (wrapped under `context` if given)."""
+        try:
+            _, rt = self.tasks.get(task.job_id, task.instance)
+        except (NotFound, InvalidArgument):
+            missing = _task_not_found(task)
+            raise (wrapped(context, missing) if context else missing) from None
+        return rt
+
     def StartPod(self, request: pb.StartPodRequest, context: Any) -> pb.StartPodResponse:
         task = _pod(request)
-        _, rt = self.tasks.get(task.job_id, task.instance)
+        spec, runtime = known_job(self.jobs, task.job_id, "fail to get job config")
+        if spec.type is JobType.BATCH and runtime.state.terminal:
+            raise InvalidArgument(texts.TERMINATED_JOB_POD_START, field="pod_name")
+        rt = self._runtime(task, "fail to add pod in job cache")
         if rt.goal_state is S.DELETED:
             raise InvalidArgument("cannot start a pod going to be deleted", field="pod_name")
         self.tasks.start(task.job_id, [(task.instance, task.instance + 1)])
@@ -71,12 +112,16 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
 
     def StopPod(self, request: pb.StopPodRequest, context: Any) -> pb.StopPodResponse:
         task = _pod(request)
+        self._runtime(task)
         self.tasks.stop_one(task.job_id, task.instance)
         return pb.StopPodResponse()
 
     def RestartPod(self, request: pb.RestartPodRequest, context: Any) -> pb.RestartPodResponse:
-        task = _pod(request)
-        _, rt = self.tasks.get(task.job_id, task.instance)
+        try:
+            task = _pod(request)
+        except InvalidArgument:
+            raise InvalidArgument(texts.POD_NAME_INVALID, field="pod_name") from None
+        rt = self._runtime(task)
         if request.check_sla and rt.state is S.RUNNING:
             spec, _ = self.jobs.get(task.job_id)
             limit = spec.sla.maximum_unavailable_instances
@@ -97,7 +142,10 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
 
     def GetPod(self, request: pb.GetPodRequest, context: Any) -> pb.GetPodResponse:
         task = _pod(request)
-        _, rt = self.tasks.get(task.job_id, task.instance)
+        rt = self._runtime(task, "failed to get task runtime")
+        [(_, rt)] = with_reasons([(task.instance, rt)], waiting_reasons(
+            self.resmgr, self.hostmgr, task.job_id, [(task.instance, rt)],
+            lambda version: job_spec_at(self.cache, self.store, task.job_id, version)))
         out = pb.GetPodResponse()
         spec = None if request.status_only else self._spec(task, rt.config_version)
         if spec is not None:
@@ -126,7 +174,10 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
                      context: Any) -> pb.GetPodEventsResponse:
         task = _pod(request)
         run = _run(request, task)
-        events = self.tasks.events(task.job_id, task.instance, run)
+        try:
+            events = self.tasks.events(task.job_id, task.instance, run)
+        except (NotFound, InvalidArgument):
+            events = []  # Peloton reads the events it has: none
         if run is None and events:
             newest = max(e.run_id for e in events)
             events = [e for e in events if e.run_id == newest]
@@ -135,14 +186,14 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
     def BrowsePodSandbox(self, request: pb.BrowsePodSandboxRequest,
                          context: Any) -> pb.BrowsePodSandboxResponse:
         task = _pod(request)
+        self._runtime(task)
         try:
             address, run_id, files = self.tasks.sandbox(task.job_id, task.instance,
                                                         _run(request, task))
         except InvalidArgument as exc:
             if exc.field == "pod_id":
                 raise
-            raise FailedPrecondition(f"pod has not been run: {exc.message}",
-                                     field="pod_name") from None
+            raise Conflict(texts.POD_NOT_RUN, field="pod_name") from None  # Peloton's ABORTED
         host, _, port = address.rpartition(":")
         # Paths relative to the agent's sandboxes directory, which its file server accepts.
         return pb.BrowsePodSandboxResponse(hostname=host or address, port=port,
@@ -150,6 +201,7 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
 
     def RefreshPod(self, request: pb.RefreshPodRequest, context: Any) -> pb.RefreshPodResponse:
         task = _pod(request)
+        self._runtime(task, "fail to get task info")
         self.tasks.refresh(task.job_id, task.instance)
         return pb.RefreshPodResponse()
 
@@ -157,10 +209,10 @@ class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
         task = _pod(request)
         job = self.cache.get(task.job_id)
         if job is None:
-            raise NotFound(f"job not found in cache: {task.job_id}", field="pod_name")
+            raise NotFound(texts.V1_JOB_NOT_IN_CACHE, field="pod_name")
         rt = job.get_task(task.instance)
         if rt is None:
-            raise NotFound(f"task not found in cache: {task}", field="pod_name")
+            raise NotFound("task not found in cache", field="pod_name")
         out = pb.GetPodCacheResponse(status=pod_status_to_v1(task.job_id, task.instance, rt))
         for label in job.task_spec(task.instance, rt.config_version).labels:
             out.labels.add(key=label.key, value=label.value)

@@ -31,6 +31,7 @@ from typing import Any
 import gevent.event
 import grpc
 
+from peloton.api import peloton_texts as texts
 from peloton.api.convert.v1_job import job_summary_to_v1
 from peloton.api.convert.v1_pod_status import pod_summary_to_v1
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
@@ -91,7 +92,7 @@ class WatchPublisher:
             pod_names: frozenset[str] = frozenset(), labels: tuple[Label, ...] = ()) -> Watcher:
         """A new watcher (ResourceExhausted past `max_clients`)."""
         if len(self.watchers) >= self.max_clients:
-            raise ResourceExhausted(f"max client reached: {self.max_clients} watches are open")
+            raise ResourceExhausted("max client reached")  # Peloton's text
         kind = "task" if pods else "job"  # Peloton's watch id prefixes
         watcher = Watcher(f"{kind}_{uuid.uuid4()}", pods, job_ids, pod_names, labels,
                           self.buffer_size)
@@ -171,8 +172,7 @@ class WatchServicer(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
             watcher = self.publisher.add(False, frozenset(j.value for j in jflt.job_ids),
                                          labels=_labels(jflt.labels))
         else:
-            raise InvalidArgument("not supported watch type: set pod_filter or "
-                                  "stateless_job_filter", field="pod_filter")
+            raise InvalidArgument(texts.WATCH_TYPE_UNSUPPORTED, field="pod_filter")
         try:
             yield pb.WatchResponse(watch_id=watcher.watch_id)
             while True:
@@ -180,8 +180,7 @@ class WatchServicer(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
                     watcher.wake.clear()
                     watcher.wake.wait(POLL)
                 if watcher.ended == "overflow":
-                    raise Conflict(f"event overflow: {watcher.watch_id} fell more than "
-                                   f"{watcher.limit} changes behind; start a new watch")
+                    raise Conflict(f"event overflow: {watcher.watch_id}")  # Peloton's text
                 if watcher.ended:
                     context.abort(grpc.StatusCode.CANCELLED,
                                   f"watch cancelled: {watcher.watch_id}")
@@ -208,5 +207,9 @@ class WatchServicer(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
 
     def Cancel(self, request: pb.CancelRequest, context: Any) -> pb.CancelResponse:
         if not self.publisher.drop(request.watch_id, "cancel"):
-            raise NotFound(f"watch_id {request.watch_id} does not exist", field="watch_id")
+            # Peloton's texts: a pod ("task_") watch it does not know, anything else.
+            if request.watch_id.startswith("task_"):
+                raise NotFound(f"watch_id {request.watch_id} not exist for task watch client",
+                               field="watch_id")
+            raise NotFound(texts.WATCH_ID_INVALID, field="watch_id")
         return pb.CancelResponse()

@@ -111,6 +111,7 @@ class CassandraBulk(CassandraBase, JobIndexWriter):
                                                     v.state.value, v.creation_time, body)),
                                ("updates_by_job.add", (v.job_id, key[0]))],
             "workflow_event": lambda: [("workflow_events.add", (*key, body))],
+            "cron_job": lambda: [("cron_jobs.put", (key[0], v.revision, body))],
         }
         return build[kind]()
 
@@ -157,7 +158,7 @@ class CassandraBulk(CassandraBase, JobIndexWriter):
                 table = {"respool": "respools", "host": "host_info", "framework": "frameworks",
                          "volume": "persistent_volumes", "task_config": "task_config",
                          "task_runtime": "task_runtime", "pod_event": "pod_events",
-                         "workflow_event": "workflow_events"}[kind]
+                         "workflow_event": "workflow_events", "cron_job": "cron_jobs"}[kind]
                 verb = "remove" if kind in ("task_config", "pod_event", "workflow_event") \
                     else "delete"
                 self.q(f"{table}.{verb}", *key)

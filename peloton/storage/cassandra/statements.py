@@ -35,6 +35,7 @@ SCANNED: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], str | None, str 
     "update": ("update_info", ("update_id",), (), "body", "revision"),
     "workflow_event": ("workflow_events", ("update_id",), ("instance_id", "time_us", "state"),
                        "body", None),
+    "cron_job": ("cron_jobs", ("name",), (), "body", "revision"),
 }
 
 
@@ -190,6 +191,13 @@ _ALL: list[Cql] = [
     insert("frameworks.put", "frameworks", ("framework_name", "body")),
     select("frameworks.get", "frameworks", ("body",), *eq("framework_name")),
     delete("frameworks.delete", "frameworks", *eq("framework_name")),
+    # -- cron jobs (migration 0003) -------------------------------------------------------
+    insert("cron_jobs.create", "cron_jobs", ("name", "revision", "body"), if_not_exists=True),
+    insert("cron_jobs.put", "cron_jobs", ("name", "revision", "body")),
+    select("cron_jobs.get", "cron_jobs", ("name", "revision", "body"), *eq("name")),
+    select("cron_jobs.all", "cron_jobs", ("name", "body")),
+    update("cron_jobs.cas", "cron_jobs", ("revision", "body"), *eq("name"), if_columns=("revision",)),
+    delete("cron_jobs.delete", "cron_jobs", *eq("name")),
     # -- copy checkpoints -----------------------------------------------------------------
     insert("copy_checkpoints.put", "copy_checkpoints",
            ("copy_id", "kind", "cursor", "done", "passes", "copied")),

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from peloton.storage import codec
 from peloton.storage.bulk import KIND_BY_NAME, ActiveJob, Checkpoint, Key, Record
 from peloton.storage.job_index import runtime_columns
-from peloton.storage.sql import cluster, history, jobs, tables, tasks
+from peloton.storage.sql import cluster, cron, history, jobs, tables, tasks
 from peloton.storage.sql.database import Database
 
 t = tables
@@ -53,6 +53,7 @@ _SPECS: dict[str, _Spec] = {
     "pod_event": _Spec(t.pod_events, ("job_id", "instance", "run_id", "time_us", "state")),
     "update": _Spec(t.updates, ("update_id",), revision="revision"),
     "workflow_event": _Spec(t.workflow_events, ("update_id", "instance", "time_us", "state")),
+    "cron_job": _Spec(t.cron_jobs, ("name",), revision="revision"),
 }
 
 
@@ -95,6 +96,7 @@ class SqlBulk:
             "pod_event": lambda key, v: history.pod_event_row(v, expires),
             "update": lambda key, v: history.update_row(v),
             "workflow_event": lambda key, v: history.workflow_event_row(v),
+            "cron_job": lambda key, v: cron.cron_row(v),
         }
         return [build[kind](r.key, v) for r, v in zip(records, values, strict=True)]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from peloton.storage.schema import SchemaStatus
 from peloton.storage.sql.bulk import SqlBulk
 from peloton.storage.sql.cluster import SqlCluster
+from peloton.storage.sql.cron import SqlCron
 from peloton.storage.sql.database import Database
 from peloton.storage.sql.history import SqlHistory
 from peloton.storage.sql.job_query import SqlJobQuery
@@ -18,7 +19,7 @@ from peloton.storage.sql.tasks import SqlTasks
 from peloton.storage.store import Store, StoreOptions
 
 
-class SqlStore(SqlJobs, SqlJobQuery, SqlTasks, SqlHistory, SqlCluster, SqlBulk):
+class SqlStore(SqlJobs, SqlJobQuery, SqlTasks, SqlHistory, SqlCluster, SqlCron, SqlBulk):
     """A Store over SQLAlchemy Core; see peloton/storage/store.py for the contract."""
 
     def __init__(self, db: Database) -> None:

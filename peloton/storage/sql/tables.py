@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 
 #: Alembic revision ids, oldest first; the last is the version this code needs.
-SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002")
+SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002", "0003")
 
 metadata = MetaData()
 
@@ -197,4 +197,12 @@ copy_checkpoints = Table(
     Column("done", Boolean, nullable=False),
     Column("passes", Integer, nullable=False),
     Column("copied", BigInteger, nullable=False),
+)
+
+# -- added by migration 0003 --------------------------------------------------
+cron_jobs = Table(
+    "cron_jobs", metadata,
+    Column("name", Str, primary_key=True),
+    Column("revision", BigInteger, nullable=False),
+    Column("body", Text, nullable=False),
 )

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from peloton.agent import outcome
-from peloton.agent.isolation import MemoryIsolation
+from peloton.agent.isolation import MemoryIsolation, enforced_memory_mb
 from peloton.agent.model import PortBinding, RunSpec, Update, stable_uuid
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import SupervisorRecord
@@ -87,6 +87,13 @@ def test_isolation_arguments_per_mechanism() -> None:
                                                 "-V", "1"]
     assert RLIMIT.supervisor_args(RUN, 1 << 20) == ["-m", "1048576", "-R"]
     assert RLIMIT.describe(0) == "no memory limit"
+
+
+def test_memory_below_32_mb_is_enforced_as_32_mb_like_mesos() -> None:
+    assert enforced_memory_mb(0.1) == 32 and enforced_memory_mb(31.9) == 32
+    assert enforced_memory_mb(50) == 50 and enforced_memory_mb(0) == 0   # 0: no limit
+    oom = outcome.ended(exited(code=-1, signal=9, oom=1), spec(mem_mb=0.1), V1)
+    assert oom.message == "memory limit of 32 MB exceeded (cgroup v1)"
 
 
 def test_reporter_sends_while_connected_and_settles_acknowledged_ended_runs() -> None:

@@ -16,7 +16,7 @@ from peloton.api.gen.peloton.api.v0.query import query_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import AndConstraint, Label, LabelKind, leaves
-from peloton.core.model.job import JobRuntime, JobSummary, SlaSpec
+from peloton.core.model.job import JobRuntime, JobSummary, PlacementStrategy, SlaSpec
 from peloton.core.states import JobState, JobType, TaskState
 from tests.unit.api.helpers import JOB_ID, v0_config
 
@@ -273,3 +273,19 @@ def test_v0_update_may_only_add_instances() -> None:
         with pytest.raises(InvalidArgument) as err:
             check_v0_update(old, v0_job.job_spec_from_v0(cfg))
         assert err.value.field == field
+
+
+@pytest.mark.parametrize(("wire", "core"), [
+    (job_pb2.PLACEMENT_STRATEGY_INVALID, PlacementStrategy.UNSET),
+    (job_pb2.PLACEMENT_STRATEGY_PACK_HOST, PlacementStrategy.PACK_HOST),
+    (job_pb2.PLACEMENT_STRATEGY_SPREAD_JOB, PlacementStrategy.SPREAD_JOB),
+    (9, PlacementStrategy.UNSET),   # Peloton only tests for SPREAD_JOB
+])
+def test_placement_strategy_is_read_and_written_back(wire: int, core: PlacementStrategy) -> None:
+    config = v0_config("batch_job.yaml")
+    config.placementStrategy = wire  # type: ignore[assignment]
+    spec = v0_job.job_spec_from_v0(config)
+    assert spec.placement_strategy is core
+    assert v0_job.job_config_to_v0(spec).placementStrategy == wire
+    bare = replace(spec, document_kind="", document=b"")
+    assert v0_job.job_spec_from_v0(v0_job.job_config_to_v0(bare)).placement_strategy is core

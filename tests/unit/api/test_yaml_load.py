@@ -51,8 +51,22 @@ def test_unknown_keys_are_warnings_naming_their_path() -> None:
     assert loaded.warnings == ("sla.minimuminstancepercent: unknown field, ignored",)
     nested = yaml_load.load_job_config("name: x\ndefaultconfig:\n  resource:\n    cpulimt: 1\n"
                                        "instanceconfig:\n  3:\n    nmae: y\n")
-    assert nested.warnings == ("defaultconfig.resource.cpulimt: unknown field, ignored",
-                               "instanceconfig[3].nmae: unknown field, ignored")
+    assert nested.warnings == (
+        "defaultconfig.resource.cpulimt: unknown field, ignored (did you mean cpuLimit?)",
+        "instanceconfig[3].nmae: unknown field, ignored (did you mean name?)")
+
+
+def test_unknown_fields_carry_line_and_closest_field_and_syntax_errors_name_the_file() -> None:
+    text = "name: x\ndefaultconfig:\n  resource:\n    cpulimt: 1\nsla:\n  minimuminstancecount: 2\n"
+    loaded = yaml_load.load_job_config(text, "job.yaml")
+    first, legacy = loaded.unknown
+    assert first.describe("job.yaml") == (
+        "job.yaml:4: defaultconfig.resource.cpulimt: unknown field (did you mean cpuLimit?)")
+    assert not first.legacy and legacy.legacy and legacy.line == 6
+    with pytest.raises(InvalidArgument) as err:
+        yaml_load.load_job_config("name: x\n  bad: [\n", "job.yaml")
+    assert err.value.message.startswith("job.yaml:2:")
+    assert "<unicode string>" not in err.value.message
 
 
 def test_proto2_mesos_fields_and_enum_names() -> None:

@@ -33,7 +33,7 @@ def archive(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": "200"})
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -52,7 +52,7 @@ def test_query_prints_job_query_columns_and_filters(archive: str) -> None:
     code, out, _ = run("archive", "query", "--archive", archive)
     lines = out.splitlines()
     assert code == 0 and lines[0].split()[:4] == ["ID", "Name", "Owner", "State"]
-    assert lines[2].startswith("22222222") and "web" in lines[2] and "2023-11-14T22:15:00Z" in lines[2]
+    assert lines[2].startswith("22222222") and "web" in lines[2] and "2023-11-14 22:15:00" in lines[2]
     code, out, _ = run("-j", "archive", "query", "--archive", archive, "--states", "failed")
     assert [s["name"] for s in json.loads(out)] == ["etl"]
     code, out, _ = run("archive", "query", "--archive", archive, "--owner", "nobody")

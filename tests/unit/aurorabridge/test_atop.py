@@ -12,11 +12,13 @@ from aurorabridge.atop.job_key import JobKey
 from aurorabridge.atop.pod_spec import pod_spec
 from aurorabridge.atop.states import pod_states
 from aurorabridge.atop.thermos import bind_templates, task_command, thermos_command
-from aurorabridge.config import ValidationSettings
+from aurorabridge.config import AURORA_ENVIRONMENTS, ValidationSettings
 from aurorabridge.thrift_api import api
+from peloton.api.convert.constraints import constraint_from_v1, constraint_to_v1
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.apachemesos import apachemesos_pb2
 from peloton.core.errors import InvalidArgument
+from peloton.core.model.constraints import Condition, Label, LabelConstraint, LabelKind
 from tests.unit.aurorabridge import builders as b
 
 LIMITS = ValidationSettings()
@@ -125,8 +127,17 @@ def test_constraints_limit_value_and_negated_value() -> None:
     rack_limit = api.Constraint(
         name="rack", constraint=api.TaskConstraint(limit=api.LimitConstraint(limit=1))
     )
-    with pytest.raises(InvalidArgument, match="limit constraints are supported on 'host' only"):
-        build(b.task_config(constraints=[rack_limit]))
+    per_rack = build(b.task_config(constraints=[rack_limit])).constraint.label_constraint
+    assert (per_rack.kind, per_rack.condition, per_rack.requirement, per_rack.label.key,
+            per_rack.label.value) == (lc.LABEL_CONSTRAINT_KIND_POD, lc.LABEL_CONSTRAINT_CONDITION_LESS_THAN,
+                                      1, "peloton.limit-per/rack|aurora_job_key", "www/devel/hello")
+    core = constraint_from_v1(build(b.task_config(constraints=[rack_limit])).constraint)
+    assert core == LabelConstraint(LabelKind.DOMAIN, Condition.LESS_THAN,
+                                   Label("aurora_job_key", "www/devel/hello"), 1, domain="rack")
+    assert constraint_to_v1(core).label_constraint == per_rack  # written back the same way
+    zero = api.Constraint(name="rack", constraint=api.TaskConstraint(limit=api.LimitConstraint(limit=0)))
+    with pytest.raises(InvalidArgument, match="limit must be positive"):
+        build(b.task_config(constraints=[zero]))
 
 
 def test_thermos_order_finals_and_templates() -> None:
@@ -202,7 +213,6 @@ def test_job_spec_sla_and_update_specs() -> None:
         (lambda t: setattr(t.job, "role", ""), "job key.role must be a non-empty string"),
         (lambda t: setattr(t.job, "name", "a/b"), "may only contain"),
         (lambda t: setattr(t.job, "name", "x" * 256), "longer than 255"),
-        (lambda t: setattr(t.job, "environment", "qa"), "allowed pattern"),
         (
             lambda t: setattr(
                 t, "resources", [api.Resource(numCpus=-1.0), api.Resource(ramMb=1), api.Resource(diskMb=1)]
@@ -241,6 +251,18 @@ def test_validation_names_the_problem(mutate: Any, message: str) -> None:
         validation.check_task(task, 1, LIMITS)
 
 
+def test_environment_rule_is_configurable_and_accepts_any_by_default() -> None:
+    task = b.task_config()
+    task.job.environment = "dc1"
+    assert validation.check_task(task, 1, LIMITS).key.environment == "dc1"  # Peloton's bridge's rule
+    aurora = ValidationSettings(allowed_environments=AURORA_ENVIRONMENTS)
+    with pytest.raises(InvalidArgument, match="allowed pattern") as raised:
+        validation.check_task(task, 1, aurora)
+    assert raised.value.field == "environment"
+    task.job.environment = "staging2"
+    assert validation.check_task(task, 1, aurora).key.environment == "staging2"
+
+
 def test_instance_counts_settings_and_ranges() -> None:
     for count in (0, -3, 4001):
         with pytest.raises(InvalidArgument, match="instanceCount"):
@@ -257,7 +279,7 @@ def test_instance_counts_settings_and_ranges() -> None:
             validation.check_update_settings(settings, 2)
     with pytest.raises(InvalidArgument, match="range"):
         validation.check_update_settings(b.settings(only=[(3, 1)]), 4)
-    with pytest.raises(InvalidArgument, match="cron"):
+    with pytest.raises(InvalidArgument, match="scheduleCronJob"):
         config = b.job_configuration()
         config.cronSchedule = "* * * * *"
         validation.check_job_configuration(config, LIMITS)

@@ -129,3 +129,18 @@ def test_pool_loader_retries_transient_failures_then_gives_up(fake: FakePeloton)
     )
     with pytest.raises(Unavailable, match="/Other"):
         stuck.load()
+
+
+def test_task_reconciliation_triggers_reach_the_host_backends(call: Call, fake: FakePeloton) -> None:
+    assert call("triggerImplicitTaskReconciliation").responseCode == api.ResponseCode.OK
+    assert fake.calls_of("reconcile_tasks")[-1]["run_ids"] is None  # every run on every host
+    assert call("createJob", description=b.job_configuration(b.task_config(), 3)).responseCode == 1
+    settings = api.ExplicitReconciliationSettings(batchSize=2)
+    assert call("triggerExplicitTaskReconciliation", settings=settings).responseCode == api.ResponseCode.OK
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    batches = [c["run_ids"] for c in fake.calls_of("reconcile_tasks")[1:]]
+    assert batches == [[f"{job_id}-0-1", f"{job_id}-1-1"], [f"{job_id}-2-1"]]
+    bad = call("triggerExplicitTaskReconciliation", settings=api.ExplicitReconciliationSettings(batchSize=0))
+    assert bad.responseCode == api.ResponseCode.INVALID_REQUEST
+    assert "batchSize" in bad.details[0].message or "Batch size" in bad.details[0].message
+    assert len(fake.calls_of("reconcile_tasks")) == 3

@@ -210,3 +210,16 @@ def test_earlier_runs_are_listed_when_pod_runs_depth_allows(fake: FakePeloton) -
             for t in tasks(call, jobKeys=[key.job])]
     job_id = fake.job_by_name("www/devel/hello").job_id
     assert runs == [(0, "1", None), (1, "2", f"{job_id}-1-1"), (1, "1", None)]
+
+
+def test_earlier_runs_are_listed_by_default_and_cost_nothing_without_restarts(call: Any,
+                                                                             fake: FakePeloton) -> None:
+    key = deploy(call, 2)
+    fake.finish_workflow(fake.job_by_name("www/devel/hello").job_id)
+    assert len(tasks(call, jobKeys=[key.job])) == 2
+    assert not fake.calls_of("get_pod"), "no instance has an earlier run: no GetPod call"
+    call("restartShards", job=key.job, shardIds=[1])
+    listed = [(t.assignedTask.instanceId, t.assignedTask.taskId.rsplit("-", 1)[1])
+              for t in tasks(call, jobKeys=[key.job])]
+    assert listed == [(0, "1"), (1, "2"), (1, "1")]  # Peloton's bridge's default depth of 6
+    assert len(fake.calls_of("get_pod")) == 1

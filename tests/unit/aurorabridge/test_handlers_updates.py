@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from aurorabridge import opaque_data
 from aurorabridge.handlers import updates
 from aurorabridge.handlers.context import BridgeContext
@@ -58,12 +60,104 @@ def test_first_update_creates_the_job_and_later_ones_replace_it(call: Call, fake
     assert [e.instanceId for e in update.instanceEvents] == [0, 1]
 
 
-def test_no_op_updates_start_nothing(call: Call, fake: FakePeloton) -> None:
-    start(call, b.update_request(instances=2))
+def test_no_op_updates_start_nothing_and_name_the_update_in_place(call: Call, fake: FakePeloton) -> None:
+    first = start(call, b.update_request(instances=2))
     fake.finish_workflow(fake.job_by_name(NAME).job_id)
     resp = call("startJobUpdate", request=b.update_request(instances=2), message="")
-    assert resp.responseCode == OK and messages(resp) == updates.NOOP_UPDATE and resp.result is None
+    assert resp.responseCode == OK and messages(resp) == updates.NOOP_UPDATE
+    result = resp.result.startJobUpdateResult
+    assert result.key.id == first.id and result.updateSummary.state.status == U.ROLLED_FORWARD
+    assert status(call, result.key) == U.ROLLED_FORWARD  # the key reads back
     assert not fake.calls_of("replace_job")
+
+
+def test_a_no_op_update_of_a_job_without_one_starts_a_real_update(call: Call, fake: FakePeloton) -> None:
+    assert call("createJob", description=b.job_configuration(b.task_config(), 2)).responseCode == OK
+    key = start(call, b.update_request(instances=2))
+    assert len(fake.calls_of("replace_job")) == 1
+    assert status(call, key) == U.ROLLING_FORWARD
+
+
+def test_a_second_update_replaces_the_running_one_when_configured(fake: FakePeloton,
+                                                                  clock: FakeClock) -> None:
+    from aurorabridge.config import HandlerSettings, RespoolSettings
+    from aurorabridge.handlers import handler_table
+    from aurorabridge.respool_loader import RespoolLoader
+    from aurorabridge.thrift_api import args_class
+
+    ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings(retry_for_s=0)),
+                        HandlerSettings(concurrent_updates=updates.REPLACE_RUNNING), clock=clock)
+    table = handler_table(ctx)
+
+    def replace_call(method: str, **kwargs: Any) -> Any:
+        return table[method](args_class(method)(**kwargs))
+
+    first = start(replace_call, b.update_request())
+    second = start(replace_call, b.update_request(b.task_config(cpus=3.0)))
+    assert second.id != first.id
+    assert [c["job_id"] for c in fake.calls_of("abort_workflow")] == [fake.job_by_name(NAME).job_id]
+    assert status(replace_call, second) == U.ROLLING_FORWARD
+    assert status(replace_call, first) == U.ABORTED
+
+
+def test_update_settings_round_trip_with_their_strategy(call: Call, fake: FakePeloton) -> None:
+    settings = b.settings(only=[(0, 1)], rollback=True)
+    settings.minWaitInInstanceRunningMs = 5000
+    settings.updateStrategy = api.JobUpdateStrategy(varBatchStrategy=api.VariableBatchJobUpdateStrategy(
+        groupSizes=[1, 2, 3], autopauseAfterBatch=True))
+    request = api.JobUpdateRequest(taskConfig=b.task_config(), instanceCount=3, settings=settings,
+                                   metadata=[])
+    key = start(call, request)
+    back = call("getJobUpdateDetails", key=key, query=None).result.getJobUpdateDetailsResult.detailsList[0]
+    read = back.update.instructions.settings
+    assert read.minWaitInInstanceRunningMs == 5000 and read.rollbackOnFailure is True
+    assert read.updateStrategy.varBatchStrategy.groupSizes == [1, 2, 3]
+    assert read.updateStrategy.varBatchStrategy.autopauseAfterBatch is True
+    assert [(r.first, r.last) for r in read.updateOnlyTheseInstances] == [(0, 1)]
+    summary = call("getJobUpdateSummaries", jobUpdateQuery=api.JobUpdateQuery(key=key))
+    assert summary.result.getJobUpdateSummariesResult.updateSummaries[0].key.id == key.id
+
+
+@pytest.mark.parametrize(("wait_for_batch", "kind"), [(False, "queueStrategy"), (True, "batchStrategy")])
+def test_an_update_without_a_strategy_reports_aurora_s_default(call: Call, wait_for_batch: bool,
+                                                              kind: str) -> None:
+    request = b.update_request(group=2)
+    request.settings.waitForBatchCompletion = wait_for_batch
+    key = start(call, request)
+    read = call("getJobUpdateDetails", key=key, query=None).result.getJobUpdateDetailsResult
+    strategy = read.detailsList[0].update.instructions.settings.updateStrategy
+    assert getattr(strategy, kind).groupSize == 2
+    assert [s for s in ("queueStrategy", "batchStrategy", "varBatchStrategy")
+            if getattr(strategy, s) is not None] == [kind]
+
+
+def test_updates_of_older_bridges_report_a_strategy(call: Call, fake: FakePeloton) -> None:
+    key = start(call, b.update_request(group=2))
+    job = fake.job_by_name(NAME)
+    data = opaque_data.parse(job.workflows[-1].opaque_data.data)
+    fake._set_workflow_state(job, job.workflows[-1].status.state,
+                             opaque_data.OpaqueData(data.update_id, data.actions).to_json())
+    read = call("getJobUpdateDetails", key=key, query=None).result.getJobUpdateDetailsResult
+    settings = read.detailsList[0].update.instructions.settings
+    assert settings.updateStrategy.queueStrategy.groupSize == 2
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda s: setattr(s, "updateStrategy", api.JobUpdateStrategy(
+        varBatchStrategy=api.VariableBatchJobUpdateStrategy(groupSizes=[], autopauseAfterBatch=False))),
+     "settings.updateStrategy.varBatchStrategy.groupSizes"),
+    (lambda s: setattr(s, "updateStrategy", api.JobUpdateStrategy(
+        varBatchStrategy=api.VariableBatchJobUpdateStrategy(groupSizes=[2, 0], autopauseAfterBatch=False))),
+     "settings.updateStrategy.varBatchStrategy.groupSizes"),
+    (lambda s: setattr(s, "minWaitInInstanceRunningMs", -1), "minWaitInInstanceRunningMs"),
+])
+def test_bad_settings_are_refused_naming_the_field(call: Call, fake: FakePeloton, mutate: Any,
+                                                   field: str) -> None:
+    request = b.update_request()
+    mutate(request.settings)
+    resp = call("startJobUpdate", request=request, message="")
+    assert resp.responseCode == INVALID and field in messages(resp), messages(resp)
+    assert not fake.calls_of("create_stateless_job") and not fake.calls_of("replace_job")
 
 
 def test_a_second_update_is_refused_while_one_runs(call: Call, fake: FakePeloton) -> None:
@@ -192,3 +286,22 @@ def test_job_update_diff(call: Call, fake: FakePeloton) -> None:
     assert [(r.first, r.last) for g in result.remove for r in g.instances] == [(2, 2)]
     assert result.update[0].config.resources[0].numCpus == 4.0
     assert not fake.calls_of("replace_job")
+
+
+@pytest.mark.parametrize(("policy", "field"), [
+    (api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=150.0)), "percentage"),
+    (api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=-1.0)), "percentage"),
+    (api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=60.0)), "percentage"),
+    (api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=2)), "count"),
+    (api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=1, durationSecs=-5)), "durationSecs"),
+    (api.SlaPolicy(), "exactly one"),
+])
+def test_sla_policies_out_of_range_are_refused_naming_the_field(call: Call, fake: FakePeloton, policy: Any,
+                                                               field: str) -> None:
+    task = b.task_config()
+    task.slaPolicy = policy
+    resp = call("startJobUpdate", request=b.update_request(task, instances=2), message="")
+    assert resp.responseCode == INVALID and "slaPolicy" in messages(resp) and field in messages(resp)
+    assert not fake.calls_of("create_stateless_job")
+    task.slaPolicy = api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=40.0))
+    assert call("startJobUpdate", request=b.update_request(task, instances=2), message="").responseCode == OK

@@ -31,7 +31,8 @@ def test_nothing_listening_is_unavailable_naming_the_address(peloton: Peloton) -
     address = f"127.0.0.1:{_closed_port()}"
     result = peloton("job", "get", JOB, address=address)
     assert result.exit_code == ExitCode.UNAVAILABLE
-    assert "cannot reach peloton-jobmgr" in result.stderr and address in result.stderr
+    assert "no Peloton job manager answers at" in result.stderr and address in result.stderr
+    assert "make run" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_rpc_timeout_flag_is_timeout_exit_code(peloton: Peloton, world: World) -> None:

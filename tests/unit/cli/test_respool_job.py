@@ -172,13 +172,13 @@ def test_job_get_and_status_yaml_and_json(peloton: Peloton, world: World, tmp_pa
 def test_job_query_table_and_json(peloton: Peloton, world: World, tmp_path: Path) -> None:
     peloton("job", "create", "/DefaultResPool", _file(tmp_path, "job.yaml", JOB_YAML), "-i", JOB)
     result = peloton("job", "query", "-l", "a=b,c=d", "-r", "/DefaultResPool", "-s", "RUNNING,PENDING",
-                     "--owner", "team6", "-n", "5", "-a", "ASC")
+                     "--owner", "team6", "-n", "5", "-a", "ASC", env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["ID", "Name", "Owner", "State"]
-    row = next(line for line in lines if JOB in line).split()
-    assert row[:5] == [JOB, "TestPelotonJob_123", "team6", "RUNNING", "2019-05-01T10:00:00Z"]
-    assert row[5:] == ["--", "3", "2", "1", "0", "0"]
+    row = next(line for line in lines if JOB[:8] in line).split()
+    assert row[:6] == [JOB[:8], "TestPelotonJob_123", "team6", "RUNNING", "2019-05-01", "10:00:00"]
+    assert row[6:] == ["3", "2", "1", "0", "0"]
     request = world.requests("JobManager.Query")[0]
     assert request.respoolID.value == POOL and request.summaryOnly
     spec = request.spec

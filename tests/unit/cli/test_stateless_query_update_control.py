@@ -21,7 +21,7 @@ def test_stateless_query_sends_every_filter_and_prints_a_table(peloton: Peloton,
     result = peloton("job", "stateless", "query", "--labels", "team=web,env=prod", "-r", "/DefaultResPool",
                      "-k", "db,cache", "-s", "RUNNING,job_state_failed", "--owner", "team6",
                      "--name", "svc", "-d", "2", "-n", "10", "-q", "50", "-o", "5",
-                     "-p", "name,creation_time", "-a", "ASC")
+                     "-p", "name,creation_time", "-a", "ASC", env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     spec = world.call("JobService.QueryJobs").request.spec
     assert [(lb.key, lb.value) for lb in spec.labels] == [("team", "web"), ("env", "prod")]
@@ -38,8 +38,8 @@ def test_stateless_query_sends_every_filter_and_prints_a_table(peloton: Peloton,
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["ID", "Name", "Owner", "State"]
     row = lines[2].split()
-    assert row[:4] == [JOB, "svc", "team6", "JOB_STATE_RUNNING"]
-    assert row[5:8] == ["3", "3", "0"]  # instances, running, succeeded
+    assert row[:4] == [JOB[:8], "svc", "team6", "RUNNING"]
+    assert row[6:9] == ["3", "3", "0"]  # instances, running, succeeded
 
 
 def test_stateless_query_defaults_and_json(peloton: Peloton, world: World) -> None:
@@ -79,9 +79,11 @@ def test_stateless_refresh(peloton: Peloton, world: World) -> None:
     assert result.exit_code == 0, result.output
     assert world.call("JobService.RefreshJob").request.job_id.value == JOB
     assert yaml.safe_load(result.stdout) == {}
-    missing = peloton("job", "stateless", "refresh", "nope")
+    missing = peloton("job", "stateless", "refresh", "0000dead-0000-4000-8000-000000000000")
     assert missing.exit_code == ExitCode.NOT_FOUND
-    assert missing.stderr.strip() == "Error: job nope not found"
+    assert missing.stderr.strip() == "Error: job 0000dead-0000-4000-8000-000000000000 not found"
+    bad = peloton("job", "stateless", "refresh", "nope")
+    assert bad.exit_code == ExitCode.INVALID_ARGUMENT and "is not a job id" in bad.stderr
 
 
 def test_watch_pod_filters_by_job_names_and_labels(peloton: Peloton, world: World) -> None:
@@ -100,7 +102,7 @@ def test_watch_pod_filters_by_job_names_and_labels(peloton: Peloton, world: Worl
 
 def test_watch_pod_prints_yaml_documents_and_all_pods_without_a_job(peloton: Peloton,
                                                                      world: World) -> None:
-    result = peloton("watch", "pod")
+    result = peloton("watch", "pod", "-o", "yaml")
     assert result.exit_code == 0, result.output
     flt = world.call("WatchService.Watch").request.pod_filter
     assert not flt.HasField("job_id") and not flt.pod_names and not flt.labels
@@ -115,8 +117,7 @@ def test_update_get_prints_state_and_progress(peloton: Peloton, world: World) ->
     req = world.call("UpdateService.GetUpdate").request
     assert req.updateId.value == "upd-1" and not req.statusOnly
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["Update-ID", "State", "NumberTasksCompleted", "NumberTasksFailed",
-                                "NumberTasksRemaining"]
+    assert lines[0].split() == ["Update-ID", "State", "Done", "Failed", "Remaining"]
     assert lines[2].split() == ["upd-1", "ROLLING_FORWARD", "2", "1", "3"]
     as_json = json.loads(peloton("-j", "update", "get", "upd-1").stdout)
     assert as_json["updateInfo"]["status"]["state"] == "ROLLING_FORWARD"

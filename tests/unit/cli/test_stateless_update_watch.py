@@ -143,10 +143,10 @@ def test_list_streams_every_batch(peloton: Peloton) -> None:
 
 
 def test_stateless_get_unknown_is_not_found(peloton: Peloton) -> None:
-    result = peloton("job", "stateless", "get", "nope")
+    result = peloton("job", "stateless", "get", "0000dead-0000-4000-8000-000000000000")
     assert result.exit_code == ExitCode.NOT_FOUND
-    assert result.stderr.strip() == "Error: job nope not found"
-    got = yaml.safe_load(peloton("job", "stateless", "get", JOB, "--summaryonly").stdout)
+    assert result.stderr.strip() == "Error: job 0000dead-0000-4000-8000-000000000000 not found"
+    got = yaml.safe_load(peloton("job", "stateless", "get", JOB, "--summaryonly", "-o", "yaml").stdout)
     assert got["summary"]["status"]["version"]["value"] == "1-1-1"
 
 
@@ -176,8 +176,7 @@ def test_update_create_invalid_argument_from_status(peloton: Peloton, world: Wor
 
 def test_update_list_and_pause(peloton: Peloton, world: World) -> None:
     lines = peloton("update", "list", JOB).stdout.splitlines()
-    assert lines[0].split() == ["Update-ID", "State", "NumberTasksCompleted", "NumberTasksFailed",
-                                "NumberTasksRemaining"]
+    assert lines[0].split() == ["Update-ID", "State", "Done", "Failed", "Remaining"]
     assert lines[2].split() == ["upd-1", "ROLLING_FORWARD", "2", "0", "4"]
     paused = peloton("update", "pause", "upd-1", "--opaque-data", "why")
     assert paused.stdout.strip() == "Job update upd-1 paused"

@@ -44,14 +44,14 @@ def agent(world: World) -> Iterator[str]:
 
 
 def test_task_list_table_sorted_by_instance(peloton: Peloton, world: World) -> None:
-    result = peloton("task", "list", JOB)
+    result = peloton("task", "list", JOB, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split()[:3] == ["Instance", "Name", "State"]
+    assert lines[0].split()[:3] == ["Inst", "Name", "State"]
     rows = [line.split() for line in lines[2:] if line.strip()]
     assert [(r[0], r[1], r[2]) for r in rows] == [("0", "task0", "SUCCEEDED"), ("1", "task1", "FAILED"),
                                                   ("2", "task2", "RUNNING")]
-    assert rows[0][4:7] == ["2019-05-01T10:00:00Z", "00:01:05", "host-a"]
+    assert rows[0][3:7] == ["2019-05-01", "10:00:00", "00:01:05", "host-a"]
     request = world.requests("TaskManager.List")[0]
     assert (request.range.__getattribute__("from"), request.range.to) == (0, 2**31 - 1)
 
@@ -122,23 +122,24 @@ def test_pod_events_table(peloton: Peloton, world: World) -> None:
     result = peloton("pod", "events", JOB, "0", "-l", "3", "-r", "run-2")
     assert result.exit_code == 0, result.output
     assert "Mesos Task Id" in result.stdout.splitlines()[0]
-    assert f"{JOB}-0-1" in result.stdout and "started" in result.stdout
+    assert f"{JOB[:8]}-0-1" in result.stdout and "started" in result.stdout
     request = world.requests("TaskManager.GetPodEvents")[0]
     assert (request.instanceId, request.limit, request.runId) == (0, 3, "run-2")
 
 
 def test_pod_get_yaml_and_not_found(peloton: Peloton) -> None:
-    assert "POD_STATE_RUNNING" in peloton("pod", "get", f"{JOB}-0").stdout
-    missing = peloton("pod", "get", "nope-0")
+    assert "POD_STATE_RUNNING" in peloton("pod", "get", f"{JOB}-0", "-o", "yaml").stdout
+    assert "RUNNING" in peloton("pod", "get", f"{JOB}-0").stdout
+    missing = peloton("pod", "get", "0000dead-0000-4000-8000-000000000000-0")
     assert missing.exit_code == ExitCode.NOT_FOUND
-    assert missing.stderr.strip() == "Error: pod nope-0 not found"
+    assert missing.stderr.strip() == "Error: pod 0000dead-0000-4000-8000-000000000000-0 not found"
 
 
 def test_host_query_table_states_and_hostmgr_metadata(peloton: Peloton, world: World) -> None:
     result = peloton("host", "query")
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["Hostname", "IP", "State", "HostPool"]
-    assert lines[2].split() == ["host-a", "10.0.0.1", "HOST_STATE_UP", "shared"]
+    assert lines[0].split() == ["Hostname", "State", "IP", "HostPool"]
+    assert lines[2].split() == ["host-a", "UP", "10.0.0.1", "shared"]
     down = peloton("host", "query", "-s", "HOST_STATE_DOWN,DRAINING")
     assert "host-b" in down.stdout and "host-a" not in down.stdout
     assert list(world.requests("HostService.QueryHosts")[1].host_states) == [5, 3]

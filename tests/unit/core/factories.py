@@ -7,13 +7,18 @@ import itertools
 from peloton.core.model.constraints import Constraint, Label
 from peloton.core.model.host import HostOffer
 from peloton.core.model.ids import TaskId
-from peloton.core.model.resources import PortRange, ResourceKind, Resources
+from peloton.core.model.resources import PortRange, ResourceKind, Resources, to_units
 from peloton.core.model.respool import ReservationType, ResourceConfig, ResourcePoolConfig
 from peloton.core.placement.request import GangRequest, PlacementNeeds, Strategy, TaskRequest
 from peloton.core.respool.records import RmTask
 from peloton.core.states import HostState
 
 _ids = itertools.count()
+
+
+def units(*amounts: float) -> list[int]:
+    """A pool-node vector (fixed-point units) from amounts in user units; missing kinds are 0."""
+    return [to_units(a) for a in amounts] + [0] * (4 - len(amounts))
 
 
 def pool_config(name: str, parent: str = "root", *, cpu: tuple[float, float, float] = (0, 0, 1),

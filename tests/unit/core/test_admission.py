@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peloton.core.model.resources import EPSILON, Resources
+from peloton.core.model.resources import Resources, from_units
 from peloton.core.respool.admission import Admitter, refusal
 from peloton.core.respool.entitlement import compute_entitlements
 from peloton.core.respool.node import PoolNode
@@ -14,7 +13,7 @@ from peloton.core.respool.queues import QueueKind
 from peloton.core.respool.tracker import TaskTracker
 from peloton.core.respool.tree import PoolTree
 from peloton.core.states import TaskState
-from tests.unit.core.factories import pool_config, rm_task
+from tests.unit.core.factories import pool_config, rm_task, units
 
 
 def _setup(entitled: float, *, reservation: float = 0, preemption: bool = False,
@@ -22,10 +21,15 @@ def _setup(entitled: float, *, reservation: float = 0, preemption: bool = False,
     tree = PoolTree()
     node = tree.create("p", pool_config("p", cpu=(reservation, 1000, 1),
                                         controller_pct=controller_pct))
-    node.entitlement = [entitled, 0, 0, 0]
-    node.non_slack_entitlement = [entitled, 0, 0, 0]
-    node.slack_entitlement = [2.0, 0, 0, 0]
+    node.entitlement = units(entitled)
+    node.non_slack_entitlement = units(entitled)
+    node.slack_entitlement = units(2)
     return TaskTracker(tree, preemption_enabled=preemption), node
+
+
+def cpu(v: list[int]) -> float:
+    """The cpu of a node vector, in cores."""
+    return from_units(v[0])
 
 
 def _ids(gangs: list) -> list[int]:  # type: ignore[type-arg]
@@ -38,24 +42,24 @@ def test_admits_up_to_entitlement_in_priority_order() -> None:
         tracker.enqueue("p", [rm_task(1, inst=i, priority=prio)])
     admitted = tracker.admit()
     assert _ids(admitted) == [1, 3, 0]
-    assert node.alloc_total[0] == 3 and node.demand[0] == 1
+    assert cpu(node.alloc_total) == 3 and cpu(node.demand) == 1
     assert all(t.state is TaskState.READY for g in admitted for t in g.tasks)
     assert tracker.get(admitted[0].tasks[0].task_id) in node.active
 
 
-def test_head_of_line_blocking() -> None:
+def test_backfill_past_a_gang_that_does_not_fit() -> None:
     tracker, _ = _setup(3)
     tracker.enqueue("p", [rm_task(4, inst=0)])
     tracker.enqueue("p", [rm_task(1, inst=1)])
-    assert tracker.admit() == []  # the big head gang blocks the small one behind it
+    assert _ids(tracker.admit()) == [1]  # the big head gang no longer blocks (test_backfill.py)
 
 
 def test_gang_all_or_nothing() -> None:
     tracker, node = _setup(3)
     tracker.enqueue("p", [rm_task(1, inst=i) for i in range(4)])
     assert tracker.admit() == []
-    assert node.demand[0] == 4
-    node.non_slack_entitlement[0] = 4
+    assert cpu(node.demand) == 4
+    node.non_slack_entitlement = units(4)
     assert _ids(tracker.admit()) == [0, 1, 2, 3]
 
 
@@ -77,7 +81,7 @@ def test_non_preemptible_needs_reservation_and_moves_aside() -> None:
     assert _ids(admitted) == [1]
     assert node.queues is not None
     assert len(node.queues[QueueKind.NON_PREEMPTIBLE]) == 1
-    assert node.demand[0] == 3
+    assert cpu(node.demand) == 3
     gang = node.queues[QueueKind.NON_PREEMPTIBLE].peek()
     assert gang is not None and refusal(node, gang, True) is Admitter.RESERVATION
     assert refusal(node, gang, False) is None  # without preemption only entitlement counts
@@ -98,18 +102,18 @@ def test_revocable_uses_slack_entitlement() -> None:
     tracker.enqueue("p", [rm_task(1, inst=0, revocable=True)])
     tracker.enqueue("p", [rm_task(2, inst=1, revocable=True)])
     assert _ids(tracker.admit()) == [0]
-    assert node.alloc_slack[0] == 1
+    assert cpu(node.alloc_slack) == 1
     assert node.queues is not None and len(node.queues[QueueKind.REVOCABLE]) == 1
-    assert node.slack_demand[0] == 2 and node.demand[0] == 0
+    assert cpu(node.slack_demand) == 2 and cpu(node.demand) == 0
 
 
 def test_killed_tasks_leave_demand_and_gang() -> None:
     tracker, node = _setup(2)
     tracker.enqueue("p", [rm_task(1, inst=i) for i in range(3)])
     tracker.finish(next(t.task_id for t in tracker.records() if t.task_id.instance == 1))
-    assert node.demand[0] == 2
+    assert cpu(node.demand) == 2
     assert _ids(tracker.admit()) == [0, 2]
-    assert node.demand[0] == 0 and node.alloc_total[0] == 2
+    assert cpu(node.demand) == 0 and cpu(node.alloc_total) == 2
 
 
 def test_demand_aggregates_up_the_tree() -> None:
@@ -118,14 +122,14 @@ def test_demand_aggregates_up_the_tree() -> None:
     leaf = tree.create("b", pool_config("b", "a", cpu=(0, 100, 1), mem=(0, 100, 1)))
     tracker = TaskTracker(tree)
     tracker.enqueue("b", [rm_task(2, mem=10)])
-    assert tree.get("a").demand == [2, 10, 0, 0] == tree.root.demand
+    assert tree.get("a").demand == units(2, 10) == tree.root.demand
     compute_entitlements(tree, Resources(cpu=10, mem_mb=100)).apply(tree)
     tracker.admit()
-    assert tree.root.demand == [0, 0, 0, 0] and tree.root.alloc_total == [2, 10, 0, 0]
+    assert tree.root.demand == [0, 0, 0, 0] and tree.root.alloc_total == units(2, 10)
     # An unset kind has limit 0 (Peloton's default), so memory-hungry work is refused.
     tracker.enqueue("b", [rm_task(1, mem=200)])
     assert tracker.admit() == []
-    assert leaf.alloc_total == [2, 10, 0, 0]
+    assert leaf.alloc_total == units(2, 10)
 
 
 ops = st.lists(st.tuples(st.sampled_from(["enq", "kill", "admit", "done", "requeue"]),
@@ -154,12 +158,14 @@ def test_accounting_matches_records(script: list[tuple[str, int, float, bool]]) 
                 tracker.transition(rec.task_id, TaskState.PLACING)
             elif op == "requeue" and rec.state in (TaskState.READY, TaskState.PLACING):
                 tracker.transition(rec.task_id, TaskState.PENDING)
-    queued = sum(r.resources.cpu for r in tracker.records() if r.state is TaskState.PENDING)
-    held = sum(r.resources.cpu for r in tracker.records() if r.state is not TaskState.PENDING)
-    assert node.demand[0] == pytest.approx(queued)
-    assert node.alloc_total[0] == pytest.approx(held)
-    # Admission compares with Peloton's epsilon (0.1 + 0.2 fits into 0.3), so that is the slack.
-    assert node.alloc_total[0] <= 10 + EPSILON                     # never beyond entitlement
-    assert node.alloc_np[0] <= 5 + EPSILON                         # np within reservation
+    queued = sum(r.resources.units[0] for r in tracker.records()
+                 if r.state is TaskState.PENDING)
+    held = sum(r.resources.units[0] for r in tracker.records()
+               if r.state is not TaskState.PENDING)
+    # Fixed-point units: the recount is exact, and so are the bounds.
+    assert node.demand[0] == queued
+    assert node.alloc_total[0] == held
+    assert node.alloc_total[0] <= units(10)[0]                     # never beyond entitlement
+    assert node.alloc_np[0] <= units(5)[0]                         # np within reservation
     assert len(node.active) == sum(1 for r in tracker.records()
                                    if r.state is not TaskState.PENDING)

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peloton.core.model.resources import Resources
+from peloton.core.model.resources import ResourceKind, Resources, to_units
 from peloton.core.respool.entitlement import compute_entitlements
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.tree import PoolTree
-from tests.unit.core.factories import pool_config
-
-TOL = 1e-6
+from tests.unit.core.factories import pool_config, units
 
 
 def _demand(node: PoolNode, cpu: float = 0, mem: float = 0, *, revocable: bool = False) -> None:
-    node.add_demand(Resources(cpu, mem), revocable, 1.0)
+    node.add_demand(Resources(cpu, mem), revocable, 1)
 
 
 def _alloc(node: PoolNode, cpu: float = 0, mem: float = 0, *, revocable: bool = False) -> None:
     node.add_allocation(Resources(cpu, mem), revocable=revocable, preemptible=True,
-                        controller=False, sign=1.0)
+                        controller=False, sign=1)
 
 
 def _docs_tree(demands: tuple[float, float, float]) -> tuple[PoolTree, list[float]]:
@@ -34,8 +31,11 @@ def _docs_tree(demands: tuple[float, float, float]) -> tuple[PoolTree, list[floa
 
 
 def test_docs_example() -> None:
-    assert _docs_tree((10, 80, 80))[1] == pytest.approx([10, 45, 45])
-    assert _docs_tree((50, 80, 80))[1] == pytest.approx([100 / 3] * 3)
+    assert _docs_tree((10, 80, 80))[1] == [10, 45, 45]
+    # A third each: whole milli-cores, within one of 33.333..., summing to exactly 100.
+    thirds = _docs_tree((50, 80, 80))[1]
+    assert sorted(thirds) == [33.333, 33.333, 33.334]
+    assert sum(to_units(x) for x in thirds) == to_units(100)
 
 
 def test_spare_capacity_by_share_up_to_limit_and_redistributed() -> None:
@@ -44,8 +44,8 @@ def test_spare_capacity_by_share_up_to_limit_and_redistributed() -> None:
     tree.create("b", pool_config("b", cpu=(0, 100, 1)))
     table = compute_entitlements(tree, Resources(cpu=100))
     # No demand at all: spare goes by share, and what a's limit cuts goes to b.
-    assert table.get("a").total.cpu == pytest.approx(10)
-    assert table.get("b").total.cpu == pytest.approx(90)
+    assert table.get("a").total.cpu == (10)
+    assert table.get("b").total.cpu == (90)
 
 
 def test_static_reservation_held_without_demand() -> None:
@@ -54,8 +54,8 @@ def test_static_reservation_held_without_demand() -> None:
     e = tree.create("e", pool_config("e", cpu=(30, 100, 1)))
     _demand(e, 100)
     table = compute_entitlements(tree, Resources(cpu=100))
-    assert table.get("s").total.cpu == pytest.approx(30)
-    assert table.get("e").total.cpu == pytest.approx(70)
+    assert table.get("s").total.cpu == (30)
+    assert table.get("e").total.cpu == (70)
 
 
 def test_reservations_scaled_when_cluster_is_small() -> None:
@@ -63,8 +63,8 @@ def test_reservations_scaled_when_cluster_is_small() -> None:
     for name, res in (("a", 60.0), ("b", 20.0)):
         _demand(tree.create(name, pool_config(name, cpu=(res, 100, 1))), 100)
     table = compute_entitlements(tree, Resources(cpu=40))
-    assert table.get("a").total.cpu == pytest.approx(30)
-    assert table.get("b").total.cpu == pytest.approx(10)
+    assert table.get("a").total.cpu == (30)
+    assert table.get("b").total.cpu == (10)
 
 
 def test_nested_pools() -> None:
@@ -77,19 +77,19 @@ def test_nested_pools() -> None:
     _demand(y, 5)
     table = compute_entitlements(tree, Resources(cpu=100))
     # org asks 95, other nothing: org gets 95 + 2.5 spare (limit 100), other 2.5.
-    assert table.get("org").total.cpu == pytest.approx(97.5)
-    assert table.get("other").total.cpu == pytest.approx(2.5)
+    assert table.get("org").total.cpu == (97.5)
+    assert table.get("other").total.cpu == (2.5)
     # Inside org: demands 90 and 5 are met, the spare 2.5 is split by share.
-    assert table.get("x").total.cpu == pytest.approx(91.25)
-    assert table.get("y").total.cpu == pytest.approx(6.25)
+    assert table.get("x").total.cpu == (91.25)
+    assert table.get("y").total.cpu == (6.25)
 
 
 def test_apply_copies_to_nodes() -> None:
     tree, _ = _docs_tree((10, 80, 80))
     table = compute_entitlements(tree, Resources(cpu=100), Resources(cpu=7))
     table.apply(tree)
-    assert tree.get("rp1").entitlement[0] == pytest.approx(45)
-    assert tree.root.limit[0] == 100
+    assert tree.get("rp1").entitlement == units(45)
+    assert tree.root.limit == units(100)
     assert set(table) == {"root", "rp0", "rp1", "rp2"} and len(table) == 4
 
 
@@ -102,12 +102,12 @@ def test_slack_split() -> None:
     _alloc(q, 2, 100, revocable=True)       # q keeps its revocable cpu allocation
     table = compute_entitlements(tree, Resources(cpu=100, mem_mb=4000), Resources(cpu=10))
     ep, eq = table.get("p"), table.get("q")
-    assert ep.slack.mem_mb == pytest.approx(200)
-    assert ep.non_slack.mem_mb == pytest.approx(ep.total.mem_mb - 200)
-    assert ep.non_slack.cpu == pytest.approx(ep.total.cpu)
+    assert ep.slack.mem_mb == (200)
+    assert ep.non_slack.mem_mb == (ep.total.mem_mb - 200)
+    assert ep.non_slack.cpu == (ep.total.cpu)
     # Slack cpu: q keeps 2, p's revocable demand 4 is met, the last 4 split by share.
-    assert eq.slack.cpu == pytest.approx(2 + 2)
-    assert ep.slack.cpu == pytest.approx(4 + 2)
+    assert eq.slack.cpu == (2 + 2)
+    assert ep.slack.cpu == (4 + 2)
 
 
 def test_slack_cpu_scaled_when_slack_shrinks() -> None:
@@ -115,7 +115,7 @@ def test_slack_cpu_scaled_when_slack_shrinks() -> None:
     p = tree.create("p", pool_config("p", cpu=(10, 100, 1)))
     _alloc(p, 8, revocable=True)
     table = compute_entitlements(tree, Resources(cpu=100), Resources(cpu=4))
-    assert table.get("p").slack.cpu == pytest.approx(4)
+    assert table.get("p").slack.cpu == (4)
 
 
 def test_slack_spare_with_a_denormal_share_is_not_inflated() -> None:
@@ -162,34 +162,35 @@ def trees(draw: st.DrawFn) -> tuple[PoolTree, float]:
 @settings(max_examples=150, deadline=None)
 @given(trees())
 def test_entitlement_properties(case: tuple[PoolTree, float]) -> None:
+    """Invariants of one cycle, exact in fixed-point units (no tolerance anywhere)."""
     tree, capacity = case
     table = compute_entitlements(tree, Resources(cpu=capacity))
-    ent = {pid: table.get(pid).total.cpu for pid in table}
-    assert ent["root"] == capacity
+    ent = {pid: table.get(pid).total.units[0] for pid in table}
+    assert ent["root"] == to_units(capacity)
     for parent in tree.nodes():
         kids = parent.children
         if not kids:
             continue
         budget = ent[parent.pool_id]
         got = [ent[c.pool_id] for c in kids]
-        assert sum(got) <= budget + TOL                                # never above the parent
+        assert sum(got) <= budget                                       # never above the parent
         req = [min(c.limit[0], c.demand[0]) for c in kids]
         base = [c.reservation[0] if c.static[0] else min(r, c.reservation[0])
                 for c, r in zip(kids, req, strict=True)]
         for c, g in zip(kids, got, strict=True):
-            assert -TOL <= g <= c.limit[0] + TOL                       # never above the limit
-        if sum(base) <= budget + TOL:                                   # capacity allows
+            assert 0 <= g <= c.limit[0]                                 # never above the limit
+        if sum(base) <= budget:                                         # capacity allows
             for b, g in zip(base, got, strict=True):
-                assert g >= b - TOL                                     # reservation honoured
-        unmet = [i for i, (c, g, r) in enumerate(zip(kids, got, req, strict=True))
-                 if g < r - 1e-4]
-        if unmet and sum(base) <= budget + TOL:
-            assert sum(got) >= budget - 1e-4                            # work-conserving
-            levels = [(got[i] - base[i]) / kids[i].share[0] for i in unmet
-                      if kids[i].share[0] > 1e-3]
-            if levels:                                                  # share-proportional
-                top = max(levels)
-                assert min(levels) >= top - 1e-3 * max(1.0, top)
+                assert g >= b                                           # reservation honoured
+        unmet = [i for i, (g, r) in enumerate(zip(got, req, strict=True)) if g < r]
+        if unmet and sum(base) <= budget:
+            assert sum(got) == budget                                   # work-conserving, exactly
+            # Share-proportional up to the one unit rounding may move each part.
+            shared = [i for i in unmet if kids[i].share[0] > 1e-3]
+            if shared:
+                low = max((got[i] - base[i] - 1) / kids[i].share[0] for i in shared)
+                high = min((got[i] - base[i] + 1) / kids[i].share[0] for i in shared)
+                assert low <= high * (1 + 1e-9) + 1e-9
 
 
 def test_slack_capacity_as_a_number() -> None:
@@ -210,10 +211,10 @@ def test_slack_split_properties(case: tuple[PoolTree, float], slack: float,
     for parent in tree.nodes():
         if not parent.children:
             continue
-        p_slack = table.get(parent.pool_id).slack.cpu
+        p_slack = table.get(parent.pool_id).slack.units[0]
         kids = [table.get(c.pool_id) for c in parent.children]
-        assert sum(k.slack.cpu for k in kids) <= p_slack + TOL
+        assert sum(k.slack.units[0] for k in kids) <= p_slack         # exact
         for c, k in zip(parent.children, kids, strict=True):
-            assert k.non_slack.mem_mb + k.slack.mem_mb == pytest.approx(k.total.mem_mb)
-            assert k.slack.mem_mb <= c.slack_limit[1] + TOL
-            assert k.non_slack.cpu == pytest.approx(k.total.cpu)
+            assert k.non_slack + k.slack.replace(ResourceKind.CPU, 0) == k.total
+            assert k.slack.units[1] <= c.slack_limit[1]
+            assert k.non_slack.cpu == k.total.cpu

@@ -11,9 +11,9 @@ from peloton.core.model.constraints import (
     OrConstraint,
 )
 from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
-from peloton.core.model.resources import PortRange
+from peloton.core.model.resources import PortRange, to_units
 from peloton.core.placement.report import RejectCode
-from peloton.core.placement.request import Strategy
+from peloton.core.placement.request import Strategy, job_label
 from peloton.core.placement.stack import PlacementConfig, Placer
 from peloton.core.states import HostState
 from tests.unit.core.factories import gang, host, needs, task
@@ -36,17 +36,55 @@ def test_pack_is_best_fit_and_spread_is_least_loaded() -> None:
     assert sorted(_where(placer, task(spread), task(spread))) == ["h1", "h2"]  # type: ignore[type-var]
 
 
+def test_spread_job_puts_one_task_per_host() -> None:
+    # A 3-task SPREAD_JOB job on 3 hosts gets one per host, where PACK fills one host.
+    hosts = [host("h1", cpu=8), host("h2", cpu=8), host("h3", cpu=8)]
+    spread = needs(1, strategy=Strategy.SPREAD_JOB)
+    mine = (job_label("job-a"),)
+    where = _where(Placer(hosts), *(task(spread, "job-a", i, labels=mine) for i in range(3)))
+    assert sorted(where) == ["h1", "h2", "h3"]  # type: ignore[type-var]
+    assert len(set(_where(Placer(hosts), *(task(needs(1), "job-b", i) for i in range(3))))) == 1
+
+
+def test_spread_job_counts_tasks_placed_in_earlier_rounds_and_per_job() -> None:
+    placer = Placer([host("h1", cpu=8), host("h2", cpu=4), host("h3", cpu=2)])
+    spread = needs(1, strategy=Strategy.SPREAD_JOB)
+    a, b = (job_label("job-a"),), (job_label("job-b"),)
+    first = _where(placer, task(spread, "job-a", 0, labels=a))
+    rest = [_where(placer, task(spread, "job-a", i, labels=a))[0] for i in (1, 2)]
+    assert sorted(first + rest) == ["h1", "h2", "h3"]  # type: ignore[type-var]
+    # More tasks than hosts: evenly, the fewest of the job's tasks first.
+    more = [_where(placer, task(spread, "job-a", i, labels=a))[0] for i in (3, 4)]
+    assert len(set(more)) == 2
+    # Another job's tasks do not count against this one: it starts on the emptiest host.
+    assert _where(placer, task(spread, "job-b", 0, labels=b)) == ["h1"]
+
+
+def test_every_host_has_its_hostname_as_a_label() -> None:
+    hosts = [host("h1", labels=(Label("zone", "a"),)), host("h2", labels=(Label("zone", "a"),))]
+    on_h2 = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("hostname", "h2"), 1)
+    assert _where(Placer(hosts), task(needs(1, constraint=on_h2))) == ["h2"]
+    not_h1 = LabelConstraint(LabelKind.HOST, Condition.LESS_THAN, Label("hostname", "h1"), 1)
+    both = AndConstraint((not_h1, ZONE_A))
+    assert _where(Placer(hosts), task(needs(1, constraint=both))) == ["h2"]
+    nowhere = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("hostname", "h9"), 1)
+    placer = Placer(hosts)
+    plan = placer.place([gang(task(needs(1, constraint=nowhere)))])
+    report = plan.unplaced[0].report
+    assert report.hosts_fit == 0 and "hostname" in str(report)
+
+
 def test_resources_debited_within_a_batch() -> None:
     placer = Placer([host("h", cpu=4, mem=1000)])
     n = needs(1, mem=400)
     assert _where(placer, task(n), task(n), task(n)) == ["h", "h", None]
-    assert placer.index.by_name["h"].mem == 200
+    assert placer.index.by_name["h"].free().mem_mb == 200
 
 
 def test_revocable_uses_slack_cpu() -> None:
     placer = Placer([host("h", cpu=0.5, rcpu=4)])
     assert _where(placer, task(needs(2, revocable=True)), task(needs(2))) == ["h", None]
-    assert placer.index.by_name["h"].rcpu == 2
+    assert placer.index.by_name["h"].rcpu == to_units(2)
 
 
 def test_ports_assigned_from_ranges() -> None:
@@ -84,7 +122,7 @@ def test_host_constraints_and_or_and_not_applicable() -> None:
     assert _where(Placer(hosts), task(needs(1, constraint=both))) == ["a1"]
     nowhere = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("zone", "z"), 1)
     plan = Placer(hosts).place([gang(task(needs(1, constraint=nowhere)))])
-    assert str(plan.unplaced[0].report) == "0 of 3 hosts fit: 3 constraint host:zone=z == 1"
+    assert str(plan.unplaced[0].report) == "0 of 3 hosts fit: 3 lack label zone=z"
 
 
 def test_at_most_one_per_host_counts_batch_and_existing_tasks() -> None:
@@ -125,7 +163,7 @@ def test_gang_all_or_nothing_with_rollback() -> None:
     notes = {u.report.note for u in plan.unplaced}
     assert "" in notes and any("could not be placed" in n for n in notes)
     h1 = placer.index.by_name["h1"]
-    assert h1.cpu == 2 and h1.ports.free == 2  # rolled back
+    assert h1.free().cpu == 2 and h1.ports.free == 2  # rolled back
     # The capacity freed by the rollback is usable by the next gang in the same call.
     plan = placer.place([g, gang(task(needs(2)))])
     assert [p.hostname for p in plan.placed] == ["h1"]
@@ -136,7 +174,8 @@ def test_release_and_host_updates() -> None:
     req = task(needs(2, ports=2))
     (placed,) = placer.place([gang(req)]).placed
     placer.release(placed, req)
-    assert placer.index.by_name["h"].cpu == 2 and placer.index.by_name["h"].ports.free == 3
+    assert placer.index.by_name["h"].free().cpu == 2
+    assert placer.index.by_name["h"].ports.free == 3
     placer.index.upsert(host("h", cpu=1))
     placer.index.upsert(host("h2", cpu=3))
     assert _where(placer, task(needs(2))) == ["h2"]

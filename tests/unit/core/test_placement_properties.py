@@ -67,7 +67,7 @@ def test_matches_brute_force(hosts: list[HostOffer], tasks: list[TaskRequest]) -
         else:
             assert not plan.placed and plan.unplaced[0].report.hosts_fit == 0
     for h in placer.index.records():
-        assert min(h.cpu, h.mem, h.disk, h.gpu, h.rcpu) >= -EPSILON  # fits are epsilon-tolerant
+        assert min(h.cpu, h.mem, h.disk, h.gpu, h.rcpu) >= 0  # exact fixed-point units
 
 
 @settings(max_examples=80, deadline=None)

@@ -19,7 +19,7 @@ from peloton.core.preemption import (
 from peloton.core.respool.tracker import TaskTracker
 from peloton.core.respool.tree import PoolTree
 from peloton.core.states import TaskState as S
-from tests.unit.core.factories import pool_config, rm_task
+from tests.unit.core.factories import pool_config, rm_task, units
 
 
 @dataclass
@@ -59,15 +59,15 @@ def test_greedy_skips_useless_victims_and_splits_slack() -> None:
 def test_counter_needs_sustained_over_allocation() -> None:
     tree = PoolTree()
     node = tree.create("p", pool_config("p", cpu=(0, 100, 1)))
-    node.non_slack_entitlement = [10.0, 0, 0, 0]
+    node.non_slack_entitlement = units(10)
     tracker = TaskTracker(tree)
     tracker.recover("p", rm_task(12), S.RUNNING)
     counter = OverAllocationCounter(sustained_cycles=3)
     assert counter.observe([node]) == [] and counter.observe([node]) == []
     (over,) = counter.observe([node])
-    assert over.non_slack_excess.cpu == pytest.approx(2) and over.slack_excess.is_zero()
+    assert over.non_slack_excess.cpu == 2 and over.slack_excess.is_zero()
     assert counter.observe([node]) == []  # the streak starts again after a report
-    node.non_slack_entitlement = [20.0, 0, 0, 0]
+    node.non_slack_entitlement = units(20)
     counter.observe([node])
     assert counter.counts == {}  # back under: the streak resets
     with pytest.raises(ValueError):

@@ -11,13 +11,13 @@ from peloton.core.errors import (
     InvalidArgument,
     NotFound,
 )
-from peloton.core.model.resources import ResourceKind, Resources
+from peloton.core.model.resources import ResourceKind, Resources, to_units
 from peloton.core.model.respool import ResourceConfig, ResourcePool, ResourcePoolConfig
 from peloton.core.respool.tracker import TaskTracker
 from peloton.core.respool.tree import PoolTree
 from peloton.core.respool.validation import parse_kind
 from peloton.core.states import TaskState
-from tests.unit.core.factories import pool_config, rm_task
+from tests.unit.core.factories import pool_config, rm_task, units
 
 
 @pytest.fixture
@@ -51,10 +51,10 @@ def test_derived_limits() -> None:
     t = PoolTree()
     node = t.create("p", pool_config("p", cpu=(10, 20, 1), mem=(100, 200, 1),
                                      controller_pct=50))
-    assert node.slack_limit == [0.0, 20.0, 0.0, 0.0]  # 20% of mem reservation, cpu pinned at 0
-    assert node.controller_limit == [5.0, 50.0, 0.0, 0.0]
+    assert node.slack_limit == units(0, 20)  # 20% of mem reservation, cpu pinned at 0
+    assert node.controller_limit == units(5, 50)
     node2 = t.create("q", pool_config("q", cpu=(10, 20, 1), mem=(100, 200, 1), slack_pct=50))
-    assert node2.slack_limit[1] == 50.0
+    assert node2.slack_limit == units(0, 50)
     assert node2.controller_limit is None
 
 
@@ -126,14 +126,14 @@ def test_update_rules(tree: PoolTree) -> None:
         tree.update("a", pool_config("a", cpu=(10, 100, 1), mem=(1000, 2000, 1)))
     # An update may keep its own reservation in the sibling sum.
     tree.update("b", pool_config("b", "a", cpu=(50, 80, 1), mem=(500, 1000, 1)))
-    assert tree.get("b").reservation[0] == 50
+    assert tree.get("b").reservation[0] == to_units(50)
 
 
 def test_top_level_pools_not_bound_by_capacity() -> None:
     t = PoolTree()
     t.set_capacity(Resources(cpu=10))
     t.create("big", pool_config("big", cpu=(1000, 5000, 1)))
-    assert t.get("big").limit[0] == 5000
+    assert t.get("big").limit[0] == to_units(5000)
 
 
 def test_delete_rules(tree: PoolTree) -> None:
@@ -157,3 +157,15 @@ def test_delete_rules(tree: PoolTree) -> None:
     tree.delete("b")
     tree.delete("a")
     assert len(tree) == 1
+
+
+def test_children_whose_thirds_round_up_still_fit_their_parent() -> None:
+    # Validation compares configs as written, with Peloton's epsilon: each child rounds
+    # to 0.042 cpu in the tree's fixed-point amounts, yet the three fit 0.125 as in Peloton.
+    t = PoolTree()
+    t.create("p", pool_config("p", cpu=(0.125, 1, 1)))
+    for name in ("a", "b", "c"):
+        t.create(name, pool_config(name, "p", cpu=(0.0416667, 1, 1)))
+    assert [t.get(n).reservation[0] for n in ("a", "b", "c")] == [42, 42, 42]
+    with pytest.raises(InvalidArgument, match="would sum to"):
+        t.create("d", pool_config("d", "p", cpu=(0.01, 1, 1)))

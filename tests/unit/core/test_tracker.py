@@ -9,14 +9,14 @@ from peloton.core.model.ids import TaskId
 from peloton.core.respool.tracker import TaskTracker
 from peloton.core.respool.tree import PoolTree
 from peloton.core.states import TaskState as S
-from tests.unit.core.factories import pool_config, rm_task
+from tests.unit.core.factories import pool_config, rm_task, units
 
 
 @pytest.fixture
 def tracker() -> TaskTracker:
     tree = PoolTree()
     node = tree.create("p", pool_config("p", cpu=(0, 100, 1)))
-    node.non_slack_entitlement = [100.0, 0, 0, 0]
+    node.non_slack_entitlement = units(100)
     return TaskTracker(tree)
 
 
@@ -33,7 +33,7 @@ def test_happy_path_frees_allocation_at_the_end(tracker: TaskTracker) -> None:
         tracker.transition(tid, state)
     rec = tracker.transition(tid, S.RUNNING, at=123.0)
     assert rec.start_time == 123.0 and rec.placement_attempts == 1
-    assert node.alloc_total[0] == 2
+    assert node.alloc_total == units(2)
     tracker.transition(tid, S.SUCCEEDED)
     assert node.alloc_total[0] == 0 and tid not in tracker and not node.active
 
@@ -51,7 +51,7 @@ def test_back_to_pending_frees_and_requeues(tracker: TaskTracker) -> None:
     node = tracker.tree.get("p")
     tracker.transition(tid, S.PLACING)
     tracker.transition(tid, S.PENDING)
-    assert node.alloc_total[0] == 0 and node.demand[0] == 3
+    assert node.alloc_total[0] == 0 and node.demand == units(3)
     (gang,) = tracker.admit()
     assert gang.tasks[0].task_id == tid
 
@@ -87,7 +87,7 @@ def test_gang_flags_must_agree_and_pool_must_be_leaf(tracker: TaskTracker) -> No
 def test_recover_running_task(tracker: TaskTracker) -> None:
     rec = tracker.recover("p", rm_task(4, inst=1, preemptible=False), S.RUNNING, 50.0)
     node = tracker.tree.get("p")
-    assert rec.state is S.RUNNING and node.alloc_total[0] == 4 and node.alloc_np[0] == 4
+    assert rec.state is S.RUNNING and node.alloc_total == units(4) and node.alloc_np == units(4)
     assert tracker.active_tasks("p") == [rec]
     with pytest.raises(InvalidArgument):
         tracker.recover("p", rm_task(1, inst=2), S.PENDING)

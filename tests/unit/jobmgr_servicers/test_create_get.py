@@ -48,14 +48,15 @@ def test_get_job_by_version_and_summary(cluster: Cluster) -> None:
     with pytest.raises(grpc.RpcError) as err:
         cluster.jobs.GetJob(svc.GetJobRequest(job_id=job_id(jid), version={"value": "9-0-0"}),
                             timeout=10)
-    assert err.value.code() is grpc.StatusCode.NOT_FOUND
-    assert "no configuration version 9" in err.value.details()
+    assert err.value.code() is grpc.StatusCode.NOT_FOUND   # Peloton's text names the job
+    assert err.value.details() == (f"fail to get job spec: code:not-found message:Job config "
+                                   f"not found {jid}")
 
 
 def test_get_job_errors(cluster: Cluster) -> None:
-    with pytest.raises(grpc.RpcError) as err:
+    with pytest.raises(grpc.RpcError) as err:  # an id that is not a UUID names no job
         get(cluster, "not-a-uuid")
-    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT and "job_id" in err.value.details()
+    assert err.value.code() is grpc.StatusCode.NOT_FOUND and "not-a-uuid" in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
         get(cluster, "6c5b6d6e-1f0a-4c47-9a43-2b0f3c9f0a11")
     assert err.value.code() is grpc.StatusCode.NOT_FOUND

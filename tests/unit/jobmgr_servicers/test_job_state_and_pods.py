@@ -93,7 +93,7 @@ def test_stop_start_restart_pod(cluster: Cluster) -> None:
     with pytest.raises(grpc.RpcError) as err:
         cluster.pods.StopPod(pod_svc.StopPodRequest(pod_name={"value": "nope-1"}), timeout=10)
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert "pod_name" in err.value.details()
+    assert err.value.details() == "invalid pelotonTaskID nope-1"  # Peloton's text
 
 
 def _on_run(c: Cluster, pod_id: str) -> bool:
@@ -148,7 +148,8 @@ def test_pod_cache_refresh_and_pending_reason(cluster: Cluster) -> None:
     with pytest.raises(grpc.RpcError) as err:
         cluster.pods.BrowsePodSandbox(pod_svc.BrowsePodSandboxRequest(pod_name=_name(jid, 1)),
                                       timeout=10)
-    assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+    assert (err.value.code(), err.value.details()) == (grpc.StatusCode.ABORTED,
+                                                       "pod has not been run")  # as Peloton
     cluster.rm.auto_place = True
     wait_running(cluster, jid, 2)
     cache_job = cluster.jobs.GetJobCache(svc.GetJobCacheRequest(job_id=job_id(jid)), timeout=10)

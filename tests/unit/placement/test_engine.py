@@ -148,7 +148,7 @@ def test_at_most_one_instance_per_host(store: Store, clock: FakeClock,
     assert set(where.values()) == {1}
     left = [t for t in ts if state_of(rm, t) is S.READY]
     assert len(left) == 2
-    assert "task constraint" in rm.pending_reasons([left[0].task_id])[left[0].task_id]
+    assert "already run a task labelled" in rm.pending_reasons([left[0].task_id])[left[0].task_id]
 
 
 def test_host_manager_failure_returns_the_tasks(store: Store, clock: FakeClock,

@@ -71,11 +71,11 @@ def job_id() -> str:
 def tasks(n: int, cpu: float = 1.0, *, job: str | None = None, start: int = 0, run: int = 1,
           priority: int = 0, preemptible: bool = True, gpu: float = 0.0, mem: float = 0.0,
           labels: tuple[Label, ...] = (), constraint: Constraint | None = None,
-          strategy: Strategy = Strategy.PACK) -> list[RmTask]:
+          strategy: Strategy = Strategy.PACK, revocable: bool = False) -> list[RmTask]:
     """`n` tasks of one job sharing one needs value."""
     job = job or job_id()
     needs = PlacementNeeds(Resources(cpu, mem, 0.0, gpu), constraint=constraint,
-                           strategy=strategy)
+                           strategy=strategy, revocable=revocable)
     return [RmTask(TaskRequest(TaskId(job, start + i), needs, labels), run, priority,
                    preemptible) for i in range(n)]
 

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from peloton.core.model.resources import EPSILON
+from peloton.api.convert.v0_respool import respool_info_to_v0
+from peloton.core.model.resources import ZERO
 from peloton.core.states import TaskState
 from peloton.resmgr.app import ResourceManager
 from peloton.storage import Store
@@ -31,7 +32,7 @@ def allocated_within_entitlement(rm: ResourceManager) -> bool:
     for leaf in rm.book.tracker.tree.leaves():
         for k in range(4):
             used = leaf.alloc_total[k] - leaf.alloc_slack[k]
-            if used > leaf.non_slack_entitlement[k] + EPSILON:
+            if used > leaf.non_slack_entitlement[k]:
                 return False
     return True
 
@@ -56,6 +57,27 @@ def test_elastic_pool_admits_up_to_its_limit(rm: ResourceManager,
     assert rm.loops.admit_once() == 2
     assert allocated_within_entitlement(rm)
     assert sum(state_of(rm, t) is S.PENDING for t in ts) == 2
+
+
+def test_allocation_is_exactly_zero_after_tenths_of_a_cpu_end(
+        rm: ResourceManager, hostmgr: FakeHostManager) -> None:
+    # In floats, ten 0.1-cpu tasks admitted and finished left 2.7755575615628914e-17.
+    pool = make_pool(rm, "a", cpu=(0, 8), mem=(0, 1000))
+    ts = tasks(10, cpu=0.1, mem=0.1) + tasks(3, cpu=0.7, mem=0.3)
+    rm.enqueue_gangs(pool, singles(ts))
+    runs = run_all(rm, hostmgr)
+    view = rm.pools.get(pool)
+    assert view.allocation.cpu == 3.1 and view.allocation.mem_mb == 1.9   # exact sums
+    for run in runs:
+        hostmgr.finish(run)
+    rm.loops.events_once(0)
+    view = rm.pools.get(pool)
+    assert view.allocation == ZERO and view.demand == ZERO
+    info = respool_info_to_v0(pool, view.config, path=view.path, allocation=view.allocation,
+                              slack=view.slack_allocation)
+    assert [(u.kind, u.allocation, u.slack) for u in info.usage] == [
+        ("cpu", 0.0, 0.0), ("memory", 0.0, 0.0), ("disk", 0.0, 0.0), ("gpu", 0.0, 0.0)]
+    assert rm.book.tracker.tree.root.alloc_total == [0, 0, 0, 0]
 
 
 def test_static_reservation_is_held_even_when_idle(rm: ResourceManager) -> None:
@@ -155,9 +177,51 @@ def test_pending_reasons_name_the_admitter(rm: ResourceManager,
     rm.loops.admit_once()
     reasons = rm.pending_reasons([t.task_id for t in pre + np])
     assert reasons[pre[0].task_id] == "admitted, waiting for placement"
-    assert reasons[pre[2].task_id] == ("pool /a is at its entitlement: cpu 1 needed, "
-                                       "2 of 2 entitled in use")
-    assert reasons[np[1].task_id] == ("pool /b: non-preemptible tasks run only within the "
-                                      "reservation: cpu 1 needed, 1 of 1 reserved in use")
+    assert reasons[pre[2].task_id] == (
+        "waiting for admission in pool /a (1st of 1 queued): the pool is at its entitlement: "
+        "needs 1 cpu, 2 of its 2 cpu entitled in use")
+    assert reasons[np[1].task_id] == (
+        "waiting for admission in pool /b (1st of 1 queued): non-preemptible tasks run only "
+        "within the pool's reservation: needs 1 cpu, 1 of its 1 cpu reserved in use")
     run_all(rm, hostmgr)
     assert pre[0].task_id not in rm.pending_reasons([pre[0].task_id])  # running: no reason
+
+
+def test_the_readme_scenario_backfills_and_explains_in_rounded_numbers(
+        rm: ResourceManager, hostmgr: FakeHostManager, clock: FakeClock) -> None:
+    """Issue 13: a 500-cpu job (pool limit 4, 16-cpu cluster) queued anyway, then a 3-cpu
+    job and small ones: the small ones run, the big ones say why in words."""
+    pool = make_pool(rm, "DefaultResPool", cpu=(1, 4))
+    big, mid = tasks(1, 500), tasks(1, 17)
+    small = tasks(5, 0.1)
+    rm.enqueue_gangs(pool, singles(big + mid + small))
+    rm.refresh_capacity()
+    rm.loops.admit_once()
+    assert [state_of(rm, t) for t in small] == [TaskState.READY] * 5
+    reasons = rm.pending_reasons([big[0].task_id, mid[0].task_id])
+    assert reasons[big[0].task_id] == (
+        "waiting for admission in pool /DefaultResPool (1st of 2 queued): needs 500 cpu, more "
+        "than the pool may use now (4 cpu; its limit is 4 cpu, the cluster has 16 cpu); it "
+        "waits until the pool may use more")
+    assert "e-" not in reasons[mid[0].task_id] and "0.5" not in reasons[mid[0].task_id]
+
+
+def test_an_aged_gang_reserves_room_and_the_others_say_so(
+        rm: ResourceManager, hostmgr: FakeHostManager, clock: FakeClock) -> None:
+    pool = make_pool(rm, "p", cpu=(4, 4))
+    first = tasks(1, 3)
+    rm.enqueue_gangs(pool, singles(first))
+    rm.refresh_capacity()
+    rm.loops.admit_once()
+    big = tasks(1, 2)
+    rm.enqueue_gangs(pool, singles(big))
+    rm.loops.admit_once()                       # refused now (1 cpu free)
+    clock.advance(rm.config.backfill_reserve_after + 1)
+    small = tasks(1, 1)
+    rm.enqueue_gangs(pool, singles(small))
+    rm.loops.admit_once()
+    assert state_of(rm, small[0]) is TaskState.PENDING   # 1 cpu free, kept for the big one
+    why = rm.pending_reasons([big[0].task_id, small[0].task_id])
+    assert "holds a reservation" in why[big[0].task_id]
+    assert "room is kept for an older gang" in why[small[0].task_id]
+    assert "needs 2 cpu" in why[small[0].task_id]

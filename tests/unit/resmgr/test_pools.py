@@ -39,7 +39,7 @@ def test_create_lookup_and_tree_shape(rm: ResourceManager) -> None:
     rm.validate_pool(batch)
     with pytest.raises(InvalidArgument) as exc:
         rm.validate_pool(org)
-    assert exc.value.field == "respoolID" and "not a leaf" in exc.value.message
+    assert exc.value.field == "respoolID" and "non leaf" in exc.value.message
     with pytest.raises(InvalidArgument):
         rm.validate_pool(ROOT_POOL_ID)
     with pytest.raises(NotFound):
@@ -179,3 +179,37 @@ def test_calls_before_start_are_unavailable(store: Store, hostmgr: FakeHostManag
         rm.validate_pool("x")
     with pytest.raises(Unavailable):
         rm.dequeue_gangs(10, 0)
+
+
+def test_validate_pool_refuses_a_need_beyond_the_limits_on_its_path(rm: ResourceManager) -> None:
+    from peloton.core.model.resources import Resources
+
+    org = make_pool(rm, "org", cpu=(2, 4))
+    leaf = make_pool(rm, "leaf", org, cpu=(1, 4))
+    rm.validate_pool(leaf, Resources(cpu=4))
+    with pytest.raises(InvalidArgument) as exc:
+        rm.validate_pool(leaf, Resources(cpu=500))
+    assert exc.value.field == "resources.cpu"
+    assert "500 cpu" in exc.value.message and "/org/leaf" in exc.value.message
+    assert "4 cpu, its limit" in exc.value.message
+
+
+def test_pool_status_shows_entitlement_demand_queue_and_limits_above_capacity(
+        store: Store, hostmgr: FakeHostManager, clock: FakeClock) -> None:
+    from peloton.api.gen.pelotonpy.ext import capacity_pb2
+    from peloton.resmgr.servicers import PoolStatusServicer
+
+    rm = make_rm(store, hostmgr, clock)  # four 4-cpu hosts: 16 cpus
+    pool = make_pool(rm, "big", cpu=(2, 100))
+    rm.enqueue_gangs(pool, singles(tasks(3, 7.0)))
+    rm.refresh_capacity()
+    rm.loops.admit_once()
+    status = PoolStatusServicer(lambda: rm.pools, lambda: (rm.capacity, rm.slack_cpu)) \
+        .ListPoolStatus(capacity_pb2.ListPoolStatusRequest(), None)
+    assert status.cluster_capacity.cpu == 16
+    big = next(p for p in status.pools if p.path == "/big")
+    assert big.leaf and big.limit.cpu == 100 and list(big.limit_above_capacity)[:1] == ["cpu"]
+    assert big.allocation.cpu == 14 and big.demand.cpu == 7
+    assert (big.queued_gangs, big.queued_tasks) == (1, 1)
+    root = next(p for p in status.pools if p.path == "/")
+    assert root.limit.cpu == 16 and not root.limit_above_capacity

@@ -20,7 +20,7 @@ from peloton.core.model.constraints import (
     OrConstraint,
 )
 from peloton.core.model.job import JobRuntime, JobSpec
-from peloton.core.model.resources import PortRange
+from peloton.core.model.resources import PortRange, Resources
 from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.states import HealthState, JobState, TaskState
@@ -37,8 +37,10 @@ runtimes = st.builds(
     exit_code=st.none() | st.integers(-255, 255), healthy=st.sampled_from(HealthState),
     update_time=FLOATS, revision=st.integers(0, 2**62), message=TEXT)
 
-leaves = st.builds(LabelConstraint, st.sampled_from(LabelKind), st.sampled_from(Condition),
-                   st.builds(Label, TEXT, TEXT), st.integers(0, 10))
+leaves = st.builds(LabelConstraint, st.sampled_from([LabelKind.TASK, LabelKind.HOST]),
+                   st.sampled_from(Condition), st.builds(Label, TEXT, TEXT), st.integers(0, 10)) | \
+    st.builds(LabelConstraint, st.just(LabelKind.DOMAIN), st.just(Condition.LESS_THAN),
+              st.builds(Label, TEXT, TEXT), st.integers(0, 10), domain=TEXT.filter(bool))
 constraints = st.recursive(
     leaves, lambda kids: st.builds(AndConstraint, st.lists(kids, max_size=3).map(tuple))
     | st.builds(OrConstraint, st.lists(kids, max_size=3).map(tuple)), max_leaves=6)
@@ -77,6 +79,30 @@ def test_encoding_is_canonical() -> None:
     a = JobRuntime(creation_time=5, task_stats={TaskState.RUNNING: 1, TaskState.PENDING: 2})
     b = JobRuntime(creation_time=5.0, task_stats={TaskState.PENDING: 2, TaskState.RUNNING: 1})
     assert codec.to_json(a) == codec.to_json(b)
+
+
+def test_resources_are_stored_as_the_same_four_floats() -> None:
+    # Resources holds fixed-point integers but keeps its stored shape: the floats of the
+    # user's units, under the field names it had when it held floats.
+    spec = TaskSpec(resources=Resources(cpu=0.1, mem_mb=0.1, disk_mb=10, gpu=0.5))
+    data = json.loads(codec.to_json(spec))
+    assert data["resources"] == {"cpu": 0.1, "mem_mb": 0.1, "disk_mb": 10.0, "gpu": 0.5}
+    # A row written before the change (exactly this spelling) reads back as the same value.
+    old = '{"resources": {"cpu": 0.3, "mem_mb": 128.0, "disk_mb": 0.0, "gpu": 0.0}}'
+    assert codec.from_json(TaskSpec, old, "x").resources == Resources(cpu=0.3, mem_mb=128)
+    assert codec.from_json(TaskSpec, '{"resources": {"cpu": 2}}', "x").resources.cpu == 2.0
+    with pytest.raises(DataCorruption, match="Resources"):
+        codec.from_json(TaskSpec, '{"resources": {"cpu": "two"}}', "x")
+
+
+@given(st.floats(0, 1e9, allow_nan=False))
+def test_stored_resource_floats_read_back_the_same(x: float) -> None:
+    once = codec.from_json(TaskSpec, codec.to_json(TaskSpec(resources=Resources(cpu=x, mem_mb=x))),
+                           "x")
+    again = codec.from_json(TaskSpec, codec.to_json(once), "x")
+    assert codec.to_json(once) == codec.to_json(again)
+    assert once.resources == again.resources
+    assert abs(once.resources.cpu - x) <= 0.0005 * (1 + 1e-9)   # thousandths, like Mesos
 
 
 def test_unknown_keys_are_ignored_and_missing_optional_fields_default() -> None:

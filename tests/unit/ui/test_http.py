@@ -41,10 +41,30 @@ def test_static_file(ui: Ui, name: str) -> None:
 
 
 @pytest.mark.parametrize("path", ["/static/../http.py", "/static/%2e%2e/http.py", "/static/js/nope.js",
-                                  "/static/render.py", "/nowhere", "/jobs/a/b/c"])
+                                  "/static/render.py"])
 def test_anything_else_is_a_json_404(ui: Ui, path: str) -> None:
     answer = ui.get(path)
     assert answer.status == 404 and answer.data["error"] == "not_found"
+
+
+@pytest.mark.parametrize("path", ["/nowhere", "/jobs/a/b/c"])
+def test_an_unknown_page_is_the_shell_with_a_404_its_script_turns_into_a_not_found_page(
+        ui: Ui, path: str) -> None:
+    answer = ui.get(path)
+    assert answer.status == 404 and answer.headers["content-type"].startswith("text/html")
+    assert b'src="/static/js/main.js"' in answer.body
+
+
+def test_the_api_index_lists_every_route_with_what_it_is_for(ui: Ui) -> None:
+    from ui import api_index
+
+    answer = ui.get("/ui/api/")
+    routes = answer.data["routes"]
+    paths = {f"{r['method']} {r['path']}" for r in routes}
+    assert "GET /ui/api/jobs/<job>/explain" in paths and "GET /ui/api/hosts" in paths
+    assert "POST /ui/api/jobs/<job>/(stop|start|restart)" in paths
+    assert all(r["what"] for r in routes), [r for r in routes if not r["what"]]
+    assert paths == set(api_index.HELP)
 
 
 def test_unknown_api_route_and_wrong_method(ui: Ui) -> None:

@@ -118,3 +118,21 @@ def test_task_out_of_range_is_400_with_the_valid_range(ui: Ui) -> None:
     answer = ui.get(f"/ui/api/jobs/{fakes.JOB}/tasks/7")
     assert answer.status == 400
     assert answer.data["message"] == f"instance out of range for job {fakes.JOB}: valid instances are 0..2"
+
+
+def test_job_detail_carries_the_explain_story_and_task_detail_the_jobs_name(ui: Ui) -> None:
+    data = ui.get(f"/ui/api/jobs/{fakes.JOB}").data
+    story = data["explain"]
+    assert story["job_id"] == fakes.JOB and story["name"] == "hello"
+    assert story["waiting"] == []  # the fake's tasks carry no waiting reason
+    assert story["lines"][0].startswith(f"Job {fakes.JOB} (hello)")
+    assert ui.get(f"/ui/api/jobs/{fakes.JOB}/explain").data["job_id"] == fakes.JOB
+    task = ui.get(f"/ui/api/jobs/{fakes.JOB}/tasks/1").data
+    assert task["job_name"] == "hello"
+
+
+def test_a_malformed_job_id_is_400_before_anything_is_asked(ui: Ui) -> None:
+    before = len(ui.world.calls)
+    answer = ui.get("/ui/api/jobs/not-a-job")
+    assert answer.status == 400 and "is not a job id" in answer.data["message"]
+    assert len(ui.world.calls) == before

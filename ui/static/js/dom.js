@@ -145,7 +145,7 @@ export function region(el) {
     const key = document.activeElement && el.contains(document.activeElement)
       ? document.activeElement.getAttribute('data-key') : null;
     const out = render(data);
-    el.replaceChildren(...(Array.isArray(out) ? out : [out]).filter((n) => n));
+    el.replaceChildren(...(Array.isArray(out) ? out : [out]).flat(Infinity).filter((n) => n));
     if (key) {
       const again = el.querySelector(`[data-key="${CSS.escape(key)}"]`);
       if (again) again.focus();

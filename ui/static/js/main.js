@@ -1,7 +1,9 @@
 // The page shell's router and refresh loop. Every page is a module with
 //   title(params) -> string, api(params) -> JSON path to poll, mount(main, params) -> update(data)
 // The loop polls the page's API path every few seconds (the server's --refresh setting), one read
-// at a time, slower while the tab is hidden, and at once after any action.
+// at a time, slower while the tab is hidden, and at once after any action. A path no page
+// serves, and a page whose job or task does not exist (or whose id is malformed), show a
+// "not found" page and stop polling: asking again cannot make them exist.
 
 import {onActionDone} from './actions.js';
 import {getJSON} from './api.js';
@@ -43,12 +45,21 @@ function showError(err) {
   banner.hidden = false;
 }
 
+function notFound(main, what) {
+  document.title = 'Not found · Peloton';
+  main.replaceChildren(h('section', {class: 'panel not-found', 'data-not-found': 'true'},
+    h('h1', {}, 'Not found'), h('p', {}, what),
+    h('p', {}, 'Go to the ', h('a', {href: '/'}, 'overview'), ' or the ', h('a', {href: '/jobs'}, 'jobs'),
+      '; scripts can start from the ', h('a', {href: '/ui/api/'}, 'JSON API index'), '.')));
+  statusEl.textContent = '';
+  document.body.dataset.loaded = 'true';
+}
+
 function start() {
   const found = route();
   const main = document.getElementById('main');
   if (!found) {
-    main.replaceChildren();
-    showError({message: `No page at ${location.pathname}`, kind: 'not_found'});
+    notFound(main, `No page at ${location.pathname}.`);
     return;
   }
   const {page, nav, params} = found;
@@ -59,9 +70,11 @@ function start() {
   let update = null;
   let timer = 0;
   let generation = 0;
+  let stopped = false;
 
   async function tick() {
     clearTimeout(timer);
+    if (stopped) return;
     const mine = ++generation;
     try {
       const data = await getJSON(page.api(params));
@@ -76,6 +89,13 @@ function start() {
       document.body.dataset.loaded = 'true';
     } catch (err) {
       if (mine !== generation) return;
+      if (err.kind === 'not_found' || (err.kind === 'invalid_argument' && params.job !== undefined)) {
+        stopped = true; // no more polling: the page's subject does not exist
+        generation += 1;
+        banner.hidden = true;
+        notFound(main, err.message);
+        return;
+      }
       showError(err);
       if (!update) main.replaceChildren(h('p', {class: 'placeholder'}, 'This page could not be loaded.'));
       statusEl.textContent = 'Update failed; retrying';

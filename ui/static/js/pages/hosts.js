@@ -3,7 +3,7 @@
 
 import {actionButton} from '../actions.js';
 import {seg} from '../api.js';
-import {badge, counts, h, region, table} from '../dom.js';
+import {amount, badge, counts, h, region, table} from '../dom.js';
 
 const HOST_STATES = ['UP', 'DRAINING', 'DRAINED', 'DOWN'];
 
@@ -23,6 +23,21 @@ function maintenance(host) {
   return '';
 }
 
+function used(cap, kind) {
+  if (!cap) return '';
+  if (kind === 'gpu' && !cap.total.gpu) return '';
+  return h('span', {class: 'amounts', 'data-kind': kind},
+    `${amount(kind, cap.allocated[kind])} / ${amount(kind, cap.total[kind])}`);
+}
+
+function totals(cluster) {
+  if (!cluster) return null;
+  const kinds = ['cpu', 'memory', 'disk', 'gpu'].filter((k) => k !== 'gpu' || cluster.total.gpu);
+  return h('p', {class: 'muted', 'data-cluster': 'true'}, 'Cluster (UP hosts): ',
+    kinds.map((k) => `${k} ${amount(k, cluster.allocated[k])} of ${amount(k, cluster.total[k])}`).join(', '),
+    ' allocated.');
+}
+
 export default {
   title: () => 'Hosts',
   api: (params) => {
@@ -39,11 +54,15 @@ export default {
     main.append(h('h1', {id: 'hosts-title'}, 'Hosts'), form, list);
     const draw = region(list);
     return (data) => draw(data, (d) => [
-      counts(d.by_state, 'hosts'),
-      table([{title: 'Host'}, {title: 'IP'}, {title: 'State'}, {title: 'Goal'}, {title: 'Host pool'},
-        {title: 'Labels'}, {title: 'Maintenance'}],
+      counts(d.by_state, 'hosts'), totals(d.cluster),
+      table([{title: 'Host'}, {title: 'IP'}, {title: 'State'}, {title: 'CPU', num: true},
+        {title: 'Memory', num: true}, {title: 'Disk', num: true}, {title: 'GPU', num: true},
+        {title: 'Tasks', num: true}, {title: 'Goal'}, {title: 'Host pool'}, {title: 'Labels'},
+        {title: 'Maintenance'}],
       d.hosts.map((host) => [h('span', {'data-host': host.hostname}, host.hostname), host.ip, badge(host.state),
+        used(host.capacity, 'cpu'), used(host.capacity, 'memory'), used(host.capacity, 'disk'),
+        used(host.capacity, 'gpu'), host.capacity ? String(host.capacity.tasks) : '',
         host.goal_state, host.pool, host.labels.map((l) => `${l.key}=${l.value}`).join(', '), maintenance(host)]),
-      'No hosts match.')]);
+      'No hosts match.', 'Each resource: allocated / total on the host.')]);
   },
 };

@@ -1,5 +1,7 @@
-// Job: what it asks for, how it is doing, its tasks, its current workflow (with pause, resume and
-// abort) and the workflows before it. Stop, start and restart act on every instance.
+// Job: what it asks for, how it is doing, why its waiting tasks wait (the explain story: pool
+// entitlement and queue, cluster capacity, each group of tasks' reason), its tasks, its current
+// workflow (with pause, resume and abort) and the workflows before it. Stop, start and restart
+// act on every instance.
 
 import {actionButton} from '../actions.js';
 import {seg} from '../api.js';
@@ -84,6 +86,40 @@ function workflow(d) {
   ];
 }
 
+function why(x) {
+  if (!x.waiting.length) return [];
+  const pool = x.pool || {};
+  const cluster = x.cluster || {};
+  const items = [];
+  if (pool.path) {
+    items.push(['Pool', `${pool.path}: entitled to ${pool.entitlement} now; allocated ${pool.allocation}; ` +
+      `queued demand ${pool.demand} (${pool.queued_tasks} tasks queued)`]);
+    if (pool.limit_above_capacity.length) {
+      items.push(['Note', `its ${pool.limit_above_capacity.join(', ')} limit is above what the cluster has`]);
+    }
+    if (pool.reserved_for) items.push(['Backfill', `${pool.reserved_for} holds a reservation`]);
+  }
+  if (cluster.total) {
+    items.push(['Cluster', `${cluster.hosts_up} UP host(s): ${cluster.total} in all, ${cluster.allocated} ` +
+      `allocated${cluster.largest ? `; largest ${cluster.largest.hostname} (${cluster.largest.total})` : ''}`]);
+  }
+  return [h('h2', {id: 'why-title'}, 'Why tasks wait'), facts(items),
+    h('ul', {class: 'reasons'}, x.waiting.map((g) => h('li', {'data-waiting': g.instances.join(',')},
+      h('strong', {}, `${g.instances.length === 1 ? 'Instance' : 'Instances'} ${ranges(g.instances)} ` +
+        `(${g.state}): `), g.reason)))];
+}
+
+function ranges(list) {
+  const out = [];
+  for (let i = 0; i < list.length; i++) {
+    let j = i;
+    while (j + 1 < list.length && list[j + 1] === list[j] + 1) j++;
+    out.push(i === j ? String(list[i]) : `${list[i]}-${list[j]}`);
+    i = j;
+  }
+  return out.join(', ');
+}
+
 function tasks(d) {
   return [h('h2', {id: 'tasks-title'}, `Tasks (${d.tasks.length})`),
     table([{title: 'Instance', num: true}, {title: 'State'}, {title: 'Goal'}, {title: 'Host'}, {title: 'Ports'},
@@ -91,7 +127,7 @@ function tasks(d) {
     d.tasks.map((t) => [
       h('a', {href: `/jobs/${seg(d.job.id)}/tasks/${t.instance}`, 'data-key': `task-${t.instance}`}, String(t.instance)),
       badge(t.state), t.goal_state, t.host, ports(t.ports), time(t.started), since(t.started, t.completed),
-      String(t.failures), [t.message, t.reason ? ` (${t.reason})` : '']]),
+      String(t.failures), [t.message, t.reason && t.reason !== t.message ? ` (${t.reason})` : '']]),
     'This job has no tasks.')];
 }
 
@@ -108,7 +144,9 @@ export default {
   title: (params) => `Job ${params.job}`,
   api: (params) => `/ui/api/jobs/${seg(params.job)}`,
   mount(main) {
-    const parts = {header: h('div'), summary: h('div'), workflow: h('section', {class: 'panel'}),
+    const parts = {header: h('div'), summary: h('div'),
+      why: h('section', {class: 'panel why', 'aria-labelledby': 'why-title'}),
+      workflow: h('section', {class: 'panel'}),
       tasks: h('section', {class: 'panel', 'aria-labelledby': 'tasks-title'}), history: h('section', {class: 'panel'})};
     main.append(...Object.values(parts));
     const draw = Object.fromEntries(Object.entries(parts).map(([k, el]) => [k, region(el)]));
@@ -117,6 +155,8 @@ export default {
       draw.header({job: d.job, runtime: {state: d.runtime.state}}, header);
       // Each region gets only what it shows, so it is redrawn only when that changed.
       draw.summary({job: d.job, runtime: d.runtime}, summary);
+      parts.why.hidden = !d.explain.waiting.length;
+      draw.why(d.explain, why);
       draw.workflow({job: {id: d.job.id}, workflow: d.workflow}, workflow);
       draw.tasks({job: {id: d.job.id}, tasks: d.tasks}, tasks);
       draw.history({workflows: d.workflows}, history);

@@ -1,5 +1,6 @@
-// Overview: hosts, jobs and tasks by state, what the top-level pools reserve and limit against
-// what is allocated, and the pools at a glance.
+// Overview: hosts, jobs and tasks by state, the cluster's capacity (what its UP hosts have and
+// what runs on them hold), what the top-level pools reserve and limit against what is allocated
+// (a limit above the cluster's capacity is flagged), and the pools at a glance.
 
 import {amount, counts, h, meter, region, stackbar, table} from '../dom.js';
 
@@ -8,6 +9,21 @@ const KIND_NAMES = {cpu: 'CPU', memory: 'Memory', disk: 'Disk', gpu: 'GPU'};
 
 function card(title, ...body) {
   return h('section', {class: 'panel', 'aria-label': title}, h('h2', {}, title), body);
+}
+
+function capacity(d) {
+  if (!d.cluster) return null;
+  const c = d.cluster;
+  const kinds = KINDS.filter((k) => k !== 'gpu' || c.total.gpu);
+  return [
+    table([{title: 'Resource'}, {title: 'On hosts', num: true}, {title: 'Allocated on hosts', num: true}],
+      kinds.map((k) => [KIND_NAMES[k], h('span', {class: 'amounts', 'data-capacity': k}, amount(k, c.total[k])),
+        h('span', {class: 'amounts'}, amount(k, c.allocated[k]))]), '',
+      `The cluster: ${c.hosts_up} UP host(s). "Allocated" in the table below counts admitted work, ` +
+      'placed or not.'),
+    ...d.over.map((o) => h('p', {class: 'warning', 'data-over-capacity': o.path},
+      `Pool ${o.path}: its ${o.kinds.join(', ')} limit is above what the cluster has.`)),
+  ];
 }
 
 function resources(data) {
@@ -44,8 +60,9 @@ export default {
         card('Tasks', h('p', {class: 'big'}, String(Object.values(d.tasks.by_state).reduce((a, b) => a + b, 0))),
           stackbar(d.tasks.by_state), counts(d.tasks.by_state, 'tasks')),
       ]);
-      drawRes({allocation: data.allocation, reservation: data.reservation, limit: data.limit}, (d) => [
-        h('h2', {id: 'res-title'}, 'Resources'), resources(d)]);
+      drawRes({allocation: data.allocation, reservation: data.reservation, limit: data.limit,
+        cluster: data.cluster, over: data.over_capacity}, (d) => [
+        h('h2', {id: 'res-title'}, 'Resources'), ...(capacity(d) || []), resources(d)]);
       drawPools(data.pools, (pools) => [
         h('h2', {id: 'pools-title'}, 'Resource pools'),
         table([{title: 'Pool'}, {title: 'CPU allocated / limit', num: true},

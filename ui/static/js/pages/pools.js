@@ -1,5 +1,6 @@
 // Pools: the resource pool tree with, per resource kind, what each pool has allocated against its
-// reservation (guaranteed) and limit (most it may use).
+// reservation (guaranteed) and limit (most it may use); what it is entitled to now, what is
+// queued (demand, tasks) and whether a gang holds a backfill reservation there.
 
 import {amount, h, meter, region, table} from '../dom.js';
 
@@ -14,6 +15,23 @@ function cell(pool, kind) {
       `reserved, ${amount(kind, lim)} limit`)];
 }
 
+function live(p) {
+  if (!p.live) return '';
+  const e = p.live.entitlement;
+  return h('span', {class: 'amounts', 'data-entitled': p.path},
+    `${amount('cpu', e.cpu)} cpu, ${amount('memory', e.memory)}`);
+}
+
+function queued(p) {
+  if (!p.live || p.path === '/') return '';
+  const l = p.live;
+  const parts = [`${l.queued_tasks} tasks`];
+  if (l.queued_tasks) parts.push(`${amount('cpu', l.demand.cpu)} cpu, ${amount('memory', l.demand.memory)}`);
+  if (l.limit_above_capacity.length) parts.push(`limit above cluster (${l.limit_above_capacity.join(', ')})`);
+  if (l.reserved_for) parts.push(`reservation: ${l.reserved_for}`);
+  return h('span', {'data-queued': p.path}, parts.join('; '));
+}
+
 export default {
   title: () => 'Resource pools',
   api: () => '/ui/api/pools',
@@ -24,11 +42,12 @@ export default {
     return (data) => draw(data.pools, (pools) => [
       h('p', {class: 'muted'}, 'Each cell: allocated / reserved / limit. The bar fills with the allocation; ' +
         'its mark is the reservation. Memory and disk in MB or GB.'),
-      table([{title: 'Pool'}, ...KINDS.map((k) => ({title: KIND_NAMES[k]})), {title: 'Team'}],
+      table([{title: 'Pool'}, ...KINDS.map((k) => ({title: KIND_NAMES[k]})), {title: 'Entitled now'},
+        {title: 'Queued'}, {title: 'Team'}],
         pools.map((p) => [
           h('span', {style: `padding-left:${Math.max(0, p.depth - 1) * 18}px`, 'data-pool': p.path, title: p.id},
             p.path === '/' ? '/ (root: the whole cluster)' : p.name),
-          ...KINDS.map((k) => cell(p, k)), p.team]),
+          ...KINDS.map((k) => cell(p, k)), live(p), queued(p), p.team]),
         'No resource pools.')]);
   },
 };

@@ -11,7 +11,7 @@ function header(d) {
   const name = `instance ${t.instance}`;
   return [
     h('p', {class: 'breadcrumbs'}, h('a', {href: '/jobs'}, 'Jobs'), ' › ',
-      h('a', {href: `/jobs/${seg(d.job_id)}`}, d.job_id), ' › ', name),
+      h('a', {href: `/jobs/${seg(d.job_id)}`, title: d.job_id}, d.job_name || d.job_id), ' › ', name),
     h('h1', {}, `Task ${t.name || name}`, badge(t.state),
       h('div', {class: 'actions'},
         actionButton('Restart', {path: `${path}/restart`, title: `Restart ${name}?`, confirm: 'Restart',
@@ -23,13 +23,18 @@ function header(d) {
   ];
 }
 
+const WAITING = ['INITIALIZED', 'PENDING', 'READY', 'PLACING', 'PLACED', 'LAUNCHING', 'LAUNCHED'];
+
 function runtime(t) {
   const ports = Object.entries(t.ports).map(([n, p]) => `${n}=${p}`).join(', ');
-  return [h('h2', {}, 'Current run'), facts([
+  const waiting = WAITING.includes(t.state) && t.reason;
+  return [waiting ? h('p', {class: 'why', 'data-why': 'true'}, h('strong', {}, 'Why it waits: '), t.reason) : null,
+    h('h2', {}, 'Current run'), facts([
     ['State', badge(t.state)], ['Goal state', badge(t.goal_state)], ['Host', t.host], ['Ports', ports],
     ['Run', h('code', {}, t.run_id)], ['Started', time(t.started)], ['Completed', time(t.completed)],
     ['Ran for', since(t.started, t.completed)], ['Failures', String(t.failures)],
-    ['Message', t.message], ['Reason', t.reason], ['Health', t.healthy]])];
+    ['Message', t.message], ['Reason', t.reason !== t.message ? t.reason : ''],
+    ['Health', t.healthy === 'INVALID' ? '' : t.healthy]])];
 }
 
 function logPanel(name, log) {
@@ -75,7 +80,9 @@ export default {
     const drawTop = region(top), drawRun = region(run), drawEvents = region(evs);
     let lastLogs = '';
     return (d) => {
-      drawTop({job_id: d.job_id, task: {instance: d.task.instance, name: d.task.name, state: d.task.state}}, header);
+      document.title = `Task ${d.task.instance} · ${d.job_name || d.job_id} · Peloton`;
+      drawTop({job_id: d.job_id, job_name: d.job_name,
+        task: {instance: d.task.instance, name: d.task.name, state: d.task.state}}, header);
       drawRun(d.task, runtime);
       const json = JSON.stringify(d.logs);
       if (json !== lastLogs) {
