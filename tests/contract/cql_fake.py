@@ -62,6 +62,35 @@ class FakeCqlSession:
                     raise CqlRejected(f"{stmt.name}: only plain writes may be batched here")
                 self._run(stmt, list(params))
 
+    def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
+                    ) -> list[list[Row]]:
+        with self._lock:
+            return [self._cas_batch(items) for items in batches]
+
+    def _cas_batch(self, items: Sequence[tuple[Cql, Sequence[Any]]]) -> list[Row]:
+        """A conditional batch: every condition holds and all apply, or nothing does."""
+        seen = []
+        for stmt, params in items:
+            self._check(stmt, list(params))
+            if stmt.op != "update" or not stmt.if_columns:
+                raise CqlRejected(f"{stmt.name}: only UPDATE ... IF in a conditional batch here")
+            table = self._table(stmt)
+            where, rest = self._where(stmt, table, list(params)[len(stmt.columns):])
+            keys = {w.columns[0]: v for w, v in where}
+            pk, ck = self._key_of(table, keys)
+            seen.append((pk, keys, self.data[table.name].get(pk, {}).get(ck),
+                         dict(zip(stmt.if_columns, rest, strict=True))))
+        if len({pk for pk, *_ in seen}) > 1:
+            raise CqlRejected("a conditional batch must stay within one partition")
+        if all(row is not None and all(row.get(c) == v for c, v in expected.items())
+               for _pk, _keys, row, expected in seen):
+            for stmt, params in items:
+                self._run(stmt, list(params))
+            return [{"[applied]": True}]
+        found = [{"[applied]": False, **keys, **{c: row.get(c) for c in expected}}
+                 for _pk, keys, row, expected in seen if row is not None]
+        return found or [{"[applied]": False}]
+
     def truncate(self, table: str) -> None:
         with self._lock:
             self.data[table].clear()

@@ -60,6 +60,14 @@ class CassandraBase:
         """One logged batch of named writes."""
         self.s.batch([(STATEMENTS[n], p) for n, p in items])
 
+    def cas_batches(self, name: str, batches: Sequence[Sequence[Sequence[Any]]]
+                    ) -> list[list[Row]]:
+        """Conditional single-partition batches of one statement, concurrently (see CqlSession)."""
+        if not batches:
+            return []
+        stmt = STATEMENTS[name]
+        return self.s.cas_batches([[(stmt, p) for p in batch] for batch in batches])
+
     def partition_batches(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
         """Write rows of one partition in atomic single-partition batches, each at most
         BATCH_ROWS rows and (roughly) BATCH_BYTES of values; a larger row goes alone."""

@@ -79,6 +79,13 @@ class CqlSession(Protocol):
         """Apply writes as one logged batch (all eventually applied, or none)."""
         ...
 
+    def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
+                    ) -> list[list[Row]]:
+        """Run conditional batches, each within one partition, concurrently; each batch's
+        rows.  A batch applies whole or not at all: `[{"[applied]": True}]`, or one row per
+        existing row it named with `[applied]` False, its key and its condition columns."""
+        ...
+
     def truncate(self, table: str) -> None:
         """Remove every row of a table (tests and `schema down` only)."""
         ...
@@ -192,6 +199,22 @@ class DriverSession:
             self._session.execute(batch)
         if items:
             self._call("batch", run)
+
+    def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
+                    ) -> list[list[Row]]:
+        from cassandra.query import BatchStatement, BatchType
+
+        def run() -> list[list[Row]]:
+            futures = []
+            for items in batches:
+                # UNLOGGED: a single-partition batch needs no batch log; Paxos makes it atomic.
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                for stmt, params in items:
+                    batch.add(self._prepare(stmt), tuple(params))
+                futures.append(self._session.execute_async(batch))
+            return [list(f.result()) for f in futures]
+        result: list[list[Row]] = self._call("conditional batch", run)
+        return result
 
     def execute_text(self, text: str) -> list[Row]:
         """Run unprepared CQL (schema changes by the migration runner)."""
