@@ -8,7 +8,8 @@ contract suite as the SQL backends on machines where no Cassandra server
 can be installed.  It executes the structured `Cql` values (not text)
 against the tables the CQL migrations create, and refuses what a real
 server would refuse for these statements: unknown tables or columns,
-WHERE on non-key columns, partial partition keys, conditions on keys.
+WHERE on non-key columns, partial partition keys, conditions on keys,
+empty partition keys (found by the real-server run).
 The real-server run (PELOTON_TEST_CASSANDRA) remains the authority.
 """
 
@@ -153,6 +154,9 @@ class FakeCqlSession:
             value = params[0] if n == 1 and not w.token else tuple(params[:n])
             out.append((w, value))
             params = params[n:]
+        for w, value in out:
+            if w.op == "=" and not w.token and w.columns[0] in table.partition and value == "":
+                raise CqlRejected(f"{stmt.name}: Key may not be empty")
         restricted = {c for w, _ in out if not w.token for c in w.columns}
         if restricted & set(table.partition) and not set(table.partition) <= restricted:
             raise CqlRejected(f"{stmt.name}: partial partition key restriction")
@@ -194,6 +198,8 @@ class FakeCqlSession:
     def _key_of(self, table: TableDef, values: Row) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         if any(values.get(c) is None for c in table.key):
             raise CqlRejected(f"{table.name}: a primary key column is missing or null")
+        if any(values[c] in ("", b"") for c in table.partition):
+            raise CqlRejected(f"{table.name}: Key may not be empty")  # Cassandra's own words
         return (tuple(values[c] for c in table.partition),
                 tuple(values[c] for c in table.clustering))
 

@@ -29,6 +29,21 @@ IN_CHUNK = 100
 NO_LIMIT = 2**31 - 1
 
 
+#: How an empty string is stored where it is a partition key: Cassandra refuses empty
+#: partition keys ("Key may not be empty"), and a job may have no owner, pool or name.
+EMPTY_KEY = "\x00"
+
+
+def key_of(value: str) -> str:
+    """A text value as a partition key (EMPTY_KEY for "")."""
+    return value if value else EMPTY_KEY
+
+
+def value_of_key(key: str) -> str:
+    """The text value a partition key stands for (the inverse of key_of)."""
+    return "" if key == EMPTY_KEY else key
+
+
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     """`items` in slices of at most `size`."""
     for i in range(0, len(items), size):
