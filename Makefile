@@ -19,7 +19,7 @@ MAVEN_DEPS := tests/harness/maven/pom.xml tests/harness/maven/cassandra.lock scr
 SUPERVISOR := $(VENV)/bin/peloton-supervisor
 SUPERVISOR_SRC := peloton/agent/supervisor/supervisor.c
 
-.PHONY: run test gen lint bench clean setup system-packages fuzz
+.PHONY: run test test-asan gen lint bench clean setup system-packages fuzz
 
 setup: $(INSTALLED) $(GEN_STAMP) $(SUPERVISOR)
 
@@ -35,12 +35,23 @@ $(GEN_STAMP): $(INSTALLED) $(PROTOS) scripts/gen_code.py
 	@$(PY) scripts/gen_code.py
 	@touch $@
 
-# The agent's per-task supervisor, in C for speed (static links exec faster; dynamic if no
-# libc.a). Without a compiler the agent falls back to a slow Python supervisor and says so.
-$(SUPERVISOR): $(SUPERVISOR_SRC) | $(INSTALLED)
-	@if command -v $(CC) >/dev/null; then \
-	  $(CC) -Wall -Wextra -O2 -static -o $@ $< 2>/dev/null || $(CC) -Wall -Wextra -O2 -o $@ $<; \
-	else echo "WARNING: no C compiler; peloton agent will use its slow Python supervisor"; fi
+# The agent's per-task supervisor, in C for speed, built with the fixed flags of flags.mk
+# (warnings are errors, hardened; static-pie if libc.a is there, else dynamic PIE).  No
+# compiler is an error: the Python fallback is many times slower per task.
+include peloton/agent/supervisor/flags.mk
+SUPERVISOR_FLAGS_MK := peloton/agent/supervisor/flags.mk
+$(SUPERVISOR): $(SUPERVISOR_SRC) $(SUPERVISOR_FLAGS_MK) | $(INSTALLED)
+	@command -v $(CC) >/dev/null || { echo "ERROR: no C compiler ($(CC)) to build the agent's" \
+	  "supervisor; install gcc (Debian: apt-get install gcc libc6-dev)" >&2; exit 1; }
+	@$(CC) $(SUPERVISOR_CFLAGS) $(SUPERVISOR_LDFLAGS_STATIC) -o $@ $< 2>/dev/null \
+	  || $(CC) $(SUPERVISOR_CFLAGS) $(SUPERVISOR_LDFLAGS_DYNAMIC) -o $@ $<
+
+# The same source under AddressSanitizer and UndefinedBehaviorSanitizer; `make test` runs the
+# agent tests over it once (any report aborts the supervisor, so its tasks and tests fail).
+SUPERVISOR_ASAN := $(VENV)/bin/peloton-supervisor-asan
+$(SUPERVISOR_ASAN): $(SUPERVISOR_SRC) $(SUPERVISOR_FLAGS_MK) | $(INSTALLED)
+	@$(CC) $(SUPERVISOR_SANITIZE_FLAGS) -o $@ $<
+AGENT_TESTS := tests/integration/test_agent.py tests/integration/test_agent_rlimit.py
 
 gen: $(INSTALLED)
 	@$(PY) scripts/gen_code.py
@@ -62,8 +73,16 @@ $(CASSANDRA_CP): $(MAVEN_DEPS) | $(INSTALLED) system-packages
 	else rm -f $@ $@.tmp; echo "WARNING: no Cassandra server for the tests:"; \
 	  cat $(VENV)/cassandra.unavailable; fi
 
-test: setup system-packages $(CASSANDRA_CP)
+test: setup system-packages $(CASSANDRA_CP) $(SUPERVISOR_ASAN)
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-asan
+
+test-asan: setup $(SUPERVISOR_ASAN)
+	@echo "agent tests over the ASan/UBSan supervisor ($(SUPERVISOR_ASAN))"
+	PELOTON_SUPERVISOR=$(abspath $(SUPERVISOR_ASAN)) \
+	  ASAN_OPTIONS=abort_on_error=1:halt_on_error=1:detect_leaks=1 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(PY) -m pytest -q -p no:cacheprovider $(AGENT_TESTS)
 
 # Property tests with fresh random draws, FUZZ_ROUNDS times (make test replays fixed draws).
 FUZZ_ROUNDS ?= 20
