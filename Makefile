@@ -19,17 +19,36 @@ MAVEN_DEPS := tests/harness/maven/pom.xml tests/harness/maven/cassandra.lock scr
 SUPERVISOR := $(VENV)/bin/peloton-supervisor
 SUPERVISOR_SRC := peloton/agent/supervisor/supervisor.c
 
-.PHONY: run test test-asan gen lint bench clean setup system-packages fuzz
+.PHONY: run test test-asan gen lint bench clean setup system-packages fuzz lock
 
 setup: $(INSTALLED) $(GEN_STAMP) $(SUPERVISOR)
 
-$(INSTALLED): pyproject.toml scripts/install_http_parser.sh
+# Exactly the versions of requirements.lock (every package, with hashes: pip refuses anything
+# else), then this project itself without dependencies and without build isolation (the
+# locked setuptools builds it), then `pip check`.  The lock holds the extras the tests need
+# (dev, mesos, cassandra).  `make lock` regenerates it (and the Maven lock) on purpose.
+LOCK := requirements.lock
+UV_VERSION := 0.13.9
+$(INSTALLED): pyproject.toml $(LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "setting up $(VENV) (first run takes about a minute)"
-	@$(PY) -m pip install -q --upgrade pip $(QUIET_PIP)
-	@scripts/install_http_parser.sh $(VENV) $(QUIET_PIP)
-	@$(PY) -m pip install -q -e '.[dev]' $(QUIET_PIP)
+	@echo "setting up $(VENV) from $(LOCK) (first run takes about a minute)"
+	@$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK) $(QUIET_PIP)
+	@$(PY) -m pip install -q --no-deps --no-build-isolation -e . $(QUIET_PIP)
+	@$(PY) -m pip check $(QUIET_PIP)
 	@touch $@
+
+# Regenerate the locks from pyproject.toml (+ requirements/build.in) and the Maven pom, with the
+# newest versions the ranges allow; review the diff, run `make test`, commit.  Go modules under
+# tests/ pin themselves the same way (go.mod + go.sum committed; `go mod tidy` here).
+lock:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q "uv==$(UV_VERSION)"
+	$(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	  --python-platform x86_64-unknown-linux-gnu --extra dev --extra mesos --extra cassandra \
+	  --custom-compile-command "make lock" -o $(LOCK) pyproject.toml requirements/build.in
+	$(PY) scripts/maven_deps.py lock
+	@for mod in $$(find tests -name go.mod -not -path '*/vendor/*' 2>/dev/null); do \
+	  (cd $$(dirname $$mod) && go mod tidy) || exit 1; done
 
 $(GEN_STAMP): $(INSTALLED) $(PROTOS) scripts/gen_code.py
 	@$(PY) scripts/gen_code.py

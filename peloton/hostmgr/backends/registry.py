@@ -120,6 +120,11 @@ def _sim(arg: str, _: BackendEnv) -> HostBackend:
 
 
 def _mesos(master: str, env: BackendEnv) -> HostBackend:
+    try:
+        import urllib3  # noqa: F401  (the optional extra)
+    except ImportError:
+        raise InvalidArgument("Mesos support is not installed: pip install 'peloton-py[mesos]'",
+                              field="backend") from None
     from peloton.hostmgr.backends.mesos import MesosBackend, MesosConfig
 
     config = replace(MesosConfig(master=master), **(env.mesos or {}))

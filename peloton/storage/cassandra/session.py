@@ -104,6 +104,11 @@ class DriverSession:
     """CqlSession over cassandra-driver."""
 
     def __init__(self, url: str, options: StoreOptions, *, keyspace: bool = True) -> None:
+        try:
+            import cassandra  # noqa: F401  (the optional extra)
+        except ImportError:
+            raise InvalidArgument(f"{redact(url)}: Cassandra support is not installed: "
+                                  "pip install 'peloton-py[cassandra]'", field="store") from None
         from cassandra import ConsistencyLevel
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile

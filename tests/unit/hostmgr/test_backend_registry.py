@@ -62,3 +62,15 @@ def test_the_hostmgr_config_names_its_backend(tmp_path: object) -> None:
     assert cfg.backend == "mesos:http://m:5050" and cfg.mesos.tick_secs == 0.1
     with pytest.raises(InvalidArgument, match="unknown host backend"):
         load(HostmgrProcessConfig, env={"PELOTON_BACKEND": "yarn"})
+
+
+def test_without_the_extras_the_error_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from peloton.storage import open_store
+
+    monkeypatch.setitem(__import__("sys").modules, "urllib3", None)  # as if not installed
+    monkeypatch.setitem(__import__("sys").modules, "cassandra", None)
+    with pytest.raises(InvalidArgument, match=r"pip install 'peloton-py\[mesos\]'"):
+        open_backend("mesos:127.0.0.1:5050", BackendEnv())
+    with pytest.raises(InvalidArgument, match=r"pip install 'peloton-py\[cassandra\]'"):
+        open_store("cassandra://127.0.0.1:9042/peloton")
