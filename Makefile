@@ -115,7 +115,7 @@ lint: setup
 	$(VENV)/bin/mypy --strict peloton aurorabridge cli migrations archiver ui
 	$(VENV)/bin/lint-imports
 
-bench: setup
+bench: setup $(CASSANDRA_CP)
 	$(PY) -m tests.bench.run
 
 clean:
