@@ -63,6 +63,10 @@ class FakeCqlSession:
                     raise CqlRejected(f"{stmt.name}: only plain writes may be batched here")
                 self._run(stmt, list(params))
 
+    def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
+        for items in batches:
+            self.batch(items)
+
     def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
                     ) -> list[list[Row]]:
         with self._lock:

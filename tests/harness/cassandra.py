@@ -80,8 +80,8 @@ def classpath() -> str:
     if UNAVAILABLE_FILE.exists():
         raise CassandraUnavailable(UNAVAILABLE_FILE.read_text().strip())
     if not CLASSPATH_FILE.exists():
-        raise CassandraUnavailable(f"{CLASSPATH_FILE} is missing: run `make test` or `make bench` (they resolve "
-                                   "Cassandra's server jars with Maven)")
+        raise CassandraUnavailable(f"{CLASSPATH_FILE} is missing: run `make test` or `make "
+                                   "bench` (they resolve Cassandra's server jars with Maven)")
     return CLASSPATH_FILE.read_text().strip()
 
 

@@ -85,18 +85,22 @@ class CassandraBase:
 
     def partition_batches(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
         """Write rows of one partition in atomic single-partition batches, each at most
-        BATCH_ROWS rows and (roughly) BATCH_BYTES of values; a larger row goes alone."""
+        BATCH_ROWS rows and (roughly) BATCH_BYTES of values (a larger row goes alone), sent
+        concurrently: plain writes, unlike LWTs, do not contend within a partition."""
+        batches: list[list[tuple[Any, Sequence[Any]]]] = []
         batch: list[tuple[Any, Sequence[Any]]] = []
         size = 0
         for row in rows:
             row_size = sum(len(v) if isinstance(v, str) else 8 for v in row)
             if batch and (len(batch) >= BATCH_ROWS or size + row_size > BATCH_BYTES):
-                self.s.batch(batch)
+                batches.append(batch)
                 batch, size = [], 0
             batch.append((STATEMENTS[name], row))
             size += row_size
         if batch:
-            self.s.batch(batch)
+            batches.append(batch)
+        if batches:
+            self.s.batch_many(batches)
 
 
 def applied(row: Row | None) -> bool:

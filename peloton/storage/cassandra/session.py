@@ -30,6 +30,8 @@ from peloton.storage.store import StoreOptions
 
 Row = dict[str, Any]
 DEFAULT_PORT = 9042
+#: Batches sent at once by `batches`.
+IN_FLIGHT = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,10 @@ class CqlSession(Protocol):
 
     def batch(self, items: Sequence[tuple[Cql, Sequence[Any]]]) -> None:
         """Apply writes as one logged batch (all eventually applied, or none)."""
+        ...
+
+    def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
+        """Apply several logged batches concurrently (each atomic on its own)."""
         ...
 
     def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
@@ -204,6 +210,21 @@ class DriverSession:
             self._session.execute(batch)
         if items:
             self._call("batch", run)
+
+    def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
+        from cassandra.query import BatchStatement, BatchType
+
+        def run() -> None:
+            for start in range(0, len(batches), IN_FLIGHT):  # bounded: a loaded node times out
+                futures = []
+                for items in batches[start:start + IN_FLIGHT]:
+                    batch = BatchStatement(batch_type=BatchType.LOGGED)
+                    for stmt, params in items:
+                        batch.add(self._prepare(stmt), tuple(params))
+                    futures.append(self._session.execute_async(batch))
+                for f in futures:
+                    f.result()
+        self._call("batch", run)
 
     def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
                     ) -> list[list[Row]]:
