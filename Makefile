@@ -14,6 +14,8 @@ GEN_STAMP := peloton/api/gen/.stamp
 PROTOS := $(shell find proto -name '*.proto' 2>/dev/null)
 PYTEST_ARGS ?=
 RUN_ARGS ?=
+# Go test modules build only from their committed go.sum (see "Reproducible installs").
+export GOFLAGS ?= -mod=readonly
 CASSANDRA_CP := $(VENV)/cassandra.classpath
 MAVEN_DEPS := tests/harness/maven/pom.xml tests/harness/maven/cassandra.lock scripts/maven_deps.py
 SUPERVISOR := $(VENV)/bin/peloton-supervisor
@@ -48,7 +50,7 @@ lock:
 	  --custom-compile-command "make lock" -o $(LOCK) pyproject.toml requirements/build.in
 	$(PY) scripts/maven_deps.py lock
 	@for mod in $$(find tests -name go.mod -not -path '*/vendor/*' 2>/dev/null); do \
-	  (cd $$(dirname $$mod) && go mod tidy) || exit 1; done
+	  (cd $$(dirname $$mod) && GOFLAGS= go mod tidy) || exit 1; done
 
 $(GEN_STAMP): $(INSTALLED) $(PROTOS) scripts/gen_code.py
 	@$(PY) scripts/gen_code.py
