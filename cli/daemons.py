@@ -32,7 +32,10 @@ def _daemon(role: str) -> click.Command:
     @click.option("-c", "--config", "files", multiple=True, required=True,
                   type=click.Path(exists=True, dir_okay=False),
                   help="YAML config file (repeatable; later files override earlier ones).")
-    def command(files: tuple[str, ...]) -> None:
+    @click.option("--backend", default="", hidden=role != "hostmgr",
+                  help='Host backend, overriding the config\'s `backend:`: "local", '
+                  '"sim:N[:TASK_S[:CPUS[:START_S]]]" or "mesos:URL".')
+    def command(files: tuple[str, ...], backend: str) -> None:
         from peloton.common import geventsetup
 
         geventsetup.setup()  # before anything imports grpc users
@@ -40,7 +43,7 @@ def _daemon(role: str) -> click.Command:
         from peloton.core.errors import PelotonError
 
         try:
-            run(role, files)
+            run(role, files, backend=backend)
         except PelotonError as exc:
             raise click.ClickException(str(exc)) from None
 

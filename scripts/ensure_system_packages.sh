@@ -2,14 +2,17 @@
 # Installs the Debian packages the test suite needs when they are missing:
 # PostgreSQL (contract and integration tests), ZooKeeper (leader election,
 # Aurora discovery), the Apache Thrift compiler (an independent Aurora
-# client for the bridge tests) and Chromium (the web UI's browser tests, run
-# headless). Idempotent and quiet when all are present.
+# client for the bridge tests), Chromium (the web UI's browser tests, run
+# headless), and Java with Maven (Cassandra's server, see Makefile). Idempotent and quiet when all are present.
 set -euo pipefail
 need=()
 ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v thrift >/dev/null 2>&1 || need+=(thrift-compiler)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# Java 17 and Maven: Apache Cassandra's server for the real-server storage tests.
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${need[*]}"
 sudo=""

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+from tests.harness.cassandra import CassandraServer, CassandraUnavailable
 from tests.harness.postgres import PostgresServer
 from tests.harness.zookeeper import ZooKeeperServer, running_zookeeper
 
@@ -58,11 +59,43 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def cassandra_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CassandraServer | None]:
+    """A real Cassandra node for the whole run (tests/harness/cassandra.py); None when
+    PELOTON_TEST_CASSANDRA=host:port names a running server instead.
+
+    PELOTON_TEST_CASSANDRA=off skips the tests that need one (a loud line ends the run).
+    Jars Maven could not resolve are an error naming them, not a skip.
+    """
+    given = os.environ.get("PELOTON_TEST_CASSANDRA", "")
+    if given == "off":
+        pytest.skip("CASSANDRA TESTS SKIPPED: PELOTON_TEST_CASSANDRA=off")
+    if given:
+        yield None
+        return
+    try:
+        server = CassandraServer(tmp_path_factory.mktemp("cassandra")).start()
+    except CassandraUnavailable as exc:
+        pytest.fail(f"no Cassandra server for the Cassandra tests: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def cassandra(cassandra_server: CassandraServer | None) -> str:
+    """`host:port` of the run's Cassandra node."""
+    if cassandra_server is None:
+        return os.environ["PELOTON_TEST_CASSANDRA"]
+    return cassandra_server.hosts
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say loudly when the Cassandra contract suite did not run (no server here)."""
+    """Say loudly when the Cassandra tests did not run against a real server."""
     skipped = [r for r in terminalreporter.stats.get("skipped", [])
                if "cassandra" in getattr(r, "keywords", {})]
-    if skipped and not os.environ.get("PELOTON_TEST_CASSANDRA"):
+    if skipped:
         terminalreporter.write_sep(
-            "!", f"CASSANDRA CONTRACT SUITE SKIPPED ({len(skipped)} tests): "
-            "set PELOTON_TEST_CASSANDRA=host:port to run it", red=True, bold=True)
+            "!", f"CASSANDRA TESTS SKIPPED ({len(skipped)} tests): "
+            "PELOTON_TEST_CASSANDRA=off", red=True, bold=True)

@@ -30,8 +30,18 @@ from peloton.core.errors import InvalidArgument
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("supervisor") / "supervisor.c"
+FLAGS_FILE = SOURCE.with_name("flags.mk")
 BINARY_NAME = "peloton-supervisor"
-CFLAGS = ["-Wall", "-Wextra", "-O2"]
+
+
+def build_flags(path: Path = FLAGS_FILE) -> dict[str, list[str]]:
+    """The `NAME := flags` lines of flags.mk (the Makefile builds with the same ones)."""
+    out: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        name, sep, value = line.partition(":=")
+        if sep and not line.lstrip().startswith("#"):
+            out[name.strip()] = value.split()
+    return out
 
 
 def _fresh(binary: Path) -> bool:
@@ -41,13 +51,15 @@ def _fresh(binary: Path) -> bool:
 
 def _compile(out: Path) -> bool:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not SOURCE.exists():
+    if not cc or not SOURCE.exists() or not FLAGS_FILE.exists():
         return False
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
+    flags = build_flags()
     # Static when libc.a is there: a static binary execs faster; fall back to dynamic.
-    for extra in (["-static"], []):
-        done = subprocess.run([cc, *CFLAGS, *extra, "-o", str(tmp), str(SOURCE)],
+    for extra in (flags["SUPERVISOR_LDFLAGS_STATIC"], flags["SUPERVISOR_LDFLAGS_DYNAMIC"]):
+        done = subprocess.run([cc, *flags["SUPERVISOR_CFLAGS"], *extra, "-o", str(tmp),
+                               str(SOURCE)],
                               capture_output=True, text=True, check=False)
         if done.returncode == 0:
             os.replace(tmp, out)
@@ -67,8 +79,12 @@ def supervisor_command(cache_dir: Path) -> list[str]:
     if forced == "python":  # tests of the fallback
         log.error("*** PELOTON_SUPERVISOR=python: tasks run under the slow PYTHON supervisor ***")
         return [sys.executable, "-m", "peloton.agent.pysupervisor"]
-    candidates = [forced,
-                  str(Path(sys.executable).with_name(BINARY_NAME)),
+    if forced:  # an explicit choice (e.g. the sanitizer build in `make test`) is never skipped
+        if not _fresh(Path(forced)):
+            raise RuntimeError(f"PELOTON_SUPERVISOR={forced} is not an executable built from "
+                               f"the current {SOURCE.name}")
+        return [forced]
+    candidates = [str(Path(sys.executable).with_name(BINARY_NAME)),
                   shutil.which(BINARY_NAME) or "", str(cache_dir / BINARY_NAME)]
     for cand in filter(None, candidates):
         if _fresh(Path(cand)):

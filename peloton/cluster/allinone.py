@@ -22,9 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -152,52 +150,17 @@ class AllInOne:
         self._lifecycle.start()
 
     def _backend(self) -> HostBackend:
-        kind = self.config.backend
-        if kind.startswith("sim"):
-            from peloton.hostmgr.backends.sim import SimBackend
-            from peloton.hostmgr.backends.sim_clock import RealClock
+        from peloton.hostmgr.backends.registry import BackendEnv, open_backend
 
-            # "sim[:hosts[:task seconds[:cpus per host[:start seconds]]]]"
-            parts = ([*kind.split(":"), "", "", "", ""])[1:5]
-            hosts = int(parts[0] or 10)
-            secs = float(parts[1] or 1.0)
-            cpus = float(parts[2] or 1.0)
-            start_secs = float(parts[3] or 0.0)
-            return SimBackend(hosts=hosts, task_secs=secs, start_secs=start_secs, clock=RealClock(),
-                              capacity=Resources(cpu=cpus, mem_mb=4096.0 * cpus,
-                                                 disk_mb=16384.0 * cpus),
-                              revocable_cpu=self.config.agent_revocable_cpus)
-        if kind.startswith("mesos:"):
-            return self._mesos_backend(kind.removeprefix("mesos:"))
-        from peloton.hostmgr.backends.local import LocalBackend
-
-        backend = LocalBackend()
-        backend.register_on(self.grpc)
-        return backend
-
-    def _mesos_backend(self, master: str) -> HostBackend:
-        from peloton.core.model.storage_records import FrameworkInfo
-        from peloton.hostmgr.backends.mesos import MesosBackend, MesosConfig
-
-        config = MesosConfig(master=master)
-        store = self.store
-        assert store is not None
-
-        # The framework id lives in the `frameworks` table, so a restarted cluster comes back
-        # as the same Mesos framework and its tasks keep running.
-        def load() -> str:
-            info = store.get_framework_info(config.framework_name)
-            return info.framework_id if info is not None else ""
-
-        def save(framework_id: str, stream_id: str) -> None:
-            store.put_framework_info(FrameworkInfo(
-                config.framework_name, framework_id, stream_id, time.time(), socket.gethostname()))
-
-        return MesosBackend(config, load_framework_id=load, save_framework_id=save)
+        # The store keeps the Mesos framework id, so a restarted cluster comes back as the
+        # same Mesos framework and its tasks keep running.
+        return open_backend(self.config.backend, BackendEnv(
+            grpc=self.grpc, frameworks=self.store,
+            sim_revocable_cpus=self.config.agent_revocable_cpus))
 
     # -- agents ------------------------------------------------------------------------
     def _start_agents(self) -> None:
-        if self.config.backend != "local" or self.config.agents <= 0:
+        if self.config.backend.strip() != "local" or self.config.agents <= 0:
             return
         from peloton.agent.app import AgentApp
         from peloton.agent.config import AgentConfig

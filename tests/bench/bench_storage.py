@@ -1,9 +1,13 @@
 """Storage benchmark: task-runtime writes/s one-by-one vs grouped, and a 10,000-task job.
 
-Run as `python -m tests.bench.bench_storage` (make bench does).  Backends:
-SQLite (a file in a temp dir, WAL, synchronous=NORMAL: the embedded
-default) and PostgreSQL (a server of its own from tests/harness, with
-fsync and synchronous_commit ON, i.e. durable).  Every figure goes through
+Run as `python -m tests.bench.bench_storage` (make bench does;
+BENCH_STORAGE=sqlite,cassandra picks backends).  Backends: SQLite (a file in
+a temp dir, WAL, synchronous=NORMAL: the embedded default), PostgreSQL (a
+server of its own from tests/harness, with fsync and synchronous_commit ON,
+i.e. durable) and Cassandra (one node of its own from tests/harness, 512 MB
+heap, commit log synced in 2 ms groups before a write is acknowledged, so
+durable on one node like the others; smaller runs: LWT writes cost a Paxos
+round each).  Every figure goes through
 the public Store API and so includes JSON encoding and the revision CAS:
 
 - `one_by_one`: `update_task_runtime`, one transaction per row;
@@ -61,9 +65,9 @@ def one_by_one(store: Store, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def grouped(store: Store) -> tuple[float, float]:
+def grouped(store: Store, rows: int = GROUPED_ROWS) -> tuple[float, float]:
     """(rows/s of wall time, rows per CPU-second of this process) with batches of BATCH."""
-    job_id = seed(store, GROUPED_ROWS)
+    job_id = seed(store, rows)
     current = store.get_task_runtimes(job_id)
     writes = [RuntimeWrite(job_id, i, dataclasses.replace(rt, state=TaskState.RUNNING))
               for i, rt in current.items()]
@@ -114,18 +118,19 @@ def create_job_10k(store: Store) -> float:
     return time.perf_counter() - t0
 
 
-def run(name: str, store: Store, single_n: int, targets: dict[str, str], note: str) -> None:
+def run(name: str, store: Store, single_n: int, targets: dict[str, str], note: str,
+        grouped_rows: int = GROUPED_ROWS, per_thread: int = 150) -> None:
     """All figures for one backend."""
     rate = one_by_one(store, single_n)
-    report(f"storage.{name}.task_runtime.one_by_one", rate, "rows/s", note=note)
-    rate, cpu_rate = grouped(store)
+    report(f"storage.{name}.task_runtime.one_by_one", rate, "rows/s", note=f"{single_n} rows; {note}")
+    rate, cpu_rate = grouped(store, grouped_rows)
     report(f"storage.{name}.task_runtime.grouped", rate, "rows/s", targets.get("grouped", ""),
-           f"write_task_runtimes batches of {BATCH}, {GROUPED_ROWS} rows, JSON encode + CAS "
+           f"write_task_runtimes batches of {BATCH}, {grouped_rows} rows, JSON encode + CAS "
            f"included; {note}")
     report(f"storage.{name}.task_runtime.grouped_per_client_cpu_s", cpu_rate, "rows/cpu-s",
            note="the same run per CPU-second of the benchmark process (less sensitive to "
            "other load on the machine; for SQLite this includes the database work)")
-    rate, size = group_commit(store, 32, 150)
+    rate, size = group_commit(store, 32, per_thread)
     report(f"storage.{name}.task_runtime.group_commit_32_threads", rate, "rows/s",
            note=f"GroupCommitter, 32 writer threads, mean batch {size:.0f} rows; {note}")
     secs = create_job_10k(store)
@@ -137,6 +142,17 @@ def main() -> None:
     load = os.getloadavg()[0]
     report("storage.load_average_at_start", load, "procs",
            note=f"{os.cpu_count()} cores; figures below shrink when this exceeds the cores")
+    wanted = set((os.environ.get("BENCH_STORAGE") or "sqlite,postgresql,cassandra").split(","))
+    if "sqlite" in wanted:
+        bench_sqlite()
+    if "postgresql" in wanted:
+        bench_postgresql()
+    if "cassandra" in wanted:
+        bench_cassandra()
+
+
+def bench_sqlite() -> None:
+    """The embedded default."""
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{os.path.join(tmp, 'bench.db')}"
         sql_runner.upgrade(url)
@@ -144,6 +160,10 @@ def main() -> None:
         run("sqlite", store, 5_000, {"grouped": ">=100000", "create": "<=0.5"},
             "SQLite WAL synchronous=NORMAL")
         store.close()
+
+
+def bench_postgresql() -> None:
+    """A durable PostgreSQL server of the benchmark's own."""
     from tests.harness.postgres import PostgresServer
 
     with PostgresServer(durable=True) as pg:
@@ -152,6 +172,22 @@ def main() -> None:
         store = open_store(url)
         run("postgresql", store, 1_000, {"grouped": ">=50000"},
             "PostgreSQL 127.0.0.1 fsync+synchronous_commit on")
+        store.close()
+
+
+def bench_cassandra() -> None:
+    """One Cassandra node of the benchmark's own (tests/harness/cassandra.py), smaller runs."""
+    from migrations import cql_runner
+    from tests.harness.cassandra import running_cassandra
+
+    with running_cassandra() as node:
+        url = node.url("bench")
+        cql_runner.upgrade(url)
+        store = open_store(url)
+        run("cassandra", store, 500, {},
+            "Cassandra 5.0.6, one node on 127.0.0.1, 512 MB heap, commit log group-synced; "
+            "LWT (Paxos) per write, one conditional batch per job and round",
+            grouped_rows=10_000, per_thread=30)
         store.close()
 
 

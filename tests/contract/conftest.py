@@ -3,12 +3,16 @@
 - sqlite: a file in tmp_path, copied from a template migrated once per session.
 - postgresql: a database per test module, created from a migrated template
   on the session's real server; every test starts from empty tables.
-- cassandra: only with PELOTON_TEST_CASSANDRA=host:port (no server can be
-  installed here); a keyspace per module, migrated with the CQL files.
-  Otherwise those tests are skipped and the run ends with a loud line.
+- cassandra: the session's real Cassandra node (tests/harness/cassandra.py,
+  or PELOTON_TEST_CASSANDRA=host:port); one keyspace for the run, migrated
+  with the CQL files once, and before each test the tables that hold rows
+  are truncated (TRUNCATE is slow enough that emptying all 25 tables for
+  every test would double the suite's time).  This is the verdict on the
+  Cassandra backend.
 - cql-fake: the Cassandra backend's code over an in-memory interpreter of
-  its declared statements (tests/contract/cql_fake.py), so its logic is
-  exercised on every run; it is not evidence about a real Cassandra.
+  its declared statements (tests/contract/cql_fake.py): a fast unit fake
+  that also checks each statement is one CQL accepts; not evidence about a
+  real Cassandra.
 
 Stores get a fake clock (pod-event expiry) and a Retrier whose sleeps are
 recorded, not slept, so fault tests can assert on the backoff.
@@ -16,7 +20,6 @@ recorded, not slept, so fault tests can assert on the backoff.
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -29,15 +32,12 @@ from peloton.common.clock import FakeClock
 from peloton.common.retry import Retrier, RetryPolicy
 from peloton.storage import Store, StoreOptions, open_store
 from peloton.storage.cassandra.schema import CQL_SCHEMA_VERSIONS
-from peloton.storage.cassandra.store import CassandraStore
+from peloton.storage.cassandra.statements import SCANNED
+from peloton.storage.cassandra.store import DERIVED_TABLES, CassandraStore
 from peloton.storage.sql.tables import metadata
 from tests.contract.cql_fake import FakeCqlSession
 from tests.harness import cql_schema
 from tests.harness.postgres import PostgresServer
-
-CASSANDRA = os.environ.get("PELOTON_TEST_CASSANDRA", "")
-CASSANDRA_SKIP = ("CASSANDRA CONTRACT SUITE SKIPPED: set PELOTON_TEST_CASSANDRA=host:port "
-                  "(no Cassandra server can be installed on this machine)")
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -93,17 +93,35 @@ def pg_module_url(postgres_server: PostgresServer, pg_template: str) -> Iterator
     postgres_server.drop_database(name)
 
 
-@pytest.fixture(scope="module")
-def cassandra_module_url() -> Iterator[str]:
-    """A fresh migrated keyspace for one test module (needs PELOTON_TEST_CASSANDRA)."""
-    if not CASSANDRA:
-        pytest.skip(CASSANDRA_SKIP)
+@pytest.fixture(scope="session")
+def cassandra_url(cassandra: str) -> Iterator[str]:
+    """A keyspace with the newest schema on the session's Cassandra, for the whole run."""
     from migrations import cql_runner
 
-    url = f"cassandra://{CASSANDRA}/peloton_test_{uuid.uuid4().hex[:10]}"
+    url = f"cassandra://{cassandra}/peloton_test_{uuid.uuid4().hex[:10]}"
     cql_runner.upgrade(url)
     yield url
     cql_runner.drop_keyspace(url)
+
+
+def empty_cassandra(store: Store) -> None:
+    """Truncate the tables of the store's keyspace that hold rows (the others stay as they are)."""
+    session = store.s  # type: ignore[attr-defined]
+    for table in cassandra_tables():
+        if session.execute_text(f"SELECT * FROM {table} LIMIT 1"):
+            session.truncate(table)
+
+
+def cassandra_tables() -> list[str]:
+    """Every table the Cassandra backend writes (not the migrations' own)."""
+    return sorted({spec[0] for spec in SCANNED.values()} | set(DERIVED_TABLES))
+
+
+def open_cassandra(request: pytest.FixtureRequest, options: StoreOptions | None = None) -> Store:
+    """A store on the session's keyspace, emptied of the previous test's rows."""
+    store = open_store(request.getfixturevalue("cassandra_url"), options or StoreOptions())
+    empty_cassandra(store)
+    return store
 
 
 def fake_cassandra_store(options: StoreOptions | None = None) -> Store:
@@ -138,9 +156,7 @@ def open_backend(backend: str, request: pytest.FixtureRequest, tmp_path: Path,
         return store
     if backend == "cql-fake":
         return fake_cassandra_store(options)
-    store = open_store(request.getfixturevalue("cassandra_module_url"), options)
-    store.truncate_all()  # type: ignore[attr-defined]
-    return store
+    return open_cassandra(request, options)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -8,7 +8,8 @@ contract suite as the SQL backends on machines where no Cassandra server
 can be installed.  It executes the structured `Cql` values (not text)
 against the tables the CQL migrations create, and refuses what a real
 server would refuse for these statements: unknown tables or columns,
-WHERE on non-key columns, partial partition keys, conditions on keys.
+WHERE on non-key columns, partial partition keys, conditions on keys,
+empty partition keys (found by the real-server run).
 The real-server run (PELOTON_TEST_CASSANDRA) remains the authority.
 """
 
@@ -61,6 +62,39 @@ class FakeCqlSession:
                 if stmt.lwt or stmt.op == "select":
                     raise CqlRejected(f"{stmt.name}: only plain writes may be batched here")
                 self._run(stmt, list(params))
+
+    def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
+        for items in batches:
+            self.batch(items)
+
+    def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
+                    ) -> list[list[Row]]:
+        with self._lock:
+            return [self._cas_batch(items) for items in batches]
+
+    def _cas_batch(self, items: Sequence[tuple[Cql, Sequence[Any]]]) -> list[Row]:
+        """A conditional batch: every condition holds and all apply, or nothing does."""
+        seen = []
+        for stmt, params in items:
+            self._check(stmt, list(params))
+            if stmt.op != "update" or not stmt.if_columns:
+                raise CqlRejected(f"{stmt.name}: only UPDATE ... IF in a conditional batch here")
+            table = self._table(stmt)
+            where, rest = self._where(stmt, table, list(params)[len(stmt.columns):])
+            keys = {w.columns[0]: v for w, v in where}
+            pk, ck = self._key_of(table, keys)
+            seen.append((pk, keys, self.data[table.name].get(pk, {}).get(ck),
+                         dict(zip(stmt.if_columns, rest, strict=True))))
+        if len({pk for pk, *_ in seen}) > 1:
+            raise CqlRejected("a conditional batch must stay within one partition")
+        if all(row is not None and all(row.get(c) == v for c, v in expected.items())
+               for _pk, _keys, row, expected in seen):
+            for stmt, params in items:
+                self._run(stmt, list(params))
+            return [{"[applied]": True}]
+        found = [{"[applied]": False, **keys, **{c: row.get(c) for c in expected}}
+                 for _pk, keys, row, expected in seen if row is not None]
+        return found or [{"[applied]": False}]
 
     def truncate(self, table: str) -> None:
         with self._lock:
@@ -124,6 +158,9 @@ class FakeCqlSession:
             value = params[0] if n == 1 and not w.token else tuple(params[:n])
             out.append((w, value))
             params = params[n:]
+        for w, value in out:
+            if w.op == "=" and not w.token and w.columns[0] in table.partition and value == "":
+                raise CqlRejected(f"{stmt.name}: Key may not be empty")
         restricted = {c for w, _ in out if not w.token for c in w.columns}
         if restricted & set(table.partition) and not set(table.partition) <= restricted:
             raise CqlRejected(f"{stmt.name}: partial partition key restriction")
@@ -165,6 +202,8 @@ class FakeCqlSession:
     def _key_of(self, table: TableDef, values: Row) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         if any(values.get(c) is None for c in table.key):
             raise CqlRejected(f"{table.name}: a primary key column is missing or null")
+        if any(values[c] in ("", b"") for c in table.partition):
+            raise CqlRejected(f"{table.name}: Key may not be empty")  # Cassandra's own words
         return (tuple(values[c] for c in table.partition),
                 tuple(values[c] for c in table.clustering))
 

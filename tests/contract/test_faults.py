@@ -17,9 +17,10 @@ from peloton.core.states import JobState
 from peloton.storage import JobQuery, Store, open_store
 from peloton.storage.sql import tables
 from tests.contract import factories as f
-from tests.contract.conftest import Clocks, fake_cassandra_store
+from tests.contract.conftest import Clocks, fake_cassandra_store, open_cassandra
+from tests.harness.cassandra import CassandraServer
 from tests.harness.postgres import PostgresServer
-from tests.harness.procs import free_port
+from tests.harness.procs import free_port, wait_for
 
 
 def _corrupt(store: Store, table: sa.Table, column: str, value: str, **where: object) -> None:
@@ -145,8 +146,8 @@ def test_locked_sqlite_is_unavailable_after_retries(tmp_path: Path, clocks: Cloc
 
 
 def test_corrupt_cassandra_rows_name_the_entity() -> None:
-    # The Cassandra backend decodes through the same codec; over the in-process CQL
-    # interpreter a damaged body must also name its row, not crash or read as empty.
+    # The same over the in-process CQL interpreter (the fast unit fake); the real server's
+    # run is test_corrupt_rows_on_a_real_cassandra_name_the_entity.
     store = fake_cassandra_store()
     jid = f.job_id()
     store.create_job(jid, f.job_spec(), f.job_runtime())
@@ -159,3 +160,68 @@ def test_corrupt_cassandra_rows_name_the_entity() -> None:
     with pytest.raises(DataCorruption, match=f"{jid}-1"):
         store.get_task_runtime(jid, 1)
     assert store.get_task_runtime(jid, 0).revision == 1  # the healthy row still reads
+
+
+def _cql(store: Store, text: str) -> None:
+    store.s.execute_text(text)  # type: ignore[attr-defined]
+
+
+@pytest.mark.cassandra
+def test_corrupt_rows_on_a_real_cassandra_name_the_entity(request: pytest.FixtureRequest) -> None:
+    store = open_cassandra(request)
+    jid = f.job_id()
+    store.create_job(jid, f.job_spec(), f.job_runtime())
+    store.create_task_runtimes(jid, {0: f.task_runtime(), 1: f.task_runtime()})
+    store.put_host(f.host("h1"))
+    _cql(store, f"UPDATE job_runtime SET body = 'not json{{' WHERE job_id = '{jid}'")
+    _cql(store, "UPDATE task_runtime SET body = '{\"state\": \"EXPLODED\"}' "
+                f"WHERE job_id = '{jid}' AND instance_id = 1")
+    _cql(store, "UPDATE host_info SET body = '{\"hostname\": 5}' WHERE hostname = 'h1'")
+    with pytest.raises(DataCorruption, match=f"job runtime of job {jid} is corrupt"):
+        store.get_job_runtime(jid)
+    with pytest.raises(DataCorruption, match=f"task runtime of task {jid}-1 is corrupt"):
+        store.get_task_runtime(jid, 1)
+    with pytest.raises(DataCorruption, match=f"{jid}-1"):
+        store.get_task_runtimes(jid)
+    with pytest.raises(DataCorruption, match="host h1 is corrupt"):
+        store.get_hosts()
+    assert store.get_task_runtime(jid, 0).revision == 1  # the healthy row still reads
+    store.close()
+
+
+@pytest.mark.cassandra
+def test_refused_cassandra_connection_is_unavailable_after_backoff(clocks: Clocks) -> None:
+    with pytest.raises(Unavailable, match="gave up after 3 attempts"):
+        open_store(f"cassandra://127.0.0.1:{free_port()}/peloton", clocks.options(3))
+    delays = clocks.retry.sleeps
+    assert len(delays) == 2 and delays[0] < delays[1]
+
+
+@pytest.mark.cassandra
+@pytest.mark.slow
+def test_killed_cassandra_is_unavailable_then_recovers(
+        cassandra_server: CassandraServer | None, request: pytest.FixtureRequest,
+        clocks: Clocks) -> None:
+    if cassandra_server is None:
+        pytest.skip("needs the node the harness started (PELOTON_TEST_CASSANDRA names another)")
+    store = open_cassandra(request, clocks.options(3))
+    jid = f.job_id()
+    rt = store.create_job(jid, f.job_spec(), f.job_runtime())
+    store.create_task_runtimes(jid, {i: f.task_runtime() for i in range(20)})
+    cassandra_server.kill()  # kill -9: no flush, no drain
+    with pytest.raises(Unavailable):
+        store.update_job_runtime(jid, dataclasses.replace(rt, state=JobState.RUNNING))
+    assert len(clocks.retry.sleeps) == 2
+    cassandra_server.restart()
+
+    def reads_again() -> bool:
+        try:
+            return store.get_job_runtime(jid) == rt
+        except Unavailable:
+            return False
+    # The same store object reconnects by itself; what was acknowledged before the crash is
+    # back from the commit log, and the refused write left nothing behind.
+    wait_for(reads_again, 60, "the store to reconnect to the restarted node")
+    assert len(store.get_task_runtimes(jid)) == 20
+    assert store.update_job_runtime(jid, rt).revision == 2
+    store.close()

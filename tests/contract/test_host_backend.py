@@ -1,5 +1,5 @@
 """One contract, every host backend: local agents (real processes), simulated hosts, and
-Mesos (pymesos against the fake master of tests/harness/fake_mesos.py, whose agents run
+Mesos (our HTTP client against the fake master of tests/harness/fake_mesos.py, whose agents run
 real processes).
 
 Each test gets a `rig`: a started backend with one host, a Recorder as its

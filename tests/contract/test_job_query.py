@@ -108,3 +108,21 @@ def test_bad_pagination_is_invalid_argument() -> None:
         JobQuery(offset=-1)
     with pytest.raises(InvalidArgument):
         JobQuery(limit=-5)
+
+
+def test_jobs_without_owner_pool_or_name_are_stored_found_and_deleted(store: Store) -> None:
+    # Cassandra refuses empty partition keys: the backend must still keep such jobs
+    # (found by `peloton up --store cassandra://` with a job YAML that names no owner).
+    jid, other = f.job_id(), f.job_id()
+    store.create_job(jid, f.job_spec("", owner="", respool=""), f.job_runtime())
+    store.create_job(other, f.job_spec("named"), f.job_runtime())
+    assert [s.job_id for s in store.query_jobs(JobQuery(owner="")).jobs] == [jid]
+    assert [s.job_id for s in store.query_jobs(JobQuery(respool_id="")).jobs] == [jid]
+    assert store.get_job_ids_by_name("") == [jid]
+    spec = f.job_spec("", owner="carol", respool="pool-9", version=2)
+    store.add_job_config(jid, spec)
+    assert list(store.query_jobs(JobQuery(owner="")).jobs) == []
+    assert [s.job_id for s in store.query_jobs(JobQuery(owner="carol")).jobs] == [jid]
+    store.delete_job(jid)
+    assert store.get_job_ids_by_name("") == []
+    assert [s.job_id for s in store.query_jobs(JobQuery()).jobs] == [other]

@@ -23,7 +23,7 @@ from peloton.storage import JobQuery, RuntimeWrite, SchemaMismatch, Store, open_
 from peloton.storage.bulk import KINDS
 from peloton.storage.sql import tables
 from tests.contract import factories as f
-from tests.contract.conftest import fake_cassandra_store
+from tests.contract.conftest import fake_cassandra_store, open_cassandra
 from tests.harness.postgres import PostgresServer
 
 MakeStore = Callable[[str], Store]
@@ -37,7 +37,7 @@ class Interrupted(Exception):
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
     """Opens fresh, migrated stores: make_store("sqlite"|"postgresql"|"cql-fake"|"cassandra").
 
-    "cassandra" is a real server (PELOTON_TEST_CASSANDRA), skipped loudly without one.
+    "cassandra" is the session's real server (one keyspace, emptied first).
     """
     opened: list[Store] = []
     dropped: list[str] = []
@@ -46,8 +46,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
         if backend == "cql-fake":
             return fake_cassandra_store()
         if backend == "cassandra":
-            store = open_store(request.getfixturevalue("cassandra_module_url"))
-            store.truncate_all()  # type: ignore[attr-defined]
+            store = open_cassandra(request)
             opened.append(store)
             return store
         if backend == "sqlite":

@@ -1,4 +1,4 @@
-"""Recovery after kill -9, host maintenance, GPU hosts and per-host limits (issue 4/6)."""
+"""Recovery after kill -9 (on each store), host maintenance, GPU hosts and per-host limits."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from tests.e2e.conftest import write_job, write_pool
+from tests.e2e.stores import migrated_store
 from tests.e2e.test_batch_jobs import create, job_state, task_states
 from tests.harness.cluster import UpCluster, alive, eventually, task_pids
 
@@ -38,8 +39,14 @@ def hosts_of(up: UpCluster, job_id: str) -> dict[int, str]:
     return {i: t.runtime.host for i, t in tasks.items()}
 
 
-def test_kill_9_of_peloton_up_recovers_jobs_and_adopts_running_tasks(tmp_path: Path) -> None:
-    up = UpCluster(tmp_path, agents=1, extra=RESOURCES).start()
+@pytest.mark.parametrize("backend", [
+    "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("cassandra", marks=pytest.mark.cassandra)])
+def test_kill_9_of_peloton_up_recovers_jobs_and_adopts_running_tasks(
+        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    store = migrated_store(request, backend)
+    up = UpCluster(tmp_path, agents=1,
+                   extra=[*RESOURCES, *(["--store", store] if store else [])]).start()
     try:
         up.cli("respool", "create", "/e2e", str(write_pool(tmp_path, "e2e")))
         job_id = create(up, "/e2e", write_job(tmp_path, "survivor", "sleep 8", count=3))

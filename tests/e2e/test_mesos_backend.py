@@ -2,7 +2,7 @@
 
 The master is the fake of tests/harness/fake_mesos.py (no real Mesos can be
 installed here); its agents run the tasks as real processes.  `peloton up`
-subscribes with pymesos like it would to a production master.
+subscribes over HTTP like it would to a production master.
 """
 
 from __future__ import annotations

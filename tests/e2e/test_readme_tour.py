@@ -1,4 +1,5 @@
-"""The README's tour works as written: its shell blocks run against a real `peloton up`.
+"""The README's tour works as written: its shell blocks run against a real `peloton up`,
+once on each store: SQLite (the default), PostgreSQL and Cassandra (the harness' real servers).
 
 The CLI reads $JOBMGR_URL, $RESMGR_URL and $HOSTMGR_URL (as Peloton's does), so the blocks run
 verbatim against a cluster on free ports instead of the default ones `make run` uses.
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.stores import migrated_store
 from tests.harness.cluster import UpCluster
 from tests.harness.procs import REPO
 
@@ -25,10 +27,15 @@ def tour_blocks() -> dict[str, str]:
     return {m.group(1): m.group(2) for m in BLOCK.finditer((REPO / "README.md").read_text())}
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
-    cluster = UpCluster(tmp_path_factory.mktemp("tour"), agents=1,
-                        extra=["--agent-cpus", "2", "--agent-mem-mb", "4096"]).start()
+@pytest.fixture(scope="module", params=[
+    "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("cassandra", marks=pytest.mark.cassandra)])
+def up(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+       ) -> Iterator[UpCluster]:
+    store = migrated_store(request, request.param)
+    cluster = UpCluster(tmp_path_factory.mktemp(f"tour-{request.param}"), agents=1,
+                        extra=["--agent-cpus", "2", "--agent-mem-mb", "4096",
+                               *(["--store", store] if store else [])]).start()
     try:
         yield cluster
     finally:

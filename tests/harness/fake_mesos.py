@@ -1,6 +1,6 @@
 """A small, real fake of a Mesos master speaking the v1 scheduler HTTP API, for tests.
 
-It speaks what pymesos speaks (JSON): `POST /api/v1/scheduler` with a
+It speaks JSON: `POST /api/v1/scheduler` with a
 SUBSCRIBE call is answered 200 with a chunked RecordIO stream of events
 and a `Mesos-Stream-Id` header; every other call must carry that header
 and is answered 202.  `GET /version` and the operator call GET_AGENTS
@@ -20,8 +20,14 @@ Behaviour follows Mesos' master where the backend depends on it:
   tasks (the framework is not PARTITION_AWARE);
 - removing an agent rescinds its offers, reports its tasks TASK_LOST and
   sends FAILURE; `fail_over()` drops every stream and offer, as a new
-  leading master would; a standby master (`redirect_to`) answers 307.
-Not faked: protobuf encoding, failover timeouts, quota, maintenance,
+  leading master would; a standby master (`redirect_to`) answers 307;
+- SUBSCRIBE with a known framework id is a scheduler failover
+  (Master::failoverFramework): the same framework and tasks, and a stream
+  that still held it gets ERROR "Framework failed over" and is closed; a
+  framework disconnected longer than its `failover_timeout` is removed
+  (tasks killed) and a later SUBSCRIBE with its id gets ERROR "Framework
+  has been removed" (Master::frameworkFailoverTimeout, validateFramework).
+Not faked: protobuf encoding, quota, maintenance,
 reservations and volumes, inverse offers, recovered (not re-registered) agents.
 """
 
@@ -52,7 +58,7 @@ class FakeMesosMaster(SchedulerCalls):
         self.work_dir = work_dir
         self.heartbeat_secs, self.tick_secs, self.retry_secs = heartbeat_secs, tick_secs, retry_secs
         self.version, self.redirect_to = version, redirect_to
-        #: Answer this many SUBSCRIBE calls with HTTP 500 (pymesos' IO thread gives up on it).
+        #: Answer this many SUBSCRIBE calls with HTTP 500.
         self.fail_subscribes = 0
         self.lock = threading.RLock()
         self.agents: dict[str, FakeAgent] = {}
@@ -127,6 +133,7 @@ class FakeMesosMaster(SchedulerCalls):
             for fw in self.frameworks.values():
                 if fw.stream is not None:
                     fw.stream.close()
+                    fw.disconnected_at = time.monotonic()
                 fw.stream = None
                 fw.offers.clear()
 
@@ -189,8 +196,12 @@ class FakeMesosMaster(SchedulerCalls):
                 fid = fid or f"{uuid.uuid4()}-0000"
                 fw = self.frameworks[fid] = _Framework(fid, info)
             if fw.stream is not None:
+                # Mesos' Master::failoverFramework: the scheduler that held the framework is
+                # told, then cut off; its offers are void and go to the new one.
+                fw.stream.send({"type": "ERROR", "error": {"message": "Framework failed over"}})
                 fw.stream.close()
             fw.info, fw.stream, fw.suppressed = info, stream, False
+            fw.disconnected_at = None
             fw.offers.clear()
             self.subscriptions += 1
             stream.send({"type": "SUBSCRIBED", "subscribed": {
@@ -207,6 +218,16 @@ class FakeMesosMaster(SchedulerCalls):
                 if fw.stream is stream:
                     fw.stream = None
                     fw.offers.clear()
+                    fw.disconnected_at = time.monotonic()
+
+    def _expire_failover(self, now: float) -> None:
+        """Mesos' frameworkFailoverTimeout: a framework disconnected for longer than its
+        FrameworkInfo.failover_timeout is removed, its tasks killed; it may not come back."""
+        for fw in list(self.frameworks.values()):
+            timeout = float(fw.info.get("failover_timeout", 0.0))
+            if fw.stream is None and fw.disconnected_at is not None \
+                    and now - fw.disconnected_at >= timeout:
+                self._on_teardown(fw, {})
 
     def call(self, call: Json, stream_id: str) -> tuple[int, str]:
         """Any call but SUBSCRIBE: (HTTP status, error text)."""
@@ -253,6 +274,7 @@ class FakeMesosMaster(SchedulerCalls):
                 now = time.monotonic()
                 for agent in self.agents.values():
                     agent.retry(now)
+                self._expire_failover(now)
                 for fw in self.frameworks.values():
                     if fw.stream is not None and now - fw.stream.last_heartbeat >= self.heartbeat_secs:
                         fw.stream.last_heartbeat = now

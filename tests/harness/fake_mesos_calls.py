@@ -34,6 +34,7 @@ class _Framework:
     offers: dict[str, tuple[str, list[Json]]] = field(default_factory=dict)  # id -> (agent, res)
     filters: dict[str, float] = field(default_factory=dict)  # agent id -> refused until
     suppressed: bool = False
+    disconnected_at: float | None = None  # monotonic time the stream closed (failover timer)
 
     @property
     def role(self) -> str:
@@ -138,6 +139,7 @@ class SchedulerCalls:
                 self._reconciled(fw, tid, "", "TASK_LOST", "Reconciliation: Task is unknown")
 
     def _on_teardown(self, fw: _Framework, _: Json) -> None:
+        """TEARDOWN, and what the failover timeout does: kill every task, forget the framework."""
         for task in fw.tasks.values():
             if task.agent_id in self.agents:
                 self.agents[task.agent_id].kill(task.task_id, 0.0)

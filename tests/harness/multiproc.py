@@ -84,13 +84,14 @@ class MultiCluster:
         path.write_text(yaml.safe_dump(doc))
         return path
 
-    def spawn(self, role: str, name: str = "", **sections: object) -> Daemon:
-        """Start `peloton <role>` (returns at once; `ready()` waits for it)."""
+    def spawn(self, role: str, name: str = "", args: tuple[str, ...] = (),
+              **sections: object) -> Daemon:
+        """Start `peloton <role> --config ... *args` (returns at once; `ready()` waits)."""
         name = name or role
         first = not any(d.role == role for d in self.daemons)
         port = self.ports[role] if first else free_port()
         config = self.config(role, name, port, **sections)
-        proc = subprocess.Popen([PELOTON, role, "--config", str(config)], cwd=self.base,
+        proc = subprocess.Popen([PELOTON, role, "--config", str(config), *args], cwd=self.base,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                 start_new_session=True)

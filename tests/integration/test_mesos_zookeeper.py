@@ -2,7 +2,7 @@
 
 Masters are published the way Mesos publishes them: sequential `json.info_` nodes under the
 master path holding MasterInfo as JSON; the lowest sequence is the leader.  When the leader's
-node goes, pymesos' detector moves to the next master and the backend subscribes there as the
+node goes, the link's ZooKeeper watch moves to the next master and the backend subscribes there as the
 same framework (a new master learns frameworks as they re-subscribe).
 """
 

@@ -24,6 +24,9 @@ Every daemon's file has the same common sections, as Peloton's
       level: INFO
     resmgr: {...}             # ResourceManagerConfig (peloton/resmgr/config.py)
 
+The host manager also has `backend:` (local | sim:... | mesos:MASTER, as `peloton up
+--backend`; `peloton hostmgr --backend` overrides it) and `mesos:` (MesosSection).
+
 The own sections are the daemons' config dataclasses: `jobmgr`
 (JobManagerConfig), `resmgr` (ResourceManagerConfig), `hostmgr`
 (HostManagerConfig, plus `agents` for the local-agent backend) and
@@ -106,6 +109,25 @@ class AgentsConfig:
 
 
 @dataclass(frozen=True)
+class MesosSection:
+    """The Mesos backend's settings beyond its master (see MesosConfig for their meaning)."""
+
+    framework_name: str = "Peloton"
+    role: str = "peloton"
+    principal: str = "peloton"
+    secret: str = ""
+    user: str = "root"
+    failover_timeout_secs: float = 60_000_000.0
+    gpu_supported: bool = True
+    revocable_resources: bool = False
+    launch_wait_secs: float = 30.0
+    agent_refresh_secs: float = 10.0
+    resend_secs: float = 10.0
+    call_timeout_secs: float = 10.0
+    tick_secs: float = 0.2
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     """The sections every daemon process has (see the module docstring)."""
 
@@ -134,12 +156,20 @@ class ResmgrProcessConfig(DaemonConfig):
 
 @dataclass(frozen=True)
 class HostmgrProcessConfig(DaemonConfig):
-    """`peloton hostmgr` (local-agent backend: agents register with the leader)."""
+    """`peloton hostmgr`: `backend` names the host backend (peloton/hostmgr/backends/registry.py:
+    local - agents register with the leader -, sim:..., or mesos:MASTER)."""
 
     grpc: GrpcConfig = GrpcConfig(port=DEFAULT_PORTS["hostmgr"])
     hostmgr: HostManagerConfig = field(
         default_factory=lambda: HostManagerConfig(consumers=("jobmgr", "resmgr")))
+    backend: str = "local"
     agents: AgentsConfig = AgentsConfig()
+    mesos: MesosSection = MesosSection()
+
+    def __post_init__(self) -> None:
+        from peloton.hostmgr.backends.registry import BackendSpec
+
+        BackendSpec.parse(self.backend)  # InvalidArgument naming the field
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ it serves (a standby serves too, answering UNAVAILABLE until it leads).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -24,13 +25,13 @@ from collections.abc import Sequence
 
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
-from peloton.cluster.daemons.config import SCHEMAS, DaemonConfig, load
+from peloton.cluster.daemons.config import SCHEMAS, DaemonConfig, HostmgrProcessConfig, load
 from peloton.cluster.daemons.leadership import Leadership
 from peloton.cluster.daemons.roles import ELECTED, Runtime, placement_engine
 from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.common.leader import LeaderId, listen_ip, new_client
 from peloton.common.metrics import Metrics
-from peloton.core.errors import Unavailable
+from peloton.core.errors import InvalidArgument, Unavailable
 from peloton.storage import StoreOptions, check_schema, open_store
 
 log = logging.getLogger(__name__)
@@ -134,9 +135,14 @@ def _version() -> str:
         return ""
 
 
-def run(role: str, files: Sequence[str], announce: bool = True) -> None:
-    """Run one daemon until SIGINT/SIGTERM, then stop cleanly."""
+def run(role: str, files: Sequence[str], announce: bool = True, backend: str = "") -> None:
+    """Run one daemon until SIGINT/SIGTERM, then stop cleanly (`backend`: the host manager's,
+    overriding its config)."""
     config = load(SCHEMAS[role], files)
+    if backend:
+        if not isinstance(config, HostmgrProcessConfig):
+            raise InvalidArgument("only the host manager has a backend", field="backend")
+        config = dataclasses.replace(config, backend=backend)
     logging.basicConfig(level=config.logging.level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()

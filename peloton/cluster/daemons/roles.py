@@ -7,8 +7,9 @@ except that the other daemons are gRPC clients of their leaders
 
 * resmgr: ResourceManager + the private ResourceManagerService; it calls
   the host manager for capacity and reads its status stream;
-* hostmgr: HostManager over a fresh local-agent backend (agents register
-  with the leader) + the private HostManagerService;
+* hostmgr: HostManager over a fresh backend from the host backend registry
+  (`backend:` local - agents register with the leader -, sim, or mesos) +
+  the private HostManagerService;
 * jobmgr: JobManager; when the resource or host manager's term changes (it
   started over with empty state), the job manager hands its runs back;
 * placement: no election, one PlacementEngine for the process (Peloton runs
@@ -113,21 +114,26 @@ def resmgr_terms(rt: Runtime) -> TermBuilder:
 
 
 def hostmgr_terms(rt: Runtime) -> TermBuilder:
-    """The host manager's terms, each over a fresh local-agent backend."""
+    """The host manager's terms, each over a fresh backend of the configured kind."""
     from peloton.hostmgr.app import HostManager
-    from peloton.hostmgr.backends.local import LocalBackend
+    from peloton.hostmgr.backends.registry import BackendEnv, open_backend
 
     assert isinstance(rt.config, HostmgrProcessConfig)
-    agents, store = rt.config.agents, rt.the_store()
+    config = rt.config
+    agents, store = config.agents, rt.the_store()
     hm_config = rt.config.hostmgr
     consumers = tuple(dict.fromkeys((*hm_config.consumers, *STREAM_CONSUMERS)))
     hm_config = dataclasses.replace(hm_config, consumers=consumers)
 
     def build(term: Term, fence: Fence) -> list[Component]:
-        backend = LocalBackend(heartbeat_secs=agents.heartbeat_secs,
-                               heartbeat_timeout_secs=agents.heartbeat_timeout_secs)
-        backend.register_on(term.recorder)
-        hm = HostManager(fenced(store, fence), backend, hm_config, grpc_server=term.recorder,
+        term_store = fenced(store, fence)
+        # A Mesos backend subscribes with the framework id the previous leader stored, so a
+        # new leader is the same framework (and reconciles); the master cuts the old one off.
+        backend = open_backend(config.backend, BackendEnv(
+            grpc=term.recorder, frameworks=term_store, heartbeat_secs=agents.heartbeat_secs,
+            heartbeat_timeout_secs=agents.heartbeat_timeout_secs,
+            mesos=dataclasses.asdict(config.mesos)))
+        hm = HostManager(term_store, backend, hm_config, grpc_server=term.recorder,
                          metrics=rt.metrics)
         serve_host_manager(term.recorder, hm, hm.events)
         return [hm]

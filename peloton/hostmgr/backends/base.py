@@ -8,7 +8,7 @@ consumer of its event stream has processed (and persisted) the update.
 Consumers therefore deduplicate by `StatusUpdate.uuid` and by run id.
 
 Implementations: `local` (our agents over gRPC, local.py), `sim` (virtual
-hosts on an injectable clock, sim.py), `mesos` (pymesos).  All pass
+hosts on an injectable clock, sim.py), `mesos` (Mesos' HTTP API).  All pass
 tests/contract/test_host_backend.py.
 """
 

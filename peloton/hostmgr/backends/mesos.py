@@ -1,4 +1,4 @@
-"""The Apache Mesos HostBackend: Peloton as a Mesos framework, through pymesos.
+"""The Apache Mesos HostBackend: Peloton as a Mesos framework (v1 scheduler HTTP API).
 
 How the HostBackend maps onto Mesos' v1 scheduler API (README.md beside
 this module says what is and is not supported):
@@ -22,9 +22,12 @@ this module says what is and is not supported):
   failures) are re-delivered every `resend_secs` until acknowledged.
 - reconcile: RECONCILE naming the runs (with their agent when known), or
   implicit for None; implicit also after every (re-)subscription.
-- failover: pymesos reconnects a broken stream and follows redirects to the
-  leading master; when its thread gives up, or the stream is silent for
-  three heartbeat intervals, the backend starts a new one (backing off).
+- failover: the link (mesos_driver.py) reconnects a broken stream with the
+  framework id and follows redirects and ZooKeeper to the leading master;
+  when the stream is silent for three heartbeat intervals, the backend
+  starts a new one (backing off).  Every SUBSCRIBED is followed by an
+  implicit reconciliation.  A link the master "failed over" to another
+  scheduler (a new host manager leader) stays away.
 
 The worker thread (mesos_worker.py) makes every call to the master.
 Listener callbacks never run under the backend's lock.
@@ -222,7 +225,7 @@ class MesosBackend:
             raise Unavailable("not subscribed to the Mesos master")
         return host
 
-    # -- updates (the worker and pymesos' thread call these) ------------------------------------
+    # -- updates (the worker and the link's thread call these) ------------------------------------
     def own_update(self, hostname: str, agent_id: str, run_id: str, state: TaskState, reason: str,
                    message: str) -> StatusUpdate:
         """An update made here, re-delivered until acknowledged; the lock must be held."""

@@ -1,60 +1,63 @@
-"""The pymesos boundary: a typed subscription to the Mesos master, and plain HTTP calls.
+"""The Mesos v1 scheduler HTTP API, spoken directly (JSON over urllib3; no pymesos).
 
-pymesos' MesosSchedulerDriver keeps the SUBSCRIBE stream (JSON, the v1
-scheduler HTTP API): it finds the leading master (host:port, or
-ZooKeeper for zk://), follows a standby master's redirect, reconnects
-with backoff when the stream breaks, and turns events into callbacks.
-`MesosLink` wraps it and hands typed events to a `MesosEvents`.
+`MesosLink` is one subscription of the framework: a thread POSTs SUBSCRIBE
+to the leading master and reads the answer, a RecordIO stream of events
+(`<length>\\n<JSON>` records over chunked HTTP) carrying a `Mesos-Stream-Id`
+header that every later call must repeat.  Events go, typed, to a
+`MesosEvents`.  Following the API's rules (Mesos' scheduler-http-api.md):
 
-Calls are POSTed by `MesosLink.call`, not through pymesos' call methods:
-those drop a call silently while disconnected (a launch would vanish)
-and cannot carry a KILL's kill policy.  A failed call says whether the
-master got it: `CallNotSent`, `CallRejected` (it answered an error) or
-`CallUncertain` (the connection broke mid-call).
+- the leader: a `host:port` / `http://` master is asked directly; a standby
+  answers 307 with the leader in `Location`, which is followed; for
+  `zk://hosts/path` the leader is the `json.info_` node with the lowest
+  sequence under the path (MasterInfo as JSON), watched, so the stream moves
+  when leadership does;
+- re-subscription: once SUBSCRIBED, every new SUBSCRIBE carries the
+  framework id (in the call and in FrameworkInfo.id), which is how a
+  scheduler fails over: the master keeps the framework, its tasks and its
+  failover timeout, rescinds the old stream's offers and (if another
+  connection still held it) tells that one "Framework failed over";
+- a broken stream, a refused SUBSCRIBE or a 503 (no leader yet) is retried
+  with backoff (0.5 s doubling to 10 s); the link never gives up by itself
+  (the worker replaces it when the stream is silent for three heartbeats or
+  the master removed the framework);
+- calls (ACCEPT, KILL, ACKNOWLEDGE, RECONCILE, ...) are POSTed on pooled
+  keep-alive connections, 202 meaning accepted.  urllib3 checks a pooled
+  connection before reusing it, so a connection the master closed while idle
+  does not make a call look uncertain.  A failed call says whether the master
+  got it: `CallNotSent`, `CallRejected` (it answered an error) or
+  `CallUncertain` (the connection broke mid-call).
 
-pymesos has three habits that suit scripts, not daemons; they are undone
-here, once, when this module is imported:
-- importing pymesos installs its own SIGINT handler: the previous one is
-  put back;
-- when its IO thread fails it interrupts the main thread, which would stop
-  the whole daemon: the failure is logged and the link reads as aborted,
-  so the backend restarts it;
-- a driver stopped without failover TEARs DOWN the framework, killing every
-  task: the link always passes failover=True.
+Stopping a link only closes its stream: the framework is never torn down
+(TEARDOWN would kill every task), so a restarted host manager is the same
+framework within the failover timeout.
 """
 
 from __future__ import annotations
 
-import http.client
+import base64
 import json
 import logging
-import signal
 import threading
 import time
-import types
 import urllib.parse
 from typing import Any, Protocol
 
-import pymesos
-import pymesos.process
+import urllib3
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+)
 
 from peloton.core.errors import NotFound, PelotonError, Unavailable
 from peloton.hostmgr.backends.mesos_wire import Json
 
 log = logging.getLogger(__name__)
 
-
-def _io_thread_failed() -> None:
-    # pymesos kept the exception for its SIGINT handler; nothing will raise it now.
-    pymesos.process._exc_info = None
-    log.error("pymesos IO thread stopped; the Mesos backend will reconnect")
-
-
-if (threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGINT) is pymesos.process._handle_sigint
-        and pymesos.process._prev_handler is not None):
-    signal.signal(signal.SIGINT, pymesos.process._prev_handler)
-pymesos.process.thread = types.SimpleNamespace(interrupt_main=_io_thread_failed)
+SCHEDULER_PATH = "/api/v1/scheduler"
+#: The stream carries a heartbeat every 15 s by default; a read blocked this long is dead.
+STREAM_READ_TIMEOUT = 120.0
+MAX_REDIRECTS = 5
 
 
 class CallNotSent(Unavailable):
@@ -72,13 +75,13 @@ class CallRejected(PelotonError):
 
 
 class MesosEvents(Protocol):
-    """What the link reports; called from pymesos' IO thread, must not block long."""
+    """What the link reports; called from the link's thread, must not block long."""
 
     def subscribed(self, framework_id: str, stream_id: str) -> None:
         """SUBSCRIBED: the framework (re-)registered on a new stream."""
 
     def disconnected(self) -> None:
-        """The stream is gone (its offers are void); pymesos is reconnecting."""
+        """The stream is gone (its offers are void); the link is reconnecting."""
 
     def offers(self, offers: list[Json]) -> None:
         """OFFERS."""
@@ -93,11 +96,11 @@ class MesosEvents(Protocol):
         """FAILURE without an executor: the agent is gone."""
 
     def error(self, message: str) -> None:
-        """ERROR (e.g. the framework was removed)."""
+        """ERROR (e.g. the framework was removed, or failed over to another scheduler)."""
 
 
 def master_address(url: str) -> str:
-    """pymesos' form of a master URL: "host:port" or "zk://hosts/path" (https is unsupported)."""
+    """A master URL as "host:port", or "zk://hosts/path" unchanged (https is unsupported)."""
     if url.startswith(("zk://", "zoo://")):
         return url
     parsed = urllib.parse.urlsplit(url if "//" in url else f"//{url}")
@@ -107,62 +110,59 @@ def master_address(url: str) -> str:
     return f"{parsed.hostname}:{parsed.port or 5050}"
 
 
-class _Scheduler(pymesos.Scheduler):  # type: ignore[misc]  # pymesos is untyped
-    """pymesos callbacks to MesosEvents; never raises (pymesos would end its IO thread)."""
-
-    def __init__(self, link: MesosLink) -> None:
-        self._link = link
-
-    def _safely(self, what: str, fn: Any, *args: Any) -> None:
-        if self._link.closed:
-            return  # a replaced subscription's last words: the current one speaks for us
-        try:
-            fn(*args)
-        except Exception:
-            log.exception("Mesos backend failed to handle %s", what)
-
-    def registered(self, driver: Any, framework_id: Json, master: Json) -> None:
-        self._safely("SUBSCRIBED", self._link.events.subscribed, framework_id["value"],
-                     driver.stream_id or "")
-
-    def reregistered(self, driver: Any, master: Json) -> None:
-        self._safely("SUBSCRIBED", self._link.events.subscribed, driver.framework_id or "",
-                     driver.stream_id or "")
-
-    def disconnected(self, driver: Any) -> None:
-        self._safely("disconnection", self._link.events.disconnected)
-
-    def resourceOffers(self, driver: Any, offers: list[Json]) -> None:
-        self._safely("OFFERS", self._link.events.offers, [dict(o) for o in offers])
-
-    def offerRescinded(self, driver: Any, offer_id: Json) -> None:
-        self._safely("RESCIND", self._link.events.rescinded, offer_id["value"])
-
-    def statusUpdate(self, driver: Any, status: Json) -> None:
-        self._safely("UPDATE", self._link.events.update, dict(status))
-
-    def slaveLost(self, driver: Any, agent_id: Json) -> None:
-        self._safely("FAILURE", self._link.events.agent_lost, agent_id["value"])
-
-    def executorLost(self, driver: Any, executor_id: Json, agent_id: Json,
-                     status: int) -> None:
-        pass  # the command executor's end is reported by its task's update
-
-    def error(self, driver: Any, message: str) -> None:
-        self._safely("ERROR", self._link.events.error, str(message))
+def records(chunks: Any) -> Any:
+    """Split a RecordIO byte stream (an iterable of byte chunks) into records."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            head, sep, rest = buf.partition(b"\n")
+            if not sep:
+                break
+            size = int(head)
+            if len(rest) < size:
+                break
+            yield rest[:size]
+            buf = rest[size:]
 
 
-class _Driver(pymesos.MesosSchedulerDriver):  # type: ignore[misc]  # pymesos is untyped
-    """Notes when each event arrived (heartbeats included) and the heartbeat interval."""
+class ZooKeeperLeader:
+    """The leading master of `zk://hosts/path`, kept current by a children watch."""
 
-    link: MesosLink
+    def __init__(self, url: str, changed: Any) -> None:
+        from kazoo.client import KazooClient
 
-    def on_event(self, event: Json) -> None:
-        self.link.last_event = time.monotonic()
-        if event.get("type") == "SUBSCRIBED":
-            secs = event.get("subscribed", {}).get("heartbeat_interval_seconds")
-            self.link.heartbeat_secs = float(secs or 15.0)
-        super().on_event(event)
+        parsed = urllib.parse.urlsplit(url)
+        self.path = parsed.path or "/mesos"
+        self._changed = changed
+        self.leader = ""
+        self._zk = KazooClient(hosts=parsed.netloc, timeout=10.0)
+        self._zk.start(timeout=15)
+        self._zk.ChildrenWatch(self.path, self._children, allow_session_lost=True)
+
+    def _children(self, children: list[str]) -> None:
+        infos = sorted((c for c in children if c.startswith("json.info_")),
+                       key=lambda c: int(c.rsplit("_", 1)[-1]))
+        leader = ""
+        for child in infos:
+            try:
+                data, _ = self._zk.get(f"{self.path}/{child}")
+                info = json.loads(data)
+                address = info.get("address", {})
+                host = address.get("ip") or address.get("hostname") or info.get("hostname")
+                leader = f"{host}:{address.get('port') or info.get('port')}"
+                break
+            except Exception:  # a node that went away meanwhile, or no JSON: the next one
+                continue
+        if leader != self.leader:
+            log.info("Mesos leading master in ZooKeeper %s: %s", self.path, leader or "none")
+            self.leader = leader
+            self._changed()
+
+    def close(self) -> None:
+        """Stop watching."""
+        self._zk.stop()
+        self._zk.close()
 
 
 class MesosLink:
@@ -171,57 +171,207 @@ class MesosLink:
     def __init__(self, master: str, framework: Json, events: MesosEvents, *,
                  principal: str = "", secret: str = "", call_timeout_secs: float = 10.0) -> None:
         self.events = events
-        self.framework = framework
+        self.framework = dict(framework)
+        self.framework_id = str(framework.get("id", {}).get("value", ""))
         self.call_timeout_secs = call_timeout_secs
         self.last_event = time.monotonic()
         self.heartbeat_secs = 15.0
+        #: stop() was called: no more events, no reconnection.
         self.closed = False
-        self._driver = _Driver(_Scheduler(self), dict(framework), master_address(master),
-                               implicit_acknowledgements=False, failover=True,
-                               principal=principal or None, secret=secret or None)
-        self._driver.link = self
-        self._lock = threading.Lock()
-        self._conn: http.client.HTTPConnection | None = None
-        self._conn_master = ""
+        #: The master gave the framework to another scheduler: no reconnection.
+        self.retired = False
+        self.stream_id = ""
+        self._target = master_address(master)
+        self._leader = ""      # host:port the stream was last redirected to or found in ZK
+        self._master = ""      # host:port of the current stream
+        self._auth = ({"Authorization": "Basic " + base64.b64encode(
+            f"{principal}:{secret}".encode()).decode()} if principal and secret else {})
+        self._pool = urllib3.PoolManager(num_pools=4, maxsize=4, retries=False)
+        self._stream: Any = None
+        self._zk: ZooKeeperLeader | None = None
+        self._thread: threading.Thread | None = None
+        self._failed = False
+        self._wake = threading.Event()
 
+    # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Connect (pymesos' thread; may wait up to 10 s asking the master for its version)."""
+        """Start subscribing (in the link's own thread)."""
         self.last_event = time.monotonic()
-        self._driver.start()
+        self._thread = threading.Thread(target=self._run, name="mesos-subscription", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
-        """Disconnect without tearing the framework down (tasks keep running)."""
+        """Close the stream without tearing the framework down (tasks keep running)."""
         self.closed = True
-        self._driver.stop(failover=True)
-        # pymesos' join() has no timeout, and its thread may be asleep in a reconnect backoff.
-        thread = getattr(self._driver, "_io_thread", None)
-        if thread is not None:
-            thread.join(5.0)
-        with self._lock:
-            self._close()
+        self._wake.set()
+        self._cut()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        if self._zk is not None:
+            self._zk.close()
+        self._pool.clear()
 
     @property
     def aborted(self) -> bool:
-        """pymesos' thread gave up (it does not come back by itself)."""
-        return bool(self._driver.aborted)
+        """The subscription thread died of a bug (the worker replaces the link)."""
+        return self._failed
 
     @property
     def master(self) -> str:
-        """host:port of the master pymesos is (or was last) talking to; "" before it knows."""
-        return str(self._driver.master or "")
+        """host:port of the master of the current (or last) stream; "" before there was one."""
+        return self._master
 
+    # -- the subscription -----------------------------------------------------------------------
+    def _run(self) -> None:
+        backoff = 0.5
+        try:
+            while not self._done():
+                ok = self._subscribe_once()
+                if self._done():
+                    return
+                backoff = 0.5 if ok else min(backoff * 2, 10.0)
+                self._wake.wait(backoff)
+                self._wake.clear()
+        except Exception:
+            log.exception("Mesos subscription thread failed")
+            self._failed = True
+
+    def _done(self) -> bool:
+        return self.closed or self.retired
+
+    def _where(self) -> str:
+        if not self._target.startswith(("zk://", "zoo://")):
+            return self._leader or self._target
+        if self._zk is None:
+            try:
+                self._zk = ZooKeeperLeader(self._target, self._leader_changed)
+            except Exception as exc:
+                log.warning("cannot read the Mesos master from %s: %s", self._target, exc)
+                return ""
+        return self._zk.leader
+
+    def _leader_changed(self) -> None:
+        if self._zk is not None and self._master and self._zk.leader != self._master:
+            self._cut()  # the stream moves to the new leader
+        self._wake.set()
+
+    def _subscribe_once(self) -> bool:
+        """One SUBSCRIBE and its stream; True if the master subscribed us."""
+        address = self._where()
+        for _ in range(MAX_REDIRECTS):
+            if not address:
+                return False
+            call: Json = {"type": "SUBSCRIBE", "subscribe": {"framework_info": self._info()}}
+            if self.framework_id:
+                call["framework_id"] = {"value": self.framework_id}
+            try:
+                resp = self._pool.urlopen(
+                    "POST", f"http://{address}{SCHEDULER_PATH}", body=json.dumps(call).encode(),
+                    headers={"Content-Type": "application/json", "Accept": "application/json",
+                             "Connection": "close", **self._auth},
+                    preload_content=False, redirect=False,
+                    timeout=urllib3.Timeout(connect=self.call_timeout_secs,
+                                            read=STREAM_READ_TIMEOUT))
+            except HTTPError as exc:
+                log.info("Mesos master %s: SUBSCRIBE failed: %s", address, exc)
+                return False
+            if resp.status in (301, 302, 303, 307, 308):
+                location = resp.headers.get("Location", "")
+                resp.release_conn()
+                # "//host:port/api/v1/scheduler": the leading master.
+                address = self._leader = urllib.parse.urlsplit(
+                    location if "//" in location else f"//{location}").netloc
+                continue
+            if resp.status != 200:
+                body = resp.read(4096).decode(errors="replace")
+                resp.release_conn()
+                log.warning("Mesos master %s refused SUBSCRIBE: %s %s", address, resp.status, body)
+                return False
+            return self._read(resp, address)
+        return False
+
+    def _read(self, resp: Any, address: str) -> bool:
+        self._stream, self._master = resp, address
+        self.stream_id = resp.headers.get("Mesos-Stream-Id", "")
+        subscribed = False
+        try:
+            for record in records(iter(lambda: resp.read1(65536), b"")):
+                self.last_event = time.monotonic()
+                if self.closed:
+                    break  # a stopped link's last words: the link that replaced it speaks
+                event = json.loads(record)
+                if event.get("type") == "SUBSCRIBED":
+                    subscribed = True
+                self._dispatch(event)
+                if self.retired:
+                    break
+        except (HTTPError, OSError, ValueError) as exc:
+            if not self.closed:
+                log.info("Mesos stream from %s ended: %s", address, exc)
+        finally:
+            self._stream = None
+            self.stream_id = ""
+            resp.release_conn()
+        if subscribed and not self.closed:
+            self.events.disconnected()
+        return subscribed
+
+    def _dispatch(self, event: Json) -> None:
+        kind = event.get("type")
+        body = event.get(str(kind).lower(), {}) or {}
+        try:
+            if kind == "SUBSCRIBED":
+                self.framework_id = str(body.get("framework_id", {}).get("value", ""))
+                self.heartbeat_secs = float(body.get("heartbeat_interval_seconds") or 15.0)
+                self.events.subscribed(self.framework_id, self.stream_id)
+            elif kind == "OFFERS":
+                self.events.offers([dict(o) for o in body.get("offers", [])])
+            elif kind == "RESCIND":
+                self.events.rescinded(str(body.get("offer_id", {}).get("value", "")))
+            elif kind == "UPDATE":
+                self.events.update(dict(body.get("status", {})))
+            elif kind == "FAILURE":
+                if "agent_id" in body and "executor_id" not in body:
+                    self.events.agent_lost(str(body["agent_id"].get("value", "")))
+            elif kind == "ERROR":
+                message = str(body.get("message", ""))
+                if "failed over" in message.lower():
+                    # Another scheduler subscribed with our framework id (a new host manager
+                    # leader): stay away instead of taking the framework back.
+                    self.retired = True
+                self.events.error(message)
+            # HEARTBEAT only refreshes last_event; INVERSE_OFFERS, MESSAGE and operation
+            # feedback are not used (README.md beside this module).
+        except Exception:
+            log.exception("Mesos backend failed to handle %s", kind)
+
+    def _info(self) -> Json:
+        info = dict(self.framework)
+        if self.framework_id:
+            info["id"] = {"value": self.framework_id}
+        return info
+
+    def _cut(self) -> None:
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.shutdown()  # unblocks the reading thread
+            except Exception:
+                pass
+
+    # -- calls ----------------------------------------------------------------------------------
     def call(self, kind: str, framework_id: str, body: Json | None = None) -> None:
         """POST one scheduler call (ACCEPT, DECLINE, KILL, ACKNOWLEDGE, RECONCILE, ...)."""
-        stream_id = self._driver.stream_id
+        stream_id = self.stream_id
         if not stream_id or not framework_id:
             raise CallNotSent("not subscribed to the Mesos master")
         msg: Json = {"type": kind, "framework_id": {"value": framework_id}}
         if body is not None:
             msg[kind.lower()] = body
         try:
-            self._post("/api/v1/scheduler", msg, {"Mesos-Stream-Id": stream_id})
+            self._post(SCHEDULER_PATH, msg, {"Mesos-Stream-Id": stream_id})
         except CallRejected:
-            if self._driver.stream_id != stream_id:  # refused for a stream that just ended
+            if self.stream_id != stream_id:  # refused for a stream that just ended
                 raise CallNotSent("the subscription changed during the call") from None
             raise
 
@@ -231,59 +381,33 @@ class MesosLink:
         return json.loads(reply) if reply else {}
 
     def _post(self, path: str, body: Json, headers: dict[str, str]) -> bytes:
-        data = json.dumps(body).encode()
-        master = self.master
-        with self._lock:
-            if self._conn is not None and self._conn_master != master:
-                self._close()  # a new leading master: calls follow the subscription
-            if self._conn is None:
-                host, _, port = master.rpartition(":")
-                if not host:
-                    raise CallNotSent("no Mesos master known yet")
-                conn = http.client.HTTPConnection(host, int(port), timeout=self.call_timeout_secs)
-                try:
-                    conn.connect()
-                except OSError as exc:
-                    raise CallNotSent(f"cannot reach Mesos master {master}: {exc}") from None
-                self._conn, self._conn_master = conn, master
-            try:
-                self._conn.request("POST", path, body=data, headers={
-                    "Content-Type": "application/json", **headers,
-                    **self._driver_auth()})
-                resp = self._conn.getresponse()
-                reply = resp.read()
-            except (OSError, http.client.HTTPException) as exc:
-                self._close()
-                raise CallUncertain(f"call to Mesos master {self.master} broke: {exc}") from None
+        master = self._master
+        if not master:
+            raise CallNotSent("no Mesos master known yet")
+        try:
+            resp = self._pool.urlopen(
+                "POST", f"http://{master}{path}", body=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", **headers, **self._auth},
+                redirect=False, timeout=urllib3.Timeout(total=self.call_timeout_secs))
+        except (NewConnectionError, ConnectTimeoutError) as exc:
+            raise CallNotSent(f"cannot reach Mesos master {master}: {exc}") from None
+        except HTTPError as exc:
+            raise CallUncertain(f"call to Mesos master {master} broke: {exc}") from None
         if resp.status >= 300:
             raise CallRejected(f"Mesos master answered {resp.status} to {body.get('type')}: "
-                               f"{reply.decode(errors='replace')[:500]}")
-        return reply
-
-    def _driver_auth(self) -> dict[str, str]:
-        credential = self._driver._basic_credential
-        return {"Authorization": credential} if credential else {}
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+                               f"{resp.data.decode(errors='replace')[:500]}")
+        return bytes(resp.data)
 
 
 def agent_get(address: str, path: str, query: dict[str, str | int], timeout: float) -> bytes:
     """GET an agent's HTTP endpoint (its /files API); NotFound for 404, Unavailable otherwise."""
-    host, _, port = address.rpartition(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
-        conn.request("GET", f"{path}?{urllib.parse.urlencode(query)}")
-        resp = conn.getresponse()
-        body = resp.read()
-    except (OSError, http.client.HTTPException) as exc:
+        resp = urllib3.request("GET", f"http://{address}{path}?{urllib.parse.urlencode(query)}",
+                               retries=False, timeout=timeout)
+    except HTTPError as exc:
         raise Unavailable(f"Mesos agent {address}: {exc}") from None
-    finally:
-        conn.close()
     if resp.status == 404:
         raise NotFound(f"{query.get('path', '')} not found on Mesos agent {address}")
     if resp.status >= 300:
         raise Unavailable(f"Mesos agent {address} answered {resp.status} to {path}")
-    return body
+    return bytes(resp.data)

@@ -1,4 +1,4 @@
-"""Converters between Mesos v1 JSON (what pymesos sends and receives) and backend values.
+"""Converters between Mesos v1 JSON (what the v1 scheduler HTTP API sends and receives) and backend values.
 
 Named by direction: `*_to_json` builds a Mesos message, `*_from_json`
 reads one.  Mesos writes its protos as JSON with the .proto field names,

@@ -1,6 +1,6 @@
 """The Mesos backend's worker: the subscription, and every call made to the master.
 
-`Worker` receives the link's events (pymesos' thread) and runs one loop
+`Worker` receives the link's events (the link's thread) and runs one loop
 (its own thread) that, every tick or when kicked: restarts a dead or
 silent subscription (backing off), saves the framework id, refreshes the
 agent list, sends queued ACKNOWLEDGE, KILL and RECONCILE calls, ACCEPTs
@@ -90,7 +90,7 @@ class Worker:
         else:
             self._reconcile.append(entry)
 
-    # -- MesosEvents (pymesos' thread) ----------------------------------------------------------
+    # -- MesosEvents (the link's thread) ----------------------------------------------------------
     def subscribed(self, framework_id: str, stream_id: str) -> None:
         log.info("subscribed to Mesos master %s as framework %s",
                  self.link.master if self.link else "?", framework_id)
@@ -195,7 +195,7 @@ class Worker:
             return None
         if link is not None:
             log.warning("restarting the Mesos subscription (%s)",
-                        "pymesos stopped" if link.aborted else "no heartbeat" if silent
+                        "its thread failed" if link.aborted else "no heartbeat" if silent
                         else "framework removed")
             link.stop()
         with self.b.lock:

@@ -29,6 +29,21 @@ IN_CHUNK = 100
 NO_LIMIT = 2**31 - 1
 
 
+#: How an empty string is stored where it is a partition key: Cassandra refuses empty
+#: partition keys ("Key may not be empty"), and a job may have no owner, pool or name.
+EMPTY_KEY = "\x00"
+
+
+def key_of(value: str) -> str:
+    """A text value as a partition key (EMPTY_KEY for "")."""
+    return value if value else EMPTY_KEY
+
+
+def value_of_key(key: str) -> str:
+    """The text value a partition key stands for (the inverse of key_of)."""
+    return "" if key == EMPTY_KEY else key
+
+
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     """`items` in slices of at most `size`."""
     for i in range(0, len(items), size):
@@ -60,20 +75,32 @@ class CassandraBase:
         """One logged batch of named writes."""
         self.s.batch([(STATEMENTS[n], p) for n, p in items])
 
+    def cas_batches(self, name: str, batches: Sequence[Sequence[Sequence[Any]]]
+                    ) -> list[list[Row]]:
+        """Conditional single-partition batches of one statement, concurrently (see CqlSession)."""
+        if not batches:
+            return []
+        stmt = STATEMENTS[name]
+        return self.s.cas_batches([[(stmt, p) for p in batch] for batch in batches])
+
     def partition_batches(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
         """Write rows of one partition in atomic single-partition batches, each at most
-        BATCH_ROWS rows and (roughly) BATCH_BYTES of values; a larger row goes alone."""
+        BATCH_ROWS rows and (roughly) BATCH_BYTES of values (a larger row goes alone), sent
+        concurrently: plain writes, unlike LWTs, do not contend within a partition."""
+        batches: list[list[tuple[Any, Sequence[Any]]]] = []
         batch: list[tuple[Any, Sequence[Any]]] = []
         size = 0
         for row in rows:
             row_size = sum(len(v) if isinstance(v, str) else 8 for v in row)
             if batch and (len(batch) >= BATCH_ROWS or size + row_size > BATCH_BYTES):
-                self.s.batch(batch)
+                batches.append(batch)
                 batch, size = [], 0
             batch.append((STATEMENTS[name], row))
             size += row_size
         if batch:
-            self.s.batch(batch)
+            batches.append(batch)
+        if batches:
+            self.s.batch_many(batches)
 
 
 def applied(row: Row | None) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.storage import codec
 from peloton.storage.bulk import KIND_BY_NAME, ActiveJob, Checkpoint, Key, Record
-from peloton.storage.cassandra.base import CassandraBase
+from peloton.storage.cassandra.base import CassandraBase, key_of, value_of_key
 from peloton.storage.cassandra.index import JobIndexWriter
 from peloton.storage.cassandra.jobs import ACTIVE_SHARD
 from peloton.storage.cassandra.session import Row
@@ -35,6 +35,8 @@ def _key_columns(kind: str) -> tuple[str, ...]:
 def _pk_of(kind: str, key: Key) -> tuple[Any, ...]:
     """The partition key values of a record key."""
     pk = SCANNED[kind][1]
+    if kind == "job_name":
+        return (key_of(str(key[0])),)
     return (ACTIVE_SHARD,) if pk == ("shard_id",) else tuple(key[:len(pk)])
 
 
@@ -44,6 +46,8 @@ class CassandraBulk(CassandraBase, JobIndexWriter):
     def _record(self, kind: str, row: Row) -> Record:
         _table, _pk, _ck, payload, rev = SCANNED[kind]
         key = tuple(row[c] for c in _key_columns(kind))
+        if kind == "job_name":
+            key = (value_of_key(key[0]), *key[1:])
         body = row[payload] if payload else codec.to_json(ActiveJob(str(key[0])))
         return Record(key, int(row[rev]) if rev else 0, body)
 
@@ -95,7 +99,7 @@ class CassandraBulk(CassandraBase, JobIndexWriter):
             "job_config": lambda: [("job_config.put", (key[0], key[1], v.created_at, body))],
             "job_runtime": lambda: [("job_runtime.put",
                                      (key[0], v.revision, v.state.value, body))],
-            "job_name": lambda: [("job_name.add", (key[0], key[1], v.time, body)),
+            "job_name": lambda: [("job_name.add", (key_of(str(key[0])), key[1], v.time, body)),
                                  ("job_names_by_job.add", (key[1], key[0]))],
             "active_job": lambda: [("active_jobs.add", (ACTIVE_SHARD, key[0]))],
             "secret": lambda: [("secret_info.put", (key[0], v.job_id, body)),
@@ -140,7 +144,7 @@ class CassandraBulk(CassandraBase, JobIndexWriter):
                 self.q("job_config.delete", *key)
                 self._reindex(str(key[0]))
             elif kind == "job_name":
-                self.q("job_name.remove", *key)
+                self.q("job_name.remove", key_of(str(key[0])), key[1])
                 self.q("job_names_by_job.remove", key[1], key[0])
             elif kind == "active_job":
                 self.q("active_jobs.remove", ACTIVE_SHARD, key[0])

@@ -24,7 +24,7 @@ from typing import Any
 
 from peloton.core.model.constraints import Label
 from peloton.core.model.job import JobRuntime, JobSpec, JobSummary
-from peloton.storage.cassandra.base import IN_CHUNK, CassandraBase, chunks
+from peloton.storage.cassandra.base import IN_CHUNK, CassandraBase, chunks, key_of
 from peloton.storage.cassandra.session import Row
 from peloton.storage.cassandra.statements import INDEX_CONFIG_COLUMNS, INDEX_RUNTIME_COLUMNS
 from peloton.storage.job_index import decode_labels, index_fields, runtime_columns, summary
@@ -50,8 +50,8 @@ class JobIndexWriter:
         for table, key, new in (("job_index_by_owner", "owner", spec.owner),
                                 ("job_index_by_respool", "respool_id", spec.respool_id)):
             if before.get(key) not in (None, new):
-                items.append((f"{table}.remove", (before[key], job_id)))
-            items.append((f"{table}.add", (new, job_id)))
+                items.append((f"{table}.remove", (key_of(before[key]), job_id)))
+            items.append((f"{table}.add", (key_of(new), job_id)))
         old_labels = {label_key(lb) for lb in decode_labels(before.get("labels"), job_id)}
         new_labels = {label_key(lb) for lb in spec.labels}
         items += [("job_index_by_label.remove", (k, job_id)) for k in sorted(old_labels - new_labels)]
@@ -77,7 +77,7 @@ class JobIndexWriter:
         for table, key in (("job_index_by_state", "state"), ("job_index_by_owner", "owner"),
                            ("job_index_by_respool", "respool_id")):
             if old.get(key) is not None:
-                items.append((f"{table}.remove", (old[key], job_id)))
+                items.append((f"{table}.remove", (key_of(old[key]), job_id)))
         items += [("job_index_by_label.remove", (label_key(lb), job_id))
                   for lb in decode_labels(old.get("labels"), job_id)]
         return items
@@ -92,10 +92,10 @@ class CassandraJobQuery(CassandraBase):
         for label in query.labels:
             sets.append({r["job_id"] for r in self.q("job_index_by_label.ids", label_key(label))})
         if query.owner is not None:
-            sets.append({r["job_id"] for r in self.q("job_index_by_owner.ids", query.owner)})
+            sets.append({r["job_id"] for r in self.q("job_index_by_owner.ids", key_of(query.owner))})
         if query.respool_id is not None:
             sets.append({r["job_id"]
-                         for r in self.q("job_index_by_respool.ids", query.respool_id)})
+                         for r in self.q("job_index_by_respool.ids", key_of(query.respool_id))})
         if query.states:
             sets.append({r["job_id"] for s in query.states
                          for r in self.q("job_index_by_state.ids", s.value)})

@@ -16,7 +16,7 @@ from peloton.core.errors import AlreadyExists, Conflict, NotFound
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.storage_records import JobNameEntry
 from peloton.storage import codec
-from peloton.storage.cassandra.base import CassandraBase, applied
+from peloton.storage.cassandra.base import CassandraBase, applied, key_of
 from peloton.storage.cassandra.index import JobIndexWriter
 from peloton.storage.job_index import job_runtime_entity
 
@@ -39,7 +39,7 @@ class CassandraJobs(CassandraBase, JobIndexWriter):
         entry = JobNameEntry(spec.name, job_id, runtime.creation_time or spec.created_at)
         items = self.index_config_items(job_id, spec, None)
         items += self.index_runtime_items(job_id, stored, None)
-        items += [("job_name.add", (entry.name, job_id, entry.time, codec.to_json(entry))),
+        items += [("job_name.add", (key_of(entry.name), job_id, entry.time, codec.to_json(entry))),
                   ("job_names_by_job.add", (job_id, entry.name))]
         if not runtime.state.terminal:
             items.append(("active_jobs.add", (ACTIVE_SHARD, job_id)))
@@ -99,7 +99,7 @@ class CassandraJobs(CassandraBase, JobIndexWriter):
             self.q("task_config.delete", job_id, row["version"])
         self.q("task_config_versions.delete", job_id)
         for row in self.q("job_names_by_job.get", job_id):
-            self.q("job_name.remove", row["job_name"], job_id)
+            self.q("job_name.remove", key_of(row["job_name"]), job_id)
         self.q("job_names_by_job.delete", job_id)
         self.q("active_jobs.remove", ACTIVE_SHARD, job_id)
         self.batch(self.index_delete_items(job_id, self.q1("job_index.get", job_id)))
@@ -135,7 +135,7 @@ class CassandraJobs(CassandraBase, JobIndexWriter):
         return ids[0] if ids else None
 
     def get_job_ids_by_name(self, name: str) -> list[str]:
-        rows = self.q("job_name.get", name)
+        rows = self.q("job_name.get", key_of(name))
         rows.sort(key=lambda r: (r["update_time"], r["job_id"]), reverse=True)
         return [str(r["job_id"]) for r in rows]
 

@@ -30,6 +30,8 @@ from peloton.storage.store import StoreOptions
 
 Row = dict[str, Any]
 DEFAULT_PORT = 9042
+#: Batches sent at once by `batches`.
+IN_FLIGHT = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,17 @@ class CqlSession(Protocol):
         """Apply writes as one logged batch (all eventually applied, or none)."""
         ...
 
+    def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
+        """Apply several logged batches concurrently (each atomic on its own)."""
+        ...
+
+    def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
+                    ) -> list[list[Row]]:
+        """Run conditional batches, each within one partition, concurrently; each batch's
+        rows.  A batch applies whole or not at all: `[{"[applied]": True}]`, or one row per
+        existing row it named with `[applied]` False, its key and its condition columns."""
+        ...
+
     def truncate(self, table: str) -> None:
         """Remove every row of a table (tests and `schema down` only)."""
         ...
@@ -97,6 +110,11 @@ class DriverSession:
     """CqlSession over cassandra-driver."""
 
     def __init__(self, url: str, options: StoreOptions, *, keyspace: bool = True) -> None:
+        try:
+            import cassandra  # noqa: F401  (the optional extra)
+        except ImportError:
+            raise InvalidArgument(f"{redact(url)}: Cassandra support is not installed: "
+                                  "pip install 'peloton-py[cassandra]'", field="store") from None
         from cassandra import ConsistencyLevel
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -192,6 +210,37 @@ class DriverSession:
             self._session.execute(batch)
         if items:
             self._call("batch", run)
+
+    def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
+        from cassandra.query import BatchStatement, BatchType
+
+        def run() -> None:
+            for start in range(0, len(batches), IN_FLIGHT):  # bounded: a loaded node times out
+                futures = []
+                for items in batches[start:start + IN_FLIGHT]:
+                    batch = BatchStatement(batch_type=BatchType.LOGGED)
+                    for stmt, params in items:
+                        batch.add(self._prepare(stmt), tuple(params))
+                    futures.append(self._session.execute_async(batch))
+                for f in futures:
+                    f.result()
+        self._call("batch", run)
+
+    def cas_batches(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]
+                    ) -> list[list[Row]]:
+        from cassandra.query import BatchStatement, BatchType
+
+        def run() -> list[list[Row]]:
+            futures = []
+            for items in batches:
+                # UNLOGGED: a single-partition batch needs no batch log; Paxos makes it atomic.
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                for stmt, params in items:
+                    batch.add(self._prepare(stmt), tuple(params))
+                futures.append(self._session.execute_async(batch))
+            return [list(f.result()) for f in futures]
+        result: list[list[Row]] = self._call("conditional batch", run)
+        return result
 
     def execute_text(self, text: str) -> list[Row]:
         """Run unprepared CQL (schema changes by the migration runner)."""

@@ -1,9 +1,10 @@
 """Cassandra task tables: configs per (job, version) partition, runtimes by LWT.
 
-Every runtime write is `UPDATE ... IF revision = ?`, one Paxos round per
-task; a batch of writes is sent concurrently (the driver pipelines them),
-and each write's `[applied]` row says whether it won, lost (the row shows
-the stored revision) or found no row.  Creating runtimes first reads the
+Every runtime write is `UPDATE ... IF revision = ?`.  A job's tasks share
+one partition, and Paxos runs per partition, so a batch of writes goes as
+one conditional batch per job (one Paxos round for up to BATCH_ROWS tasks),
+the jobs' batches concurrently; each answer says which tasks won, lost
+(their stored revision differs) or found no row (see write_task_runtimes).  Creating runtimes first reads the
 job's existing rows (AlreadyExists if one differs; identical ones are a
 retried create's own), then inserts the rest in single-partition batches;
 the job manager is the only writer of a job's tasks (leader election),
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from peloton.core.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
@@ -22,8 +24,23 @@ from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.states import TaskState
 from peloton.storage import codec
-from peloton.storage.cassandra.base import IN_CHUNK, CassandraBase, chunks
+from peloton.storage.cassandra.base import (
+    BATCH_BYTES,
+    BATCH_ROWS,
+    IN_CHUNK,
+    CassandraBase,
+    chunks,
+)
 from peloton.storage.task_store import RuntimeWrite, WriteResult
+
+
+@dataclass(frozen=True, slots=True)
+class _Cas:
+    """One task's compare-and-set: the write, the runtime it stores, the statement's values."""
+
+    write: RuntimeWrite
+    runtime: TaskRuntime
+    params: tuple[Any, ...]
 
 
 def task_entity(job_id: str, instance: int) -> str:
@@ -105,23 +122,56 @@ class CassandraTasks(CassandraBase):
     def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
         if len({(w.job_id, w.instance) for w in writes}) != len(writes):
             raise InvalidArgument("a task may be written only once per batch", field="writes")
-        new = [dataclasses.replace(w.runtime, revision=w.runtime.revision + 1) for w in writes]
-        params: list[Sequence[Any]] = [
-            (rt.revision, rt.state.value, codec.to_json(rt), w.job_id, w.instance,
-             w.runtime.revision) for w, rt in zip(writes, new, strict=True)]
-        results = self.many("task_runtime.cas", params)
+        pending: dict[str, list[_Cas]] = {}
+        for w in writes:
+            rt = dataclasses.replace(w.runtime, revision=w.runtime.revision + 1)
+            pending.setdefault(w.job_id, []).append(_Cas(w, rt, (
+                rt.revision, rt.state.value, codec.to_json(rt), w.job_id, w.instance,
+                w.runtime.revision)))
         written: dict[TaskId, TaskRuntime] = {}
         conflicts: set[TaskId] = set()
         missing: set[TaskId] = set()
-        for w, rt, rows in zip(writes, new, results, strict=True):
-            row = rows[0] if rows else {}
-            if row.get("[applied]"):
-                written[w.task] = rt
-            elif row.get("revision") is None:
-                missing.add(w.task)
-            else:
-                conflicts.add(w.task)
+        # One conditional batch per job (its partition) per round, the jobs' batches side by
+        # side: Paxos serializes LWTs per partition, so a job's tasks written as separate
+        # concurrent LWTs would contend with each other (and time out on a real server).
+        # A batch applies whole or not at all; when it does not, its answer names each
+        # task's stored revision, and the tasks still at theirs go again in the next round.
+        while pending:
+            round_ = {job: self._cas_chunk(items) for job, items in pending.items()}
+            answers = self.cas_batches("task_runtime.cas",
+                                       [[c.params for c in chunk] for chunk in round_.values()])
+            for (job, chunk), rows in zip(round_.items(), answers, strict=True):
+                rest = pending[job][len(chunk):]
+                if rows and rows[0].get("[applied]"):
+                    written.update((c.write.task, c.runtime) for c in chunk)
+                else:
+                    stored = {int(r["instance_id"]): r.get("revision") for r in rows
+                              if r.get("instance_id") is not None}
+                    retry = []
+                    for c in chunk:
+                        now = stored.get(c.write.instance)
+                        if now is None:
+                            missing.add(c.write.task)
+                        elif now != c.write.runtime.revision:
+                            conflicts.add(c.write.task)
+                        else:
+                            retry.append(c)  # refused only for another task's sake
+                    rest = retry + rest
+                if rest:
+                    pending[job] = rest
+                else:
+                    del pending[job]
         return WriteResult(written, frozenset(conflicts), frozenset(missing))
+
+    @staticmethod
+    def _cas_chunk(items: list[_Cas]) -> list[_Cas]:
+        """The head of a job's writes that fits one batch (BATCH_ROWS, about BATCH_BYTES)."""
+        size = 0
+        for n, c in enumerate(items):
+            size += len(c.params[2])
+            if n and (n >= BATCH_ROWS or size > BATCH_BYTES):
+                return items[:n]
+        return items
 
     def delete_task_runtimes(self, job_id: str, instances: Collection[int] | None = None) -> None:
         if instances is None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pymesos.process
 import pytest
 
 from peloton.core.errors import Unavailable
@@ -165,7 +164,7 @@ def test_a_master_that_is_down_for_a_while_is_reconnected(tmp_path: Path) -> Non
         wait_for(lambda: not rig.backend.subscribed, 10, "the backend sees the master gone")
         with pytest.raises(Unavailable):
             rig.backend.launch("mesos-agent-0", [task("true")])
-        time.sleep(0.5)  # down long enough for pymesos to be refused and back off
+        time.sleep(0.5)  # down long enough for the link to be refused and back off
         rig.master.resume()
         wait_for(lambda: rig.backend.subscribed, 20, "subscribed again")
         assert len({fid for fid, _ in rig.ids.saved}) == 1
@@ -258,15 +257,16 @@ def test_a_standby_master_redirects_to_the_leader(tmp_path: Path) -> None:
             standby.stop()
 
 
-def test_a_failing_pymesos_thread_is_restarted_without_touching_the_main_thread(
+def test_refused_subscriptions_are_retried_without_touching_the_process(
         tmp_path: Path) -> None:
-    assert signal.getsignal(signal.SIGINT) is not pymesos.process._handle_sigint
+    before = signal.getsignal(signal.SIGINT)
     master = FakeMesosMaster(tmp_path / "mesos", retry_secs=0.3).start()
-    master.fail_subscribes = 1  # pymesos' IO thread dies on an HTTP 500
+    master.fail_subscribes = 3  # HTTP 500 three times, then the master subscribes us
     try:
         recorder, ids = Recorder(), Ids()
         backend = start_backend(master.url, recorder, ids)
-        wait_for(lambda: len(recorder.hosts) == 3, 15, "subscribed on the second try")
+        wait_for(lambda: len(recorder.hosts) == 3, 15, "subscribed on the fourth try")
+        assert signal.getsignal(signal.SIGINT) is before  # no handler of the driver's own
         backend.stop()
     finally:
         master.stop()
@@ -278,3 +278,46 @@ def _launched(rig: Rig, launch: Any) -> bool:
         return True
     except Unavailable:
         return False
+
+
+def test_a_second_scheduler_with_the_framework_id_takes_over_and_the_first_stays_away(
+        tmp_path: Path) -> None:
+    # A host manager failover: the new leader subscribes with the stored framework id while
+    # the old one may still hold the stream.  The master tells the old one "Framework failed
+    # over"; it must not subscribe again (it would take the framework back), and the new one
+    # learns the running task by reconciliation.
+    with mesos(tmp_path) as rig:
+        launch = task("sleep 30", grace=0.1)
+        rig.backend.launch("mesos-agent-0", [launch])
+        rig.state(launch.run_id, S.RUNNING)
+        recorder = Recorder()
+        standby = start_backend(rig.master.url, recorder, rig.ids)
+        try:
+            again = recorder.wait_state(launch.run_id, S.RUNNING)
+            assert again.reason == "REASON_RECONCILIATION"
+            assert len(rig.master.frameworks) == 1 and len({f for f, _ in rig.ids.saved}) == 1
+            wait_for(lambda: not rig.backend.subscribed, 5, "the first scheduler cut off")
+            time.sleep(1.0)  # several of the first one's ticks: it stays away
+            assert rig.master.subscriptions == 2 and standby.subscribed
+            standby.kill("mesos-agent-0", [launch.run_id], 0.1)
+            recorder.wait_state(launch.run_id, S.KILLED)
+        finally:
+            standby.stop()
+
+
+def test_a_framework_away_longer_than_its_failover_timeout_is_removed(tmp_path: Path) -> None:
+    with mesos(tmp_path, failover_timeout_secs=0.5) as rig:
+        launch = task("sleep 30", grace=0.1)
+        rig.backend.launch("mesos-agent-1", [launch])
+        rig.state(launch.run_id, S.RUNNING)
+        old = rig.ids.saved[-1][0]
+        rig.backend.stop()
+        proc = rig.master.agent("mesos-agent-1").tasks[launch.run_id].proc
+        assert proc is not None
+        wait_for(lambda: old in rig.master.removed, 10, "the master to remove the framework")
+        wait_for(lambda: proc.poll() is not None, 10, "its task killed")
+        recorder = Recorder()
+        rig.backend = start_backend(rig.master.url, recorder, rig.ids, failover_timeout_secs=0.5)
+        # "Framework has been removed": the backend registers as a new framework.
+        wait_for(lambda: rig.ids.saved[-1][0] not in ("", old), 15, "a new framework id")
+        wait_for(lambda: len(recorder.hosts) == 3, 10, "hosts under the new framework")
