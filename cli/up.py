@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from cli.params import security_options
+
 
 @click.command("up")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
@@ -39,10 +41,14 @@ import click
               help="Also run the archiver into this archive (dir:///path, sqlite:///file.db, ...).")
 @click.option("--ui-port", default=5292, show_default=True, type=int,
               help="Web UI HTTP port (0 picks a free port, -1 disables the UI).")
+@click.option("--allow-root-tasks", is_flag=True,
+              help="Let jobs naming user root run as root on the local agents.")
+@security_options
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
        agent_disk_mb: float, agent_gpus: float, agent_ports: str, backend: str, archive: str,
-       ui_port: int) -> None:
+       ui_port: int, allow_root_tasks: bool, auth: str, insecure: bool, tls_cert: str,
+       tls_key: str, tls_ca: str) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C.
 
     \b
@@ -50,18 +56,27 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
       peloton up                       # SQLite in ./.peloton, one local agent
       peloton up --agents 3            # three agents with distinct names and labels
       peloton up --store postgresql://peloton@127.0.0.1/peloton
+      peloton up --auth users.yaml --host 0.0.0.0   # README, Security
     """
     from peloton.common.geventsetup import setup
 
     setup()
     from peloton.cluster.allinone import UpConfig, run
+    from peloton.common.tls import TlsFiles
+    from peloton.core.errors import PelotonError
     from peloton.core.model.resources import Resources
 
-    run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
-                 hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
-                 data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive, ui_port=ui_port,
-                 agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus),
-                 agent_ports=_port_range(agent_ports)))
+    try:
+        run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
+                     hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
+                     data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive,
+                     ui_port=ui_port,
+                     agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb, agent_gpus),
+                     agent_ports=_port_range(agent_ports), auth=auth, insecure=insecure,
+                     tls=TlsFiles.from_options(tls_cert, tls_key, tls_ca),
+                     allow_root_tasks=allow_root_tasks))
+    except PelotonError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _port_range(text: str) -> tuple[int, int]:

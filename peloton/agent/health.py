@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from peloton.core.model.task import HealthCheckSpec, HealthCheckType
@@ -30,11 +30,13 @@ log = logging.getLogger(__name__)
 OnChange = Callable[[str, HealthState, str], None]
 
 
-def probe(spec: HealthCheckSpec, port: int, env: Mapping[str, str], cwd: Path) -> tuple[bool, str]:
-    """Run one probe; (passed, detail)."""
+def probe(spec: HealthCheckSpec, port: int, env: Mapping[str, str], cwd: Path,
+          exec_as: Sequence[str] = ()) -> tuple[bool, str]:
+    """Run one probe; (passed, detail).  A command probe runs through `exec_as` (the
+    supervisor's `-x` mode: as the task's user) when given."""
     try:
         if spec.type is HealthCheckType.COMMAND:
-            return _command_probe(spec, env, cwd)
+            return _command_probe(spec, env, cwd, exec_as)
         if spec.type is HealthCheckType.HTTP:
             url = f"{spec.http_scheme or 'http'}://127.0.0.1:{port}{spec.http_path or '/'}"
             try:
@@ -51,11 +53,13 @@ def probe(spec: HealthCheckSpec, port: int, env: Mapping[str, str], cwd: Path) -
 #: $2 the check's command.  It also writes the command's exit code last on stderr: a SIGCHLD
 #: reaper elsewhere in the process (gevent's, once anything used gevent.subprocess) may collect
 #: the shell before we do, and then that line is the only record of how the check ended.
-_IN_SANDBOX = 'cd -- "$1" || exit 126; (eval "$2"); rc=$?; printf "\\n%s%d" "$3" "$rc" >&2; exit $rc'
+_IN_SANDBOX = ('[ "$1" = . ] || cd -- "$1" || exit 126; (eval "$2"); rc=$?; '
+               'printf "\\n%s%d" "$3" "$rc" >&2; exit $rc')
 _RC_MARK = "@@peloton-health-rc="
 
 
-def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path) -> tuple[bool, str]:
+def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path,
+                   exec_as: Sequence[str] = ()) -> tuple[bool, str]:
     """Run the check's command in the sandbox, in a session of its own, for at most its timeout.
 
     Spawned with posix_spawn, not fork: under gevent, subprocess forks in Python, so the
@@ -67,10 +71,15 @@ def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path) -> 
     """
     deadline = time.monotonic() + spec.timeout_secs
     read_end, write_end = os.pipe()
+    # Through `exec_as` the directory is entered before the user is switched (the task's
+    # user may not be able to walk the path to its sandbox), so the shell stays where it is.
+    where = "." if exec_as else str(cwd)
+    shell = ["/bin/sh", "-c", _IN_SANDBOX, "health-check", where, spec.command, _RC_MARK]
+    # supervisor.c -x takes the program, then its argv (argv[0] included).
+    argv = [*exec_as, "/bin/sh", *shell] if exec_as else shell
     try:
         pid = os.posix_spawn(
-            "/bin/sh", ["/bin/sh", "-c", _IN_SANDBOX, "health-check", str(cwd), spec.command,
-                        _RC_MARK],
+            argv[0], argv,
             dict(env), setsid=True,
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -150,9 +159,10 @@ class HealthChecker:
     """Probes one task until stopped; reports changes of its health."""
 
     def __init__(self, run_id: str, spec: HealthCheckSpec, port: int, env: Mapping[str, str],
-                 cwd: Path, on_change: OnChange) -> None:
+                 cwd: Path, on_change: OnChange, *, exec_as: Sequence[str] = ()) -> None:
         self.run_id, self.spec, self.port, self.env, self.cwd = run_id, spec, port, env, cwd
         self.on_change = on_change
+        self.exec_as = tuple(exec_as)
         self.health = HealthState.HEALTH_UNKNOWN
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"health-{run_id}", daemon=True)
@@ -170,7 +180,7 @@ class HealthChecker:
         if self._stop.wait(max(0.0, self.spec.initial_interval_secs)):
             return
         while not self._stop.is_set():
-            passed, detail = probe(self.spec, self.port, self.env, self.cwd)
+            passed, detail = probe(self.spec, self.port, self.env, self.cwd, self.exec_as)
             if self._stop.is_set():
                 return
             failures = 0 if passed else failures + 1

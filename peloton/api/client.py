@@ -37,6 +37,8 @@ from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
 from peloton.api.client_v0 import Range, V0Calls
 from peloton.api.client_v1 import V1Calls
+from peloton.api.gen.pelotonpy.auth import auth_pb2
+from peloton.common.tls import TlsFiles
 
 __all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "FileTail", "PelotonClient",
            "Range"]
@@ -59,6 +61,7 @@ _STATELESS = "peloton.api.v1alpha.job.stateless.svc.JobService"
 _PODS = "peloton.api.v1alpha.pod.svc.PodService"
 _WATCH = "peloton.api.v1alpha.watch.svc.WatchService"
 _ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
+_AUTH = "pelotonpy.auth.AuthService"
 
 
 class PelotonClient(V0Calls, V1Calls):
@@ -67,11 +70,13 @@ class PelotonClient(V0Calls, V1Calls):
     def __init__(self, jobmgr: str = DEFAULT_JOBMGR, resmgr: str = DEFAULT_RESMGR,
                  hostmgr: str = DEFAULT_HOSTMGR, *, zk_servers: Sequence[str] = (),
                  zk_root: str = DEFAULT_ZK_ROOT, caller: str = DEFAULT_CALLER,
-                 timeout: float = DEFAULT_TIMEOUT, headers: Mapping[str, str] | None = None) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, headers: Mapping[str, str] | None = None,
+                 tls: TlsFiles | None = None) -> None:
         """Connect to the given addresses, or to the leaders registered in `zk_servers`.
 
         `headers` are extra application headers sent on every call (Peloton's
-        BASIC auth reads `username` and `password`).
+        BASIC auth reads `username` and `password`; a login token goes as
+        `authorization: Bearer <token>`).  With `tls`, channels use TLS.
         """
         if zk_servers:
             endpoints = endpoints_from_zookeeper(zk_servers, zk_root, timeout=timeout)
@@ -80,10 +85,14 @@ class PelotonClient(V0Calls, V1Calls):
                                   normalize_address(hostmgr))
         self.endpoints = endpoints
         self.timeout = timeout
-        self._transport = Transport(caller=caller, timeout=timeout, headers=headers)
+        self._bind(Transport(caller=caller, timeout=timeout, headers=headers, tls=tls))
+
+    def _bind(self, transport: Transport) -> None:
+        self._transport = transport
+        endpoints = self.endpoints
 
         def on_jobmgr(name: str) -> ServiceHandle:
-            return ServiceHandle(self._transport, endpoints.jobmgr, JOBMGR_SERVICE, name)
+            return ServiceHandle(transport, endpoints.jobmgr, JOBMGR_SERVICE, name)
 
         self._jobs = on_jobmgr(_JOBS)
         self._tasks = on_jobmgr(_TASKS)
@@ -92,8 +101,28 @@ class PelotonClient(V0Calls, V1Calls):
         self._pods = on_jobmgr(_PODS)
         self._watch = on_jobmgr(_WATCH)
         self._admin = on_jobmgr(_ADMIN)
-        self._respools = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
-        self._hosts = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
+        self._auth = on_jobmgr(_AUTH)
+        self._respools = ServiceHandle(transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
+        self._hosts = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
+
+    # -- logging in (pelotonpy.auth.AuthService on the job manager) ---------------------------
+    def login(self, ttl_secs: float = 0.0) -> auth_pb2.LoginResponse:
+        """A login token for this client's credentials (`username`/`password` headers or a
+        client certificate); later calls send it as `authorization: Bearer <token>`."""
+        return self._auth.call("Login", auth_pb2.LoginRequest(ttl_secs=ttl_secs),
+                               auth_pb2.LoginResponse)
+
+    def whoami(self) -> auth_pb2.WhoAmIResponse:
+        """Who the cluster takes this client for."""
+        return self._auth.call("WhoAmI", auth_pb2.WhoAmIRequest(), auth_pb2.WhoAmIResponse)
+
+    def with_headers(self, headers: Mapping[str, str]) -> PelotonClient:
+        """The same cluster and channels, calling with `headers` instead (e.g. one web UI
+        session's token).  Closing either closes the shared channels."""
+        other = object.__new__(type(self))
+        other.endpoints, other.timeout = self.endpoints, self.timeout
+        other._bind(self._transport.derive(headers))
+        return other
 
     # -- sandbox files (BrowseSandbox, then HTTP from the agent) ------------------------------
     def read_task_file(self, job_id: str, instance_id: int, filename: str = "stdout", *,

@@ -29,6 +29,7 @@ import grpc
 
 from peloton.api.grpc_errors import status_for
 from peloton.api.grpc_server import ServiceHost
+from peloton.api.service_names import LEGACY_ALIASES
 from peloton.core.errors import PelotonError
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,6 @@ log = logging.getLogger(__name__)
 #: Trailer carrying PelotonError.field of a failed call.
 FIELD_TRAILER = "peloton-error-field"
 
-#: v0 services Peloton serves under a second, package-less name.
-LEGACY_ALIASES = {
-    "peloton.api.v0.job.JobManager": "peloton.api.job.JobManager",
-    "peloton.api.v0.task.TaskManager": "peloton.api.task.TaskManager",
-    "peloton.api.v0.respool.ResourceManager": "peloton.api.respool.ResourceManager",
-}
 
 
 class CallHook(Protocol):

@@ -12,6 +12,13 @@ Start order: storage (schema checked), host manager (agents can
 register), resource manager, placement engine, job manager (recovery
 needs the other three), agents, Aurora bridge, web UI.  Stop is the reverse;
 tasks keep running in their supervisors and are adopted on the next start.
+
+Security (README, Security): `--auth FILE` turns authentication on for
+every front; without it the cluster must bind a loopback address (or be
+told `--insecure`).  Either way the data dir is private (0711, files 0600:
+tasks may pass through to their sandboxes but read nothing else), the
+process's own calls between its parts authenticate as a process-local
+internal user, and local agents reach the host manager with it too.
 """
 
 from __future__ import annotations
@@ -26,9 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from peloton.api.auth_jobs import JobGuard
+from peloton.api.auth_service import serve_auth
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
+from peloton.cluster.job_facts import StoreJobFacts
+from peloton.common.auth import build_security, check_bind
 from peloton.common.components import Component, FunctionComponent, Lifecycle
+from peloton.common.tls import TlsFiles
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 from peloton.hostmgr.backends.base import HostBackend
@@ -72,6 +84,14 @@ class UpConfig:
     archive: str = ""
     #: Web UI HTTP port; -1 disables the UI.
     ui_port: int = 5292
+    #: The users file (`--auth`); empty: authentication off (loopback only, or `insecure`).
+    auth: str = ""
+    #: Serve a non-loopback address without authentication anyway.
+    insecure: bool = False
+    #: TLS for every server and client of the cluster (mutual with a CA).
+    tls: TlsFiles | None = None
+    #: Agents may run tasks as root (a job naming user root); off by default.
+    allow_root_tasks: bool = False
 
 
 class AllInOne:
@@ -80,7 +100,11 @@ class AllInOne:
     def __init__(self, config: UpConfig) -> None:
         self.config = config
         self.store: Store | None = None
-        self.grpc = GrpcServer(f"{config.host}:{config.jobmgr_port}")
+        private_dir(config.data_dir)
+        self.security = build_security(config.auth or None, config.tls,
+                                       data_dir=config.data_dir.resolve(), embedded=True)
+        check_bind(config.host, self.security, insecure=config.insecure, what="peloton up")
+        self.grpc = GrpcServer(f"{config.host}:{config.jobmgr_port}", security=self.security)
         self.ports = {"jobmgr": self.grpc.port}
         for name, port in (("resmgr", config.resmgr_port), ("hostmgr", config.hostmgr_port)):
             self.ports[name] = self.grpc.add_port(f"{config.host}:{port}")
@@ -95,7 +119,11 @@ class AllInOne:
         if self.config.store:
             return self.config.store
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        return f"sqlite:///{(self.config.data_dir / 'state.db').resolve()}"
+        db = (self.config.data_dir / "state.db").resolve()
+        for path in (db, db.with_name("state.db-wal"), db.with_name("state.db-shm")):
+            if path.exists():
+                path.chmod(0o600)  # a database made before the data dir was private
+        return f"sqlite:///{db}"
 
     def start(self) -> None:
         """Build and start everything (see the module docstring for the order)."""
@@ -115,6 +143,8 @@ class AllInOne:
         placement = PlacementEngine(resmgr, hostmgr)
         jobmgr = JobManager(store, resmgr, hostmgr, grpc=self.grpc)
         register_unserved(self.grpc)
+        serve_auth(self.grpc, self.security)
+        self.grpc.auth.add_guard("peloton.api.", JobGuard(StoreJobFacts(store)))
         self.hostmgr, self.resmgr, self.jobmgr = hostmgr, resmgr, jobmgr
         parts: list[Component] = [
             FunctionComponent("grpc", self.grpc.start, self.grpc.stop),
@@ -128,6 +158,7 @@ class AllInOne:
         if self.config.ui_port >= 0:
             parts.append(FunctionComponent("ui", self._start_ui, self._stop_ui))
         parts.append(FunctionComponent("store", lambda: None, store.close))
+        parts.append(FunctionComponent("audit", lambda: None, self.security.close))
         self._lifecycle = Lifecycle(parts[::-1][::-1], name="peloton-up")
         self._lifecycle.start()
 
@@ -150,7 +181,7 @@ class AllInOne:
             return self._mesos_backend(kind.removeprefix("mesos:"))
         from peloton.hostmgr.backends.local import LocalBackend
 
-        backend = LocalBackend()
+        backend = LocalBackend(tls=self.config.tls)
         backend.register_on(self.grpc)
         return backend
 
@@ -196,7 +227,9 @@ class AllInOne:
             cfg = AgentConfig(work_dir=(self.config.data_dir / "agents" / name).resolve(),
                               name=name, hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
                               host=self.config.host, resources=each, labels=labels,
-                              ports=(PortRange(begin, begin + span - 1),))
+                              ports=(PortRange(begin, begin + span - 1),),
+                              credentials=self.security.internal, tls=self.config.tls,
+                              allow_root_tasks=self.config.allow_root_tasks)
             agent = AgentApp(cfg)
             agent.start()
             self.agents.append(agent)
@@ -217,8 +250,9 @@ class AllInOne:
                               jobmgr=address, resmgr=f"127.0.0.1:{self.ports['resmgr']}",
                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}")
         client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
-                               hostmgr=config.hostmgr, caller="peloton-aurorabridge")
-        self.bridge = AuroraBridge(config, client)
+                               hostmgr=config.hostmgr, caller="peloton-aurorabridge",
+                               headers=dict(self.security.internal), tls=self.config.tls)
+        self.bridge = AuroraBridge(config, client, security=self.security)
         self.bridge.start()
 
     def _stop_bridge(self) -> None:
@@ -233,7 +267,8 @@ class AllInOne:
         from archiver.sinks import open_sink
         from peloton.api.client import PelotonClient
 
-        client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}", caller="peloton-archiver")
+        client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}", caller="peloton-archiver",
+                               headers=dict(self.security.internal), tls=self.config.tls)
         self.archiver = Archiver(ArchiverConfig(), client, open_sink(self.config.archive))
         self.archiver.start()
         self._archiver_client = client
@@ -250,10 +285,14 @@ class AllInOne:
         from peloton.api.client import PelotonClient
         from ui.server import UiServer
 
+        # No credentials of its own: with authentication on, each browser session's calls
+        # carry that session's login token.
         client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}",
                                resmgr=f"127.0.0.1:{self.ports['resmgr']}",
-                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}", caller="peloton-ui")
-        self.ui = UiServer(client, self.config.host, self.config.ui_port)
+                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}", caller="peloton-ui",
+                               tls=self.config.tls)
+        self.ui = UiServer(client, self.config.host, self.config.ui_port,
+                           auth=self.security.enabled, tls=self.config.tls)
         self.ui.start()
         self._ui_client = client
 
@@ -289,7 +328,19 @@ class AllInOne:
         if self.ui is not None:
             lines.append(f"web UI        {self.ui.url}")
         lines.append(f"storage       {self.store.url if self.store else self.store_url()}")
+        if self.security.enabled:
+            lines.append(f"auth          on ({self.config.auth}); log in with `peloton login`")
+        else:
+            lines.append("auth          off (this machine only; `--auth FILE` turns it on)")
         return lines
+
+
+def private_dir(path: Path) -> None:
+    """Make `path` the cluster's private data dir: files created from now on are 0600
+    (umask 077; tasks get 022 back from their supervisor), the dir itself 0711."""
+    os.umask(0o077)
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o711)
 
 
 def run(config: UpConfig, announce: bool = True) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from peloton.api.ports_grpc.channel import LeaderTarget, StaticTarget, Target
+from peloton.api.ports_grpc.channel import LeaderTarget, PeerSecurity, StaticTarget, Target
 from peloton.api.ports_grpc.hostmgr_client import GrpcHostManager
 from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
 from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
@@ -36,6 +36,7 @@ from peloton.cluster.daemons.config import (
     ResmgrProcessConfig,
 )
 from peloton.cluster.daemons.leadership import Term, TermBuilder
+from peloton.common.auth import Security
 from peloton.common.components import Component
 from peloton.common.discovery import LeaderDiscovery
 from peloton.common.fencing import Fence, fenced
@@ -59,6 +60,8 @@ class Runtime:
     metrics: Metrics
     #: Things to close when the process stops (peer clients, discoveries).
     closers: list[Any] = field(default_factory=list)
+    #: How the process authenticates callers and proves itself to its peers.
+    security: Security = field(default_factory=Security)
 
     @property
     def caller(self) -> str:
@@ -83,7 +86,8 @@ class Runtime:
         """A client of the resource manager's leader."""
         peers = self.config.peers
         client = GrpcResourceManager(self.target(RESOURCE_MANAGER, peers.resmgr),
-                                     caller=self.caller, timeout=peers.call_timeout)
+                                     caller=self.caller, timeout=peers.call_timeout,
+                                     security=PeerSecurity.of(self.security))
         self.closers.append(client)
         return client
 
@@ -91,7 +95,7 @@ class Runtime:
         """A client of the host manager's leader."""
         peers = self.config.peers
         client = GrpcHostManager(self.target(HOST_MANAGER, peers.hostmgr), caller=self.caller,
-                                 timeout=peers.call_timeout)
+                                 timeout=peers.call_timeout, security=PeerSecurity.of(self.security))
         self.closers.append(client)
         return client
 
@@ -125,7 +129,8 @@ def hostmgr_terms(rt: Runtime) -> TermBuilder:
 
     def build(term: Term, fence: Fence) -> list[Component]:
         backend = LocalBackend(heartbeat_secs=agents.heartbeat_secs,
-                               heartbeat_timeout_secs=agents.heartbeat_timeout_secs)
+                               heartbeat_timeout_secs=agents.heartbeat_timeout_secs,
+                               tls=rt.security.tls)
         backend.register_on(term.recorder)
         hm = HostManager(fenced(store, fence), backend, hm_config, grpc_server=term.recorder,
                          metrics=rt.metrics)
