@@ -14,6 +14,7 @@ answers many calls with one shared Response pays for one encoding.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +22,13 @@ from typing import Any
 from thriftpy2.thrift import TApplicationException
 
 from aurorabridge import codec
+from aurorabridge.limits import check_args
 from aurorabridge.negotiation import Codec, Negotiated
 from aurorabridge.responses import error_response, from_error, invalid_request
 from aurorabridge.security import BridgeSecurity
 from aurorabridge.thrift_api import SERVICES, api, result_class
 from peloton.common.auth import Principal
-from peloton.core.errors import PermissionDenied, Unauthenticated
+from peloton.core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +95,12 @@ class ThriftProcessor:
                            yarpc_headers)
 
     def guarded(self, method: str, args: Any, authorization: str = "") -> Any:
-        """`dispatch` behind authentication, Aurora's permissions and the audit log."""
+        """`dispatch` behind the request maxima (limits.py), authentication, Aurora's
+        permissions and the audit log."""
+        try:
+            check_args(method, args)
+        except InvalidArgument as exc:
+            return from_error(exc)
         security = self._security
         if security is None or not security.enabled:
             return self.dispatch(method, args)
@@ -119,8 +126,10 @@ class ThriftProcessor:
         try:
             return handler(args)
         except Exception as exc:  # reported to the client, logged with the traceback
-            log.exception("handler %s failed", method)
-            return error_response(f"internal error in {method}: {type(exc).__name__}: {exc}")
+            ref = secrets.token_hex(4)
+            log.exception("handler %s failed (%s)", method, ref)
+            return error_response(f"internal error in {method} ({type(exc).__name__}; "
+                                  f"logged as {ref})")
 
     def _reply(self, neg: Negotiated, call: codec.Call, response: Any,
                yarpc_headers: list[tuple[str, str]]) -> Reply:

@@ -18,7 +18,9 @@ from typing import Any
 from gevent.pywsgi import WSGIServer
 
 from peloton.api.client import PelotonClient
+from peloton.common.auth import is_loopback
 from peloton.common.tls import TlsFiles
+from peloton.core.errors import InvalidArgument
 from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
 from ui.gate import UiGate
 from ui.gate import allowed_hosts as allowed_hosts_for
@@ -44,6 +46,13 @@ class UiConfig:
     refresh_ms: int = DEFAULT_REFRESH_MS
     #: Deadline of every RPC the UI makes, in seconds.
     timeout: float = 10.0
+    #: The cluster authenticates callers: users log in (else refused off loopback).
+    login: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    insecure: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
 
 
 class UiServer:
@@ -93,10 +102,16 @@ def run(config: UiConfig) -> None:
     import gevent
     from gevent.event import Event
 
+    if not (config.login or config.insecure or is_loopback(config.host)):
+        raise InvalidArgument(f"the web UI would serve {config.host} without asking anyone to log "
+                              "in; pass --login (authentication on the cluster), bind 127.0.0.1, "
+                              "or --insecure", field="host")
+    tls = TlsFiles.from_options(config.tls_cert, config.tls_key, config.tls_ca)
     client = PelotonClient(config.jobmgr, config.resmgr, config.hostmgr,
                            zk_servers=config.zk_servers, zk_root=config.zk_root,
-                           caller="peloton-ui", timeout=config.timeout)
-    server = UiServer(client, config.host, config.port, refresh_ms=config.refresh_ms)
+                           caller="peloton-ui", timeout=config.timeout, tls=tls)
+    server = UiServer(client, config.host, config.port, refresh_ms=config.refresh_ms,
+                      auth=config.login, tls=tls, allowed_hosts=config.allowed_hosts)
     server.start()
     print(f"web UI at {server.url} (job manager {client.endpoints.jobmgr}); "
           "press Ctrl-C to stop", flush=True)

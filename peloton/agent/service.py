@@ -105,10 +105,10 @@ class AgentServicer:
                     context: grpc.ServicerContext) -> pb.ListSandboxResponse:
         """Entries of a directory in a run's sandbox."""
         entries = _mapped(context, lambda: self.executor.sandboxes.listdir(request.run_id, request.path))
-        # Each entry carries a capability to fetch it from the file server (caps.py).
-        prefix = f"{self.caps.mint(request.run_id)}/" if self.caps is not None else ""
-        return pb.ListSandboxResponse(entries=[
-            pb.SandboxEntry(name=prefix + n, size=s, is_dir=d, mtime=m) for n, s, d, m in entries])
+        # With the listing, a capability to fetch the files from the file server (caps.py).
+        cap = self.caps.mint(request.run_id) if self.caps is not None else ""
+        return pb.ListSandboxResponse(capability=cap, entries=[
+            pb.SandboxEntry(name=n, size=s, is_dir=d, mtime=m) for n, s, d, m in entries])
 
     def ReadSandboxFile(self, request: pb.ReadSandboxFileRequest,
                         context: grpc.ServicerContext) -> pb.ReadSandboxFileResponse:

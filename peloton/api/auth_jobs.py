@@ -21,7 +21,7 @@ A job that does not exist passes here: the servicer answers NOT_FOUND.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from google.protobuf.message import Message
@@ -161,7 +161,7 @@ def _task_users(message: Message) -> Iterator[str]:
             for item in value.values():
                 if isinstance(item, Message):
                     yield from _task_users(item)
-        elif isinstance(value, Sequence) or hasattr(value, "add"):  # a repeated field
+        elif field.is_repeated:
             for item in value:
                 yield from _task_users(item)
         else:

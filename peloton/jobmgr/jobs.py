@@ -57,8 +57,9 @@ class JobOps:
         goal = JobState.SUCCEEDED if spec.type is JobType.BATCH else JobState.RUNNING
         runtime = JobRuntime(state=JobState.INITIALIZED, goal_state=goal, creation_time=now,
                              update_time=now, config_version=1)
-        self.ctx.store.create_task_configs(job_id, 1, spec.default_task, dict(spec.instance_tasks))
-        stored = self.ctx.store.create_job(job_id, spec, runtime)
+        # One unit: a create that fails leaves no task config behind (storage contract).
+        stored = self.ctx.store.create_job_with_tasks(job_id, spec, runtime, spec.default_task,
+                                                      dict(spec.instance_tasks))
         job = self.ctx.cache.add(CachedJob(job_id, spec, stored))
         if rolling is not None and spec.type is not JobType.BATCH:
             self._rolling_create(job, rolling, opaque_data)

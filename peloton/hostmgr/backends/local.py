@@ -222,9 +222,17 @@ class LocalBackend:
 
     def list_sandbox(self, hostname: str, run_id: str, path: str = "") -> list[tuple[str, int]]:
         """(name, size) of the entries under a sandbox path."""
+        return self.sandbox_listing(hostname, run_id, path)[1]
+
+    def sandbox_listing(self, hostname: str, run_id: str,
+                        path: str = "") -> tuple[str, list[tuple[str, int]]]:
+        """The agent's capability to read the sandbox from its file server, and the entries.
+
+        The host manager puts the capability in the paths BrowseSandbox answers, so only a
+        caller the job APIs let browse the sandbox can fetch its files."""
         reply = self._call(hostname, "ListSandbox", pb.ListSandboxRequest(run_id=run_id, path=path))
         assert isinstance(reply, pb.ListSandboxResponse)
-        return [(e.name, e.size) for e in reply.entries]
+        return reply.capability, [(e.name, e.size) for e in reply.entries]
 
     def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
                      length: int = 1 << 20) -> bytes:

@@ -28,7 +28,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
-from peloton.core.errors import InvalidArgument, Unavailable
+from peloton.core.errors import InvalidArgument
+from peloton.storage.errors import classify_sql
 from peloton.storage.registry import redact
 from peloton.storage.schema import SchemaMismatch, SchemaStatus
 from peloton.storage.sql import tables
@@ -96,26 +97,24 @@ class Database:
                     return fn(conn)
             except sa_exc.IntegrityError as exc:
                 if duplicate is None:
-                    raise
-                raise duplicate() from exc
+                    raise self.translate(what, exc) from None
+                raise duplicate() from None
             except sa_exc.DBAPIError as exc:
-                translated = self.translate(what, exc)
-                if translated is exc:
-                    raise
-                raise translated from exc
+                raise self.translate(what, exc) from None
+            except sa_exc.StatementError as exc:  # a parameter the driver refused to send
+                raise classify_sql(what, self.url, exc, exc.orig, False) or exc from None
         return self.options.retrier.call(attempt)
 
     def translate(self, what: str, exc: sa_exc.DBAPIError) -> Exception:
-        """Map a driver error to Unavailable (retryable), SchemaMismatch, or itself."""
-        text = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
-        lowered = text.lower()
-        if "no such table" in lowered or ("does not exist" in lowered and "relation" in lowered):
-            return SchemaMismatch(
-                f"{what}: {text}: the database at {self.url} lacks the Peloton schema; "
-                f"run `peloton migrate schema up --store {self.url}`")
-        if exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError):
-            return Unavailable(f"{self.url}: {what}: {text}")
-        return exc
+        """Classify a driver error once (peloton/storage/errors.py): Unavailable (retried),
+        InvalidArgument, FailedPrecondition, SchemaMismatch or StorageFailure; the message
+        never carries the SQL text or its parameters."""
+        found = classify_sql(what, self.url, exc, exc.orig, bool(exc.connection_invalidated))
+        if found is not None:
+            return found
+        return SchemaMismatch(
+            f"{what}: the database at {self.url} lacks the Peloton schema; "
+            f"run `peloton migrate schema up --store {self.url}`")
 
     # -- dialect helpers ---------------------------------------------------
     def upsert(self, conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]],
