@@ -29,6 +29,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -137,11 +138,12 @@ class AllInOne:
         check_schema(store)
         self.store = store
         backend = self._backend()
-        hostmgr = HostManager(store, backend, HostManagerConfig(consumers=("jobmgr", "resmgr")),
-                              grpc_server=self.grpc)
-        resmgr = ResourceManager(store, hostmgr, grpc=self.grpc)
+        views = self._fenced_views(store)
+        hostmgr = HostManager(views["hostmgr"], backend,
+                              HostManagerConfig(consumers=("jobmgr", "resmgr")), grpc_server=self.grpc)
+        resmgr = ResourceManager(views["resmgr"], hostmgr, grpc=self.grpc)
         placement = PlacementEngine(resmgr, hostmgr)
-        jobmgr = JobManager(store, resmgr, hostmgr, grpc=self.grpc)
+        jobmgr = JobManager(views["jobmgr"], resmgr, hostmgr, grpc=self.grpc)
         register_unserved(self.grpc)
         serve_auth(self.grpc, self.security)
         self.grpc.auth.add_guard("peloton.api.", JobGuard(StoreJobFacts(store)))
@@ -161,6 +163,16 @@ class AllInOne:
         parts.append(FunctionComponent("audit", lambda: None, self.security.close))
         self._lifecycle = Lifecycle(parts[::-1][::-1], name="peloton-up")
         self._lifecycle.start()
+
+    def _fenced_views(self, store: Store) -> dict[str, Store]:
+        """Each daemon's view of the store, fenced to this process's claim of its role: a
+        second `peloton up` on the same store takes the roles over, and from then on the
+        store refuses this one's writes (peloton/storage/leader_store.py)."""
+        holder = f"{socket.gethostname()}:{os.getpid()}"
+        views = {}
+        for role in ("hostmgr", "resmgr", "jobmgr"):
+            views[role] = store.with_fencing(role, _constant(store.claim_leadership(role, None, holder)))
+        return views
 
     def _backend(self) -> HostBackend:
         kind = self.config.backend
@@ -333,6 +345,10 @@ class AllInOne:
         else:
             lines.append("auth          off (this machine only; `--auth FILE` turns it on)")
         return lines
+
+
+def _constant(epoch: int) -> Callable[[], int | None]:
+    return lambda: epoch
 
 
 def private_dir(path: Path) -> None:

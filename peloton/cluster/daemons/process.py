@@ -105,8 +105,12 @@ class DaemonProcess:
         parts: list[Component] = []
         if self.role in ELECTED:
             zk_role, terms = ELECTED[self.role]
+            holder = f"{socket.gethostname()}:{os.getpid()}"
+            the_store = rt.the_store()
+            role = self.role
             self.leadership = Leadership(zk_role, terms(rt), client=zk, me=self.advertised(),
-                                         root=cfg.election.root)
+                                         root=cfg.election.root,
+                                         claim=lambda e: the_store.claim_leadership(role, e, holder))
             self.leadership.gate.install(grpc)
             if self.role == "jobmgr":
                 register_unserved(grpc)

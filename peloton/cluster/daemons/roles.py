@@ -100,6 +100,11 @@ class Runtime:
         return client
 
 
+def term_store(store: Store, role: str, term: Term) -> Store:
+    """`store` with every write checked by the store against the term's epoch."""
+    return store.with_fencing(role, lambda: term.epoch)
+
+
 def resmgr_terms(rt: Runtime) -> TermBuilder:
     """The resource manager's terms."""
     from peloton.resmgr.app import ResourceManager
@@ -108,8 +113,8 @@ def resmgr_terms(rt: Runtime) -> TermBuilder:
     config, store, hostmgr = rt.config.resmgr, rt.the_store(), rt.hostmgr()
 
     def build(term: Term, fence: Fence) -> list[Component]:
-        rm = ResourceManager(fenced(store, fence), hostmgr, config, grpc=term.recorder,
-                             metrics=rt.metrics)
+        rm = ResourceManager(fenced(term_store(store, "resmgr", term), fence), hostmgr, config,
+                             grpc=term.recorder, metrics=rt.metrics)
         serve_resource_manager(term.recorder, rm)
         return [rm]
 
@@ -132,8 +137,8 @@ def hostmgr_terms(rt: Runtime) -> TermBuilder:
                                heartbeat_timeout_secs=agents.heartbeat_timeout_secs,
                                tls=rt.security.tls)
         backend.register_on(term.recorder)
-        hm = HostManager(fenced(store, fence), backend, hm_config, grpc_server=term.recorder,
-                         metrics=rt.metrics)
+        hm = HostManager(fenced(term_store(store, "hostmgr", term), fence), backend, hm_config,
+                         grpc_server=term.recorder, metrics=rt.metrics)
         serve_host_manager(term.recorder, hm, hm.events)
         return [hm]
 
@@ -161,7 +166,8 @@ def jobmgr_terms(rt: Runtime) -> TermBuilder:
     hostmgr.channel.add_term_listener(hostmgr_restarted)
 
     def build(term: Term, fence: Fence) -> list[Component]:
-        jm = JobManager(fenced(store, fence), resmgr, hostmgr, config, grpc=term.recorder)
+        jm = JobManager(fenced(term_store(store, "jobmgr", term), fence), resmgr, hostmgr, config,
+                        grpc=term.recorder)
         latest[:] = [jm]
         return [jm]
 

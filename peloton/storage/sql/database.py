@@ -16,6 +16,7 @@ raises SchemaMismatch naming the migrate command.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -30,6 +31,7 @@ from sqlalchemy.pool import StaticPool
 
 from peloton.core.errors import InvalidArgument
 from peloton.storage.errors import classify_sql
+from peloton.storage.leader_store import FencedOut
 from peloton.storage.registry import redact
 from peloton.storage.schema import SchemaMismatch, SchemaStatus
 from peloton.storage.sql import tables
@@ -42,6 +44,14 @@ T = TypeVar("T")
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 #: How long connecting to PostgreSQL may take before the attempt counts as failed.
 PG_CONNECT_TIMEOUT_S = 5
+
+
+class _Refused(Exception):
+    """Carries a FencedOut past the retrier (which retries every Unavailable)."""
+
+    def __init__(self, error: FencedOut) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Database:
@@ -72,6 +82,31 @@ class Database:
         # An in-memory database is one shared connection: transactions must take turns.
         self._lock: AbstractContextManager[Any] = (
             threading.RLock() if self.memory else nullcontext())
+        #: (role, the writer's current epoch) when writes are fenced (leader_store.py).
+        self.fence: tuple[str, Callable[[], int | None]] | None = None
+
+    def with_fence(self, role: str, epoch: Callable[[], int | None]) -> Database:
+        """This database (same engine, same lock) with every write transaction fenced."""
+        view = copy.copy(self)
+        view.fence = (role, epoch)
+        return view
+
+    def _check_fence(self, conn: Connection) -> None:
+        """Refuse the transaction unless the writer's epoch is the role's stored one.  The
+        row is read FOR SHARE (PostgreSQL): a new leader's claim waits for this transaction,
+        and transactions after the claim see it."""
+        assert self.fence is not None
+        role, epoch_of = self.fence
+        mine = epoch_of()
+        if mine is None:
+            raise FencedOut(f"{role}: this process's leadership term is over; refusing to write")
+        q = sa.select(tables.leader_epochs.c.epoch).where(tables.leader_epochs.c.role == role)
+        if self.dialect == "postgresql":
+            q = q.with_for_update(read=True)
+        stored = conn.execute(q).scalar()
+        if stored is None or int(stored) != mine:
+            raise FencedOut(f"{role}: epoch {mine} is no longer the leader's (the store has "
+                            f"{stored}); a newer leader took over, so this write is refused")
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -87,14 +122,21 @@ class Database:
                 yield conn
 
     def run(self, what: str, fn: Callable[[Connection], T], *, write: bool = True,
-            duplicate: Callable[[], Exception] | None = None) -> T:
+            duplicate: Callable[[], Exception] | None = None, fenced: bool = True) -> T:
         """Run `fn` in one transaction, retrying the whole transaction on a lost
         connection; `what` names the operation in errors.  A unique-key violation
-        raises `duplicate()` (e.g. AlreadyExists) if given."""
+        raises `duplicate()` (e.g. AlreadyExists) if given.  On a fenced database a
+        write transaction first checks the writer's epoch (FencedOut, nothing written)."""
+        check = write and fenced and self.fence is not None
+
         def attempt() -> T:
             try:
                 with self._lock, self._transaction(write) as conn:
+                    if check:
+                        self._check_fence(conn)
                     return fn(conn)
+            except FencedOut as exc:  # final: not a transient failure to retry
+                raise _Refused(exc) from None
             except sa_exc.IntegrityError as exc:
                 if duplicate is None:
                     raise self.translate(what, exc) from None
@@ -103,7 +145,10 @@ class Database:
                 raise self.translate(what, exc) from None
             except sa_exc.StatementError as exc:  # a parameter the driver refused to send
                 raise classify_sql(what, self.url, exc, exc.orig, False) or exc from None
-        return self.options.retrier.call(attempt)
+        try:
+            return self.options.retrier.call(attempt)
+        except _Refused as refused:
+            raise refused.error from None
 
     def translate(self, what: str, exc: sa_exc.DBAPIError) -> Exception:
         """Classify a driver error once (peloton/storage/errors.py): Unavailable (retried),

@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 
 #: Alembic revision ids, oldest first; the last is the version this code needs.
-SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002")
+SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002", "0003")
 
 metadata = MetaData()
 
@@ -197,4 +197,13 @@ copy_checkpoints = Table(
     Column("done", Boolean, nullable=False),
     Column("passes", Integer, nullable=False),
     Column("copied", BigInteger, nullable=False),
+)
+
+# -- added by migration 0003 --------------------------------------------------
+#: The newest leadership epoch of each role (jobmgr, resmgr, hostmgr): fenced writes check it.
+leader_epochs = Table(
+    "leader_epochs", metadata,
+    Column("role", Str, primary_key=True),
+    Column("epoch", BigInteger, nullable=False),
+    Column("holder", Text, nullable=False),
 )
