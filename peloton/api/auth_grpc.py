@@ -102,12 +102,14 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         return handler
 
     # -- the checks -------------------------------------------------------------------------
-    def admit(self, context: grpc.ServicerContext, service: str, method: str,
-              request: Any) -> tuple[Principal, str]:
-        """Authenticate and authorize one call; (principal, audit target), or raise."""
+    def authenticate(self, context: grpc.ServicerContext) -> Principal:
+        """The caller of one call; Unauthenticated if its credentials are wrong or missing."""
         creds = Credentials.from_metadata(context.invocation_metadata() or (),
                                           peer_certificate_name(context))
-        principal = self.security.authenticator.authenticate(creds)
+        return self.security.authenticator.authenticate(creds)
+
+    def authorize(self, principal: Principal, service: str, method: str, request: Any) -> str:
+        """PermissionDenied unless `principal` may make this call; returns the audit target."""
         if service not in OPEN_SERVICES:
             names = [(service, method)]
             alias = LEGACY_ALIASES.get(service)
@@ -123,7 +125,22 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         for prefix, guard in self._guards:
             if service.startswith(prefix) and not _undecoded(request):
                 target = guard.check(principal, service, method, request)
-        return principal, target
+        return target
+
+    def admit(self, context: grpc.ServicerContext, service: str, method: str,
+              request: Any) -> tuple[Principal, str]:
+        """Authenticate and authorize one call; (principal, audit target), or abort it."""
+        where = f"{service}/{method}"
+        try:
+            principal = self.authenticate(context)
+        except Unauthenticated as exc:
+            self._refuse(context, exc, _who(context), "", where)
+            raise  # unreachable: abort raises
+        try:
+            return principal, self.authorize(principal, service, method, request)
+        except PermissionDenied as exc:
+            self._refuse(context, exc, principal.display, principal.method, where)
+            raise
 
     def _refuse(self, context: grpc.ServicerContext, exc: PelotonError, who: str, how: str,
                 where: str) -> None:
@@ -139,11 +156,7 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         audited = mutating(service, method)
 
         def call(request: Any, context: grpc.ServicerContext) -> Any:
-            try:
-                principal, target = self.admit(context, service, method, request)
-            except (Unauthenticated, PermissionDenied) as exc:
-                self._refuse(context, exc, _who(context), "", where)
-                raise  # unreachable: abort raises
+            principal, target = self.admit(context, service, method, request)
             token = _principal.set(principal)
             result = "OK"
             try:
@@ -162,15 +175,8 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
     def _stream(self, fn: Callable[[Any, Any], Iterator[Any]], service: str, method: str
                 ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
-        where = f"{service}/{method}"
-
         def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            try:
-                principal, _ = self.admit(context, service, method, request)
-            except (Unauthenticated, PermissionDenied) as exc:
-                self._refuse(context, exc, _who(context), "", where)
-                raise
-            del principal  # streams are reads: nothing to audit, no servicer asks who
+            self.admit(context, service, method, request)  # streams are reads: not audited
             yield from fn(request, context)
 
         return call
