@@ -243,3 +243,10 @@ def test_binding_other_machines_needs_auth_or_insecure() -> None:
     check_bind("0.0.0.0", Security(), insecure=True, what="x")
     with pytest.raises(InvalidArgument, match="--insecure"):
         check_bind("0.0.0.0", Security(), insecure=False, what="x")
+
+
+def test_the_example_users_file_is_valid() -> None:
+    repo = Path(__file__).resolve().parents[3]
+    conf = auth_config.load(repo / "docs" / "config" / "users.example.yaml")
+    assert conf.internal_user == "peloton" and conf.user("") is not None
+    assert not conf.roles["admin"].is_root and conf.roles["root"].is_root
