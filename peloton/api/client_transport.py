@@ -31,6 +31,9 @@ CHANNEL_OPTIONS = [
 ]
 
 M = TypeVar("M", bound=Message)
+#: UNAVAILABLE details that a server sent, not a failed connection (AdminService lockdown,
+#: a standby's leader check).
+SERVER_SAID = ("locked down", "call to non-leader node")
 
 
 class DeadlineExceeded(Unavailable):
@@ -46,6 +49,9 @@ def _to_error(err: grpc.RpcError, where: str, address: str, timeout: float | Non
         return DeadlineExceeded(f"{where} did not answer within {timeout:g}s (address {address})"
                                 if timeout else f"{where}: deadline exceeded ({details})")
     if code == grpc.StatusCode.UNAVAILABLE:
+        if any(said in details for said in SERVER_SAID):
+            # The server answered (an API lockdown, a standby): say what it said.
+            return Unavailable(f"{where} at {address}: {details}")
         # Name the address: "nothing listens there" is the usual cause.
         return Unavailable(f"cannot reach {where} at {address}: {details}")
     return error_for(code, details or f"{where} failed with {code.name}")
