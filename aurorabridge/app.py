@@ -32,11 +32,15 @@ from aurorabridge.http_server import ApiApp, BridgeHttpServer
 from aurorabridge.ports import PelotonPort
 from aurorabridge.processor import ThriftProcessor
 from aurorabridge.respool_loader import RespoolLoader
+from aurorabridge.security import BridgeSecurity
 from peloton.api.client import PelotonClient
 from peloton.api.client_discovery import DEFAULT_HOSTMGR, DEFAULT_JOBMGR, DEFAULT_RESMGR
+from peloton.common.auth import Security, build_security, check_bind
 from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.common.leader import new_client
 from peloton.common.serverset import ServerSetMember, ServiceInstance
+from peloton.common.tls import TlsFiles
+from peloton.core.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +50,18 @@ class AuroraBridge:
 
     name = "aurorabridge"
 
-    def __init__(self, config: BridgeConfig, port: PelotonPort, zk_client: Any = None) -> None:
+    def __init__(self, config: BridgeConfig, port: PelotonPort, zk_client: Any = None,
+                 security: Security | None = None) -> None:
         self.config = config
+        self.security = security or Security()
+        check_bind(config.host, self.security, insecure=config.insecure, what="the Aurora bridge")
         responses.set_cluster_name(config.cluster_name)
         self.context = BridgeContext(port, RespoolLoader(port, config.respool), config.handlers,
                                      config.validation)
-        processor = ThriftProcessor(handler_table(self.context))
-        self.http = BridgeHttpServer(config.host, config.port, ApiApp(processor, config.max_body_bytes))
+        guard = BridgeSecurity(self.security, (config.respool.path,))
+        processor = ThriftProcessor(handler_table(self.context), guard)
+        self.http = BridgeHttpServer(config.host, config.port, ApiApp(processor, config.max_body_bytes),
+                                     tls=self.security.tls)
         components: list[Component] = [
             FunctionComponent("pulse-timer",
                               lambda: self.context.pulses.start(config.handlers.pulse_check_interval_s),
@@ -105,11 +114,17 @@ def run(config: BridgeConfig) -> None:
     # Daemon addresses given in full win over ZooKeeper discovery (ZooKeeper may then serve
     # only the ServerSet registration).
     named = config.jobmgr and config.resmgr and config.hostmgr
+    tls = TlsFiles.from_options(config.tls_cert, config.tls_key, config.tls_ca)
+    security = build_security(config.auth or None, tls)
+    if security.enabled and not security.internal:
+        raise InvalidArgument(f"{config.auth}: the bridge calls Peloton as the internal user: "
+                              "set internal_user and internal_password_file", field="auth")
     client = PelotonClient(config.jobmgr or DEFAULT_JOBMGR, config.resmgr or DEFAULT_RESMGR,
                            config.hostmgr or DEFAULT_HOSTMGR, zk_servers=[] if named else zk_servers,
-                           zk_root=config.zk_root, caller="peloton-aurorabridge", timeout=config.timeout_s)
+                           zk_root=config.zk_root, caller="peloton-aurorabridge", timeout=config.timeout_s,
+                           headers=dict(security.internal), tls=tls)
     zk_client = new_client(zk_servers) if zk_servers else None
-    bridge = AuroraBridge(config, client, zk_client)
+    bridge = AuroraBridge(config, client, zk_client, security=security)
     bridge.start()
     print(f"aurorabridge serving Aurora's API at {bridge.url}", flush=True)
     done = Event()

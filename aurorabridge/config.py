@@ -82,13 +82,16 @@ class HandlerSettings:
     #: Set to run tasks with the Thermos executor (a Mesos cluster with Thermos installed),
     #: as Peloton's bridge did; empty runs the Thermos processes as the container command.
     thermos_executor_path: str = ""
+    #: Run tasks as the job's Aurora role (a Unix user of that name on the agent; an agent
+    #: without one runs the task as a per-task user), as Aurora does.
+    run_as_role: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
     """Everything app.AuroraBridge needs."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     cluster_name: str = "peloton"
     #: Peloton daemons (gRPC `host:port`).  Empty: discovered from ZooKeeper under `zk_root`
@@ -106,6 +109,14 @@ class BridgeConfig:
     #: Aurora's `scheduler_zk_path`; Peloton's bridge used /peloton/aurora/scheduler.
     zk_path: str = "/aurora/scheduler"
     max_body_bytes: int = 64 * 1024 * 1024
+    #: The users file (`--auth`); empty: authentication off (loopback only, or `insecure`).
+    auth: str = ""
+    #: Serve a non-loopback address without authentication anyway.
+    insecure: bool = False
+    #: TLS files: `cert`, `key`, `ca` (paths; empty: plain HTTP).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
     respool: RespoolSettings = field(default_factory=RespoolSettings)
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     handlers: HandlerSettings = field(default_factory=HandlerSettings)

@@ -22,6 +22,7 @@ from gevent.pywsgi import WSGIHandler, WSGIServer
 
 from aurorabridge.negotiation import Unsupported, negotiate
 from aurorabridge.processor import Reply, ThriftProcessor, text_reply
+from peloton.common.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,8 @@ class ApiApp:
         if isinstance(body, Reply):
             return body
         context = [(n.title(), v[-1]) for n, v in headers.items() if n.startswith("context-")]
-        return self._processor.process(neg, body, context)
+        authorization = (headers.get("authorization") or [""])[-1]
+        return self._processor.process(neg, body, context, authorization)
 
     def _read_body(self, environ: dict[str, Any]) -> bytes | Reply:
         length_text = environ.get("CONTENT_LENGTH") or ""
@@ -114,11 +116,16 @@ def _headers_from_environ(environ: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 class BridgeHttpServer:
-    """Owns the listening socket and its greenlets; `port` is known after construction."""
+    """Owns the listening socket and its greenlets; `port` is known after construction.
 
-    def __init__(self, host: str, port: int, app: ApiApp) -> None:
+    With TLS files it serves HTTPS (requiring client certificates when they name a CA)."""
+
+    def __init__(self, host: str, port: int, app: ApiApp, tls: TlsFiles | None = None) -> None:
+        kwargs: dict[str, Any] = {}
+        if tls is not None:
+            kwargs["ssl_context"] = tls.server_context()
         self._server = WSGIServer((host, port), app, handler_class=_Handler, log=None,
-                                  error_log=logging.getLogger("aurorabridge.http"))
+                                  error_log=logging.getLogger("aurorabridge.http"), **kwargs)
         self._server.init_socket()
         self.host = host
         self.port: int = self._server.server_port

@@ -14,6 +14,7 @@ answers many calls with one shared Response pays for one encoding.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,9 +22,13 @@ from typing import Any
 from thriftpy2.thrift import TApplicationException
 
 from aurorabridge import codec
+from aurorabridge.limits import check_args
 from aurorabridge.negotiation import Codec, Negotiated
-from aurorabridge.responses import error_response, invalid_request
-from aurorabridge.thrift_api import SERVICES, result_class
+from aurorabridge.responses import error_response, from_error, invalid_request
+from aurorabridge.security import BridgeSecurity
+from aurorabridge.thrift_api import SERVICES, api, result_class
+from peloton.common.auth import Principal
+from peloton.core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +59,18 @@ def text_reply(status: int, message: str, headers: list[tuple[str, str]] | None 
 class ThriftProcessor:
     """Dispatches decoded calls to `handlers` (method name -> Handler)."""
 
-    def __init__(self, handlers: dict[str, Handler]) -> None:
+    def __init__(self, handlers: dict[str, Handler], security: BridgeSecurity | None = None) -> None:
         self._handlers = handlers
+        self._security = security
         # id(Response) -> (that Response, method, its binary `<method>_result`): task queries
         # hand one Response to many callers (task_answers), and a 5,000-task reply costs far
         # more to encode than to send.  Holding the Response keeps its id from being reused.
         self._encoded: dict[int, tuple[Any, str, bytes]] = {}
 
-    def process(self, neg: Negotiated, body: bytes, yarpc_headers: list[tuple[str, str]]) -> Reply:
-        """Answer one request; `yarpc_headers` are echoed on YARPC replies (Context-*)."""
+    def process(self, neg: Negotiated, body: bytes, yarpc_headers: list[tuple[str, str]],
+                authorization: str = "") -> Reply:
+        """Answer one request; `yarpc_headers` are echoed on YARPC replies (Context-*);
+        `authorization` is the request's Authorization header (security.py)."""
         yarpc_method: str | None = None
         if neg.procedure is not None:
             service, yarpc_method = neg.procedure
@@ -83,7 +91,32 @@ class ThriftProcessor:
                 return self._yarpc_error(400, "invalid-argument", exc.message, yarpc_headers)
             out = codec.write_exception(neg.output, exc.method, exc.seqid, kind, exc.message)
             return self._finish(neg, out, yarpc_headers)
-        return self._reply(neg, call, self.dispatch(call.method, call.args), yarpc_headers)
+        return self._reply(neg, call, self.guarded(call.method, call.args, authorization),
+                           yarpc_headers)
+
+    def guarded(self, method: str, args: Any, authorization: str = "") -> Any:
+        """`dispatch` behind the request maxima (limits.py), authentication, Aurora's
+        permissions and the audit log."""
+        try:
+            check_args(method, args)
+        except InvalidArgument as exc:
+            return from_error(exc)
+        security = self._security
+        if security is None or not security.enabled:
+            return self.dispatch(method, args)
+        principal: Principal | None = None
+        try:
+            principal = security.authenticate(authorization)
+            target = security.authorize(principal, method, args)
+        except (Unauthenticated, PermissionDenied) as exc:
+            log.info("refused %s: %s", method, exc.message)
+            security.audit(principal, method, "", security.refusal(exc))
+            return from_error(exc)
+        response = self.dispatch(method, args)
+        code = api.ResponseCode._VALUES_TO_NAMES.get(getattr(response, "responseCode", None), "?")
+        details = "; ".join(d.message or "" for d in getattr(response, "details", None) or ())
+        security.audit(principal, method, target, f"{code}: {details}" if details else code)
+        return response
 
     def dispatch(self, method: str, args: Any) -> Any:
         """Run the handler for `method`; any exception becomes an ERROR Response."""
@@ -93,8 +126,10 @@ class ThriftProcessor:
         try:
             return handler(args)
         except Exception as exc:  # reported to the client, logged with the traceback
-            log.exception("handler %s failed", method)
-            return error_response(f"internal error in {method}: {type(exc).__name__}: {exc}")
+            ref = secrets.token_hex(4)
+            log.exception("handler %s failed (%s)", method, ref)
+            return error_response(f"internal error in {method} ({type(exc).__name__}; "
+                                  f"logged as {ref})")
 
     def _reply(self, neg: Negotiated, call: codec.Call, response: Any,
                yarpc_headers: list[tuple[str, str]]) -> Reply:

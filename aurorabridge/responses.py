@@ -8,7 +8,7 @@ itself.  The mapping (STYLE rule 9, once per edge):
 * Conflict (ABORTED: the entity version moved) -> INVALID_REQUEST, as Peloton's
   bridge: nothing was applied, re-read and retry;
 * Unavailable, ResourceExhausted -> ERROR_TRANSIENT (Aurora clients retry these);
-* PermissionDenied -> AUTH_FAILED; anything else -> ERROR.
+* PermissionDenied, Unauthenticated -> AUTH_FAILED; anything else -> ERROR.
 
 Calls without a natural result carry none: Peloton's bridge sent a
 placeholder getTierConfigResult (YARPC refused an empty union), but Aurora's
@@ -72,6 +72,7 @@ _CODES: dict[type[errors.PelotonError], int] = {
     errors.Unavailable: api.ResponseCode.ERROR_TRANSIENT,
     errors.ResourceExhausted: api.ResponseCode.ERROR_TRANSIENT,
     errors.PermissionDenied: api.ResponseCode.AUTH_FAILED,
+    errors.Unauthenticated: api.ResponseCode.AUTH_FAILED,
 }
 
 

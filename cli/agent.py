@@ -41,11 +41,30 @@ import click
 @click.option("--orphan-secs", default=3600.0, show_default=True, type=float,
               help="A task whose agent has been gone this long is stopped by its supervisor "
                    "(0: never).")
+@click.option("--username", default="", envvar="PELOTON_AGENT_USER",
+              help="Register as this user of the cluster's users file (its role must accept "
+                   "pelotonpy.internal.agent.AgentRegistry:*).")
+@click.option("--password-file", default="", type=click.Path(dir_okay=False),
+              help="File (mode 0600) holding that user's password: the agent's shared secret.")
+@click.option("--allow-root-tasks", is_flag=True, help="Let jobs naming user root run as root.")
+@click.option("--task-users", default="", metavar="U1,U2",
+              help="System accounts (uid < 1000) tasks may run as.")
+@click.option("--dynamic-uids", default="70000-79999", show_default=True,
+              help="uids given to tasks whose job names no user of this host.")
+@click.option("--insecure", is_flag=True,
+              help="Serve a non-loopback address without credentials or TLS.")
+@click.option("--tls-cert", default="", metavar="PEM", help="TLS certificate (also the agent's "
+              "identity to the host manager: its common name names the user).")
+@click.option("--tls-key", default="", metavar="PEM", help="The key of --tls-cert.")
+@click.option("--tls-ca", default="", metavar="PEM", help="CA to verify the host manager by "
+              "(and to require client certificates from it).")
 def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: str, host: str,
           port: int, work_dir: str, cpus: float, mem_mb: float, disk_mb: float, gpus: float,
           port_ranges: str, labels: tuple[str, ...], kill_tasks_on_exit: bool,
           revocable_cpus: float, slack_from_usage: bool, enforce_fd_limit: bool,
-          orphan_secs: float) -> None:
+          orphan_secs: float, username: str, password_file: str, allow_root_tasks: bool,
+          task_users: str, dynamic_uids: str, insecure: bool, tls_cert: str, tls_key: str,
+          tls_ca: str) -> None:
     """Run tasks on this machine for a Peloton host manager.
 
     Registers with the host manager, runs each task as a real process in its
@@ -72,7 +91,12 @@ def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: 
                               cpus=cpus, mem_mb=mem_mb, disk_mb=disk_mb, gpus=gpus,
                               ports=port_ranges, labels=labels, revocable_cpus=revocable_cpus,
                               slack_from_usage=slack_from_usage,
-                              enforce_fd_limit=enforce_fd_limit, orphan_secs=orphan_secs)
+                              enforce_fd_limit=enforce_fd_limit, orphan_secs=orphan_secs,
+                              username=username, password_file=password_file,
+                              allow_root_tasks=allow_root_tasks,
+                              task_users=tuple(u for u in task_users.split(",") if u),
+                              dynamic_uids=dynamic_uids, insecure=insecure, tls_cert=tls_cert,
+                              tls_key=tls_key, tls_ca=tls_ca)
     except PelotonError as exc:
         raise click.BadParameter(str(exc)) from None
     try:

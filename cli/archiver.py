@@ -57,6 +57,7 @@ def archiver(archive_url: str, jobmgr: str, config_files: tuple[str, ...], inter
     from archiver.config import ArchiverFile
     from peloton.api.client import PelotonClient
     from peloton.common.config import load_config
+    from peloton.common.tls import TlsFiles
 
     base = load_config(ArchiverFile, list(config_files)).archiver  # env: PELOTON_ARCHIVER_<KNOB>
     config = replace(base, **_flag("archive_interval", interval), **_flag("archive_age", age),
@@ -65,9 +66,14 @@ def archiver(archive_url: str, jobmgr: str, config_files: tuple[str, ...], inter
                      **_flag("stream_only_mode", stream_only),
                      **_flag("pod_events_cleanup", pod_events_cleanup))
     settings = context.settings()
-    client = PelotonClient(jobmgr or settings.jobmgr, settings.resmgr, settings.hostmgr,
-                           zk_servers=() if jobmgr else settings.zk_servers, zk_root=settings.zk_root,
-                           caller="peloton-archiver", timeout=config.peloton_client_timeout)
+    # Credentials and TLS as every command's: --basicAuthConfig (a user whose role may delete
+    # jobs) or a `peloton login` token, --tls-*.
+    client = PelotonClient(
+        jobmgr or settings.jobmgr, settings.resmgr, settings.hostmgr,
+        zk_servers=() if jobmgr else settings.zk_servers, zk_root=settings.zk_root,
+        caller="peloton-archiver", timeout=config.peloton_client_timeout,
+        headers=context.basic_auth_headers(settings.basic_auth_config),
+        tls=TlsFiles.from_options(settings.tls_cert, settings.tls_key, settings.tls_ca))
     click.get_current_context().call_on_close(client.close)
     report = run(archive_url, config, client, once=once,
                  announce=lambda text: click.echo(text, err=True))

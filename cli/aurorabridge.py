@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from aurorabridge.config import DEFAULT_PORT
+from cli.params import security_options
 
 
 @click.command("aurorabridge")
-@click.option("--host", default="0.0.0.0", show_default=True, help="Address to serve HTTP on.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to serve HTTP on (another than loopback needs --auth or --insecure).")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=int,
               help="HTTP port of the Thrift API at /api (0 picks a free port).")
 @click.option("--jobmgr", default="", help="host:port of the job manager [default: localhost:5392].")
@@ -40,10 +42,12 @@ from aurorabridge.config import DEFAULT_PORT
               "abort the running one and start the new one (Peloton's bridge).")
 @click.option("--pod-runs-depth", default=6, show_default=True, type=click.IntRange(min=1),
               help="Runs per instance in task queries (1: current runs only).")
+@security_options
 def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str,
                  zk_root: str, zk_path: str, advertise_host: str, cluster_name: str, respool_path: str,
                  gpu_respool_path: str, max_tasks_per_job: int, pulse_check_interval: float,
-                 allowed_environments: str, concurrent_updates: str, pod_runs_depth: int) -> None:
+                 allowed_environments: str, concurrent_updates: str, pod_runs_depth: int,
+                 auth: str, insecure: bool, tls_cert: str, tls_key: str, tls_ca: str) -> None:
     """Serve Aurora's scheduler API (Thrift over HTTP at /api) backed by Peloton.
 
     Aurora clients reach it through `scheduler_uri` in clusters.json, or
@@ -66,6 +70,7 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
     config = BridgeConfig(
         host=host, port=port, cluster_name=cluster_name, jobmgr=jobmgr, resmgr=resmgr, hostmgr=hostmgr,
         zk_servers=zkservers, zk_root=zk_root, zk_path=zk_path, advertise_host=advertise_host,
+        auth=auth, insecure=insecure, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
         respool=RespoolSettings(path=respool_path, gpu_path=gpu_respool_path),
         validation=ValidationSettings(max_tasks_per_job=max_tasks_per_job,
                                       allowed_environments=allowed_environments),

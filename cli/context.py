@@ -25,6 +25,7 @@ import yaml
 from cli import output, params, wait
 from cli.exit_codes import ExitCode, exit_code_for
 from peloton.api.client import DEFAULT_TIMEOUT, PelotonClient
+from peloton.common.tls import TlsFiles
 from peloton.core.errors import PelotonError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,6 +45,9 @@ class Settings:
     zk_servers: tuple[str, ...] = ()
     zk_root: str = "/peloton"
     basic_auth_config: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
     timeout: float = DEFAULT_TIMEOUT
     poll_interval: float = 1.0
     _client: PelotonClient | None = field(default=None, repr=False)
@@ -55,11 +59,22 @@ class Settings:
             if self.cluster_name:
                 servers = cluster_zk_servers(self.cluster_name, servers)
             try:
+                tls = TlsFiles.from_options(self.tls_cert, self.tls_key, self.tls_ca)
                 self._client = PelotonClient(
                     self.jobmgr, self.resmgr, self.hostmgr, zk_servers=servers, zk_root=self.zk_root,
-                    timeout=self.timeout, headers=basic_auth_headers(self.basic_auth_config))
+                    timeout=self.timeout, headers=basic_auth_headers(self.basic_auth_config),
+                    tls=tls)
             except ValueError as exc:  # an address that is not host:port
                 raise click.UsageError(str(exc)) from None
+            except PelotonError as exc:  # TLS files that are not there
+                raise click.UsageError(exc.message) from None
+            if not self.basic_auth_config:
+                # A token from `peloton login` for this cluster, if there is one.
+                from cli.auth import stored_token
+
+                token = stored_token(self._client.endpoints.jobmgr)
+                if token:
+                    self._client = self._client.with_headers({"authorization": f"Bearer {token}"})
             click.get_current_context().call_on_close(self._client.close)
         return self._client
 
@@ -150,6 +165,13 @@ _GLOBAL_OPTIONS = [
     click.option("--basicAuthConfig", "basic_auth_config", default="", envvar="BASIC_AUTH_CONFIG",
                  expose_value=False, callback=_store("basic_auth_config"),
                  help="YAML file with `username` and `password` for basic auth."),
+    click.option("--tls-cert", default="", envvar="PELOTON_TLS_CERT", expose_value=False,
+                 callback=_store("tls_cert"), help="Client certificate for TLS clusters "
+                 "($PELOTON_TLS_CERT)."),
+    click.option("--tls-key", default="", envvar="PELOTON_TLS_KEY", expose_value=False,
+                 callback=_store("tls_key"), help="Key of --tls-cert ($PELOTON_TLS_KEY)."),
+    click.option("--tls-ca", default="", envvar="PELOTON_TLS_CA", expose_value=False,
+                 callback=_store("tls_ca"), help="CA of the cluster's certificates ($PELOTON_TLS_CA)."),
     click.option("-t", "--timeout", default="20s", show_default=True, envvar="TIMEOUT",
                  type=params.DURATION, expose_value=False, callback=_store("timeout"),
                  help="RPC timeout, e.g. 20s, 1m30s (set $TIMEOUT to override)."),

@@ -19,6 +19,7 @@ Codes never change meaning once released.
 | 10   | permission denied                                              |
 | 11   | unimplemented by the server                                    |
 | 12   | a `--wait` ended badly (job FAILED/KILLED, update FAILED/...)  |
+| 13   | not authenticated: no, wrong or expired credentials (`peloton login`) |
 | 130  | interrupted (Ctrl-C)                                           |
 """
 
@@ -46,6 +47,7 @@ class ExitCode(IntEnum):
     PERMISSION_DENIED = 10
     UNIMPLEMENTED = 11
     WAIT_FAILED = 12
+    UNAUTHENTICATED = 13
     INTERRUPTED = 130
 
 
@@ -70,6 +72,7 @@ _BY_ERROR: tuple[tuple[type[errors.PelotonError], ExitCode], ...] = (
     (errors.Unavailable, ExitCode.UNAVAILABLE),
     (errors.FailedPrecondition, ExitCode.FAILED_PRECONDITION),
     (errors.PermissionDenied, ExitCode.PERMISSION_DENIED),
+    (errors.Unauthenticated, ExitCode.UNAUTHENTICATED),
     (errors.Unimplemented, ExitCode.UNIMPLEMENTED),
 )
 

@@ -8,6 +8,7 @@ from cli.agent import agent
 from cli.archive import archive
 from cli.archiver import archiver
 from cli.aurorabridge import aurorabridge
+from cli.auth import auth, login, logout
 from cli.commands import API_GROUPS
 from cli.context import PelotonGroup, global_options
 from cli.daemons import hostmgr, jobmgr, placement, resmgr
@@ -42,6 +43,9 @@ cli.add_command(archiver)
 cli.add_command(archive)
 cli.add_command(ui)
 cli.add_command(simulate)
+cli.add_command(auth)
+cli.add_command(login)
+cli.add_command(logout)
 for _group in API_GROUPS:
     cli.add_command(_group)
 

@@ -150,3 +150,25 @@ def wait_options(what: str) -> Callable[[Any], Any]:
                             help=f"Show live progress until {what}; exit code 12 if it fails.")(f)
 
     return decorate
+
+
+F = Any
+
+
+def security_options(f: F) -> F:
+    """`--auth`, `--insecure` and `--tls-cert/--tls-key/--tls-ca` of every server command."""
+    options = [
+        click.option("--auth", default="", metavar="FILE", envvar="PELOTON_AUTH",
+                     help="Users file: turns authentication and authorization on "
+                          "(README, Security; `peloton auth hash-password` makes its hashes)."),
+        click.option("--insecure", is_flag=True,
+                     help="Allow serving a non-loopback address without --auth."),
+        click.option("--tls-cert", default="", metavar="PEM",
+                     help="This process's TLS certificate (chain): serve TLS, present it as a client."),
+        click.option("--tls-key", default="", metavar="PEM", help="The key of --tls-cert."),
+        click.option("--tls-ca", default="", metavar="PEM",
+                     help="CA to trust; servers then require client certificates (mutual TLS)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f

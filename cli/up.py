@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from cli.params import security_options
+
 
 @click.command("up")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve on.")
@@ -60,12 +62,16 @@ import click
 @click.option("--orphan-secs", default=3600.0, show_default=True, type=float,
               help="A task left running whose agent has been gone this long is stopped by its "
                    "supervisor (0: never).")
+@click.option("--allow-root-tasks", is_flag=True,
+              help="Let jobs naming user root run as root on the local agents.")
+@security_options
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
        agent_disk_mb: float, agent_gpus: float, agent_revocable_cpus: float,
        agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_ports: str, backend: str,
        archive: str, aurora_environments: str, ui_port: int, keep_tasks: bool,
-       orphan_secs: float) -> None:
+       orphan_secs: float, allow_root_tasks: bool, auth: str, insecure: bool, tls_cert: str,
+       tls_key: str, tls_ca: str) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C, which stops its
     tasks too (unless --keep-tasks).
 
@@ -74,8 +80,8 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
       peloton up                       # SQLite in ./.peloton, one local agent
       peloton up --agents 3            # three agents with distinct names and labels
       peloton up --agent-revocable-cpus 2   # slack for revocable jobs
-      peloton up --agent-revocable-cpus 2   # slack for revocable jobs
       peloton up --store postgresql://peloton@127.0.0.1/peloton
+      peloton up --auth users.yaml --host 0.0.0.0   # README, Security
     """
     ports = {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
              "--hostmgr-port": hostmgr_port, "--aurora-port": aurora_port, "--ui-port": ui_port}
@@ -84,6 +90,8 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
 
     setup()
     from peloton.cluster.allinone import UpConfig, run
+    from peloton.common.tls import TlsFiles
+    from peloton.core.errors import PelotonError
     from peloton.core.model.resources import Resources
 
     try:
@@ -98,7 +106,12 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
                      agent_revocable_cpus=_non_negative(agent_revocable_cpus,
                                                         "--agent-revocable-cpus"),
                      agent_slack_from_usage=agent_slack_from_usage,
-                     agent_enforce_fd_limit=agent_enforce_fd_limit))
+                     agent_enforce_fd_limit=agent_enforce_fd_limit,
+                     auth=auth, insecure=insecure,
+                     tls=TlsFiles.from_options(tls_cert, tls_key, tls_ca),
+                     allow_root_tasks=allow_root_tasks))
+    except PelotonError as exc:
+        raise click.ClickException(str(exc)) from None
     except (RuntimeError, OSError) as exc:
         clash = _bind_failure(exc)
         if clash is None:

@@ -18,15 +18,24 @@ picks the HTTP status (not_found 404, invalid_argument 400, conflict and
 failed_precondition 409, unavailable 503, ...) and its message is passed
 on as the server wrote it.  Anything else is a 500 that is also logged.
 
-Writes must be `POST` with `Content-Type: application/json` and, when
-the browser sends an `Origin`, from this very host: a page elsewhere
-cannot make a visitor's browser stop their jobs (a cross-site form can
-send neither that content type nor a matching origin).  Pages may load
-nothing from elsewhere (Content-Security-Policy `default-src 'self'`).
+    GET  /login   POST /login (form: username, password, csrf)   POST /logout (form: csrf)
+
+Before any route, ui/gate.py checks the Host header against the server's
+own names (421 otherwise: DNS rebinding), gives the browser a session
+cookie and, with authentication on, sends pages to /login and answers the
+JSON API with 401 until the user logs in; each request then reaches Peloton
+with that user's token.
+
+Writes must be `POST` with `Content-Type: application/json`, the session's
+CSRF token in `X-CSRF-Token` (the page embeds it) and, when the browser
+sends an `Origin`, from this very host: a page elsewhere cannot make a
+visitor's browser stop their jobs.  Pages may load nothing from elsewhere
+(Content-Security-Policy `default-src 'self'`).
 """
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import re
@@ -35,10 +44,12 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from peloton.core.errors import InvalidArgument, PelotonError
+from peloton.core.errors import InvalidArgument, PelotonError, Unauthenticated
 from ui import api_index
 from ui.actions import HOST_VERBS, JOB_VERBS, TASK_VERBS, WORKFLOW_VERBS, Actions
+from ui.gate import MisdirectedHost, UiGate
 from ui.reads import Reads
+from ui.sessions import Session
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +57,15 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 #: HTTP status of each error kind; unknown kinds are 500.
 STATUS_OF_KIND = {
-    "invalid_argument": 400, "permission_denied": 403, "not_found": 404, "method_not_allowed": 405,
+    "invalid_argument": 400, "unauthenticated": 401, "permission_denied": 403, "not_found": 404,
+    "method_not_allowed": 405,
     "already_exists": 409, "conflict": 409, "failed_precondition": 409, "payload_too_large": 413,
     "unsupported_media_type": 415, "resource_exhausted": 429, "unimplemented": 501,
-    "unavailable": 503, "deadline_exceeded": 504,
+    "unavailable": 503, "deadline_exceeded": 504, "misdirected": 421,
 }
-_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
+            421: "Misdirected Request", 303: "See Other",
             415: "Unsupported Media Type", 429: "Too Many Requests", 500: "Internal Server Error",
             501: "Not Implemented", 503: "Service Unavailable", 504: "Gateway Timeout"}
 _TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
@@ -92,34 +105,34 @@ class Reply:
         return cls.json(STATUS_OF_KIND.get(kind, 500), {"error": kind, "message": message})
 
 
-Handler = Callable[[dict[str, str], dict[str, str], dict[str, Any]], object]
+Handler = Callable[[Reads, Actions, dict[str, str], dict[str, str], dict[str, Any]], object]
 
 
 class UiApp:
     """The WSGI callable: see the module docstring for routes and rules."""
 
-    def __init__(self, reads: Reads, actions: Actions, *, refresh_ms: int = 2000) -> None:
+    def __init__(self, gate: UiGate, *, refresh_ms: int = 2000) -> None:
+        self.gate = gate
         self.refresh_ms = refresh_ms
-        r, a = reads, actions
         get: list[tuple[str, Handler]] = [
-            (r"", lambda m, q, b: api_index.index(self.route_patterns)),
-            (r"/overview", lambda m, q, b: r.overview()),
-            (r"/pools", lambda m, q, b: r.pools()),
-            (r"/hosts", lambda m, q, b: r.hosts(q)),
-            (r"/jobs", lambda m, q, b: r.jobs(q)),
-            (rf"/jobs/{_JOB}", lambda m, q, b: r.job(m["job"])),
-            (rf"/jobs/{_JOB}/explain", lambda m, q, b: r.explain(m["job"])),
-            (rf"/jobs/{_JOB}{_TASK}", lambda m, q, b: r.task(m["job"], _instance(m), q)),
+            (r"", lambda r, a, m, q, b: api_index.index(self.route_patterns)),
+            (r"/overview", lambda r, a, m, q, b: r.overview()),
+            (r"/pools", lambda r, a, m, q, b: r.pools()),
+            (r"/hosts", lambda r, a, m, q, b: r.hosts(q)),
+            (r"/jobs", lambda r, a, m, q, b: r.jobs(q)),
+            (rf"/jobs/{_JOB}", lambda r, a, m, q, b: r.job(m["job"])),
+            (rf"/jobs/{_JOB}/explain", lambda r, a, m, q, b: r.explain(m["job"])),
+            (rf"/jobs/{_JOB}{_TASK}", lambda r, a, m, q, b: r.task(m["job"], _instance(m), q)),
         ]
         post: list[tuple[str, Handler]] = [
             (rf"/jobs/{_JOB}/(?P<verb>{'|'.join(JOB_VERBS)})",
-             lambda m, q, b: a.job(m["job"], m["verb"], b)),
+             lambda r, a, m, q, b: a.job(m["job"], m["verb"], b)),
             (rf"/jobs/{_JOB}{_TASK}/(?P<verb>{'|'.join(TASK_VERBS)})",
-             lambda m, q, b: a.task(m["job"], _instance(m), m["verb"])),
+             lambda r, a, m, q, b: a.task(m["job"], _instance(m), m["verb"])),
             (rf"/jobs/{_JOB}/workflow/(?P<verb>{'|'.join(WORKFLOW_VERBS)})",
-             lambda m, q, b: a.workflow(m["job"], m["verb"])),
+             lambda r, a, m, q, b: a.workflow(m["job"], m["verb"])),
             (rf"/hosts/(?P<host>[^/]+)/maintenance/(?P<verb>{'|'.join(HOST_VERBS)})",
-             lambda m, q, b: a.host(m["host"], m["verb"])),
+             lambda r, a, m, q, b: a.host(m["host"], m["verb"])),
         ]
         self._routes = {"GET": _compile(get), "POST": _compile(post)}
         #: (method, regex) of every API route, for the index.
@@ -127,8 +140,15 @@ class UiApp:
                                for p, _ in table]
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        cookies: list[tuple[str, str]] = []
         try:
-            reply = self._route(environ)
+            self.gate.check_host(environ)
+            session, new = self.gate.session(environ)
+            if new:
+                cookies.append(self.gate.cookie(session))
+            reply = self._route(environ, session, cookies)
+        except MisdirectedHost as exc:
+            reply = Reply.error("misdirected", str(exc))
         except HttpError as exc:
             reply = Reply.error(exc.kind, exc.message)
         except PelotonError as exc:
@@ -136,27 +156,63 @@ class UiApp:
         except Exception as exc:  # a bug or an unexpected failure: say so, and log it
             log.exception("UI request %s %s failed", environ.get("REQUEST_METHOD"),
                           environ.get("PATH_INFO"))
-            reply = Reply.error("internal", f"{type(exc).__name__}: {exc}")
-        headers = [*reply.headers, ("Content-Length", str(len(reply.body)))]
+            reply = Reply.error("internal", f"{type(exc).__name__}: internal error (logged)")
+        headers = [*reply.headers, *cookies, ("Content-Length", str(len(reply.body)))]
         start_response(f"{reply.status} {_REASONS.get(reply.status, '')}".rstrip(), headers)
         return [reply.body]
 
-    def _route(self, environ: dict[str, Any]) -> Reply:
+    def _route(self, environ: dict[str, Any], session: Session,
+               cookies: list[tuple[str, str]]) -> Reply:
         path = environ.get("PATH_INFO", "") or "/"
         method = environ.get("REQUEST_METHOD", "GET")
         if path.startswith("/ui/api/"):
-            return self._api(method, path.removeprefix("/ui/api"), environ)
+            return self._api(method, path.removeprefix("/ui/api"), environ, session)
+        if path in ("/login", "/logout") and method == "POST":
+            return self._account(path, environ, session, cookies)
         if method not in ("GET", "HEAD"):
             raise HttpError("method_not_allowed", f"{method} is not allowed on {path}")
         if path == "/health":
             return Reply(200, "text/plain; charset=utf-8", b"OK")
         if path.startswith("/static/"):
             return _static(path.removeprefix("/static/"))
+        if path == "/login":
+            return self._login_page(session) if self.gate.auth else _redirect("/")
+        if self.gate.auth and not session.logged_in:
+            return _redirect("/login")
         # Unknown pages get the shell too, with a 404: its script draws a "not found" page.
-        html = _asset("index.html").decode().replace("{{REFRESH_MS}}", str(self.refresh_ms))
-        return Reply(200 if _PAGES.match(path) else 404, _TYPES[".html"], html.encode())
+        return self._page("index.html", session, status=200 if _PAGES.match(path) else 404)
 
-    def _api(self, method: str, path: str, environ: dict[str, Any]) -> Reply:
+    def _page(self, name: str, session: Session, error: str = "", status: int = 200) -> Reply:
+        account = ""
+        if self.gate.auth and session.logged_in:
+            account = (f'<form class="logout" method="post" action="/logout">'
+                       f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">'
+                       f'<span>{html.escape(session.username)}</span> '
+                       f'<button type="submit" class="button">Log out</button></form>')
+        page = (_asset(name).decode().replace("{{REFRESH_MS}}", str(self.refresh_ms))
+                .replace("{{CSRF}}", html.escape(session.csrf)).replace("{{ACCOUNT}}", account)
+                .replace("{{ERROR}}", html.escape(error)))
+        return Reply(status, _TYPES[".html"], page.encode())
+
+    def _login_page(self, session: Session, error: str = "", status: int = 200) -> Reply:
+        return self._page("login.html", session, error, status)
+
+    def _account(self, path: str, environ: dict[str, Any], session: Session,
+                 cookies: list[tuple[str, str]]) -> Reply:
+        if path == "/logout":
+            fresh = self.gate.logout(environ, session)
+            cookies[:] = [self.gate.cookie(fresh)]
+            return _redirect("/login" if self.gate.auth else "/")
+        if not self.gate.auth:
+            return _redirect("/")
+        try:
+            fresh = self.gate.login(environ, session)
+        except (Unauthenticated, InvalidArgument) as exc:
+            return self._login_page(session, exc.message, 401)
+        cookies[:] = [self.gate.cookie(fresh)]
+        return _redirect("/")
+
+    def _api(self, method: str, path: str, environ: dict[str, Any], session: Session) -> Reply:
         routes = self._routes.get(method)
         found = _match(routes, path) if routes is not None else None
         if found is None:
@@ -166,8 +222,18 @@ class UiApp:
             raise HttpError("not_found", f"no API route /ui/api{path}")
         handler, params = found
         query = dict(parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True))
-        body = _json_body(environ) if method == "POST" else {}
-        return Reply.json(200, handler(params, query, body))
+        body: dict[str, Any] = {}
+        if method == "POST":
+            body = _json_body(environ)
+            self.gate.check_post(environ, session)
+        client = self.gate.client_for(session)
+        return Reply.json(200, handler(Reads(client), Actions(client), params, query, body))
+
+
+def _redirect(location: str) -> Reply:
+    reply = Reply(303, "text/plain; charset=utf-8", f"see {location}\n".encode())
+    reply.headers.append(("Location", location))
+    return reply
 
 
 def _instance(params: dict[str, str]) -> int:

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gevent.pywsgi import WSGIServer
 
 from peloton.api.client import PelotonClient
+from peloton.common.auth import is_loopback
+from peloton.common.tls import TlsFiles
+from peloton.core.errors import InvalidArgument
 from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
-from ui.actions import Actions
+from ui.gate import UiGate
+from ui.gate import allowed_hosts as allowed_hosts_for
 from ui.http import UiApp
-from ui.reads import Reads
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,13 @@ class UiConfig:
     refresh_ms: int = DEFAULT_REFRESH_MS
     #: Deadline of every RPC the UI makes, in seconds.
     timeout: float = 10.0
+    #: The cluster authenticates callers: users log in (else refused off loopback).
+    login: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    insecure: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
 
 
 class UiServer:
@@ -49,19 +61,31 @@ class UiServer:
     name = "ui"
 
     def __init__(self, client: PelotonClient, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
-                 refresh_ms: int = DEFAULT_REFRESH_MS) -> None:
-        self.app = UiApp(Reads(client), Actions(client), refresh_ms=refresh_ms)
-        self._server = WSGIServer((host, port), self.app, log=None,
-                                  error_log=logging.getLogger("ui.http"))
+                 refresh_ms: int = DEFAULT_REFRESH_MS, auth: bool = False,
+                 tls: TlsFiles | None = None, allowed_hosts: Sequence[str] = ()) -> None:
+        """`auth`: the cluster authenticates callers, so the UI asks users to log in;
+        `allowed_hosts`: more names the Host header may carry (a proxy's, a DNS name)."""
+        kwargs: dict[str, Any] = {}
+        if tls is not None:
+            kwargs["ssl_context"] = tls.server_context()
+        self._server = WSGIServer((host, port), self._dispatch, log=None,
+                                  error_log=logging.getLogger("ui.http"), **kwargs)
         self._server.init_socket()
         self.host = host
         self.port: int = self._server.server_port
+        self.tls = tls is not None
+        gate = UiGate(client, auth=auth, secure=self.tls,
+                      hosts=allowed_hosts_for(host, self.port, allowed_hosts))
+        self.app = UiApp(gate, refresh_ms=refresh_ms)
+
+    def _dispatch(self, environ: dict[str, Any], start_response: Any) -> Any:
+        return self.app(environ, start_response)
 
     @property
     def url(self) -> str:
         """The UI's address for a browser on this machine."""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
-        return f"http://{host}:{self.port}/"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}/"
 
     def start(self) -> None:
         """Start accepting connections (serving runs in greenlets)."""
@@ -78,10 +102,16 @@ def run(config: UiConfig) -> None:
     import gevent
     from gevent.event import Event
 
+    if not (config.login or config.insecure or is_loopback(config.host)):
+        raise InvalidArgument(f"the web UI would serve {config.host} without asking anyone to log "
+                              "in; pass --login (authentication on the cluster), bind 127.0.0.1, "
+                              "or --insecure", field="host")
+    tls = TlsFiles.from_options(config.tls_cert, config.tls_key, config.tls_ca)
     client = PelotonClient(config.jobmgr, config.resmgr, config.hostmgr,
                            zk_servers=config.zk_servers, zk_root=config.zk_root,
-                           caller="peloton-ui", timeout=config.timeout)
-    server = UiServer(client, config.host, config.port, refresh_ms=config.refresh_ms)
+                           caller="peloton-ui", timeout=config.timeout, tls=tls)
+    server = UiServer(client, config.host, config.port, refresh_ms=config.refresh_ms,
+                      auth=config.login, tls=tls, allowed_hosts=config.allowed_hosts)
     server.start()
     print(f"web UI at {server.url} (job manager {client.endpoints.jobmgr}); "
           "press Ctrl-C to stop", flush=True)

@@ -12,7 +12,8 @@ The whole canonical TaskConfig, Thrift-binary encoded, rides in
 clients back exactly what they sent.  The executor type stays DEFAULT (the
 command executor), so no agent tries to start a Thermos executor; with
 `thermos_executor_path` set, the pod instead uses Peloton's original form:
-a CUSTOM executor whose entrypoint is that executor.
+a CUSTOM executor whose entrypoint is that executor.  Tasks run as the job's
+role (the container's CommandInfo.user), as Aurora runs them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from aurorabridge.atop import constraints, thermos
 from aurorabridge.atop.job_key import JobKey
 from aurorabridge.atop.resources import TaskResources
 from aurorabridge.thrift_api import api
+from peloton.api.convert.mesos_pod import mesos_command_of
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.apachemesos import apachemesos_pb2
 from peloton.api.gen.peloton.api.v1alpha.volume import volume_pb2
@@ -85,8 +87,10 @@ def _mesos_spec(container: Any, task: Any, blob: bytes, thermos_path: str, docke
     return spec
 
 
-def pod_spec(task: Any, key: JobKey, res: TaskResources, thermos_path: str = "") -> Any:
-    """The PodSpec of `task` (already validated by validation.check_task)."""
+def pod_spec(task: Any, key: JobKey, res: TaskResources, thermos_path: str = "", *,
+             user: str = "") -> Any:
+    """The PodSpec of `task` (already validated by validation.check_task); with `user`, its
+    tasks run as that Unix user (Mesos CommandInfo.user: Aurora runs a job as its role)."""
     canonical = thrift_util.canonical(task)
     canonical.job = api.JobKey(role=key.role, environment=key.environment, name=key.name)
     blob = thrift_util.encode(canonical)
@@ -111,6 +115,11 @@ def pod_spec(task: Any, key: JobKey, res: TaskResources, thermos_path: str = "")
         labels=[labels.label(*labels.BRIDGE_POD), key_label, *labels.metadata_labels(metadata)],
         containers=[container], revocable=canonical.tier == REVOCABLE_TIER, volumes=volumes,
         mesos_spec=_mesos_spec(canonical.container, canonical, blob, thermos_path, docker))
+    if user:
+        info = mesos_command_of(spec, spec.containers[0])
+        if info is not None:
+            info.user = user
+            spec.containers[0].command.CopyFrom(info)
     constraint = constraints.pod_constraint(canonical.constraints, key_label)
     if constraint is not None:
         spec.constraint.CopyFrom(constraint)

@@ -19,6 +19,7 @@ from typing import Any
 
 from gevent import monkey as gevent_monkey
 
+from peloton.agent.caps import SandboxCaps, new_call_token
 from peloton.agent.config import AgentConfig
 from peloton.agent.executor import Executor
 from peloton.agent.files import FileServer
@@ -26,12 +27,13 @@ from peloton.agent.isolation import detect
 from peloton.agent.launcher import Spawner, supervisor_command
 from peloton.agent.link import AgentIdentity, HostmgrLink, HostmgrTargets
 from peloton.agent.reporter import StatusReporter
-from peloton.agent.sandbox import Sandboxes
-from peloton.agent.service import SERVICE_NAME, AgentServicer
+from peloton.agent.sandbox import AGENT_LOCK, Sandboxes
+from peloton.agent.service import SERVICE_NAME, AgentServicer, CallTokenInterceptor
 from peloton.agent.slack import SlackEstimator
 from peloton.agent.watch import Watcher
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import GrpcServer
+from peloton.common.auth import Security
 from peloton.core.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ def _lock_work_dir(work: Path) -> int:
     """Hold <work-dir>/agent.lock for the agent's life: two agents on one work dir would
     steal each other's notifications and adopt each other's runs.  The kernel drops
     the lock when the process dies, so a restart after `kill -9` is never blocked."""
-    fd = os.open(work / "agent.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(work / AGENT_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     # Supervisors probe the lock for a moment every few seconds (to stop orphaned tasks):
     # a few tries tell such a probe from another agent.
     for attempt in range(20):
@@ -62,6 +64,9 @@ class AgentApp:
         self.config = config
         work = config.work_dir
         work.mkdir(parents=True, exist_ok=True)
+        # Tasks reach their sandbox through the work dir but may not list or read the
+        # agent's own files in it (agent id, acknowledgement log, notification pipe).
+        os.chmod(work, 0o711)
         self._lock_fd = _lock_work_dir(work)
         try:
             self._build(config)
@@ -71,32 +76,43 @@ class AgentApp:
 
     def _build(self, config: AgentConfig) -> None:
         work = config.work_dir
-        self.sandboxes = Sandboxes(work)
+        self.sandboxes = Sandboxes(work, config.sandbox_root())
+        if self.sandboxes.root != work / "sandboxes":
+            log.warning("agent %s: its work dir %s is closed to other users, so tasks could not "
+                        "reach their sandboxes there; sandboxes are in %s", config.name, work,
+                        self.sandboxes.root)
         self.isolation = detect(config.name)
         self.spawner = Spawner(supervisor_command(work / "bin"), work / "supervisor.log")
         self.fifo = work / "notify"
-        self.server = GrpcServer(f"{config.host}:{config.port}")
+        self.call_token = new_call_token()
+        self.caps = SandboxCaps()
+        self.server = GrpcServer(f"{config.host}:{config.port}", security=Security(tls=config.tls),
+                                 interceptors=[CallTokenInterceptor(self.call_token)])
         self.reporter = StatusReporter(lambda batch: self.link.send(batch), resend_secs=config.resend_secs)
+        self.identities = config.identity_policy()
         self.executor = Executor(sandboxes=self.sandboxes, isolation=self.isolation,
                                  spawner=self.spawner, reporter=self.reporter, fifo=self.fifo,
                                  enforce_fd_limit=config.enforce_fd_limit,
-                                 orphan_secs=config.orphan_secs)
+                                 orphan_secs=config.orphan_secs, identities=self.identities)
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
-        self.files = FileServer(self.sandboxes.root, config.host, config.files_port)
+        self.files = FileServer(self.sandboxes, self.caps, config.host, config.files_port,
+                                tls=config.tls)
         identity = AgentIdentity(
             hostname=config.name, agent_id=config.agent_id(),
             capacity=config.effective_resources(), ports=config.ports, labels=config.labels,
-            address=f"{config.host}:{self.server.port}", file_address=self.files.address)
+            address=f"{config.host}:{self.server.port}", file_address=self.files.address,
+            call_token=self.call_token)
         self.zk: Any = None
         self.discovery: Any = None
         targets = HostmgrTargets(config.hostmgr, self._leader if config.zk_servers else None)
         self.slack = SlackEstimator(config.revocable_cpus, from_usage=config.slack_from_usage,
                                     runs=self.executor.regular_running)
         self.link = HostmgrLink(targets, identity, self.executor.snapshot, self.reporter,
-                                slack=self.slack.estimate)
-        pb_grpc.add_AgentServiceServicer_to_server(AgentServicer(self.executor, self.reporter),
-                                                   self.server.server)
+                                slack=self.slack.estimate, credentials=config.credentials,
+                                tls=config.tls)
+        pb_grpc.add_AgentServiceServicer_to_server(
+            AgentServicer(self.executor, self.reporter, self.caps), self.server.server)
         self.server.register_names([SERVICE_NAME])
 
     def _leader(self) -> str | None:
@@ -140,6 +156,9 @@ class AgentApp:
         self.link.start()
         log.info("agent %s serving on %s (%s; %d runs adopted); host manager %s", self.config.name,
                  self.address, self.isolation.kind, adopted, self.config.hostmgr)
+        if not self.identities.can_switch:
+            log.warning("agent %s does not run as root: every task runs as this agent's own "
+                        "user, with no isolation between tasks", self.config.name)
 
     def stop(self, kill_tasks: bool = False, grace_secs: float = 5.0) -> None:
         """Stop serving and reporting; tasks keep running unless `kill_tasks`."""

@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
+import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from peloton.agent.identity import DEFAULT_DYNAMIC_UIDS, IdentityPolicy
+from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 
 #: Ports offered to tasks unless --ports says otherwise (Mesos' default range).
 DEFAULT_PORTS = PortRange(31000, 32000)
+#: Sandboxes of agents whose work dir other users cannot reach (see sandbox_root).
+SHARED_SANDBOXES = Path("/var/lib/peloton/sandboxes")
+
+
+def _reachable(path: Path) -> bool:
+    """Whether every directory from / down to `path` lets other users through (o+x)."""
+    current = path.resolve()
+    for directory in (current, *current.parents):
+        try:
+            if not directory.stat().st_mode & stat.S_IXOTH:
+                return False
+        except FileNotFoundError:
+            continue  # made later, by us, with o+x
+    return True
 
 
 def machine_resources(work_dir: Path | None = None) -> Resources:
@@ -82,6 +100,32 @@ class AgentConfig:
     #: A task whose agent has been gone this long is stopped by its supervisor: its
     #: cluster is taken to be gone for good (0: tasks outlive their agent for ever).
     orphan_secs: float = 3600.0
+    #: Metadata of this agent's calls to the host manager: its credentials (Peloton's
+    #: `username`/`password`); empty when authentication is off or TLS identifies it.
+    credentials: tuple[tuple[str, str], ...] = ()
+    #: TLS files for the AgentService, the file server and the calls to the host manager.
+    tls: TlsFiles | None = None
+    #: Who tasks may run as (peloton/agent/identity.py).
+    allow_root_tasks: bool = False
+    task_users: tuple[str, ...] = ()
+    dynamic_uids: tuple[int, int] = DEFAULT_DYNAMIC_UIDS
+
+    def sandbox_root(self) -> Path:
+        """Where sandboxes live: `<work dir>/sandboxes`, unless tasks (other users) could not
+        reach it there because an ancestor of the work dir is closed to others (a repository
+        under /root, mode 0700): then /var/lib/peloton/sandboxes/<hash of the work dir>, with
+        `<work dir>/sandboxes` a symlink to it.  A task must be able to walk to its sandbox by
+        its absolute path ($MESOS_SANDBOX, a web server's document root)."""
+        inside = self.work_dir / "sandboxes"
+        if os.geteuid() != 0 or (inside.is_dir() and not inside.is_symlink()) or _reachable(self.work_dir):
+            return inside
+        digest = hashlib.sha256(str(self.work_dir.resolve()).encode()).hexdigest()[:16]
+        return SHARED_SANDBOXES / digest
+
+    def identity_policy(self) -> IdentityPolicy:
+        """The task identity rules of this agent."""
+        return IdentityPolicy(allow_root=self.allow_root_tasks, system_users=self.task_users,
+                              dynamic_uids=self.dynamic_uids)
 
     def effective_resources(self) -> Resources:
         """Configured resources, each kind left at zero filled from the machine."""
@@ -97,5 +141,7 @@ class AgentConfig:
             return path.read_text().strip()
         except FileNotFoundError:
             new = str(uuid.uuid4())
-            path.write_text(new + "\n")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(new + "\n")
             return new

@@ -11,9 +11,9 @@ move a run backwards, so duplicates and races are harmless.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-import pwd
 import signal
 import threading
 import time
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from peloton.agent import outcome
 from peloton.agent.health import HealthChecker
+from peloton.agent.identity import IdentityPolicy
 from peloton.agent.isolation import MemoryIsolation, enforced_memory_mb
 from peloton.agent.launcher import Spawner, encode_request
 from peloton.agent.model import RunSpec, Update, stable_uuid
@@ -55,7 +56,8 @@ class Executor:
 
     def __init__(self, *, sandboxes: Sandboxes, isolation: MemoryIsolation, spawner: Spawner,
                  reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time,
-                 enforce_fd_limit: bool = False, orphan_secs: float = 0.0) -> None:
+                 enforce_fd_limit: bool = False, orphan_secs: float = 0.0,
+                 identities: IdentityPolicy | None = None) -> None:
         self.sandboxes = sandboxes
         #: A supervisor stops its task after this long with no agent (0: never; supervisor.c).
         self.orphan_secs = orphan_secs
@@ -63,6 +65,7 @@ class Executor:
         #: applied it, and job files carry values (e.g. 10) that break the dynamic loader.
         self.enforce_fd_limit = enforce_fd_limit
         self.isolation = isolation
+        self.identities = identities or IdentityPolicy()
         self.spawner = spawner
         self.reporter = reporter
         self.fifo = fifo
@@ -85,6 +88,7 @@ class Executor:
                     duplicates.append(spec.run_id)
                     continue
                 try:
+                    spec = self._with_identity(spec)
                     requests.append(self._request(spec))
                 except PelotonError as exc:
                     self._fail_launch(spec, str(exc))
@@ -101,8 +105,10 @@ class Executor:
                         self._fail_launch(spec, f"cannot start its supervisor: {exc}")
                     return duplicates
             for spec in started:
+                who = f", {self._who(spec)}" if spec.uid >= 0 else ""
                 self._publish(self.runs[spec.run_id], spec.run_id, TaskState.STARTING,
-                              f"launched ({self.isolation.describe(enforced_memory_mb(spec.mem_mb))})")
+                              f"launched ({self.isolation.describe(enforced_memory_mb(spec.mem_mb))}"
+                              f"{who})")
         return duplicates
 
     def _valid(self, spec: RunSpec) -> bool:
@@ -117,24 +123,56 @@ class Executor:
         run = self.runs.setdefault(spec.run_id, Run(spec, TaskState.STARTING, time.monotonic()))
         self._publish(run, spec.run_id, TaskState.FAILED, message, outcome.REASON_LAUNCH_FAILED)
 
+    def _with_identity(self, spec: RunSpec) -> RunSpec:
+        """The spec with the identity its task runs as (peloton/agent/identity.py)."""
+        if not self.identities.can_switch:
+            self.identities.resolve(spec.command.user, ())  # refuses a user it cannot be
+            return spec
+        in_use = {r.spec.uid for r in self.runs.values()
+                  if r.spec is not None and r.spec.uid >= 0 and not r.state.terminal}
+        who = self.identities.resolve(spec.command.user, in_use)
+        return dataclasses.replace(spec, uid=who.uid, gid=who.gid, groups=who.groups,
+                                   run_as=who.name, home=who.home)
+
+    @staticmethod
+    def _who(spec: RunSpec) -> str:
+        if spec.run_as:
+            return f"as {spec.run_as} (uid {spec.uid})"
+        named = spec.command.user
+        return (f"as dynamic user {spec.uid}" + (f": no account {named!r} on this host"
+                                                   if named else ""))
+
+    def _identity_args(self, spec: RunSpec) -> list[str]:
+        if spec.uid < 0:
+            return []
+        args = ["-u", f"{spec.uid}:{spec.gid}"]
+        if spec.groups:
+            args += ["-G", ",".join(str(g) for g in spec.groups)]
+        return args
+
     def _request(self, spec: RunSpec) -> bytes:
         sandbox = str(self.sandboxes.path(spec.run_id))
         program, argv = spec.argv()
         args = ["-d", sandbox, "-r", spec.run_id, "-f", str(self.fifo),
                 "-g", str(int(spec.kill_grace_secs * 1000)), "-j", spec.to_json(),
                 *self.isolation.supervisor_args(
-                    spec.run_id, int(enforced_memory_mb(spec.mem_mb) * 1024 * 1024))]
+                    spec.run_id, int(enforced_memory_mb(spec.mem_mb) * 1024 * 1024)),
+                *self._identity_args(spec)]
         if spec.fd_limit > 0 and self.enforce_fd_limit:
             args += ["-n", str(spec.fd_limit)]
         if self.orphan_secs > 0:
-            args += ["-o", str(max(1, int(self.orphan_secs)))]
-        if spec.command.user:
-            try:
-                entry = pwd.getpwnam(spec.command.user)
-            except KeyError:
-                raise PelotonError(f"unknown user {spec.command.user!r}") from None
-            args += ["-u", f"{entry.pw_uid}:{entry.pw_gid}"]
+            # The agent's lock is named, not found from the sandbox: sandboxes may live
+            # outside the work dir (AgentConfig.sandbox_root).
+            args += ["-o", str(max(1, int(self.orphan_secs))),
+                     "-l", str(self.sandboxes.agent_lock)]
         return encode_request([*args, "--", program, *argv], spec.environment(sandbox))
+
+    def exec_as(self, spec: RunSpec | None, cwd: Path) -> list[str]:
+        """The command prefix that runs a program as the run's user (for command health
+        checks); empty when the agent does not switch users."""
+        if spec is None or spec.uid < 0:
+            return []
+        return [*self.spawner.command, "-x", *self._identity_args(spec), "-C", str(cwd), "--"]
 
     # -- killing ----------------------------------------------------------
     def kill(self, run_ids: Sequence[str], grace_secs: float) -> None:
@@ -190,7 +228,8 @@ class Executor:
             port = check.http_port or (spec.ports[0].port if spec.ports else 0)
             sandbox = self.sandboxes.path(run_id)
             run.checker = HealthChecker(run_id, check, port, spec.environment(str(sandbox)),
-                                        sandbox, self._health_changed)
+                                        sandbox, self._health_changed,
+                                        exec_as=self.exec_as(spec, sandbox))
             run.checker.start()
 
     def _health_changed(self, run_id: str, health: HealthState, message: str) -> None:

@@ -17,7 +17,7 @@ import signal
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import gevent
@@ -31,11 +31,13 @@ log = logging.getLogger(__name__)
 OnChange = Callable[[str, HealthState, str], None]
 
 
-def probe(spec: HealthCheckSpec, port: int, env: Mapping[str, str], cwd: Path) -> tuple[bool, str]:
-    """Run one probe; (passed, detail)."""
+def probe(spec: HealthCheckSpec, port: int, env: Mapping[str, str], cwd: Path,
+          exec_as: Sequence[str] = ()) -> tuple[bool, str]:
+    """Run one probe; (passed, detail).  A command probe runs through `exec_as` (the
+    supervisor's `-x` mode: as the task's user) when given."""
     try:
         if spec.type is HealthCheckType.COMMAND:
-            return _command_probe(spec, env, cwd)
+            return _command_probe(spec, env, cwd, exec_as)
         if spec.type is HealthCheckType.HTTP:
             url = f"{spec.http_scheme or 'http'}://127.0.0.1:{port}{spec.http_path or '/'}"
             try:
@@ -49,11 +51,12 @@ def probe(spec: HealthCheckSpec, port: int, env: Mapping[str, str], cwd: Path) -
 
 
 #: The probe's shell enters the sandbox itself (posix_spawn has no cwd): $1 is the sandbox,
-#: $2 the check's command.
-_IN_SANDBOX = 'cd -- "$1" || exit 126; eval "$2"'
+#: $2 the check's command.  $1 is `.` when the supervisor's `-x` already entered it.
+_IN_SANDBOX = '[ "$1" = . ] || cd -- "$1" || exit 126; eval "$2"'
 
 
-def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path) -> tuple[bool, str]:
+def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path,
+                   exec_as: Sequence[str] = ()) -> tuple[bool, str]:
     """Run the check's command in the sandbox, in a session of its own, for at most its timeout.
 
     Children follow the process's one rule (peloton/jobmgr/README.md, "Child processes"):
@@ -65,9 +68,15 @@ def _command_probe(spec: HealthCheckSpec, env: Mapping[str, str], cwd: Path) -> 
     its children holding stderr.
     """
     read_end, write_end = os.pipe()
+    # Through `exec_as` the directory is entered before the user is switched (the task's
+    # user may not be able to walk the path to its sandbox), so the shell stays where it is.
+    where = "." if exec_as else str(cwd)
+    shell = ["/bin/sh", "-c", _IN_SANDBOX, "health-check", where, spec.command]
+    # supervisor.c -x takes the program, then its argv (argv[0] included).
+    argv = [*exec_as, "/bin/sh", *shell] if exec_as else shell
     try:
         pid = os.posix_spawn(
-            "/bin/sh", ["/bin/sh", "-c", _IN_SANDBOX, "health-check", str(cwd), spec.command],
+            argv[0], argv,
             dict(env), setsid=True,
             file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                           (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -120,9 +129,10 @@ class HealthChecker:
     """Probes one task until stopped; reports changes of its health."""
 
     def __init__(self, run_id: str, spec: HealthCheckSpec, port: int, env: Mapping[str, str],
-                 cwd: Path, on_change: OnChange) -> None:
+                 cwd: Path, on_change: OnChange, *, exec_as: Sequence[str] = ()) -> None:
         self.run_id, self.spec, self.port, self.env, self.cwd = run_id, spec, port, env, cwd
         self.on_change = on_change
+        self.exec_as = tuple(exec_as)
         self.health = HealthState.HEALTH_UNKNOWN
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"health-{run_id}", daemon=True)
@@ -140,7 +150,7 @@ class HealthChecker:
         if self._stop.wait(max(0.0, self.spec.initial_interval_secs)):
             return
         while not self._stop.is_set():
-            passed, detail = probe(self.spec, self.port, self.env, self.cwd)
+            passed, detail = probe(self.spec, self.port, self.env, self.cwd, self.exec_as)
             if self._stop.is_set():
                 return
             failures = 0 if passed else failures + 1

@@ -128,7 +128,7 @@ class Spawner:
 
     def _start(self) -> None:
         read_end, write_end = os.pipe()
-        logfd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        logfd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self._pid = os.posix_spawn(
                 self.command[0], [*self.command, "--serve"], dict(os.environ),

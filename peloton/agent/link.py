@@ -28,6 +28,8 @@ from peloton.agent.reporter import StatusReporter
 from peloton.agent.wire import update_to_pb
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
+from peloton.api.tls_grpc import open_channel
+from peloton.common.tls import TlsFiles
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 
@@ -46,6 +48,7 @@ class AgentIdentity:
     address: str
     version: str = "0.1.0"
     file_address: str = ""
+    call_token: str = ""
 
     def to_pb(self, revocable_cpu: float = 0.0) -> pb.AgentInfo:
         """As sent in RegisterRequest, with the slack cpu offered now."""
@@ -55,7 +58,8 @@ class AgentIdentity:
             capacity=pb.Resources(cpu=c.cpu, mem_mb=c.mem_mb, disk_mb=c.disk_mb, gpu=c.gpu),
             ports=[pb.PortRange(begin=r.begin, end=r.end) for r in self.ports],
             labels=[pb.Label(key=lb.key, value=lb.value) for lb in self.labels],
-            address=self.address, version=self.version, file_address=self.file_address)
+            address=self.address, version=self.version, file_address=self.file_address,
+            call_token=self.call_token)
 
 
 #: Reconnect quickly to a host manager that restarts on the same address (gRPC's default
@@ -96,7 +100,9 @@ class HostmgrLink:
                  snapshot: Callable[[], list[Update]],
                  reporter: StatusReporter, *, call_timeout: float = 10.0,
                  max_backoff_secs: float = 5.0,
-                 slack: Callable[[], float] = lambda: 0.0) -> None:
+                 slack: Callable[[], float] = lambda: 0.0,
+                 credentials: Sequence[tuple[str, str]] = (),
+                 tls: TlsFiles | None = None) -> None:
         self.targets = target if isinstance(target, HostmgrTargets) else HostmgrTargets(target)
         #: The slack cpu offered now, sent when registering and with every heartbeat.
         self._slack = slack
@@ -106,6 +112,8 @@ class HostmgrLink:
         self._reporter = reporter
         self.call_timeout = call_timeout
         self.max_backoff_secs = max_backoff_secs
+        self._metadata = tuple(credentials)
+        self._tls = tls
         self.heartbeat_secs = 1.0
         self.registered = threading.Event()
         self._stop = threading.Event()
@@ -120,7 +128,7 @@ class HostmgrLink:
         if address == self.target and self._channel is not None:
             return
         old, self.target = self._channel, address
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = open_channel(address, self._tls, CHANNEL_OPTIONS)
         self._stub = pb_grpc.AgentRegistryStub(self._channel)
         if old is not None:
             old.close()
@@ -148,7 +156,8 @@ class HostmgrLink:
                                          agent_id=self.identity.agent_id,
                                          updates=[update_to_pb(u) for u in updates])
         try:
-            reply = self._stub.ReportStatus(request, timeout=self.call_timeout)
+            reply = self._stub.ReportStatus(request, timeout=self.call_timeout,
+                                            metadata=self._metadata)
         except grpc.RpcError as exc:
             self._lost(f"ReportStatus failed: {exc.code().name}")
             return False
@@ -177,9 +186,14 @@ class HostmgrLink:
         request = pb.RegisterRequest(agent=self.identity.to_pb(self._slack()),
                                      runs=[update_to_pb(u) for u in self._snapshot()])
         try:
-            reply = self._stub.Register(request, timeout=self.call_timeout)
+            reply = self._stub.Register(request, timeout=self.call_timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
-            log.debug("register with %s: %s", address, exc.code().name)
+            code = exc.code()
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                log.error("the host manager at %s refused this agent: %s %s", address, code.name,
+                          exc.details())
+            else:
+                log.debug("register with %s: %s", address, code.name)
             self.targets.failed(address)
             return False
         except ValueError:  # the channel was closed by stop()
@@ -195,7 +209,7 @@ class HostmgrLink:
         request = pb.HeartbeatRequest(hostname=self.identity.hostname, agent_id=self.identity.agent_id,
                                       revocable_cpu=self._slack())
         try:
-            reply = self._stub.Heartbeat(request, timeout=self.call_timeout)
+            reply = self._stub.Heartbeat(request, timeout=self.call_timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             self._lost(f"Heartbeat failed: {exc.code().name}")
             return

@@ -60,6 +60,13 @@ class RunSpec:
     fd_limit: int = 0
     #: Runs on slack cpu: its cpu is not counted as unused allocation (slack.py).
     revocable: bool = False
+    #: The identity the task runs as (peloton/agent/identity.py), set by the agent at
+    #: launch; uid -1: not decided yet (or an agent that does not switch users).
+    uid: int = -1
+    gid: int = -1
+    groups: tuple[int, ...] = ()
+    run_as: str = ""
+    home: str = ""
 
     def to_json(self) -> str:
         """Compact JSON for run.json (by hand: dataclasses.asdict is slow on the hot path)."""
@@ -72,6 +79,8 @@ class RunSpec:
                         "environment": cmd.environment, "uris": cmd.uris, "user": cmd.user},
             "ports": [{"name": p.name, "port": p.port, "env_name": p.env_name} for p in self.ports],
             "health_check": None if self.health_check is None else asdict(self.health_check),
+            "uid": self.uid, "gid": self.gid, "groups": list(self.groups), "run_as": self.run_as,
+            "home": self.home,
         }, separators=(",", ":"))
 
     @staticmethod
@@ -88,6 +97,9 @@ class RunSpec:
                 environment=tuple((k, v) for k, v in cmd["environment"]),
                 uris=tuple(cmd.get("uris", ())), user=cmd.get("user", "")),
             ports=tuple(PortBinding(**p) for p in d.get("ports", ())),
+            uid=int(d.get("uid", -1)), gid=int(d.get("gid", -1)),
+            groups=tuple(int(g) for g in d.get("groups", ())), run_as=str(d.get("run_as", "")),
+            home=str(d.get("home", "")),
             health_check=None if hc is None else HealthCheckSpec(
                 **{**hc, "type": HealthCheckType(hc["type"])}))
 
@@ -99,6 +111,10 @@ class RunSpec:
         Marathon tasks expect; the spec's variables win over all of these.
         """
         env = _inherited_environment()
+        if self.uid >= 0:
+            # Who the task is, not who the agent is.
+            name = self.run_as or f"peloton-task-{self.uid}"
+            env.update(USER=name, LOGNAME=name, HOME=self.home or sandbox)
         run = RunId.parse(self.run_id)
         env.update(PELOTON_JOB_ID=run.job_id, PELOTON_INSTANCE_ID=str(run.instance),
                    PELOTON_TASK_ID=self.run_id, MESOS_TASK_ID=self.run_id, MESOS_SANDBOX=sandbox)

@@ -13,6 +13,13 @@ The supervisor holds an exclusive flock on the directory while it lives;
 `key=value` fields (see supervisor.c); each file is written once,
 atomically, so a reader sees either nothing or all of it.
 
+A task may write into its sandbox (supervisor.c makes it root-owned, the task's
+group, sticky), so nothing in it is trusted blindly: records are read only
+when they are regular files owned by the agent's user, through no symlink;
+the agent writes its kill request under a fresh name; and browsing opens
+each path component without following symlinks (`open_beneath`), so a task
+cannot make the agent read a file outside its own sandbox.
+
 Runs whose terminal status was acknowledged are listed in
 `<work-dir>/acked.log` (appended per acknowledgement batch, rewritten
 when sandboxes are collected), so a restarted agent does not report them
@@ -22,22 +29,27 @@ inode at all (see supervisor.c on why inodes are the scarce thing here).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
+import stat
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from peloton.agent.caps import strip_cap
 from peloton.agent.model import RunSpec
 from peloton.core.errors import InvalidArgument, NotFound
 
 RUN_JSON = "run.json"
 EXIT = "status.exit"
 KILL = "kill"
+#: The lock an agent holds on its work dir while it runs (in the work dir, not a sandbox).
+AGENT_LOCK = "agent.lock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +100,57 @@ class SupervisorRecord:
         return self.state != "running"
 
 
+def read_owned(path: Path, limit: int = 1 << 20) -> str | None:
+    """The text of `path` if it is a regular file owned by our user, reached through no
+    symlink; None otherwise (absent, a task's forgery, a symlink)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or not stat.S_ISREG(st.st_mode):
+            return None
+        return os.read(fd, limit).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def open_beneath(base: Path, rel: str, *, directory: bool = False) -> int:
+    """An fd for `rel` under `base`, opened one component at a time without following any
+    symlink (what openat2's RESOLVE_BENEATH does).  InvalidArgument for `..` or a symlink;
+    FileNotFoundError when absent."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise InvalidArgument(f"path {rel!r} is outside the sandbox", field="path")
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(base, flags | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                nxt = os.open(part, flags | (os.O_DIRECTORY if not last or directory else 0)
+                              | (os.O_NONBLOCK if last else 0), dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, part):
+                    raise InvalidArgument(f"path {rel!r} goes through a symlink, which is not "
+                                          "followed", field="path") from None
+                raise
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 #: ioctl numbers and the "top of directory hierarchy" inode flag (linux/fs.h).
 _FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
 
@@ -119,10 +182,25 @@ def _mark_topdir(directory: Path) -> None:
 class Sandboxes:
     """The sandboxes under one work directory."""
 
-    def __init__(self, work_dir: Path) -> None:
-        self.root = work_dir / "sandboxes"
+    def __init__(self, work_dir: Path, root: Path | None = None) -> None:
+        """Sandboxes under `root` (default `<work_dir>/sandboxes`; elsewhere, the work dir's
+        `sandboxes` is a symlink to it: see AgentConfig.sandbox_root)."""
+        self.root = root or work_dir / "sandboxes"
+        if self.root != work_dir / "sandboxes":
+            for parent in reversed(self.root.parents):
+                if not parent.exists():
+                    parent.mkdir()
+                    parent.chmod(0o711)  # mkdir's mode is cut by the agent's umask
+            link = work_dir / "sandboxes"
+            if not link.is_symlink():
+                link.symlink_to(self.root, target_is_directory=True)
         self.root.mkdir(parents=True, exist_ok=True)
+        # Tasks may pass through (to reach their own sandbox by its path) but not list it.
+        os.chmod(self.root, 0o711)
         _mark_topdir(self.root)
+        #: The agent's lock (app.py holds it while an agent runs on this work dir); a
+        #: supervisor started with -o watches it (supervisor.c).
+        self.agent_lock = work_dir / AGENT_LOCK
         self._log = work_dir / "acked.log"
         self._log_lock = threading.Lock()
         try:
@@ -146,15 +224,14 @@ class Sandboxes:
 
     def exit_record(self, run_id: str) -> SupervisorRecord | None:
         """How the run ended, once its supervisor wrote that down."""
-        try:
-            return SupervisorRecord.parse((self.root / run_id / EXIT).read_text())
-        except OSError:
-            return None
+        text = read_owned(self.root / run_id / EXIT)
+        return SupervisorRecord.parse(text) if text is not None else None
 
     def _run_json(self, run_id: str) -> dict[str, Any] | None:
+        text = read_owned(self.root / run_id / RUN_JSON, 64 << 20)
         try:
-            doc = json.loads((self.root / run_id / RUN_JSON).read_text())
-        except (OSError, ValueError):
+            doc = json.loads(text) if text is not None else None
+        except ValueError:
             return None
         return doc if isinstance(doc, dict) else None
 
@@ -198,14 +275,22 @@ class Sandboxes:
     def request_kill(self, run_id: str, grace_secs: float) -> None:
         """Leave the grace period where the supervisor reads it on SIGTERM."""
         directory = self.path(run_id)
-        directory.mkdir(exist_ok=True)  # the supervisor may not have made it yet
+        directory.mkdir(mode=0o700, exist_ok=True)  # the supervisor may not have made it yet
         tmp = directory / "kill.tmp"
-        tmp.write_text(str(max(0, int(grace_secs * 1000))))
+        try:
+            tmp.unlink()  # whatever a task may have left under that name
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, str(max(0, int(grace_secs * 1000))).encode())
+        finally:
+            os.close(fd)
         os.rename(tmp, directory / KILL)
 
     def kill_requested(self, run_id: str) -> bool:
-        """Whether a kill was ever asked for this run."""
-        return (self.root / run_id / KILL).exists()
+        """Whether a kill was ever asked for this run (by the agent, not forged by the task)."""
+        return read_owned(self.root / run_id / KILL, 64) is not None
 
     def mark_acked(self, run_ids: list[str]) -> None:
         """Everything about these runs was reported and acknowledged."""
@@ -244,33 +329,37 @@ class Sandboxes:
         return removed
 
     # -- browsing -------------------------------------------------------
-    def resolve(self, run_id: str, rel: str) -> Path:
-        """A path inside the run's sandbox; rejects escapes such as `../..` or symlinks out."""
+    def open(self, run_id: str, rel: str, *, directory: bool = False) -> int:
+        """An fd for a path inside the run's sandbox (see `open_beneath`): no `..`, no
+        symlink followed, so nothing outside this sandbox can be reached."""
         base = self.path(run_id)
         if not base.is_dir():
             raise NotFound(f"no sandbox for run {run_id!r}")
-        target = (base / rel.lstrip("/")).resolve()
-        if target != base.resolve() and base.resolve() not in target.parents:
-            raise InvalidArgument(f"path {rel!r} is outside the sandbox", field="path")
-        return target
+        try:
+            return open_beneath(base, strip_cap(rel), directory=directory)
+        except (FileNotFoundError, NotADirectoryError):
+            kind = "directory" if directory else "file"
+            raise NotFound(f"no {kind} {rel!r} in the sandbox of {run_id}") from None
 
     def listdir(self, run_id: str, rel: str = "") -> list[tuple[str, int, bool, float]]:
         """(name, size, is_dir, mtime) of the entries under a sandbox path, sorted by name."""
-        target = self.resolve(run_id, rel)
-        if not target.is_dir():
-            raise NotFound(f"{rel!r} is not a directory in the sandbox of {run_id}")
+        fd = self.open(run_id, rel, directory=True)
         out = []
-        for entry in os.scandir(target):
-            st = entry.stat(follow_symlinks=False)
-            out.append((entry.name, st.st_size, entry.is_dir(follow_symlinks=False), st.st_mtime))
+        try:
+            for entry in os.scandir(fd):
+                st = entry.stat(follow_symlinks=False)
+                out.append((entry.name, st.st_size, entry.is_dir(follow_symlinks=False),
+                            st.st_mtime))
+        finally:
+            os.close(fd)
         return sorted(out)
 
     def read(self, run_id: str, rel: str, offset: int, length: int) -> tuple[bytes, int]:
         """Up to `length` bytes from `offset` of a sandbox file, and the file's size."""
-        target = self.resolve(run_id, rel)
-        if not target.is_file():
-            raise NotFound(f"no file {rel!r} in the sandbox of {run_id}")
-        with open(target, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        fd = self.open(run_id, rel)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise NotFound(f"no file {rel!r} in the sandbox of {run_id}")
             f.seek(max(0, offset))
-            return f.read(max(0, length)), size
+            return f.read(max(0, length)), st.st_size

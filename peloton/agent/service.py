@@ -6,11 +6,13 @@ maps our errors to gRPC codes once, here.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
+from peloton.agent.caps import TOKEN_KEY, SandboxCaps
 from peloton.agent.executor import Executor
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.wire import run_spec_from_pb, update_to_pb
@@ -34,12 +36,37 @@ def _mapped(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable: abort raises")
 
 
+class CallTokenInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Refuses AgentService calls without this agent's call token (see caps.py)."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    def intercept_service(self, continuation: Callable[[Any], Any],
+                          details: grpc.HandlerCallDetails) -> Any:
+        handler = continuation(details)
+        if handler is None or not details.method.startswith(f"/{SERVICE_NAME}/"):
+            return handler
+        presented = next((v for k, v in details.invocation_metadata or () if k == TOKEN_KEY), "")
+        raw = presented.encode() if isinstance(presented, str) else bytes(presented)
+        if hmac.compare_digest(raw, self._token):
+            return handler
+        return grpc.unary_unary_rpc_method_handler(_refuse)
+
+
+def _refuse(request: Any, context: grpc.ServicerContext) -> Any:
+    context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                  "AgentService calls need the call token this agent gave its host manager")
+
+
 class AgentServicer:
     """Serves one agent's executor (duck-typed to the generated servicer)."""
 
-    def __init__(self, executor: Executor, reporter: StatusReporter) -> None:
+    def __init__(self, executor: Executor, reporter: StatusReporter,
+                 caps: SandboxCaps | None = None) -> None:
         self.executor = executor
         self.reporter = reporter
+        self.caps = caps
 
     def Launch(self, request: pb.LaunchRequest, context: grpc.ServicerContext) -> pb.LaunchResponse:
         """Start runs; duplicates (already known run ids) are listed, not started again."""
@@ -78,7 +105,9 @@ class AgentServicer:
                     context: grpc.ServicerContext) -> pb.ListSandboxResponse:
         """Entries of a directory in a run's sandbox."""
         entries = _mapped(context, lambda: self.executor.sandboxes.listdir(request.run_id, request.path))
-        return pb.ListSandboxResponse(entries=[
+        # With the listing, a capability to fetch the files from the file server (caps.py).
+        cap = self.caps.mint(request.run_id) if self.caps is not None else ""
+        return pb.ListSandboxResponse(capability=cap, entries=[
             pb.SandboxEntry(name=n, size=s, is_dir=d, mtime=m) for n, s, d, m in entries])
 
     def ReadSandboxFile(self, request: pb.ReadSandboxFileRequest,

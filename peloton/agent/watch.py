@@ -55,6 +55,9 @@ class Watcher:
             self.fifo.unlink()
         if not self.fifo.exists():
             os.mkfifo(self.fifo, 0o600)
+        # Only the agent's user may write records (a task writing here could fake another
+        # task's end); chmod too, for a FIFO made by an older agent.
+        os.chmod(self.fifo, 0o600)
         read_fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         # Our own writer keeps the pipe from reading EOF between supervisors.
         keep_fd = os.open(self.fifo, os.O_WRONLY | os.O_CLOEXEC)

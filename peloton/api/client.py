@@ -38,7 +38,9 @@ from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
 from peloton.api.client_v0 import Range, V0Calls
 from peloton.api.client_v1 import V1Calls
+from peloton.api.gen.pelotonpy.auth import auth_pb2
 from peloton.api.gen.pelotonpy.ext import capacity_pb2
+from peloton.common.tls import TlsFiles
 
 __all__ = ["DEFAULT_CALLER", "DEFAULT_TIMEOUT", "DeadlineExceeded", "Endpoints", "FileTail", "PelotonClient",
            "Range"]
@@ -67,6 +69,7 @@ _HOSTMGR_INTERNAL = "pelotonpy.internal.hostmgr.HostManagerService"
 # Our capacity extension (proto/pelotonpy/ext/capacity.proto).
 _HOST_CAPACITY = "pelotonpy.ext.capacity.HostCapacityService"
 _POOL_STATUS = "pelotonpy.ext.capacity.PoolStatusService"
+_AUTH = "pelotonpy.auth.AuthService"
 
 
 class PelotonClient(V0Calls, V1Calls, CronCalls):
@@ -75,11 +78,13 @@ class PelotonClient(V0Calls, V1Calls, CronCalls):
     def __init__(self, jobmgr: str = DEFAULT_JOBMGR, resmgr: str = DEFAULT_RESMGR,
                  hostmgr: str = DEFAULT_HOSTMGR, *, zk_servers: Sequence[str] = (),
                  zk_root: str = DEFAULT_ZK_ROOT, caller: str = DEFAULT_CALLER,
-                 timeout: float = DEFAULT_TIMEOUT, headers: Mapping[str, str] | None = None) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, headers: Mapping[str, str] | None = None,
+                 tls: TlsFiles | None = None) -> None:
         """Connect to the given addresses, or to the leaders registered in `zk_servers`.
 
         `headers` are extra application headers sent on every call (Peloton's
-        BASIC auth reads `username` and `password`).
+        BASIC auth reads `username` and `password`; a login token goes as
+        `authorization: Bearer <token>`).  With `tls`, channels use TLS.
         """
         if zk_servers:
             endpoints = endpoints_from_zookeeper(zk_servers, zk_root, timeout=timeout)
@@ -88,10 +93,14 @@ class PelotonClient(V0Calls, V1Calls, CronCalls):
                                   normalize_address(hostmgr))
         self.endpoints = endpoints
         self.timeout = timeout
-        self._transport = Transport(caller=caller, timeout=timeout, headers=headers)
+        self._bind(Transport(caller=caller, timeout=timeout, headers=headers, tls=tls))
+
+    def _bind(self, transport: Transport) -> None:
+        self._transport = transport
+        endpoints = self.endpoints
 
         def on_jobmgr(name: str) -> ServiceHandle:
-            return ServiceHandle(self._transport, endpoints.jobmgr, JOBMGR_SERVICE, name)
+            return ServiceHandle(transport, endpoints.jobmgr, JOBMGR_SERVICE, name)
 
         self._jobs = on_jobmgr(_JOBS)
         self._tasks = on_jobmgr(_TASKS)
@@ -101,14 +110,34 @@ class PelotonClient(V0Calls, V1Calls, CronCalls):
         self._watch = on_jobmgr(_WATCH)
         self._admin = on_jobmgr(_ADMIN)
         self._cron = on_jobmgr(_CRON)
-        self._respools = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
-        self._hosts = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
-        self._hostmgr_internal = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE,
+        self._auth = on_jobmgr(_AUTH)
+        self._respools = ServiceHandle(transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
+        self._hosts = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
+        self._hostmgr_internal = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE,
                                                _HOSTMGR_INTERNAL)
-        self._host_capacity = ServiceHandle(self._transport, endpoints.hostmgr, HOSTMGR_SERVICE,
+        self._host_capacity = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE,
                                             _HOST_CAPACITY)
-        self._pool_status = ServiceHandle(self._transport, endpoints.resmgr, RESMGR_SERVICE,
+        self._pool_status = ServiceHandle(transport, endpoints.resmgr, RESMGR_SERVICE,
                                           _POOL_STATUS)
+
+    # -- logging in (pelotonpy.auth.AuthService on the job manager) ---------------------------
+    def login(self, ttl_secs: float = 0.0) -> auth_pb2.LoginResponse:
+        """A login token for this client's credentials (`username`/`password` headers or a
+        client certificate); later calls send it as `authorization: Bearer <token>`."""
+        return self._auth.call("Login", auth_pb2.LoginRequest(ttl_secs=ttl_secs),
+                               auth_pb2.LoginResponse)
+
+    def whoami(self) -> auth_pb2.WhoAmIResponse:
+        """Who the cluster takes this client for."""
+        return self._auth.call("WhoAmI", auth_pb2.WhoAmIRequest(), auth_pb2.WhoAmIResponse)
+
+    def with_headers(self, headers: Mapping[str, str]) -> PelotonClient:
+        """The same cluster and channels, calling with `headers` instead (e.g. one web UI
+        session's token).  Closing either closes the shared channels."""
+        other = object.__new__(type(self))
+        other.endpoints, other.timeout = self.endpoints, self.timeout
+        other._bind(self._transport.derive(headers))
+        return other
 
     # -- task reconciliation with the host backends -------------------------------------------
     def reconcile_tasks(self, run_ids: Sequence[str] | None = None) -> None:

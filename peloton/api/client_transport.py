@@ -18,6 +18,8 @@ import grpc
 from google.protobuf.message import Message
 
 from peloton.api.grpc_errors import error_for
+from peloton.api.tls_grpc import open_channel
+from peloton.common.tls import TlsFiles
 from peloton.core.errors import PelotonError, Unavailable
 
 #: Peloton's gRPC servers and clients accept messages up to 256 MiB (a
@@ -29,6 +31,9 @@ CHANNEL_OPTIONS = [
 ]
 
 M = TypeVar("M", bound=Message)
+#: UNAVAILABLE details that a server sent, not a failed connection (AdminService lockdown,
+#: a standby's leader check).
+SERVER_SAID = ("locked down", "call to non-leader node")
 
 
 class DeadlineExceeded(Unavailable):
@@ -44,18 +49,23 @@ def _to_error(err: grpc.RpcError, where: str, address: str, timeout: float | Non
         return DeadlineExceeded(f"{where} did not answer within {timeout:g}s (address {address})"
                                 if timeout else f"{where}: deadline exceeded ({details})")
     if code == grpc.StatusCode.UNAVAILABLE:
+        if any(said in details for said in SERVER_SAID):
+            # The server answered (an API lockdown, a standby): say what it said.
+            return Unavailable(f"{where} at {address}: {details}")
         # Name the address: "nothing listens there" is the usual cause.
         return Unavailable(f"cannot reach {where} at {address}: {details}")
     return error_for(code, details or f"{where} failed with {code.name}")
 
 
 class Transport:
-    """Owns one insecure channel per address and the metadata every call carries."""
+    """Owns one channel per address (TLS with `tls`) and the metadata every call carries."""
 
-    def __init__(self, *, caller: str, timeout: float, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, caller: str, timeout: float, headers: Mapping[str, str] | None = None,
+                 tls: TlsFiles | None = None) -> None:
         self.caller = caller
         self.timeout = timeout
         self.headers = dict(headers or {})
+        self.tls = tls
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
 
@@ -64,9 +74,15 @@ class Transport:
         with self._lock:
             ch = self._channels.get(address)
             if ch is None:
-                ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                ch = open_channel(address, self.tls, CHANNEL_OPTIONS)
                 self._channels[address] = ch
             return ch
+
+    def derive(self, headers: Mapping[str, str]) -> Transport:
+        """A transport sharing these channels that sends `headers` instead."""
+        other = Transport(caller=self.caller, timeout=self.timeout, headers=headers, tls=self.tls)
+        other._channels, other._lock = self._channels, self._lock
+        return other
 
     def metadata(self, rpc_service: str) -> Sequence[tuple[str, str]]:
         """YARPC metadata for a call to the daemon whose dispatcher is `rpc_service`."""

@@ -23,6 +23,7 @@ _CODES: dict[type[errors.PelotonError], grpc.StatusCode] = {
     errors.Conflict: grpc.StatusCode.ABORTED,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
     errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Unimplemented: grpc.StatusCode.UNIMPLEMENTED,
     errors.DataCorruption: grpc.StatusCode.DATA_LOSS,

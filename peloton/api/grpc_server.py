@@ -7,8 +7,14 @@ scripts can wait on it.  Services behind a leader gate are *gated*: they
 report SERVING only while this process leads (`set_serving`), so a load
 balancer that checks a service by name skips standbys; the overall status
 ("") stays SERVING while the process is up, as a liveness probe expects.
-Message limits are raised to Peloton's 256 MiB: a 50,000-instance job does
-not fit grpcio's 4 MiB default.
+Replies may be up to Peloton's 256 MiB (a 50,000-instance job's task list
+does not fit grpcio's 4 MiB default); requests are refused above
+`MAX_RECEIVE_BYTES` (64 MiB) with RESOURCE_EXHAUSTED before they are decoded
+(see peloton/api/limits.py for the per-field maxima checked after that).
+
+With a `Security`, every call is authenticated, authorized and audited
+(peloton/api/auth_grpc.py) and, with TLS files, served over TLS (mutual TLS
+when they name a CA).
 """
 
 from __future__ import annotations
@@ -21,9 +27,15 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from peloton.api.auth_grpc import AuthInterceptor
+from peloton.api.tls_grpc import server_credentials
+from peloton.common.auth import Security
+
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+#: Largest request any server accepts (documented in README, Security).
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 SERVER_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
 ]
@@ -50,23 +62,28 @@ class ServiceHost(Protocol):
 class GrpcServer:
     """Owns one grpc.Server bound to one address."""
 
-    def __init__(self, bind: str, *, max_workers: int = 64) -> None:
+    def __init__(self, bind: str, *, max_workers: int = 64, security: Security | None = None,
+                 interceptors: Sequence[grpc.ServerInterceptor] = ()) -> None:
+        self.security = security or Security()
+        #: Checks every call; daemons add resource guards to it (AuthInterceptor.add_guard).
+        self.auth = AuthInterceptor(self.security)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                                   options=SERVER_OPTIONS)
+                                   options=SERVER_OPTIONS,
+                                   interceptors=[self.auth, *interceptors])
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self._service_names: list[str] = [health.SERVICE_NAME]
         #: Gated service name -> serving now (see the module docstring).
         self._gated: dict[str, bool] = {}
         self._started = False
-        self.port = self._server.add_insecure_port(bind)
-        if self.port == 0:
-            raise OSError(f"cannot bind gRPC server to {bind}")
+        self.port = self.add_port(bind)
         self.bind = bind
 
     def add_port(self, bind: str) -> int:
         """Also serve on `bind` (before start); returns the port bound."""
-        port = int(self._server.add_insecure_port(bind))
+        tls = self.security.tls
+        port = int(self._server.add_secure_port(bind, server_credentials(tls)) if tls is not None
+                   else self._server.add_insecure_port(bind))
         if port == 0:
             raise OSError(f"cannot bind gRPC server to {bind}")
         return port

@@ -7,12 +7,17 @@ servicer, and serves it
   legacy v0 services at renamed paths, `peloton.api.job.JobManager` and so
   on, so clients built from either name work);
 * with every PelotonError turned into the matching status code in one place
-  (grpc_errors.status_for) and any other exception into INTERNAL with its
-  message, so a bug never becomes a hung call or an UNKNOWN;
+  (grpc_errors.status_for) and any other exception into INTERNAL naming its
+  class and a log reference (never its text, which may quote SQL and its
+  parameters), so a bug never becomes a hung call or an UNKNOWN;
 * with methods our servicer does not define answering UNIMPLEMENTED with a
   message that names the method (they are listed in the README);
 * optionally through a daemon's `CallHook`, which sees every call first (the
   job manager's API lockdown refuses calls there).
+
+Requests of the public API are held to the maxima of peloton/api/limits.py
+(INVALID_ARGUMENT naming the field) before the servicer runs, and unary
+replies above its reply maximum are refused asking for a smaller page.
 
 YARPC metadata (`rpc-caller`, `rpc-service`, `rpc-encoding`) and the
 deadline Peloton's YARPC transport requires are accepted, never required.
@@ -21,26 +26,27 @@ deadline Peloton's YARPC transport requires are accepted, never required.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import grpc
+from google.protobuf.message import Message
 
 from peloton.api.grpc_errors import status_for
 from peloton.api.grpc_server import ServiceHost
-from peloton.core.errors import PelotonError
+from peloton.api.limits import MAX_REPLY_BYTES, check_request
+from peloton.api.service_names import LEGACY_ALIASES
+from peloton.core.errors import PelotonError, ResourceExhausted
 
 log = logging.getLogger(__name__)
 
+#: Services whose requests are held to peloton/api/limits.py (the public API; the internal
+#: daemon-to-daemon services carry big batches between authenticated peers).
+PUBLIC_PREFIX = "peloton.api."
 #: Trailer carrying PelotonError.field of a failed call.
 FIELD_TRAILER = "peloton-error-field"
 
-#: v0 services Peloton serves under a second, package-less name.
-LEGACY_ALIASES = {
-    "peloton.api.v0.job.JobManager": "peloton.api.job.JobManager",
-    "peloton.api.v0.task.TaskManager": "peloton.api.task.TaskManager",
-    "peloton.api.v0.respool.ResourceManager": "peloton.api.respool.ResourceManager",
-}
 
 
 class CallHook(Protocol):
@@ -119,18 +125,33 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> Non
         if exc.field:  # our own clients rebuild the error with its field (ports_grpc.channel)
             context.set_trailing_metadata(((FIELD_TRAILER, exc.field),))
         context.abort(status_for(exc), exc.message)
-    log.exception("unexpected error in %s", where)
-    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {where}: {type(exc).__name__}: {exc}")
+    # The exception's text may quote a query and its parameters, or other users' data:
+    # it goes to the log, under an id the caller is given to quote.
+    ref = secrets.token_hex(4)
+    log.exception("unexpected error %s in %s", ref, where)
+    context.abort(grpc.StatusCode.INTERNAL,
+                  f"internal error in {where} ({type(exc).__name__}; logged as {ref})")
 
 
 def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = None
                  ) -> Callable[..., Any]:
+    public = where.startswith(PUBLIC_PREFIX)
+
     def call(request: Any, context: grpc.ServicerContext) -> Any:
         _refuse_undecodable(request, context, where)
         try:
+            if public:
+                check_request(request)
             if hook is not None:
-                return hook.unary(where, lambda: fn(request, context))
-            return fn(request, context)
+                reply = hook.unary(where, lambda: fn(request, context))
+            else:
+                reply = fn(request, context)
+            if public and isinstance(reply, Message) and reply.ByteSize() > MAX_REPLY_BYTES:
+                raise ResourceExhausted(
+                    f"{where}: the reply would be {reply.ByteSize():,} bytes, more than "
+                    f"{MAX_REPLY_BYTES:,}; ask for a smaller page (pagination limit, instance "
+                    "ranges, summary_only)")
+            return reply
         except Exception as exc:
             if _is_abort(exc, context):
                 raise
@@ -142,9 +163,13 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
 
 def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None
                   ) -> Callable[..., Iterator[Any]]:
+    public = where.startswith(PUBLIC_PREFIX)
+
     def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         _refuse_undecodable(request, context, where)
         try:
+            if public:
+                check_request(request)
             if hook is not None:
                 yield from hook.stream(where, lambda: fn(request, context))
             else:

@@ -15,6 +15,13 @@ then, unless `keep_tasks`, the local agents' tasks are stopped too
 (peloton/agent/reap.py), so Ctrl-C leaves no process behind.  Kept tasks
 run on in their supervisors and are adopted on the next start; one that
 no agent adopts within `orphan_secs` is stopped by its supervisor.
+
+Security (README, Security): `--auth FILE` turns authentication on for
+every front; without it the cluster must bind a loopback address (or be
+told `--insecure`).  Either way the data dir is private (0711, files 0600:
+tasks may pass through to their sandboxes but read nothing else), the
+process's own calls between its parts authenticate as a process-local
+internal user, and local agents reach the host manager with it too.
 """
 
 from __future__ import annotations
@@ -22,15 +29,22 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from peloton.agent.reap import live_runs, stop_runs
+from peloton.api.auth_jobs import JobGuard
+from peloton.api.auth_service import serve_auth
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
+from peloton.cluster.job_facts import StoreJobFacts
+from peloton.common.auth import build_security, check_bind
 from peloton.common.components import Component, FunctionComponent, Lifecycle
+from peloton.common.tls import TlsFiles
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 from peloton.hostmgr.backends.base import HostBackend
@@ -86,6 +100,14 @@ class UpConfig:
     #: nobody adopts within `orphan_secs` is stopped by its supervisor); by default they stop.
     keep_tasks: bool = False
     orphan_secs: float = 3600.0
+    #: The users file (`--auth`); empty: authentication off (loopback only, or `insecure`).
+    auth: str = ""
+    #: Serve a non-loopback address without authentication anyway.
+    insecure: bool = False
+    #: TLS for every server and client of the cluster (mutual with a CA).
+    tls: TlsFiles | None = None
+    #: Agents may run tasks as root (a job naming user root); off by default.
+    allow_root_tasks: bool = False
 
 
 class AllInOne:
@@ -94,7 +116,11 @@ class AllInOne:
     def __init__(self, config: UpConfig) -> None:
         self.config = config
         self.store: Store | None = None
-        self.grpc = GrpcServer(f"{config.host}:{config.jobmgr_port}")
+        private_dir(config.data_dir)
+        self.security = build_security(config.auth or None, config.tls,
+                                       data_dir=config.data_dir.resolve(), embedded=True)
+        check_bind(config.host, self.security, insecure=config.insecure, what="peloton up")
+        self.grpc = GrpcServer(f"{config.host}:{config.jobmgr_port}", security=self.security)
         self.ports = {"jobmgr": self.grpc.port}
         for name, port in (("resmgr", config.resmgr_port), ("hostmgr", config.hostmgr_port)):
             self.ports[name] = self.grpc.add_port(f"{config.host}:{port}")
@@ -109,7 +135,11 @@ class AllInOne:
         if self.config.store:
             return self.config.store
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        return f"sqlite:///{(self.config.data_dir / 'state.db').resolve()}"
+        db = (self.config.data_dir / "state.db").resolve()
+        for path in (db, db.with_name("state.db-wal"), db.with_name("state.db-shm")):
+            if path.exists():
+                path.chmod(0o600)  # a database made before the data dir was private
+        return f"sqlite:///{db}"
 
     def start(self) -> None:
         """Build and start everything (see the module docstring for the order)."""
@@ -123,16 +153,19 @@ class AllInOne:
         store = open_store(self.store_url(), StoreOptions(bootstrap=True))
         check_schema(store)
         self.store = store
-        backend = self._backend()
-        hostmgr = HostManager(store, backend, HostManagerConfig(consumers=("jobmgr", "resmgr")),
-                              grpc_server=self.grpc)
-        resmgr = ResourceManager(store, hostmgr, grpc=self.grpc)
+        views = self._fenced_views(store)
+        backend = self._backend(views["hostmgr"])
+        hostmgr = HostManager(views["hostmgr"], backend,
+                              HostManagerConfig(consumers=("jobmgr", "resmgr")), grpc_server=self.grpc)
+        resmgr = ResourceManager(views["resmgr"], hostmgr, grpc=self.grpc)
         placement = PlacementEngine(resmgr, hostmgr)
-        jobmgr = JobManager(store, resmgr, hostmgr, grpc=self.grpc)
+        jobmgr = JobManager(views["jobmgr"], resmgr, hostmgr, grpc=self.grpc)
         # The host manager's service, as a separate one serves it: clients (the Aurora bridge's
         # task reconciliation triggers) reach the host backends' reconciliation through it.
         serve_host_manager(self.grpc, hostmgr, hostmgr.events)
         register_unserved(self.grpc)
+        serve_auth(self.grpc, self.security)
+        self.grpc.auth.add_guard("peloton.api.", JobGuard(StoreJobFacts(store)))
         self.hostmgr, self.resmgr, self.jobmgr = hostmgr, resmgr, jobmgr
         parts: list[Component] = [
             FunctionComponent("grpc", self.grpc.start, self.grpc.stop),
@@ -146,17 +179,29 @@ class AllInOne:
         if self.config.ui_port >= 0:
             parts.append(FunctionComponent("ui", self._start_ui, self._stop_ui))
         parts.append(FunctionComponent("store", lambda: None, store.close))
+        parts.append(FunctionComponent("audit", lambda: None, self.security.close))
         self._lifecycle = Lifecycle(parts[::-1][::-1], name="peloton-up")
         self._lifecycle.start()
 
-    def _backend(self) -> HostBackend:
+    def _fenced_views(self, store: Store) -> dict[str, Store]:
+        """Each daemon's view of the store, fenced to this process's claim of its role: a
+        second `peloton up` on the same store takes the roles over, and from then on the
+        store refuses this one's writes (peloton/storage/leader_store.py)."""
+        holder = f"{socket.gethostname()}:{os.getpid()}"
+        views = {}
+        for role in ("hostmgr", "resmgr", "jobmgr"):
+            views[role] = store.with_fencing(role, _constant(store.claim_leadership(role, None, holder)))
+        return views
+
+    def _backend(self, hostmgr_store: Store) -> HostBackend:
         from peloton.hostmgr.backends.registry import BackendEnv, open_backend
 
         # The store keeps the Mesos framework id, so a restarted cluster comes back as the
-        # same Mesos framework and its tasks keep running.
+        # same Mesos framework and its tasks keep running; it is written through the host
+        # manager's fenced view, as every host manager write.
         return open_backend(self.config.backend, BackendEnv(
-            grpc=self.grpc, frameworks=self.store,
-            sim_revocable_cpus=self.config.agent_revocable_cpus))
+            grpc=self.grpc, frameworks=hostmgr_store,
+            sim_revocable_cpus=self.config.agent_revocable_cpus, tls=self.config.tls))
 
     # -- agents ------------------------------------------------------------------------
     def _start_agents(self) -> None:
@@ -184,7 +229,9 @@ class AllInOne:
                               revocable_cpus=self.config.agent_revocable_cpus,
                               slack_from_usage=self.config.agent_slack_from_usage,
                               enforce_fd_limit=self.config.agent_enforce_fd_limit,
-                              orphan_secs=self.config.orphan_secs)
+                              orphan_secs=self.config.orphan_secs,
+                              credentials=self.security.internal, tls=self.config.tls,
+                              allow_root_tasks=self.config.allow_root_tasks)
             agent = AgentApp(cfg)
             agent.start()
             self.agents.append(agent)
@@ -207,8 +254,9 @@ class AllInOne:
                               validation=ValidationSettings(
                                   allowed_environments=self.config.aurora_environments))
         client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
-                               hostmgr=config.hostmgr, caller="peloton-aurorabridge")
-        self.bridge = AuroraBridge(config, client)
+                               hostmgr=config.hostmgr, caller="peloton-aurorabridge",
+                               headers=dict(self.security.internal), tls=self.config.tls)
+        self.bridge = AuroraBridge(config, client, security=self.security)
         self.bridge.start()
 
     def _stop_bridge(self) -> None:
@@ -223,7 +271,8 @@ class AllInOne:
         from archiver.sinks import open_sink
         from peloton.api.client import PelotonClient
 
-        client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}", caller="peloton-archiver")
+        client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}", caller="peloton-archiver",
+                               headers=dict(self.security.internal), tls=self.config.tls)
         self.archiver = Archiver(ArchiverConfig(), client, open_sink(self.config.archive))
         self.archiver.start()
         self._archiver_client = client
@@ -240,10 +289,14 @@ class AllInOne:
         from peloton.api.client import PelotonClient
         from ui.server import UiServer
 
+        # No credentials of its own: with authentication on, each browser session's calls
+        # carry that session's login token.
         client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}",
                                resmgr=f"127.0.0.1:{self.ports['resmgr']}",
-                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}", caller="peloton-ui")
-        self.ui = UiServer(client, self.config.host, self.config.ui_port)
+                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}", caller="peloton-ui",
+                               tls=self.config.tls)
+        self.ui = UiServer(client, self.config.host, self.config.ui_port,
+                           auth=self.security.enabled, tls=self.config.tls)
         self.ui.start()
         self._ui_client = client
 
@@ -286,7 +339,23 @@ class AllInOne:
         if self.ui is not None:
             lines.append(f"web UI        {self.ui.url}")
         lines.append(f"storage       {self.store.url if self.store else self.store_url()}")
+        if self.security.enabled:
+            lines.append(f"auth          on ({self.config.auth}); log in with `peloton login`")
+        else:
+            lines.append("auth          off (this machine only; `--auth FILE` turns it on)")
         return lines
+
+
+def _constant(epoch: int) -> Callable[[], int | None]:
+    return lambda: epoch
+
+
+def private_dir(path: Path) -> None:
+    """Make `path` the cluster's private data dir: files created from now on are 0600
+    (umask 077; tasks get 022 back from their supervisor), the dir itself 0711."""
+    os.umask(0o077)
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o711)
 
 
 def run(config: UpConfig, announce: bool = True) -> None:

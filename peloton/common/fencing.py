@@ -8,10 +8,12 @@ write through a `fenced(...)` object first checks that the term it was
 built for is still the current one (the candidate still leads *with the
 same epoch*, and its connection is up), and raises `Unavailable` otherwise.
 
-This is the cheap half of fencing.  The other half, storage rejecting a
-write stamped with an older epoch (reliability.md design rule 3), needs an
-epoch column in every backend and is not done; a process that is paused
-(SIGSTOP) between the check and the write can still write once.
+This is the cheap half of fencing.  The other half is in the store
+(peloton/storage/leader_store.py): every term claims its epoch there, writes
+go through `Store.with_fencing`, and the store itself refuses, in the write's
+own transaction, a write stamped with an epoch older than the newest claim,
+so a process paused (SIGSTOP) between this check and its write is refused
+when it resumes.
 """
 
 from __future__ import annotations

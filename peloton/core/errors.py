@@ -66,6 +66,13 @@ class PermissionDenied(PelotonError):
     kind = "permission_denied"
 
 
+class Unauthenticated(PelotonError):
+    """The caller's credentials are missing where required, wrong, or expired (gRPC
+    UNAUTHENTICATED, Aurora AUTH_FAILED)."""
+
+    kind = "unauthenticated"
+
+
 class ResourceExhausted(PelotonError):
     """A limit (rate, size, capacity) was exceeded."""
 

@@ -180,7 +180,15 @@ class HostManager:
         """The host's file-server address and the entries of a run's sandbox directory."""
         if not self.host_known(hostname):
             raise NotFound(f"host {hostname!r} is not known", field="hostname")
-        files = self.backend.list_sandbox(hostname, run_id, path)
+        listing = getattr(self.backend, "sandbox_listing", None)
+        if listing is not None:
+            # Our agents serve files only under a capability (peloton/agent/caps.py): it
+            # goes in front of every name, so the paths BrowseSandbox answers carry it.
+            cap, files = listing(hostname, run_id, path)
+            if cap:
+                files = [(f"{cap}/{name}", size) for name, size in files]
+        else:
+            files = self.backend.list_sandbox(hostname, run_id, path)
         with self._lock:
             rec = self.registry.hosts.get(hostname)
             address = rec.file_address if rec is not None else ""

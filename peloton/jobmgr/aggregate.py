@@ -453,9 +453,10 @@ def create_job(deps: JobDeps, job_id: str, spec: JobSpec, runtime: JobRuntime,
     instances batch by batch; both are stored before the job becomes visible, so the job
     engine never creates the instances itself first.
     """
-    deps.store.create_task_configs(job_id, spec.version, spec.default_task,
-                                   dict(spec.instance_tasks))
-    job = CachedJob(deps, job_id, spec, deps.store.create_job(job_id, spec, runtime))
+    # One unit: a create that fails leaves no task config behind (storage contract).
+    stored = deps.store.create_job_with_tasks(job_id, spec, runtime, spec.default_task,
+                                              dict(spec.instance_tasks))
+    job = CachedJob(deps, job_id, spec, stored)
     if workflow is not None:
         update = job.create_workflow(workflow)
         job.change_runtime(lambda rt: dataclasses.replace(

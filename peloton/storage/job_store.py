@@ -16,10 +16,11 @@ Conventions shared by every storage Protocol (see also peloton/storage/README.md
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from peloton.core.model.job import JobRuntime, JobSpec
+from peloton.core.model.task import TaskSpec
 from peloton.storage.query import JobQuery, JobQueryResult
 
 
@@ -35,6 +36,16 @@ class JobConfigStore(Protocol):
         outcome was unknown is safe: if this exact config is stored but the rest is not,
         the rest is written.  Returns the stored runtime (revision 1).
         """
+        ...
+
+    def create_job_with_tasks(self, job_id: str, spec: JobSpec, runtime: JobRuntime,
+                              default: TaskSpec, overrides: Mapping[int, TaskSpec]) -> JobRuntime:
+        """`create_job` and `create_task_configs` of version `spec.version` as one unit: on
+        any failure nothing is left (no task config without its job).  SQL: one
+        transaction.  Cassandra: the config row's lightweight transaction claims the id
+        before anything else is written, and a failure after it removes what was written
+        (every step is an idempotent upsert, so a retry of an interrupted create finishes
+        it).  Raises AlreadyExists like `create_job`."""
         ...
 
     def add_job_config(self, job_id: str, spec: JobSpec) -> None:

@@ -32,6 +32,7 @@ from peloton.storage.job_store import (
     JobQueryStore,
     JobRuntimeStore,
 )
+from peloton.storage.leader_store import LeaderEpochStore
 from peloton.storage.schema import SchemaStore
 from peloton.storage.task_store import TaskConfigStore, TaskRuntimeStore
 
@@ -61,7 +62,7 @@ class StoreOptions:
 class Store(JobConfigStore, JobRuntimeStore, JobQueryStore, JobNameStore, ActiveJobStore,
             TaskConfigStore, TaskRuntimeStore, PodEventStore, UpdateStore,
             ResourcePoolStore, HostStore, SecretStore, VolumeStore, FrameworkStore,
-            CronJobStore, SchemaStore, BulkStore, Protocol):
+            CronJobStore, SchemaStore, BulkStore, LeaderEpochStore, Protocol):
     """Everything a Peloton cluster keeps.  Thread-safe (also under gevent)."""
 
     #: The URL the store was opened with, password redacted (safe to log).

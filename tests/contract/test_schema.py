@@ -37,12 +37,12 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def test_up_down_status_round_trip(empty_url: str) -> None:
     assert sql_runner.status(empty_url).current is None
     assert sql_runner.upgrade(empty_url, "0001") == ["0001"]
-    assert sql_runner.status(empty_url).pending == ("0002", "0003")
-    assert sql_runner.upgrade(empty_url) == ["0002", "0003"]
+    assert sql_runner.status(empty_url).pending == ("0002", "0003", "0004")
+    assert sql_runner.upgrade(empty_url) == ["0002", "0003", "0004"]
     assert sql_runner.upgrade(empty_url) == []
     assert sql_runner.status(empty_url).ok
-    assert sql_runner.downgrade(empty_url) == ["0003"]
-    assert sql_runner.downgrade(empty_url, "base") == ["0002", "0001"]
+    assert sql_runner.downgrade(empty_url) == ["0004"]
+    assert sql_runner.downgrade(empty_url, "base") == ["0003", "0002", "0001"]
     assert sql_runner.status(empty_url).current is None
     db = Database(empty_url, StoreOptions())
     names = db.run("list tables", lambda c: sa.inspect(c).get_table_names(), write=False)
@@ -71,7 +71,7 @@ def test_check_schema_refuses_missing_old_and_newer(empty_url: str) -> None:
     with pytest.raises(SchemaMismatch) as old:
         check_schema(store)
     assert isinstance(old.value, FailedPrecondition)
-    assert "version 0001 but this code needs 0003" in str(old.value)
+    assert "version 0001 but this code needs 0004" in str(old.value)
     assert f"peloton migrate schema up --store {store.url}" in str(old.value)
     sql_runner.upgrade(empty_url)
     assert check_schema(store).ok
@@ -100,10 +100,11 @@ def test_cli_schema_commands(empty_url: str) -> None:
     assert "no schema" in status.output and "0001" in status.output
     up = runner.invoke(cli, ["migrate", "schema", "up", "--store", empty_url])
     assert up.exit_code == 0, up.output
-    assert "0001" in up.output and "0002" in up.output
+    assert "0001" in up.output and "0002" in up.output and "0003" in up.output
+    assert "0004" in up.output
     status = runner.invoke(cli, ["migrate", "schema", "status", "--store", empty_url])
     assert status.exit_code == 0 and "up to date" in status.output
     down = runner.invoke(cli, ["migrate", "schema", "down", "--store", empty_url])
-    assert down.exit_code == 0 and "0003" in down.output
+    assert down.exit_code == 0 and "0004" in down.output
     status = runner.invoke(cli, ["migrate", "schema", "status", "--store", empty_url])
-    assert status.exit_code == 1 and "0003" in status.output
+    assert status.exit_code == 1 and "0004" in status.output

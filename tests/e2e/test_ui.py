@@ -9,6 +9,7 @@ the Stop button posts) and the job page is seen to show it stopped.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -96,8 +97,14 @@ def test_overview_pools_and_hosts_pages(up: tuple[UpCluster, str]) -> None:
 def test_stopping_the_job_through_the_ui_api_shows_on_its_page(up: tuple[UpCluster, str]) -> None:
     cluster, job_id = up
     base = f"http://127.0.0.1:{cluster.ui_port}"
+    # As the page does: its session cookie, and the CSRF token the page embeds.
+    with urllib.request.urlopen(f"{base}/jobs/{job_id}", timeout=20) as response:
+        cookie = response.headers["Set-Cookie"].split(";")[0]
+        csrf = re.search(r'name="peloton-csrf" content="([^"]+)"', response.read().decode())
+    assert csrf is not None
     request = urllib.request.Request(f"{base}/ui/api/jobs/{job_id}/stop", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json", "Origin": base})
+                                     headers={"Content-Type": "application/json", "Origin": base,
+                                              "Cookie": cookie, "X-CSRF-Token": csrf.group(1)})
     with urllib.request.urlopen(request, timeout=20) as response:
         assert json.loads(response.read())["message"] == f"Stopping 2 instances of job {job_id}"
 

@@ -129,8 +129,9 @@ class AgentProcess:
 
 
 def sandbox(work_dir: Path, rid: str) -> Path:
-    """A run's sandbox under an agent work dir."""
-    return work_dir / "sandboxes" / rid
+    """A run's sandbox under an agent work dir (where `sandboxes` leads, when the agent keeps
+    them elsewhere because tasks could not reach the work dir)."""
+    return (work_dir / "sandboxes").resolve() / rid
 
 
 def wait_file(path: Path, timeout: float = 20) -> str:

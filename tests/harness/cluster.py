@@ -82,6 +82,7 @@ class UpCluster:
             self._client.close()
             self._client = None
         _kill_sandbox_processes(self.base)
+        remove_relocated_sandboxes(self.base)
 
     # -- extra agents -------------------------------------------------------------------
     def add_agent(self, name: str, *args: str) -> subprocess.Popen[str]:
@@ -155,6 +156,18 @@ def alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def remove_relocated_sandboxes(base: Path) -> None:
+    """Remove sandboxes agents under `base` kept outside it (/var/lib/peloton/sandboxes/...,
+    where they go when a test's temporary directory is closed to the tasks' users)."""
+    import shutil
+
+    for link in base.rglob("sandboxes"):
+        if link.is_symlink():
+            target = link.resolve()
+            if target.parent.name == "sandboxes" and target.parent.parent.name == "peloton":
+                shutil.rmtree(target, ignore_errors=True)
 
 
 def _kill_sandbox_processes(base: Path) -> None:

@@ -13,6 +13,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PELOTON = str(Path(sys.executable).with_name("peloton"))
+#: A Python interpreter tasks can run: they run as unprivileged users (peloton/agent/identity.py),
+#: who may not reach the test's own interpreter (a pyenv under /root, mode 0700).
+TASK_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
 def free_port() -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from peloton.core.states import HealthState, TaskState
 from peloton.hostmgr.backends.base import StatusUpdate
 from peloton.hostmgr.backends.local import LocalBackend
 from tests.harness.agents import AgentProcess, Recorder, sandbox, task, wait_file
-from tests.harness.procs import PELOTON, free_port, wait_for
+from tests.harness.procs import PELOTON, TASK_PYTHON, free_port, wait_for
 
 
 @dataclass
@@ -147,7 +146,7 @@ def test_kill_sends_sigterm_then_sigkill_to_the_whole_process_group(hostmgr: Hos
 
 
 def test_memory_limit_exceeded_fails_with_a_clear_message(hostmgr: Hostmgr, agent: AgentProcess) -> None:
-    launch = task(f"{sys.executable} -c \"x = b'x' * (200 << 20); print(len(x))\"", mem_mb=50)
+    launch = task(f"{TASK_PYTHON} -c \"x = b'x' * (200 << 20); print(len(x))\"", mem_mb=50)
     hostmgr.backend.launch("it-agent", [launch])
     failed = hostmgr.recorder.wait_state(launch.run_id, TaskState.FAILED, timeout=60)
     running = hostmgr.recorder.wait_state(launch.run_id, TaskState.RUNNING)
@@ -238,7 +237,7 @@ def test_http_health_check_follows_the_server(hostmgr: Hostmgr, agent: AgentProc
     port = free_port()
     check = HealthCheckSpec(type=HealthCheckType.HTTP, http_path="/ok", initial_interval_secs=0,
                             interval_secs=0.1, timeout_secs=2, max_consecutive_failures=1)
-    launch = task(f"exec {sys.executable} -m http.server --bind 127.0.0.1 $PORT0", health=check,
+    launch = task(f"exec {TASK_PYTHON} -m http.server --bind 127.0.0.1 $PORT0", health=check,
                   ports=[PortSpec("http")], assigned=[("http", port)], grace=0.1)
     hostmgr.backend.launch("it-agent", [launch])
     rid, rec = launch.run_id, hostmgr.recorder

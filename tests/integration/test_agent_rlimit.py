@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from peloton.agent.isolation import MODE_ENV, requested_mode
 from peloton.core.errors import InvalidArgument
 from peloton.core.states import TaskState
 from tests.harness.agents import AgentProcess, task
-from tests.harness.procs import PELOTON, free_port, wait_for
+from tests.harness.procs import PELOTON, TASK_PYTHON, free_port, wait_for
 from tests.integration.test_agent import Hostmgr, start_hostmgr
 
 NAME = "rlimit-agent"
@@ -28,7 +27,7 @@ NAME = "rlimit-agent"
 
 def allocate(mb: int) -> str:
     """A task that allocates (and touches) `mb` MB, then prints how much it got."""
-    return f"{sys.executable} -c \"x = b'x' * ({mb} << 20); print('got', len(x))\""
+    return f"{TASK_PYTHON} -c \"x = b'x' * ({mb} << 20); print('got', len(x))\""
 
 
 @pytest.fixture(scope="module")

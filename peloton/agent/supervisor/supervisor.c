@@ -18,8 +18,32 @@
  *
  *   peloton-supervisor -d SANDBOX -r RUN_ID [-f FIFO] [-g GRACE_MS] [-j JSON]
  *                      [-m LIMIT_BYTES (-c CGROUP_DIR -V 1|2 | -R)]
- *                      [-n NOFILE] [-u UID:GID] [-o ORPHAN_SECS] -- PROGRAM ARGV0 ARG...
+ *                      [-n NOFILE] [-u UID:GID [-G GID,GID...]]
+ *                      [-o ORPHAN_SECS [-l AGENT_LOCK]] -- PROGRAM ARGV0 ARG...
  *     Supervise one task directly (what each forked supervisor runs).
+ *
+ *   peloton-supervisor -x -u UID:GID [-G GID,...] [-C DIR] -- PROGRAM ARGV0 ARG...
+ *     Drop to the user as a task would (groups, signals) and exec PROGRAM:
+ *     how the agent runs a task's command health check as the task's user.
+ *
+ * Identity and isolation of the task (the child, before exec):
+ *  - with -u it runs as UID:GID with exactly the supplementary groups of -G
+ *    (none without it): setgroups, then setgid, then setuid, so it never
+ *    keeps the agent's groups.  The agent computes the groups (getgrouplist)
+ *    because a static binary cannot read NSS;
+ *  - every signal disposition is reset to the default and the signal mask is
+ *    emptied, whatever the agent had, and the umask is 022;
+ *  - the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): processes
+ *    the task daemonizes (double fork, setsid) are re-parented to it instead
+ *    of init, and are killed with the task: when the task's leader exits,
+ *    its process group and then every remaining descendant get SIGKILL;
+ *    a kill request sends SIGTERM to them all, then SIGKILL after the grace.
+ *  - with -u and a root supervisor, the sandbox is owned by root with the
+ *    task's group, mode 01770 (sticky): the task may create files in it but
+ *    cannot replace or remove the supervisor's records, and other tasks
+ *    cannot enter it.  Records are written and read with O_NOFOLLOW (a task
+ *    cannot redirect them with a symlink) and a record not owned by the
+ *    supervisor's user is ignored.
  *
  * Protocol (mirrored by peloton/agent/pysupervisor.py, read by
  * peloton/agent/sandbox.py):
@@ -62,7 +86,8 @@
  *  - A task nobody can adopt does not live for ever: every check_secs the
  *    supervisor looks at its sandbox and its agent.  A sandbox directory that
  *    was deleted means no agent can ever adopt the run: it is stopped at once.
- *    With -o, an agent holds a flock on WORK_DIR/agent.lock (SANDBOX/../..)
+ *    With -o, an agent holds a flock on WORK_DIR/agent.lock (-l names it;
+ *    SANDBOX/../.. by default, but a sandbox may live outside the work dir)
  *    while it runs; when nobody has held it for ORPHAN_SECS, the cluster is
  *    taken to be gone for good and the task is stopped.  Both stop it as a
  *    kill with the grace period and record orphaned=1.
@@ -78,7 +103,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <grp.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -87,13 +115,18 @@
 
 extern char **environ;
 
+enum { MAX_GROUPS = 256 };
+
 struct opts {
-    const char *sandbox, *run_id, *fifo, *cgroup, *json;
+    const char *sandbox, *run_id, *fifo, *cgroup, *json, *cwd;
     long grace_ms;
     long long mem_limit;
-    int cg_version, use_rlimit;
+    int cg_version, use_rlimit, exec_only;
     long nofile, uid, gid;
     long orphan_secs; /* stop the task after this long without an agent (0: never) */
+    const char *agent_lock; /* the agent's lock file (default SANDBOX/../../agent.lock) */
+    int ngroups;
+    gid_t groups[MAX_GROUPS];
     char **argv; /* program, then its argv */
 };
 
@@ -132,7 +165,7 @@ static void sleep_ms(long ms)
 /* Write a whole small file; 0, or -1 with errno set. */
 static int write_file(int at, const char *path, const char *text, int flags)
 {
-    int fd = openat(at, path, O_WRONLY | O_CLOEXEC | flags, 0644);
+    int fd = openat(at, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | flags, 0644);
     if (fd < 0)
         return -1;
     size_t len = strlen(text);
@@ -146,16 +179,29 @@ static int write_file(int at, const char *path, const char *text, int flags)
     return 0;
 }
 
-/* Read a small file into buf, NUL-terminated; bytes read or -1. */
-static ssize_t read_file(int at, const char *path, char *buf, size_t size)
+/* Read a small file into buf, NUL-terminated; bytes read or -1.  Never
+ * follows a symlink; with `own`, a file not owned by our user reads as
+ * absent (a task may create files in its sandbox, but not our records). */
+static ssize_t read_file_as(int at, const char *path, char *buf, size_t size, int own)
 {
-    int fd = openat(at, path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    int fd = openat(at, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return -1;
+    if (own && (fstat(fd, &st) < 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode))) {
+        close(fd);
+        errno = EPERM;
+        return -1;
+    }
     ssize_t n = read(fd, buf, size - 1);
     close(fd);
     buf[n > 0 ? n : 0] = '\0';
     return n;
+}
+
+static ssize_t read_file(int at, const char *path, char *buf, size_t size)
+{
+    return read_file_as(at, path, buf, size, 0);
 }
 
 /* The start of the line after the one at p (or the terminating NUL). */
@@ -165,10 +211,13 @@ static char *next_line(char *p)
     return nl ? nl + 1 : p + strlen(p);
 }
 
-/* Write the sandbox file `name` atomically (it never exists before). */
+/* Write the sandbox file `name` atomically (it never exists before).  The
+ * temporary name is made fresh (O_EXCL after unlinking whatever a task may
+ * have put there), so it is ours and no symlink. */
 static void record(const char *name, const char *text)
 {
-    if (write_file(dirfd_, "status.tmp", text, O_CREAT | O_TRUNC) == 0)
+    unlinkat(dirfd_, "status.tmp", 0);
+    if (write_file(dirfd_, "status.tmp", text, O_CREAT | O_EXCL) == 0)
         renameat(dirfd_, "status.tmp", dirfd_, name);
     else
         fprintf(stderr, "peloton-supervisor: cannot write %s: %s\n", name, strerror(errno));
@@ -272,9 +321,40 @@ static int cg_teardown(int sig)
     return oom;
 }
 
+/* Become the task's user: exactly the given groups, then the gid, then the
+ * uid (setuid last: after it nothing else may change).  0, or -1 with errno. */
+static int drop_privileges(void)
+{
+    if (o.uid < 0)
+        return 0;
+    if (setgroups((size_t)o.ngroups, o.groups) < 0 && (errno != EPERM || o.ngroups > 0))
+        return -1;
+    if (setgid((gid_t)o.gid) < 0 || setuid((uid_t)o.uid) < 0)
+        return -1;
+    /* Paranoia: a setuid that silently left root would keep every privilege. */
+    if (o.uid != 0 && (setuid(0) == 0 || geteuid() == 0)) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+/* What a freshly exec'd program expects: default dispositions, nothing
+ * blocked, a usual umask (the agent runs with 077 for its own files). */
+static void reset_signals(void)
+{
+    sigset_t none;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            signal(sig, SIG_DFL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    umask(022);
+}
+
 /* The forked task: isolate, exec.  A failed step is reported as {stage,
  * errno} through `errfd` (close-on-exec, so a successful exec reads as EOF). */
-static void child(int errfd, const sigset_t *oldmask)
+static void child(int errfd)
 {
     int report[2] = { ST_EXEC, 0 };
     struct rlimit mem = { (rlim_t)o.mem_limit, (rlim_t)o.mem_limit };
@@ -282,6 +362,7 @@ static void child(int errfd, const sigset_t *oldmask)
     char pid[32];
 
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, 0);
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     if (o.cgroup && cg_write("cgroup.procs", pid) < 0)
         report[0] = ST_CGROUP;
@@ -290,10 +371,10 @@ static void child(int errfd, const sigset_t *oldmask)
         report[0] = ST_RLIMIT;
     else if (fchdir(dirfd_) < 0)
         report[0] = ST_SANDBOX;
-    else if ((o.gid >= 0 && setgid((gid_t)o.gid) < 0) || (o.uid >= 0 && setuid((uid_t)o.uid) < 0))
+    else if (drop_privileges() < 0)
         report[0] = ST_USER;
     else {
-        sigprocmask(SIG_SETMASK, oldmask, NULL);
+        reset_signals();
         execvp(o.argv[0], o.argv + 1);
     }
     report[1] = errno;
@@ -301,6 +382,94 @@ static void child(int errfd, const sigset_t *oldmask)
         /* nothing left to tell it with */
     }
     _exit(127);
+}
+
+/* Parse "G1,G2,..." into o.groups; -1 if malformed or too many. */
+static int parse_groups(const char *text)
+{
+    o.ngroups = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 0 || o.ngroups >= MAX_GROUPS)
+            return -1;
+        o.groups[o.ngroups++] = (gid_t)g;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return 0;
+}
+
+/* Pids of our children, from /proc (the kernel here may lack
+ * /proc/PID/task/TID/children); at most `max`; returns how many. */
+static int children_of_self(pid_t *out, int max)
+{
+    DIR *proc = opendir("/proc");
+    if (!proc)
+        return 0;
+    pid_t self = getpid();
+    int n = 0;
+    struct dirent *e;
+    while (n < max && (e = readdir(proc)) != NULL) {
+        char path[300], buf[512];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        if (read_file(AT_FDCWD, path, buf, sizeof buf) <= 0)
+            continue;
+        char *close_paren = strrchr(buf, ')');
+        int ppid = 0;
+        char state = 0;
+        if (close_paren && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2
+            && ppid == self && state != 'Z')
+            out[n++] = (pid_t)atoi(e->d_name);
+    }
+    closedir(proc);
+    return n;
+}
+
+/* Reap every exited child; the task leader's status goes to *status.
+ * Returns 1 if the leader was among them. */
+static int reap(pid_t leader, int *status)
+{
+    int st, found = 0;
+    pid_t w;
+    while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+        if (w == leader) {
+            *status = st;
+            found = 1;
+        }
+    return found;
+}
+
+/* Send `sig` to the task's group and to every process re-parented to us
+ * (what the task daemonized out of its group). */
+static void signal_task(pid_t leader, int sig)
+{
+    pid_t kids[1024];
+    if (leader > 0)
+        kill(-leader, sig);
+    int n = children_of_self(kids, 1024);
+    for (int i = 0; i < n; i++)
+        kill(kids[i], sig);
+}
+
+/* Kill whatever the task left behind until no child of ours remains: each
+ * round kills our children, whose own children are then re-parented to us
+ * (we are a subreaper) and killed in the next round. */
+static void sweep(pid_t leader)
+{
+    int ignored;
+    for (int round = 0; round < 2000; round++) {
+        pid_t kids[1024];
+        signal_task(round == 0 ? leader : 0, SIGKILL);
+        reap(-1, &ignored);
+        if (children_of_self(kids, 1024) == 0 && waitpid(-1, &ignored, WNOHANG) < 0)
+            return;
+        sleep_ms(1);
+    }
+    fprintf(stderr, "peloton-supervisor: processes of run %s survive the kill\n", o.run_id);
 }
 
 /* Parse supervisor options; -1 on a usage error. */
@@ -311,7 +480,7 @@ static int parse(int argc, char **argv)
     o.grace_ms = 5000;
     o.uid = o.gid = -1;
     optind = 1;
-    while ((c = getopt(argc, argv, "+d:r:f:g:j:m:c:V:Rn:u:o:")) != -1) {
+    while ((c = getopt(argc, argv, "+d:r:f:g:j:m:c:V:Rn:u:o:l:G:xC:")) != -1) {
         switch (c) {
         case 'd': o.sandbox = optarg; break;
         case 'r': o.run_id = optarg; break;
@@ -324,13 +493,22 @@ static int parse(int argc, char **argv)
         case 'R': o.use_rlimit = 1; break;
         case 'n': o.nofile = atol(optarg); break;
         case 'o': o.orphan_secs = atol(optarg); break;
+        case 'l': o.agent_lock = optarg; break;
         case 'u':
-            if (sscanf(optarg, "%ld:%ld", &o.uid, &o.gid) != 2)
+            if (sscanf(optarg, "%ld:%ld", &o.uid, &o.gid) != 2 || o.uid < 0 || o.gid < 0)
                 return -1;
             break;
+        case 'G':
+            if (parse_groups(optarg) < 0)
+                return -1;
+            break;
+        case 'x': o.exec_only = 1; break;
+        case 'C': o.cwd = optarg; break;
         default: return -1;
         }
     }
+    if (o.exec_only)
+        return o.uid >= 0 && argc - optind >= 2 ? (o.argv = argv + optind, 0) : -1;
     if (!o.sandbox || !o.run_id || argc - optind < 2)
         return -1;
     o.argv = argv + optind;
@@ -341,10 +519,14 @@ static int parse(int argc, char **argv)
  * land in the task's stderr, where a user looks first. */
 static int redirect(void)
 {
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
     int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int out = openat(dirfd_, "stdout", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    int err = openat(dirfd_, "stderr", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int out = openat(dirfd_, "stdout", flags, 0640);
+    int err = openat(dirfd_, "stderr", flags, 0640);
     if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        return -1;
+    if (o.uid >= 0 && geteuid() == 0 && (fchown(out, 0, (gid_t)o.gid) < 0 || fchmod(out, 0640) < 0
+                                         || fchown(err, 0, (gid_t)o.gid) < 0 || fchmod(err, 0640) < 0))
         return -1;
     close(in);
     close(out);
@@ -352,22 +534,47 @@ static int redirect(void)
     return 0;
 }
 
+/* The sandbox: owned by root with the task's group, sticky (see the header),
+ * when we switch users as root; private to the task's user otherwise. */
+static int own_sandbox(void)
+{
+    if (o.uid >= 0 && geteuid() == 0)
+        return fchown(dirfd_, 0, (gid_t)o.gid) < 0 || fchmod(dirfd_, 01770) < 0 ? -1 : 0;
+    return fchmod(dirfd_, 0700);
+}
+
+/* -x: exec PROGRAM as the user (a command health check). */
+static int exec_as(void)
+{
+    if ((o.cwd && chdir(o.cwd) < 0) || drop_privileges() < 0) {
+        fprintf(stderr, "peloton-supervisor: cannot become %ld:%ld: %s\n", o.uid, o.gid,
+                strerror(errno));
+        return 126;
+    }
+    reset_signals();
+    execvp(o.argv[0], o.argv + 1);
+    fprintf(stderr, "peloton-supervisor: cannot run %s: %s\n", o.argv[0], strerror(errno));
+    return 127;
+}
+
 /* Run one task to its end; the process exit status is for humans only. */
 static int orphan(double *since);
 
 static int supervise(void)
 {
-    sigset_t mask, oldmask;
+    sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
     setsid(); /* survive the agent and its terminal; EPERM when already a leader is fine */
+    /* Orphans of the task become our children, so nothing it starts outlives it. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     /* We make the sandbox, not the agent: the agent's hot path creates no inode. */
-    if (mkdir(o.sandbox, 0755) < 0 && errno != EEXIST) {
+    if (mkdir(o.sandbox, 0700) < 0 && errno != EEXIST) {
         fprintf(stderr, "peloton-supervisor: sandbox %s: %s\n", o.sandbox, strerror(errno));
         return 1;
     }
@@ -380,7 +587,7 @@ static int supervise(void)
         fprintf(stderr, "peloton-supervisor: run %s is already supervised\n", o.run_id);
         return 3;
     }
-    if (redirect() < 0) {
+    if (own_sandbox() < 0 || redirect() < 0) {
         fail(ST_SANDBOX, errno, 0);
         return 1;
     }
@@ -396,7 +603,7 @@ static int supervise(void)
     }
     double started = now();
     if (pid == 0)
-        child(pipefd[1], &oldmask);
+        child(pipefd[1]);
     setpgid(pid, pid); /* also here, so a kill never finds the group missing */
     close(pipefd[1]);
     int report[2] = { ST_EXEC, 0 };
@@ -409,6 +616,7 @@ static int supervise(void)
     int status = 0;
     if (got > 0) {
         waitpid(pid, &status, 0);
+        sweep(0);
         if (o.cgroup)
             cg_teardown(0);
         fail(report[0] >= ST_EXEC && report[0] <= ST_FORK ? report[0] : ST_EXEC, report[1], pid);
@@ -432,7 +640,7 @@ static int supervise(void)
     long grace = o.grace_ms;
     double kill_at = 0, agentless_since = 0;
     /* A kill that raced the launch left its file before we could be told. */
-    if (read_file(dirfd_, "kill", buf, sizeof buf) >= 0)
+    if (read_file_as(dirfd_, "kill", buf, sizeof buf, 1) >= 0)
         raise(SIGTERM);
     for (;;) {
         siginfo_t info;
@@ -440,7 +648,7 @@ static int supervise(void)
         if (kill_at > 0) {
             double left = kill_at - now();
             if (left <= 0) {
-                kill(-pid, SIGKILL);
+                signal_task(pid, SIGKILL);
                 kill_at = 0;
                 continue;
             }
@@ -453,18 +661,20 @@ static int supervise(void)
             sig = SIGTERM; /* stop it as a kill request would */
         }
         if (sig == SIGCHLD) {
-            if (waitpid(pid, &status, WNOHANG) == pid)
+            /* Re-parented orphans end here too: reap them, watch for the leader. */
+            if (reap(pid, &status))
                 break;
         } else if (sig > 0 && !killed) {
-            if (read_file(dirfd_, "kill", buf, sizeof buf) > 0)
+            if (read_file_as(dirfd_, "kill", buf, sizeof buf, 1) > 0)
                 grace = atol(buf);
             killed = 1;
             kill_at = now() + (grace > 0 ? grace : 0) / 1000.0 + 1e-6;
-            kill(-pid, SIGTERM);
+            signal_task(pid, SIGTERM);
         }
     }
-    /* The task's leader is gone; so must be anything it left in its group. */
-    kill(-pid, SIGKILL);
+    /* The task's leader is gone; so must be anything it left, in its group or
+     * daemonized out of it. */
+    sweep(pid);
     int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     int oom = o.cgroup ? cg_teardown(sig) : 0;
     snprintf(line, sizeof line,
@@ -478,7 +688,7 @@ static int supervise(void)
 }
 
 /* Whether the run can no longer be adopted: its sandbox was deleted, or (with -o) no
- * agent has held WORK_DIR/agent.lock for o.orphan_secs.  *since is when the lock was
+ * agent has held the agent's lock for o.orphan_secs.  *since is when the lock was
  * first seen free (0 while an agent holds it). */
 static int orphan(double *since)
 {
@@ -487,7 +697,8 @@ static int orphan(double *since)
         return 1;
     if (o.orphan_secs <= 0)
         return 0;
-    int fd = openat(dirfd_, "../../agent.lock", O_RDONLY | O_CLOEXEC);
+    int fd = o.agent_lock ? open(o.agent_lock, O_RDONLY | O_CLOEXEC)
+                          : openat(dirfd_, "../../agent.lock", O_RDONLY | O_CLOEXEC);
     int held = fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     if (fd >= 0)
         close(fd); /* also drops our probe's lock, if we got it */
@@ -584,10 +795,11 @@ int main(int argc, char **argv)
     if (parse(argc, argv) < 0) {
         fprintf(stderr, "usage: peloton-supervisor --serve\n"
                         "       peloton-supervisor -d SANDBOX -r RUN_ID [-f FIFO] [-g GRACE_MS] [-j JSON]\n"
-                        "              [-m BYTES (-c CGROUP -V 1|2 | -R)] [-n NOFILE] [-u UID:GID]\n"
-                        "              [-o ORPHAN_SECS]\n"
-                        "              -- PROGRAM ARGV0 ARG...\n");
+                        "              [-m BYTES (-c CGROUP -V 1|2 | -R)] [-n NOFILE]\n"
+                        "              [-u UID:GID [-G GID,...]] [-o ORPHAN_SECS [-l AGENT_LOCK]]\n"
+                        "              -- PROGRAM ARGV0 ARG...\n"
+                        "       peloton-supervisor -x -u UID:GID [-G GID,...] [-C DIR] -- PROGRAM ARGV0 ARG...\n");
         return 2;
     }
-    return supervise();
+    return o.exec_only ? exec_as() : supervise();
 }

@@ -30,6 +30,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -38,8 +39,11 @@ from google.protobuf.message import Message
 from peloton.api.client_transport import CHANNEL_OPTIONS
 from peloton.api.grpc_errors import error_for
 from peloton.api.service_registry import FIELD_TRAILER
+from peloton.api.tls_grpc import open_channel
+from peloton.common.auth import Security
 from peloton.common.discovery import LeaderDiscovery
 from peloton.common.retry import RetryPolicy
+from peloton.common.tls import TlsFiles
 from peloton.core.errors import PelotonError, Unavailable
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,19 @@ PEER_RETRY = RetryPolicy(attempts=1_000_000, initial_delay=0.05, max_delay=1.0, 
 
 #: Called with (old term, new term) when a peer's term changes.
 TermListener = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class PeerSecurity:
+    """How a daemon proves itself to its peers: the internal user's metadata and TLS files."""
+
+    metadata: tuple[tuple[str, str], ...] = ()
+    tls: TlsFiles | None = None
+
+    @staticmethod
+    def of(security: Security) -> PeerSecurity:
+        """What a process with `security` sends to its peers."""
+        return PeerSecurity(security.internal, security.tls)
 
 
 class Target(Protocol):
@@ -120,13 +137,15 @@ class PeerChannel:
     """Unary calls to one service of a peer's leader; see the module docstring."""
 
     def __init__(self, target: Target, service: str, *, rpc_service: str, caller: str,
-                 timeout: float = 10.0, retry: RetryPolicy = PEER_RETRY) -> None:
+                 timeout: float = 10.0, retry: RetryPolicy = PEER_RETRY,
+                 security: PeerSecurity | None = None) -> None:
         self.target = target
         self.service = service
         self.timeout = timeout
         self._retry = retry
+        self._security = security or PeerSecurity()
         self._metadata = (("rpc-caller", caller), ("rpc-service", rpc_service),
-                          ("rpc-encoding", "proto"))
+                          ("rpc-encoding", "proto"), *self._security.metadata)
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._rpcs: dict[tuple[str, str], Any] = {}
@@ -190,7 +209,7 @@ class PeerChannel:
             if rpc is None:
                 channel = self._channels.get(address)
                 if channel is None:
-                    channel = grpc.insecure_channel(address, options=PEER_CHANNEL_OPTIONS)
+                    channel = open_channel(address, self._security.tls, PEER_CHANNEL_OPTIONS)
                     self._channels[address] = channel
                 rpc = channel.unary_unary(f"/{self.service}/{method}",
                                           request_serializer=_serialize,

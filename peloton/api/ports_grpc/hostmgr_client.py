@@ -31,7 +31,7 @@ from peloton.api.convert.private_hosts import (
 )
 from peloton.api.convert.private_sched import enum_from_pb, resources_from_pb
 from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
-from peloton.api.ports_grpc.channel import PeerChannel, Target
+from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
 from peloton.core.ports import HostEvent, HostSummary
@@ -47,9 +47,10 @@ RPC_SERVICE = "peloton-hostmgr"
 class GrpcHostManager:
     """A `HostManagerPort` whose calls go to the host manager's leader."""
 
-    def __init__(self, target: Target, *, caller: str, timeout: float = 10.0) -> None:
+    def __init__(self, target: Target, *, caller: str, timeout: float = 10.0,
+                 security: PeerSecurity | None = None) -> None:
         self.channel = PeerChannel(target, SERVICE, rpc_service=RPC_SERVICE, caller=caller,
-                                   timeout=timeout)
+                                   timeout=timeout, security=security)
 
     def close(self) -> None:
         """Close the channels."""

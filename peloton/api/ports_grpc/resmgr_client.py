@@ -28,7 +28,7 @@ from peloton.api.convert.private_sched import (
     victim_from_pb,
 )
 from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
-from peloton.api.ports_grpc.channel import PeerChannel, Target
+from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import (
@@ -49,9 +49,10 @@ RPC_SERVICE = "peloton-resmgr"
 class GrpcResourceManager:
     """A `ResourceManagerPort` whose calls go to the resource manager's leader."""
 
-    def __init__(self, target: Target, *, caller: str, timeout: float = 10.0) -> None:
+    def __init__(self, target: Target, *, caller: str, timeout: float = 10.0,
+                 security: PeerSecurity | None = None) -> None:
         self.channel = PeerChannel(target, SERVICE, rpc_service=RPC_SERVICE, caller=caller,
-                                   timeout=timeout)
+                                   timeout=timeout, security=security)
 
     def close(self) -> None:
         """Close the channels."""

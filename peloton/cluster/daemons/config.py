@@ -22,6 +22,12 @@ Every daemon's file has the same common sections, as Peloton's
       call_timeout: 10        # seconds a call to a peer may retry UNAVAILABLE
     logging:
       level: INFO
+    security:                 # README, Security
+      auth: ""                # users file: authentication on (else loopback only)
+      insecure: false         # serve a non-loopback address without auth anyway
+      tls_cert: ""            # TLS (mutual with tls_ca) for the server and peer calls
+      tls_key: ""
+      tls_ca: ""
     resmgr: {...}             # ResourceManagerConfig (peloton/resmgr/config.py)
 
 The host manager also has `backend:` (local | sim:... | mesos:MASTER, as `peloton up
@@ -94,6 +100,17 @@ class PeersConfig:
 
 
 @dataclass(frozen=True)
+class SecurityConfig:
+    """Authentication, TLS, and whether a non-loopback bind without them is accepted."""
+
+    auth: str = ""
+    insecure: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Log level of the process (logs go to stderr)."""
 
@@ -136,6 +153,7 @@ class DaemonConfig:
     storage: StorageConfig = StorageConfig()
     peers: PeersConfig = PeersConfig()
     logging: LoggingConfig = LoggingConfig()
+    security: SecurityConfig = SecurityConfig()
 
 
 @dataclass(frozen=True)

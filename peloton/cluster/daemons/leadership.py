@@ -5,8 +5,11 @@ standbys (peloton-core.md §1).  A standby process is up, connected to
 ZooKeeper and serving gRPC, but its APIs answer UNAVAILABLE "call to
 non-leader node" (leader_gate) and it runs nothing else.
 
-On `on_gained(epoch)` a term starts: the role's objects for this term are
-built (with a store fenced to this term, see peloton/common/fencing.py),
+On `on_gained(epoch)` a term starts: the epoch is claimed in the store
+(`claim`: a store holding a newer epoch refuses, and this candidate resigns),
+the role's objects for this term are built (with a store fenced to this
+term twice over: in process, peloton/common/fencing.py, and by the store
+itself, peloton/storage/leader_store.py),
 their recovery-first `start()` runs in the documented order (each daemon's
 composition root owns it: the job manager recovers jobs before its engines
 start, the resource manager loads its pools before its loops, the host
@@ -47,18 +50,24 @@ class Term:
 
 
 #: Builds one term: registers its servicers on `term.recorder` and returns its components
-#: (started in order, stopped in reverse); writes must go through `fence`.
+#: (started in order, stopped in reverse); writes must go through `fence` and a store fenced
+#: to `term.epoch` (Store.with_fencing).
 TermBuilder = Callable[[Term, Fence], list[Component]]
+#: Records a term's epoch in the store before the term starts: (ZooKeeper epoch, or None when
+#: solo) -> the epoch of the term.  Raises when the store knows a newer one.
+Claim = Callable[[int | None], int]
 
 
 class Leadership:
     """Runs a role's terms while this process leads it; a `Component`."""
 
     def __init__(self, role: str, build: TermBuilder, *, client: KazooClient | None = None,
-                 me: LeaderId | None = None, root: str = "/peloton") -> None:
+                 me: LeaderId | None = None, root: str = "/peloton",
+                 claim: Claim | None = None) -> None:
         self.role = role
         self.name = f"leadership:{role}"
         self._build = build
+        self._claim = claim
         self._candidate = (Candidate(client, role, me, root=root, on_gained=self._gained,
                                      on_lost=self._lost)
                            if client is not None and me is not None else None)
@@ -111,6 +120,9 @@ class Leadership:
         return self._candidate.epoch == term.epoch  # None as soon as ZooKeeper drops us
 
     def _gained(self, epoch: int) -> None:
+        if self._claim is not None:
+            # Solo epochs restart at 1 with the process; the store's count continues.
+            epoch = self._claim(epoch if self._candidate is not None else None)
         term = self._prepare()
         self._next = None
         term.epoch = epoch

@@ -23,14 +23,19 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from peloton.api.auth_jobs import JobGuard
+from peloton.api.auth_service import serve_auth
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
 from peloton.cluster.daemons.config import SCHEMAS, DaemonConfig, HostmgrProcessConfig, load
 from peloton.cluster.daemons.leadership import Leadership
 from peloton.cluster.daemons.roles import ELECTED, Runtime, placement_engine
+from peloton.cluster.job_facts import StoreJobFacts
+from peloton.common.auth import build_security, check_bind
 from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.common.leader import LeaderId, listen_ip, new_client
 from peloton.common.metrics import Metrics
+from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument, Unavailable
 from peloton.storage import StoreOptions, check_schema, open_store
 
@@ -84,13 +89,29 @@ class DaemonProcess:
                 zk.close()
                 raise Unavailable(f"cannot connect to ZooKeeper at {cfg.election.hosts}: "
                                   f"{exc}") from None
-        self.grpc = grpc = GrpcServer(f"{cfg.grpc.host}:{cfg.grpc.port}")
-        rt = self.runtime = Runtime(self.role, cfg, store, zk, Metrics(self.role))
+        sec = cfg.security
+        security = build_security(sec.auth or None,
+                                  TlsFiles.from_options(sec.tls_cert, sec.tls_key, sec.tls_ca))
+        check_bind(cfg.grpc.host, security, insecure=sec.insecure, what=f"peloton {self.role}")
+        if security.enabled and not security.internal and self.role != "hostmgr":
+            raise InvalidArgument(f"{sec.auth}: peloton {self.role} calls its peers as the internal "
+                                  "user: set internal_user and internal_password_file",
+                                  field="security.auth")
+        self.grpc = grpc = GrpcServer(f"{cfg.grpc.host}:{cfg.grpc.port}", security=security)
+        serve_auth(grpc, security)
+        if self.role == "jobmgr" and store is not None:
+            grpc.auth.add_guard("peloton.api.", JobGuard(StoreJobFacts(store)))
+        rt = self.runtime = Runtime(self.role, cfg, store, zk, Metrics(self.role),
+                                    security=security)
         parts: list[Component] = []
         if self.role in ELECTED:
             zk_role, terms = ELECTED[self.role]
+            holder = f"{socket.gethostname()}:{os.getpid()}"
+            the_store = rt.the_store()
+            role = self.role
             self.leadership = Leadership(zk_role, terms(rt), client=zk, me=self.advertised(),
-                                         root=cfg.election.root)
+                                         root=cfg.election.root,
+                                         claim=lambda e: the_store.claim_leadership(role, e, holder))
             self.leadership.gate.install(grpc)
             if self.role == "jobmgr":
                 register_unserved(grpc)
@@ -118,6 +139,7 @@ class DaemonProcess:
             rt.zk.close()
         if rt.store is not None:
             rt.store.close()
+        rt.security.close()
 
 
 def _gevent_patched() -> bool:
@@ -143,6 +165,7 @@ def run(role: str, files: Sequence[str], announce: bool = True, backend: str = "
         if not isinstance(config, HostmgrProcessConfig):
             raise InvalidArgument("only the host manager has a backend", field="backend")
         config = dataclasses.replace(config, backend=backend)
+    os.umask(0o077)  # what the daemon writes (SQLite files, audit log) is private
     logging.basicConfig(level=config.logging.level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()

@@ -24,7 +24,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from peloton.api.ports_grpc.channel import LeaderTarget, StaticTarget, Target
+from peloton.api.ports_grpc.channel import LeaderTarget, PeerSecurity, StaticTarget, Target
 from peloton.api.ports_grpc.hostmgr_client import GrpcHostManager
 from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
 from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
@@ -37,6 +37,7 @@ from peloton.cluster.daemons.config import (
     ResmgrProcessConfig,
 )
 from peloton.cluster.daemons.leadership import Term, TermBuilder
+from peloton.common.auth import Security
 from peloton.common.components import Component
 from peloton.common.discovery import LeaderDiscovery
 from peloton.common.fencing import Fence, fenced
@@ -60,6 +61,8 @@ class Runtime:
     metrics: Metrics
     #: Things to close when the process stops (peer clients, discoveries).
     closers: list[Any] = field(default_factory=list)
+    #: How the process authenticates callers and proves itself to its peers.
+    security: Security = field(default_factory=Security)
 
     @property
     def caller(self) -> str:
@@ -84,7 +87,8 @@ class Runtime:
         """A client of the resource manager's leader."""
         peers = self.config.peers
         client = GrpcResourceManager(self.target(RESOURCE_MANAGER, peers.resmgr),
-                                     caller=self.caller, timeout=peers.call_timeout)
+                                     caller=self.caller, timeout=peers.call_timeout,
+                                     security=PeerSecurity.of(self.security))
         self.closers.append(client)
         return client
 
@@ -92,9 +96,14 @@ class Runtime:
         """A client of the host manager's leader."""
         peers = self.config.peers
         client = GrpcHostManager(self.target(HOST_MANAGER, peers.hostmgr), caller=self.caller,
-                                 timeout=peers.call_timeout)
+                                 timeout=peers.call_timeout, security=PeerSecurity.of(self.security))
         self.closers.append(client)
         return client
+
+
+def term_store(store: Store, role: str, term: Term) -> Store:
+    """`store` with every write checked by the store against the term's epoch."""
+    return store.with_fencing(role, lambda: term.epoch)
 
 
 def resmgr_terms(rt: Runtime) -> TermBuilder:
@@ -105,8 +114,8 @@ def resmgr_terms(rt: Runtime) -> TermBuilder:
     config, store, hostmgr = rt.config.resmgr, rt.the_store(), rt.hostmgr()
 
     def build(term: Term, fence: Fence) -> list[Component]:
-        rm = ResourceManager(fenced(store, fence), hostmgr, config, grpc=term.recorder,
-                             metrics=rt.metrics)
+        rm = ResourceManager(fenced(term_store(store, "resmgr", term), fence), hostmgr, config,
+                             grpc=term.recorder, metrics=rt.metrics)
         serve_resource_manager(term.recorder, rm)
         return [rm]
 
@@ -126,14 +135,15 @@ def hostmgr_terms(rt: Runtime) -> TermBuilder:
     hm_config = dataclasses.replace(hm_config, consumers=consumers)
 
     def build(term: Term, fence: Fence) -> list[Component]:
-        term_store = fenced(store, fence)
+        # Fenced twice over: in process (`fence`) and by the store against the term's epoch.
+        term_view = fenced(term_store(store, "hostmgr", term), fence)
         # A Mesos backend subscribes with the framework id the previous leader stored, so a
         # new leader is the same framework (and reconciles); the master cuts the old one off.
         backend = open_backend(config.backend, BackendEnv(
-            grpc=term.recorder, frameworks=term_store, heartbeat_secs=agents.heartbeat_secs,
+            grpc=term.recorder, frameworks=term_view, heartbeat_secs=agents.heartbeat_secs,
             heartbeat_timeout_secs=agents.heartbeat_timeout_secs,
-            mesos=dataclasses.asdict(config.mesos)))
-        hm = HostManager(term_store, backend, hm_config, grpc_server=term.recorder,
+            mesos=dataclasses.asdict(config.mesos), tls=rt.security.tls))
+        hm = HostManager(term_view, backend, hm_config, grpc_server=term.recorder,
                          metrics=rt.metrics)
         serve_host_manager(term.recorder, hm, hm.events)
         return [hm]
@@ -162,7 +172,8 @@ def jobmgr_terms(rt: Runtime) -> TermBuilder:
     hostmgr.channel.add_term_listener(hostmgr_restarted)
 
     def build(term: Term, fence: Fence) -> list[Component]:
-        jm = JobManager(fenced(store, fence), resmgr, hostmgr, config, grpc=term.recorder)
+        jm = JobManager(fenced(term_store(store, "jobmgr", term), fence), resmgr, hostmgr, config,
+                        grpc=term.recorder)
         latest[:] = [jm]
         return [jm]
 

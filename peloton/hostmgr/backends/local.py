@@ -16,6 +16,14 @@ reconcile and browse sandboxes.
 - `reconcile()` answers LOST only for runs that no agent has, and only
   after agents had `reregister_grace_secs` since the backend started to
   come back, so a host manager restart does not declare the world LOST.
+
+Trust: an agent registers as an authenticated principal (with
+authentication on: a user whose role accepts AgentRegistry, by password or
+client certificate).  The first identity that registers a host name owns it
+for the backend's life: a registration of that host from another identity is
+refused (PERMISSION_DENIED) and logged, so a forged agent cannot take a host
+over.  Every call to an agent carries the call token the agent sent in its
+registration, without which the agent refuses to launch or kill anything.
 """
 
 from __future__ import annotations
@@ -31,12 +39,18 @@ import grpc
 
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
-from peloton.core.errors import NotFound, Unavailable
+from peloton.api.tls_grpc import open_channel
+from peloton.common.tls import TlsFiles
+from peloton.core.errors import NotFound, PermissionDenied, Unavailable
 from peloton.core.model.resources import to_units
 from peloton.core.model.sched import LaunchSpec
 from peloton.hostmgr.backends.base import BackendHost, HostEventListener, StatusUpdate
 from peloton.hostmgr.backends.local_registry import AgentRegistryServicer, lost_update
 from peloton.hostmgr.backends.local_wire import host_from_pb, launch_to_pb
+
+#: Metadata key of the agent's call token (peloton/agent/caps.py; not imported from the
+#: agent package: the host manager does not depend on it).
+TOKEN_KEY = "peloton-agent-token"
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +72,7 @@ class _Agent:
     channel: grpc.Channel
     stub: pb_grpc.AgentServiceStub
     last_seen: float
+    metadata: tuple[tuple[str, str], ...] = ()
 
 
 class LocalBackend:
@@ -67,7 +82,8 @@ class LocalBackend:
 
     def __init__(self, *, heartbeat_secs: float = 1.0, heartbeat_timeout_secs: float = 10.0,
                  reregister_grace_secs: float | None = None, call_timeout_secs: float = 10.0,
-                 resend_secs: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 resend_secs: float = 10.0, clock: Callable[[], float] = time.monotonic,
+                 tls: TlsFiles | None = None) -> None:
         self.heartbeat_secs = heartbeat_secs
         self.heartbeat_timeout_secs = heartbeat_timeout_secs
         self.reregister_grace_secs = (heartbeat_timeout_secs if reregister_grace_secs is None
@@ -84,6 +100,9 @@ class LocalBackend:
         self._acks_ready = threading.Condition(self._lock)
         #: LOST updates this backend made itself (no agent to re-send them): uuid -> (update, sent at)
         self._own: dict[str, tuple[StatusUpdate, float]] = {}
+        #: hostname -> the identity that first registered it (see the module docstring).
+        self._owners: dict[str, str] = {}
+        self._tls = tls
         self.servicer = AgentRegistryServicer(self)
 
     # -- wiring -------------------------------------------------------------
@@ -121,14 +140,25 @@ class LocalBackend:
             return [a.host for a in self._agents.values()]
 
     # -- called by the AgentRegistry servicer ----------------------------------
-    def agent_registered(self, info: pb.AgentInfo) -> None:
-        """An agent (re-)registered: (re)connect to it and announce its host."""
+    def agent_registered(self, info: pb.AgentInfo, identity: str = "") -> None:
+        """An agent (re-)registered as `identity`: (re)connect to it and announce its host.
+
+        PermissionDenied if another identity registered this host before."""
         host = host_from_pb(info)
-        channel = grpc.insecure_channel(host.address)
+        with self._lock:
+            owner = self._owners.setdefault(host.hostname, identity)
+        if owner != identity:
+            log.warning("refused a registration of host %s by %s from %s: the host belongs to "
+                        "%s", host.hostname, identity or "(anonymous)", host.address,
+                        owner or "(anonymous)")
+            raise PermissionDenied(f"host {host.hostname} is registered by another identity; "
+                                   f"{identity or '(anonymous)'} may not take it over")
+        channel = open_channel(host.address, self._tls)
+        metadata = ((TOKEN_KEY, info.call_token),) if info.call_token else ()
         with self._lock:
             old = self._agents.pop(host.hostname, None)
             self._agents[host.hostname] = _Agent(host, channel, pb_grpc.AgentServiceStub(channel),
-                                                 self._clock())
+                                                 self._clock(), metadata)
             listener = self._listener
         if old is not None:
             old.channel.close()
@@ -136,8 +166,10 @@ class LocalBackend:
         if listener is not None:
             listener.host_up(host)
 
-    def agent_seen(self, hostname: str, agent_id: str, slack: float | None = None) -> bool:
-        """Record a sign of life; False if this agent is not registered (it must re-register).
+    def agent_seen(self, hostname: str, agent_id: str, slack: float | None = None,
+                   identity: str = "") -> bool:
+        """Record a sign of life; False if this agent is not registered (it must re-register)
+        or `identity` is not the host's owner (its status reports are not taken).
 
         `slack` is the revocable cpu the agent offers now (None: unchanged); a change
         re-announces the host with it, so the cluster's slack capacity follows.
@@ -146,6 +178,8 @@ class LocalBackend:
             agent = self._agents.get(hostname)
             listener = self._listener
             if agent is None or agent.host.agent_id != agent_id or listener is None:
+                return False
+            if self._owners.get(hostname, identity) != identity:
                 return False
             agent.last_seen = self._clock()
             changed = slack is not None and to_units(max(0.0, slack)) != to_units(
@@ -170,7 +204,8 @@ class LocalBackend:
     def _call(self, hostname: str, method: str, request: object) -> object:
         agent = self._agent(hostname)
         try:
-            return getattr(agent.stub, method)(request, timeout=self.call_timeout_secs)
+            return getattr(agent.stub, method)(request, timeout=self.call_timeout_secs,
+                                               metadata=agent.metadata)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(exc.details() or "not found") from None
@@ -207,9 +242,17 @@ class LocalBackend:
 
     def list_sandbox(self, hostname: str, run_id: str, path: str = "") -> list[tuple[str, int]]:
         """(name, size) of the entries under a sandbox path."""
+        return self.sandbox_listing(hostname, run_id, path)[1]
+
+    def sandbox_listing(self, hostname: str, run_id: str,
+                        path: str = "") -> tuple[str, list[tuple[str, int]]]:
+        """The agent's capability to read the sandbox from its file server, and the entries.
+
+        The host manager puts the capability in the paths BrowseSandbox answers, so only a
+        caller the job APIs let browse the sandbox can fetch its files."""
         reply = self._call(hostname, "ListSandbox", pb.ListSandboxRequest(run_id=run_id, path=path))
         assert isinstance(reply, pb.ListSandboxResponse)
-        return [(e.name, e.size) for e in reply.entries]
+        return reply.capability, [(e.name, e.size) for e in reply.entries]
 
     def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
                      length: int = 1 << 20) -> bytes:

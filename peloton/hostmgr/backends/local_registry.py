@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from peloton.api.auth_grpc import current_principal
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
+from peloton.core.errors import PermissionDenied
 from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import StatusUpdate
 from peloton.hostmgr.backends.local_wire import update_from_pb
@@ -47,22 +49,33 @@ class AgentRegistryServicer:
             context.abort(grpc.StatusCode.UNAVAILABLE, "host manager backend not started")
         if not request.agent.hostname or not request.agent.address:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "hostname and address are required")
-        self.backend.agent_registered(request.agent)
+        principal = current_principal()
+        try:
+            self.backend.agent_registered(request.agent, principal.name if principal else "")
+        except PermissionDenied as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, exc.message)
         return pb.RegisterResponse(heartbeat_interval_secs=self.backend.heartbeat_secs)
 
     def Heartbeat(self, request: pb.HeartbeatRequest,
                   context: grpc.ServicerContext) -> pb.HeartbeatResponse:
         """Keep the agent's host alive; ask unknown agents to register."""
         slack = request.revocable_cpu if request.HasField("revocable_cpu") else None
-        known = self.backend.agent_seen(request.hostname, request.agent_id, slack)
+        known = self.backend.agent_seen(request.hostname, request.agent_id, slack,
+                                        identity=_identity())
         return pb.HeartbeatResponse(reregister=not known)
 
     def ReportStatus(self, request: pb.ReportStatusRequest,
                      context: grpc.ServicerContext) -> pb.ReportStatusResponse:
         """Pass updates to the listener, in order."""
         listener = self.backend.listener
-        if listener is None or not self.backend.agent_seen(request.hostname, request.agent_id):
+        if listener is None or not self.backend.agent_seen(request.hostname, request.agent_id,
+                                                           identity=_identity()):
             return pb.ReportStatusResponse(reregister=True)
         for msg in request.updates:
             listener.status_update(update_from_pb(msg, request.hostname, request.agent_id))
         return pb.ReportStatusResponse()
+
+
+def _identity() -> str:
+    principal = current_principal()
+    return principal.name if principal is not None else ""

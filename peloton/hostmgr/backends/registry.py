@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.resources import Resources
 from peloton.core.model.storage_records import FrameworkInfo
@@ -58,6 +59,8 @@ class BackendEnv:
     mesos: dict[str, Any] | None = None
     #: Revocable (slack) cpus every simulated host offers beside its capacity.
     sim_revocable_cpus: float = 0.0
+    #: TLS of the local backend's calls to agents (None: plain; README, Security).
+    tls: TlsFiles | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def _local(_: str, env: BackendEnv) -> HostBackend:
     from peloton.hostmgr.backends.local import LocalBackend
 
     backend = LocalBackend(heartbeat_secs=env.heartbeat_secs,
-                           heartbeat_timeout_secs=env.heartbeat_timeout_secs)
+                           heartbeat_timeout_secs=env.heartbeat_timeout_secs, tls=env.tls)
     if env.grpc is not None:
         backend.register_on(env.grpc)
     return backend

@@ -10,11 +10,12 @@ create_job order (so that a retry after a crash finishes the job):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from peloton.core.errors import AlreadyExists, Conflict, NotFound
+from peloton.core.errors import AlreadyExists, Conflict, NotFound, Unavailable
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.storage_records import JobNameEntry
+from peloton.core.model.task import TaskSpec
 from peloton.storage import codec
 from peloton.storage.cassandra.base import CassandraBase, applied, key_of
 from peloton.storage.cassandra.index import JobIndexWriter
@@ -48,6 +49,29 @@ class CassandraJobs(CassandraBase, JobIndexWriter):
                                codec.to_json(stored))):
             raise AlreadyExists(f"job {job_id} already exists")
         return stored
+
+    def create_job_with_tasks(self, job_id: str, spec: JobSpec, runtime: JobRuntime,
+                              default: TaskSpec, overrides: Mapping[int, TaskSpec]) -> JobRuntime:
+        body = codec.to_json(spec)
+        claim = self.q1("job_config.create", job_id, spec.version, spec.created_at, body)
+        if not applied(claim) and (claim or {}).get("body") != body:
+            raise AlreadyExists(f"job {job_id} already has a different config "
+                                f"version {spec.version}")
+        # The id is ours (or this is a retry of our own create): writing the task configs
+        # cannot touch another job's.
+        try:
+            self.create_task_configs(job_id, spec.version, default, overrides)  # type: ignore[attr-defined]
+            return self.create_job(job_id, spec, runtime)
+        except Unavailable:
+            raise  # unknown outcome: a retry finishes the create
+        except AlreadyExists:
+            if applied(claim):
+                self.delete_job(job_id)
+            raise
+        except Exception:
+            # A permanent failure: leave nothing of this job behind.
+            self.delete_job(job_id)
+            raise
 
     def add_job_config(self, job_id: str, spec: JobSpec) -> None:
         newest = self.q1("job_config.newest", job_id, 1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from peloton.storage.cassandra.cql import select
 
 #: Every CQL migration number this code knows, oldest first, as 4-digit strings.
-CQL_SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002", "0003")
+CQL_SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
 
 #: The table the migration runner keeps applied versions in.
 MIGRATIONS_TABLE = "schema_migrations"

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from peloton.core.errors import InvalidArgument, Unavailable
+from peloton.core.errors import InvalidArgument, PelotonError
 from peloton.storage.cassandra.cql import Cql
+from peloton.storage.errors import classify_cassandra
 from peloton.storage.registry import redact
 from peloton.storage.schema import SchemaMismatch
 from peloton.storage.store import StoreOptions
@@ -101,11 +102,6 @@ class CqlSession(Protocol):
         ...
 
 
-_TRANSIENT_NAMES = ("NoHostAvailable", "OperationTimedOut", "Unavailable", "ReadTimeout",
-                    "WriteTimeout", "ConnectionException", "ConnectionShutdown",
-                    "CoordinationFailure", "OverloadedErrorMessage", "IsBootstrappingErrorMessage")
-
-
 class DriverSession:
     """CqlSession over cassandra-driver."""
 
@@ -160,16 +156,13 @@ class DriverSession:
         return self._retrier.call(attempt)
 
     def _translate(self, what: str, exc: Exception) -> Exception:
-        name = type(exc).__name__
-        text = str(exc)
-        if name in _TRANSIENT_NAMES:
-            return Unavailable(f"{self.url}: {what}: {name}: {text[:300]}")
-        if name == "InvalidRequest" and ("unconfigured table" in text.lower()
-                                         or "keyspace" in text.lower()):
-            return SchemaMismatch(f"{what}: {text}: the keyspace at {self.url} lacks the "
-                                  f"Peloton schema; run `peloton migrate schema up "
-                                  f"--store {self.url}`")
-        return exc
+        if isinstance(exc, PelotonError):
+            return exc
+        found = classify_cassandra(what, self.url, exc)
+        if found is not None:
+            return found
+        return SchemaMismatch(f"{what}: the keyspace at {self.url} lacks the Peloton schema; "
+                              f"run `peloton migrate schema up --store {self.url}`")
 
     def _prepare(self, stmt: Cql) -> Any:
         found = self._prepared.get(stmt.name)

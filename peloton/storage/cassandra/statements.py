@@ -204,6 +204,11 @@ _ALL: list[Cql] = [
     select("copy_checkpoints.get", "copy_checkpoints",
            ("cursor", "done", "passes", "copied"), *eq("copy_id", "kind")),
     delete("copy_checkpoints.delete", "copy_checkpoints", *eq("copy_id")),
+    # -- leadership epochs (fencing, LWT) ---------------------------------------------------
+    insert("leader_epochs.create", "leader_epochs", ("role", "epoch", "holder"), if_not_exists=True),
+    select("leader_epochs.get", "leader_epochs", ("epoch", "holder"), *eq("role")),
+    update("leader_epochs.cas", "leader_epochs", ("epoch", "holder"), *eq("role"),
+           if_columns=("epoch",)),
     *_scans(),
 ]
 

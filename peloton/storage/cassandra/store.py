@@ -8,6 +8,7 @@ from peloton.storage.cassandra.cron import CassandraCron
 from peloton.storage.cassandra.history import CassandraHistory
 from peloton.storage.cassandra.index import CassandraJobQuery
 from peloton.storage.cassandra.jobs import CassandraJobs
+from peloton.storage.cassandra.leaders import CassandraLeaders
 from peloton.storage.cassandra.schema import CQL_SCHEMA_VERSIONS, READ_VERSIONS
 from peloton.storage.cassandra.session import CqlSession, DriverSession
 from peloton.storage.cassandra.statements import SCANNED
@@ -19,11 +20,11 @@ from peloton.storage.store import Store, StoreOptions
 DERIVED_TABLES = ("job_index", "job_index_by_state", "job_index_by_owner",
                   "job_index_by_respool", "job_index_by_label", "job_names_by_job",
                   "task_config_versions", "pod_event_instances", "updates_by_job",
-                  "secrets_by_job", "copy_checkpoints", "cron_jobs")
+                  "secrets_by_job", "copy_checkpoints", "cron_jobs", "leader_epochs")
 
 
 class CassandraStore(CassandraJobs, CassandraJobQuery, CassandraTasks, CassandraHistory,
-                     CassandraCluster, CassandraCron, CassandraBulk):
+                     CassandraCluster, CassandraCron, CassandraBulk, CassandraLeaders):
     """A Store over Cassandra; see peloton/storage/store.py for the contract."""
 
     backend = "cassandra"

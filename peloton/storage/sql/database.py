@@ -22,6 +22,7 @@ patched `select`, so PostgreSQL transactions run on the calling greenlet.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -35,7 +36,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
 from peloton.common.blocking import BlockingPool
-from peloton.core.errors import InvalidArgument, Unavailable
+from peloton.core.errors import InvalidArgument
+from peloton.storage.errors import classify_sql
+from peloton.storage.leader_store import FencedOut
 from peloton.storage.registry import redact
 from peloton.storage.schema import SchemaMismatch, SchemaStatus
 from peloton.storage.sql import tables
@@ -51,6 +54,14 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 SQLITE_THREADS = 4
 #: How long connecting to PostgreSQL may take before the attempt counts as failed.
 PG_CONNECT_TIMEOUT_S = 5
+
+
+class _Refused(Exception):
+    """Carries a FencedOut past the retrier (which retries every Unavailable)."""
+
+    def __init__(self, error: FencedOut) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Database:
@@ -85,6 +96,41 @@ class Database:
         if threads is None:
             threads = 1 if self.memory else SQLITE_THREADS
         self._blocking = BlockingPool(threads if self.dialect == "sqlite" else 0, "sqlite")
+        #: (role, the writer's current epoch) when writes are fenced (leader_store.py).
+        self.fence: tuple[str, Callable[[], int | None]] | None = None
+
+    def with_fence(self, role: str, epoch: Callable[[], int | None]) -> Database:
+        """This database (same engine, same lock) with every write transaction fenced."""
+        view = copy.copy(self)
+        view.fence = (role, epoch)
+        return view
+
+    def _fence_epoch(self) -> int:
+        """The writer's epoch, read on the calling greenlet (the epoch callable reads the
+        leadership's state, which belongs to the hub, not to a SQLite thread); FencedOut
+        when the writer's term is over."""
+        assert self.fence is not None
+        role, epoch_of = self.fence
+        mine = epoch_of()
+        if mine is None:
+            raise FencedOut(f"{role}: this process's leadership term is over; refusing to write")
+        return mine
+
+    def _check_fence(self, conn: Connection, mine: int) -> None:
+        """Refuse the transaction unless `mine` is the role's stored epoch.  Runs on the
+        write's own connection, inside its transaction (on the SQLite thread that runs it):
+        the row is read FOR SHARE (PostgreSQL), so a new leader's claim waits for this
+        transaction, and transactions after the claim see it; SQLite's BEGIN IMMEDIATE
+        already serializes the claim and the write."""
+        assert self.fence is not None
+        role = self.fence[0]
+        q = sa.select(tables.leader_epochs.c.epoch).where(tables.leader_epochs.c.role == role)
+        if self.dialect == "postgresql":
+            q = q.with_for_update(read=True)
+        stored = conn.execute(q).scalar()
+        if stored is None or int(stored) != mine:
+            raise FencedOut(f"{role}: epoch {mine} is no longer the leader's (the store has "
+                            f"{stored}); a newer leader took over, so this write is refused")
 
     def close(self) -> None:
         """Close every pooled connection and stop the SQLite threads."""
@@ -101,36 +147,45 @@ class Database:
                 yield conn
 
     def run(self, what: str, fn: Callable[[Connection], T], *, write: bool = True,
-            duplicate: Callable[[], Exception] | None = None) -> T:
+            duplicate: Callable[[], Exception] | None = None, fenced: bool = True) -> T:
         """Run `fn` in one transaction, retrying the whole transaction on a lost
         connection; `what` names the operation in errors.  A unique-key violation
-        raises `duplicate()` (e.g. AlreadyExists) if given."""
+        raises `duplicate()` (e.g. AlreadyExists) if given.  On a fenced database a
+        write transaction first checks the writer's epoch (FencedOut, nothing written).
+        SQLite transactions (retries included) run on the database's BlockingPool."""
+        mine = self._fence_epoch() if write and fenced and self.fence is not None else None
+
         def attempt() -> T:
             try:
                 with self._lock, self._transaction(write) as conn:
+                    if mine is not None:
+                        self._check_fence(conn, mine)
                     return fn(conn)
+            except FencedOut as exc:  # final: not a transient failure to retry
+                raise _Refused(exc) from None
             except sa_exc.IntegrityError as exc:
                 if duplicate is None:
-                    raise
-                raise duplicate() from exc
+                    raise self.translate(what, exc) from None
+                raise duplicate() from None
             except sa_exc.DBAPIError as exc:
-                translated = self.translate(what, exc)
-                if translated is exc:
-                    raise
-                raise translated from exc
-        return self._blocking.call(lambda: self.options.retrier.call(attempt))
+                raise self.translate(what, exc) from None
+            except sa_exc.StatementError as exc:  # a parameter the driver refused to send
+                raise classify_sql(what, self.url, exc, exc.orig, False) or exc from None
+        try:
+            return self._blocking.call(lambda: self.options.retrier.call(attempt))
+        except _Refused as refused:
+            raise refused.error from None
 
     def translate(self, what: str, exc: sa_exc.DBAPIError) -> Exception:
-        """Map a driver error to Unavailable (retryable), SchemaMismatch, or itself."""
-        text = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
-        lowered = text.lower()
-        if "no such table" in lowered or ("does not exist" in lowered and "relation" in lowered):
-            return SchemaMismatch(
-                f"{what}: {text}: the database at {self.url} lacks the Peloton schema; "
-                f"run `peloton migrate schema up --store {self.url}`")
-        if exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError):
-            return Unavailable(f"{self.url}: {what}: {text}")
-        return exc
+        """Classify a driver error once (peloton/storage/errors.py): Unavailable (retried),
+        InvalidArgument, FailedPrecondition, SchemaMismatch or StorageFailure; the message
+        never carries the SQL text or its parameters."""
+        found = classify_sql(what, self.url, exc, exc.orig, bool(exc.connection_invalidated))
+        if found is not None:
+            return found
+        return SchemaMismatch(
+            f"{what}: the database at {self.url} lacks the Peloton schema; "
+            f"run `peloton migrate schema up --store {self.url}`")
 
     # -- dialect helpers ---------------------------------------------------
     def upsert(self, conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]],

@@ -8,7 +8,7 @@ transaction that writes it: the index is never behind the data.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from peloton.core.errors import AlreadyExists, Conflict, NotFound
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.storage_records import JobNameEntry
+from peloton.core.model.task import TaskSpec
 from peloton.storage import codec
 from peloton.storage.job_index import index_fields, job_runtime_entity, runtime_columns
 from peloton.storage.sql.database import Database
@@ -32,6 +33,7 @@ from peloton.storage.sql.tables import (
     updates,
     workflow_events,
 )
+from peloton.storage.sql.task_rows import task_config_rows
 
 
 def reindex(conn: Connection, job_id: str, spec: JobSpec | None = None) -> None:
@@ -68,6 +70,27 @@ class SqlJobs:
     # -- configs -----------------------------------------------------------
     def create_job(self, job_id: str, spec: JobSpec, runtime: JobRuntime) -> JobRuntime:
         stored = dataclasses.replace(runtime, revision=1)
+        self.db.run("create job", self._create_job_tx(job_id, spec, runtime, stored),
+                    duplicate=lambda: AlreadyExists(f"job {job_id} already exists"))
+        return stored
+
+    def create_job_with_tasks(self, job_id: str, spec: JobSpec, runtime: JobRuntime,
+                              default: TaskSpec, overrides: Mapping[int, TaskSpec]) -> JobRuntime:
+        stored = dataclasses.replace(runtime, revision=1)
+        create = self._create_job_tx(job_id, spec, runtime, stored)
+        rows = task_config_rows(job_id, spec.version, default, overrides)
+
+        def tx(conn: Connection) -> None:
+            create(conn)  # first: it raises AlreadyExists before a task config is touched
+            conn.execute(sa.delete(task_configs).where(task_configs.c.job_id == job_id,
+                                                       task_configs.c.version == spec.version))
+            conn.execute(sa.insert(task_configs), rows)
+
+        self.db.run("create job", tx, duplicate=lambda: AlreadyExists(f"job {job_id} already exists"))
+        return stored
+
+    def _create_job_tx(self, job_id: str, spec: JobSpec, runtime: JobRuntime,
+                       stored: JobRuntime) -> Callable[[Connection], None]:
         body = codec.to_json(spec)
 
         def tx(conn: Connection) -> None:
@@ -91,9 +114,7 @@ class SqlJobs:
             if not runtime.state.terminal:
                 self.db.upsert(conn, active_jobs, [{"job_id": job_id}])
 
-        self.db.run("create job", tx,
-                    duplicate=lambda: AlreadyExists(f"job {job_id} already exists"))
-        return stored
+        return tx
 
     def add_job_config(self, job_id: str, spec: JobSpec) -> None:
         body = codec.to_json(spec)

@@ -15,11 +15,13 @@ from peloton.storage.sql.database import Database
 from peloton.storage.sql.history import SqlHistory
 from peloton.storage.sql.job_query import SqlJobQuery
 from peloton.storage.sql.jobs import SqlJobs
+from peloton.storage.sql.leaders import SqlLeaders
 from peloton.storage.sql.tasks import SqlTasks
 from peloton.storage.store import Store, StoreOptions
 
 
-class SqlStore(SqlJobs, SqlJobQuery, SqlTasks, SqlHistory, SqlCluster, SqlCron, SqlBulk):
+class SqlStore(SqlJobs, SqlJobQuery, SqlTasks, SqlHistory, SqlCluster, SqlCron, SqlBulk,
+               SqlLeaders):
     """A Store over SQLAlchemy Core; see peloton/storage/store.py for the contract."""
 
     def __init__(self, db: Database) -> None:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 
 #: Alembic revision ids, oldest first; the last is the version this code needs.
-SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002", "0003")
+SCHEMA_VERSIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
 
 metadata = MetaData()
 
@@ -205,4 +205,13 @@ cron_jobs = Table(
     Column("name", Str, primary_key=True),
     Column("revision", BigInteger, nullable=False),
     Column("body", Text, nullable=False),
+)
+
+# -- added by migration 0004 --------------------------------------------------
+#: The newest leadership epoch of each role (jobmgr, resmgr, hostmgr): fenced writes check it.
+leader_epochs = Table(
+    "leader_epochs", metadata,
+    Column("role", Str, primary_key=True),
+    Column("epoch", BigInteger, nullable=False),
+    Column("holder", Text, nullable=False),
 )

@@ -32,6 +32,7 @@ from peloton.core.states import TaskState
 from peloton.storage import codec
 from peloton.storage.sql.database import Database
 from peloton.storage.sql.tables import task_configs, task_runtimes
+from peloton.storage.sql.task_rows import task_config_rows
 from peloton.storage.task_store import RuntimeWrite, WriteResult
 
 #: Bound parameters per IN list (SQLite allows 32766 per statement).
@@ -74,10 +75,7 @@ class SqlTasks:
     # -- configs -----------------------------------------------------------
     def create_task_configs(self, job_id: str, version: int, default: TaskSpec,
                             overrides: Mapping[int, TaskSpec] | None = None) -> None:
-        rows = [{"job_id": job_id, "version": version, "instance": -1,
-                 "body": codec.to_json(default)}]
-        rows += [{"job_id": job_id, "version": version, "instance": i,
-                  "body": codec.to_json(spec)} for i, spec in sorted((overrides or {}).items())]
+        rows = task_config_rows(job_id, version, default, overrides or {})
 
         def tx(conn: Connection) -> None:
             conn.execute(sa.delete(task_configs).where(task_configs.c.job_id == job_id,

@@ -34,22 +34,25 @@ URL = CassandraUrl.parse("cassandra://h/ks?replication_factor=3")
 
 def test_up_from_nothing_creates_keyspace_and_applies_in_order() -> None:
     session = Recorder()
-    assert cql_runner.run(session, URL, "head", True) == ["0001", "0002", "0003"]
+    assert cql_runner.run(session, URL, "head", True) == ["0001", "0002", "0003", "0004"]
     assert session.ran[0].startswith("CREATE KEYSPACE IF NOT EXISTS ks WITH replication = "
                                      "{'class': 'SimpleStrategy', 'replication_factor': 3}")
-    assert session.applied == [1, 2, 3]
+    assert session.applied == [1, 2, 3, 4]
     creates = [s for s in session.ran if s.startswith("CREATE TABLE")]
     assert creates[0].startswith("CREATE TABLE IF NOT EXISTS schema_migrations")
-    assert any("copy_checkpoints" in s for s in creates[-2:-1])
-    assert "cron_jobs" in creates[-1]
+    assert any("copy_checkpoints" in s for s in creates[-3:-2])
+    assert "cron_jobs" in creates[-2]
+    assert "leader_epochs" in creates[-1]
     # the version is recorded after the file's statements, not before
     first_record = next(i for i, s in enumerate(session.ran) if "INSERT INTO schema" in s)
     assert all("copy_checkpoints" not in s for s in session.ran[:first_record])
 
 
 def test_up_again_does_nothing_and_down_steps_back() -> None:
-    session = Recorder([1, 2, 3])
+    session = Recorder([1, 2, 3, 4])
     assert cql_runner.run(session, URL, "head", True) == []
+    assert cql_runner.run(session, URL, "-1", False) == ["0004"]
+    assert "DROP TABLE IF EXISTS leader_epochs" in session.ran
     assert cql_runner.run(session, URL, "-1", False) == ["0003"]
     assert "DROP TABLE IF EXISTS cron_jobs" in session.ran
     assert cql_runner.run(session, URL, "-1", False) == ["0002"]

@@ -8,6 +8,7 @@ and read what reached the fakes from `world.calls`.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.error
 import urllib.request
@@ -43,32 +44,51 @@ class Answer:
 
 @dataclass
 class Ui:
-    """The UI under test: its base URL and the fakes' world."""
+    """The UI under test: its base URL and the fakes' world; it keeps its session cookie and
+    CSRF token as a browser tab would."""
 
     url: str
     world: fakes.UiWorld
+    cookie: str = ""
+    csrf: str = ""
 
     def request(self, method: str, path: str, body: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Answer:
         """One HTTP exchange (error statuses are answers too, not exceptions)."""
-        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers or {})
+        headers = dict(headers or {})
+        if self.cookie and "Cookie" not in headers:
+            headers["Cookie"] = self.cookie
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 status, raw, hdrs = resp.status, resp.read(), resp.headers
         except urllib.error.HTTPError as err:
             status, raw, hdrs = err.code, err.read(), err.headers
         answer = Answer(status, {k.lower(): v for k, v in hdrs.items()}, raw)
+        set_cookie = hdrs.get("Set-Cookie", "")
+        if set_cookie and "Cookie" not in (headers or {}):
+            self.cookie = set_cookie.split(";")[0]
         if answer.headers.get("content-type", "").startswith("application/json"):
             answer.data = json.loads(raw)
         return answer
+
+    def page_csrf(self) -> str:
+        """The CSRF token a page of this session embeds (the session starts if need be)."""
+        html = self.request("GET", "/").body.decode()
+        match = re.search(r'name="peloton-csrf" content="([^"]*)"', html)
+        assert match, "the page embeds no CSRF token"
+        self.csrf = match.group(1)
+        return self.csrf
 
     def get(self, path: str) -> Answer:
         return self.request("GET", path)
 
     def post(self, path: str, body: object = None) -> Answer:
-        """An action as the pages send it: JSON, same origin."""
+        """An action as the pages send it: JSON, same origin, with the session's CSRF token."""
+        token = self.csrf or self.page_csrf()
         return self.request("POST", path, json.dumps(body or {}).encode(),
-                            {"Content-Type": "application/json", "Origin": self.url})
+                            {"Content-Type": "application/json", "Origin": self.url,
+                             "X-CSRF-Token": token})
 
 
 @contextmanager

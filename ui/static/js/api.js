@@ -2,6 +2,8 @@
 // {"error": kind, "message": text}, which the pages show as they are.
 
 const TIMEOUT_MS = 30000;
+// Every POST carries the session's CSRF token, which the server put in the page (ui/gate.py).
+const CSRF = document.querySelector('meta[name="peloton-csrf"]')?.content || '';
 
 export class ApiError extends Error {
   constructor(kind, message, status) {
@@ -29,6 +31,9 @@ async function request(path, options) {
   } catch {
     throw new ApiError('internal', `HTTP ${response.status}: the answer is not JSON`, response.status);
   }
+  if (response.status === 401) {
+    window.location.assign('/login');  // logged out (or the session expired)
+  }
   if (!response.ok) {
     throw new ApiError(body.error || 'error', body.message || `HTTP ${response.status}`, response.status);
   }
@@ -42,7 +47,8 @@ export function getJSON(path) {
 
 /** POST a JSON object (the server refuses writes that are not JSON, see ui/http.py). */
 export function postJSON(path, body = {}) {
-  return request(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+  return request(path, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRF-Token': CSRF},
+                        body: JSON.stringify(body)});
 }
 
 /** A path segment, escaped. */

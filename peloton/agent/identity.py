@@ -1,0 +1,130 @@
+"""Which Unix identity a task runs as: the job's user, or an unprivileged per-task user.
+
+What a Kubernetes or Aurora user expects: a task runs as the user its job
+names (Peloton's `command.user`, Mesos `CommandInfo.user`; the Aurora bridge
+names the job's role), never as root unless the agent allows it.
+
+* A job naming an account that exists on this host runs as it: its uid, its
+  primary gid and the groups `getgrouplist` gives it (so not the agent's).
+  Refused (the task fails with a message saying why): root unless the agent
+  runs with `--allow-root-tasks`; system accounts (uid below 1000, other than
+  `nobody`) unless listed with `--task-users`.
+* A job naming no user, or a user this host does not have, runs as a
+  *dynamic* user: a uid (and gid) of its own from `--dynamic-uids`
+  (default 70000-79999), not in /etc/passwd and not used by any live run of
+  this agent, with no supplementary groups, HOME set to its sandbox - as
+  systemd's DynamicUser.  Two tasks therefore never share an identity unless
+  they run as the same named user.
+* An agent that is not root cannot switch users: tasks run as the agent's
+  own user (a job naming another user fails), and the agent says so.
+
+The chosen identity is stored with the run (run.json), so an agent
+restarted after a crash keeps honouring it (health checks, uid bookkeeping).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from peloton.core.errors import FailedPrecondition
+
+log = logging.getLogger(__name__)
+
+NOBODY = "nobody"
+FIRST_REGULAR_UID = 1000
+DEFAULT_DYNAMIC_UIDS = (70000, 79999)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIdentity:
+    """The uid, gid and supplementary groups a task runs with, and who that is."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+    name: str = ""
+    home: str = ""
+    dynamic: bool = False
+
+    def supervisor_args(self) -> list[str]:
+        """`-u UID:GID [-G G1,G2]` for supervisor.c."""
+        args = ["-u", f"{self.uid}:{self.gid}"]
+        if self.groups:
+            args += ["-G", ",".join(str(g) for g in self.groups)]
+        return args
+
+    def describe(self) -> str:
+        """For the task's messages: "as alice (uid 1000)" or "as dynamic user 70003"."""
+        if self.dynamic:
+            return f"as dynamic user {self.uid}"
+        return f"as {self.name or self.uid} (uid {self.uid})"
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityPolicy:
+    """What the agent's configuration allows (see the module docstring)."""
+
+    allow_root: bool = False
+    #: System accounts (uid < 1000) tasks may name anyway.
+    system_users: tuple[str, ...] = ()
+    dynamic_uids: tuple[int, int] = DEFAULT_DYNAMIC_UIDS
+
+    @property
+    def can_switch(self) -> bool:
+        """Whether this agent can run tasks as other users (it is root)."""
+        return os.geteuid() == 0
+
+    def resolve(self, user: str, in_use: Collection[int]) -> TaskIdentity:
+        """The identity of a new task whose job names `user` ("" = none).
+
+        Raises FailedPrecondition when the job's user may not be used here.
+        """
+        if not self.can_switch:
+            me = pwd.getpwuid(os.geteuid())
+            if user and user != me.pw_name:
+                raise FailedPrecondition(
+                    f"this agent runs as {me.pw_name}, not root, so tasks cannot run as {user!r}")
+            return TaskIdentity(os.geteuid(), os.getegid(), (), me.pw_name, me.pw_dir)
+        entry = _account(user) if user else None
+        if entry is None:
+            return self._dynamic(in_use)
+        if entry.pw_uid == 0 and not self.allow_root:
+            raise FailedPrecondition(
+                f"tasks may not run as {user!r} (uid 0) on this agent; start it with "
+                "--allow-root-tasks to allow root")
+        if (0 < entry.pw_uid < FIRST_REGULAR_UID and entry.pw_name != NOBODY
+                and entry.pw_name not in self.system_users):
+            raise FailedPrecondition(
+                f"tasks may not run as system account {user!r} (uid {entry.pw_uid}) on this "
+                "agent; list it with --task-users to allow it")
+        groups = tuple(g for g in os.getgrouplist(entry.pw_name, entry.pw_gid) if g != entry.pw_gid)
+        return TaskIdentity(entry.pw_uid, entry.pw_gid, groups, entry.pw_name, entry.pw_dir)
+
+    def _dynamic(self, in_use: Collection[int]) -> TaskIdentity:
+        first, last = self.dynamic_uids
+        taken = set(in_use)
+        for uid in range(first, last + 1):
+            if uid in taken or _uid_known(uid):
+                continue
+            return TaskIdentity(uid, uid, (), "", "", dynamic=True)
+        raise FailedPrecondition(f"no free dynamic uid in {first}-{last}: too many tasks on "
+                                 "this agent")
+
+
+def _account(name: str) -> pwd.struct_passwd | None:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        return None
+
+
+def _uid_known(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True

@@ -1,0 +1,200 @@
+"""Authentication: from what a caller presents to a `Principal`, one pluggable `Authenticator`.
+
+Every front turns what arrives into `Credentials` and asks the same
+Authenticator: gRPC metadata `username`/`password` (Peloton's BASIC scheme,
+as its CLI and daemons send them) or `authorization: Bearer <token>`;
+HTTP Basic on the Aurora endpoint (gorealis' BasicAuth, the Aurora client's
+netrc); the web UI's session token; and, with mutual TLS, the client
+certificate's common name.  Presented credentials win over a certificate;
+with neither, the caller is the default user if the file has one.
+
+* `OpenAuthenticator`: authentication off (the embedded one-machine mode on
+  loopback): everyone is one all-powerful principal.
+* `UsersAuthenticator`: the users file (config.py), login tokens (tokens.py)
+  and the internal user daemons call each other as.
+
+Failures raise `Unauthenticated` with one message for every wrong
+combination, so a caller cannot tell an unknown user from a wrong password;
+unknown users cost as much time as known ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import logging
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from peloton.common.auth.config import AuthConfig
+from peloton.common.auth.passwords import VerifiedCache, burn_time
+from peloton.common.auth.policy import MATCH_ALL, OPEN_ROLE, Principal, Role, Rule
+from peloton.common.auth.tokens import TokenSigner
+from peloton.core.errors import FailedPrecondition, Unauthenticated
+
+log = logging.getLogger(__name__)
+
+#: gRPC metadata keys of Peloton's BASIC scheme, and of tokens.
+USERNAME_KEY, PASSWORD_KEY, AUTHORIZATION_KEY = "username", "password", "authorization"
+_BAD = "invalid username/password combination"
+#: The role given to the process's own internal user when the file names none.
+ROOT_ROLE = Role("peloton-internal", accept=(Rule((MATCH_ALL,)),))
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What one caller presented (empty strings where it presented nothing)."""
+
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    certificate_name: str = ""
+
+    @staticmethod
+    def from_metadata(metadata: Iterable[tuple[str, str | bytes]],
+                      certificate_name: str = "") -> Credentials:
+        """From gRPC metadata (Peloton's `username`/`password`, or `authorization`)."""
+        found: dict[str, str] = {}
+        for key, value in metadata:
+            if key in (USERNAME_KEY, PASSWORD_KEY, AUTHORIZATION_KEY) and key not in found:
+                found[key] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        creds = Credentials(found.get(USERNAME_KEY, ""), found.get(PASSWORD_KEY, ""),
+                            certificate_name=certificate_name)
+        return creds.with_authorization(found.get(AUTHORIZATION_KEY, ""))
+
+    def with_authorization(self, header: str) -> Credentials:
+        """Add an HTTP-style `Authorization` value: `Bearer <token>` or `Basic <base64>`."""
+        scheme, _, value = header.strip().partition(" ")
+        scheme = scheme.lower()
+        if scheme == "bearer" and value.strip():
+            return Credentials(self.username, self.password, value.strip(), self.certificate_name)
+        if scheme == "basic" and value.strip():
+            try:
+                user, sep, password = base64.b64decode(value.strip(), validate=True).decode(
+                    "utf-8").partition(":")
+            except (ValueError, UnicodeDecodeError):
+                raise Unauthenticated("malformed Basic authorization header") from None
+            if not sep:
+                raise Unauthenticated("malformed Basic authorization header")
+            return Credentials(user, password, self.token, self.certificate_name)
+        if header.strip():
+            raise Unauthenticated("unsupported authorization scheme (use Basic or Bearer)")
+        return self
+
+    @property
+    def presented(self) -> bool:
+        """Whether any password or token was presented."""
+        return bool(self.username or self.password or self.token)
+
+
+class Authenticator(Protocol):
+    """Turns credentials into a principal; one implementation per scheme."""
+
+    #: False when authentication is off (every caller may do everything).
+    enabled: bool
+
+    def authenticate(self, credentials: Credentials) -> Principal:
+        """The caller; Unauthenticated when the credentials are wrong (or required and absent)."""
+        ...
+
+    def login(self, credentials: Credentials, ttl_secs: float = 0.0) -> tuple[Principal, str, float]:
+        """(principal, token, expiry) for a caller that proved itself with a password or
+        certificate; the token lives `ttl_secs` (0, or more than allowed: the maximum)."""
+        ...
+
+
+class OpenAuthenticator:
+    """Authentication off: every caller is the same all-powerful principal."""
+
+    enabled = False
+
+    def authenticate(self, credentials: Credentials) -> Principal:
+        """Everyone is let in (credentials, if any, are ignored)."""
+        return Principal(credentials.username, OPEN_ROLE, "open")
+
+    def login(self, credentials: Credentials, ttl_secs: float = 0.0) -> tuple[Principal, str, float]:
+        """No tokens without authentication."""
+        raise FailedPrecondition("authentication is off on this cluster: no login is needed")
+
+
+class UsersAuthenticator:
+    """The users file, login tokens and the internal user (see the module docstring)."""
+
+    enabled = True
+
+    def __init__(self, config: AuthConfig, signer: TokenSigner, *,
+                 internal: tuple[str, str] | None = None,
+                 cache: VerifiedCache | None = None) -> None:
+        """`internal` is (name, password) of an internal user known only to this process
+        (`peloton up` makes one when the file names none); it has a root role."""
+        self.config = config
+        self.signer = signer
+        self._cache = cache or VerifiedCache()
+        self._internal = internal
+        self._users = {u.username: u for u in config.users}
+
+    @property
+    def internal_user(self) -> str:
+        """The name daemons call each other as."""
+        return self._internal[0] if self._internal else self.config.internal_user
+
+    def authenticate(self, credentials: Credentials) -> Principal:
+        """See the module docstring for the order in which credentials are tried."""
+        if credentials.token:
+            claims = self.signer.verify(credentials.token)
+            return self._principal(claims.user, "token")
+        if credentials.username or credentials.password:
+            return self._password(credentials.username, credentials.password)
+        if credentials.certificate_name:
+            return self._principal(credentials.certificate_name, "certificate")
+        default = self._users.get("")
+        if default is None:
+            raise Unauthenticated("authentication required: send username and password, a "
+                                  "token (`peloton login`), or a client certificate")
+        return Principal("", self.config.roles[default.role], "default")
+
+    def login(self, credentials: Credentials, ttl_secs: float = 0.0) -> tuple[Principal, str, float]:
+        """A token for a caller authenticated by password or certificate (not by a token,
+        not as the default user)."""
+        if credentials.token or not (credentials.presented or credentials.certificate_name):
+            raise Unauthenticated("log in with a username and password (or a client certificate)")
+        principal = self.authenticate(credentials)
+        ttl = min(ttl_secs, self.signer.ttl_secs) if ttl_secs > 0 else self.signer.ttl_secs
+        token = self.signer.issue(principal.name, ttl)
+        return principal, token, self.signer.verify(token).expires
+
+    def _password(self, username: str, password: str) -> Principal:
+        if not username or not password:
+            raise Unauthenticated(_BAD)
+        if self._internal is not None and username == self._internal[0]:
+            if hmac.compare_digest(password.encode(), self._internal[1].encode()):
+                return Principal(username, ROOT_ROLE, "password", internal=True)
+            raise Unauthenticated(_BAD)
+        entry = self._users.get(username)
+        if entry is None or not entry.password_hash:
+            burn_time(password)
+            raise Unauthenticated(_BAD)
+        if not self._cache.check(username, password, entry.password_hash):
+            raise Unauthenticated(_BAD)
+        return self._principal(username, "password")
+
+    def _principal(self, name: str, method: str) -> Principal:
+        if self._internal is not None and name == self._internal[0]:
+            return Principal(name, ROOT_ROLE, method, internal=True)
+        entry = self._users.get(name) if name else None
+        if entry is None:
+            raise Unauthenticated(f"unknown user {name!r}" if method == "certificate" else _BAD)
+        return Principal(name, self.config.roles[entry.role], method,
+                         internal=bool(name) and name == self.config.internal_user)
+
+
+def internal_credentials(name: str, password: str) -> Mapping[str, str]:
+    """The metadata daemons send as the internal user (Peloton's BASIC headers)."""
+    return {USERNAME_KEY: name, PASSWORD_KEY: password}
+
+
+def new_internal_user() -> tuple[str, str]:
+    """A process-local internal user: a fixed name, a random password."""
+    return "peloton-internal", secrets.token_urlsafe(32)
