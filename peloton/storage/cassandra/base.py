@@ -7,7 +7,11 @@ makes an entity exist (a runtime, a config) last, every write is an
 idempotent upsert or a lightweight transaction, and so retrying the
 operation completes it.  Multi-row writes into one partition go in
 single-partition batches, which Cassandra applies atomically, in chunks
-below the default 50 KB batch size limit.
+below the default 50 KB batch size limit.  The same limit splits the
+multi-partition (logged) batches of index and lookup rows: a job at the API's
+maxima (128 labels of 4 KiB, a 16 KiB description) is far above it, and
+those rows are upserts the next write of the job repairs anyway (index.py);
+a single row above the limit is written on its own, not as a batch.
 """
 
 from __future__ import annotations
@@ -72,8 +76,19 @@ class CassandraBase:
         return self.s.execute_many(STATEMENTS[name], params)
 
     def batch(self, items: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        """One logged batch of named writes."""
-        self.s.batch([(STATEMENTS[n], p) for n, p in items])
+        """Named writes as logged batches of at most BATCH_ROWS rows and (roughly)
+        BATCH_BYTES each, applied one after the other in order; usually one batch."""
+        group: list[tuple[Any, Sequence[Any]]] = []
+        size = 0
+        for name, params in items:
+            row_size = _size(params)
+            if group and (len(group) >= BATCH_ROWS or size + row_size > BATCH_BYTES):
+                self.s.batch(group)
+                group, size = [], 0
+            group.append((STATEMENTS[name], params))
+            size += row_size
+        if group:
+            self.s.batch(group)
 
     def cas_batches(self, name: str, batches: Sequence[Sequence[Sequence[Any]]]
                     ) -> list[list[Row]]:
@@ -91,7 +106,7 @@ class CassandraBase:
         batch: list[tuple[Any, Sequence[Any]]] = []
         size = 0
         for row in rows:
-            row_size = sum(len(v) if isinstance(v, str) else 8 for v in row)
+            row_size = _size(row)
             if batch and (len(batch) >= BATCH_ROWS or size + row_size > BATCH_BYTES):
                 batches.append(batch)
                 batch, size = [], 0
@@ -101,6 +116,11 @@ class CassandraBase:
             batches.append(batch)
         if batches:
             self.s.batch_many(batches)
+
+
+def _size(values: Sequence[Any]) -> int:
+    """Roughly the bytes `values` take in a batch (text as UTF-8)."""
+    return sum(len(v.encode("utf-8")) if isinstance(v, str) else 8 for v in values)
 
 
 def applied(row: Row | None) -> bool:

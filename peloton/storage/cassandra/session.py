@@ -79,7 +79,8 @@ class CqlSession(Protocol):
         ...
 
     def batch(self, items: Sequence[tuple[Cql, Sequence[Any]]]) -> None:
-        """Apply writes as one logged batch (all eventually applied, or none)."""
+        """Apply writes as one logged batch (all eventually applied, or none); a single
+        write is applied on its own (so that no batch size limit applies to it)."""
         ...
 
     def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
@@ -194,27 +195,35 @@ class DriverSession:
         return result
 
     def batch(self, items: Sequence[tuple[Cql, Sequence[Any]]]) -> None:
-        from cassandra.query import BatchStatement, BatchType
+        from cassandra.query import BatchType
 
         def run() -> None:
-            batch = BatchStatement(batch_type=BatchType.LOGGED)
-            for stmt, params in items:
-                batch.add(self._prepare(stmt), tuple(params))
-            self._session.execute(batch)
+            self._session.execute(self._batch_of(items, BatchType.LOGGED))
         if items:
             self._call("batch", run)
 
+    def _batch_of(self, items: Sequence[tuple[Cql, Sequence[Any]]], kind: Any) -> Any:
+        """A batch of `kind` for several writes; a single write as itself, because Cassandra
+        refuses any batch above batch_size_fail_threshold (50 KiB) but not a statement."""
+        from cassandra.query import BatchStatement
+
+        if len(items) == 1:
+            stmt, params = items[0]
+            return self._prepare(stmt).bind(tuple(params))
+        batch = BatchStatement(batch_type=kind)
+        for stmt, params in items:
+            batch.add(self._prepare(stmt), tuple(params))
+        return batch
+
     def batch_many(self, batches: Sequence[Sequence[tuple[Cql, Sequence[Any]]]]) -> None:
-        from cassandra.query import BatchStatement, BatchType
+        from cassandra.query import BatchType
 
         def run() -> None:
             for start in range(0, len(batches), IN_FLIGHT):  # bounded: a loaded node times out
                 futures = []
                 for items in batches[start:start + IN_FLIGHT]:
-                    batch = BatchStatement(batch_type=BatchType.LOGGED)
-                    for stmt, params in items:
-                        batch.add(self._prepare(stmt), tuple(params))
-                    futures.append(self._session.execute_async(batch))
+                    futures.append(self._session.execute_async(
+                        self._batch_of(items, BatchType.LOGGED)))
                 for f in futures:
                     f.result()
         self._call("batch", run)
