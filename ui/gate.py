@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from peloton.api.client import PelotonClient
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from ui.sessions import COOKIE, Session, Sessions
 
@@ -65,12 +66,12 @@ class UiGate:
     """The checks of the module docstring, for one UI server."""
 
     def __init__(self, client: PelotonClient, *, auth: bool, secure: bool,
-                 hosts: frozenset[str]) -> None:
+                 hosts: frozenset[str], clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
         self.auth = auth
         self.secure = secure
         self.hosts = hosts
-        self.sessions = Sessions()
+        self.sessions = Sessions(clock)
 
     def check_host(self, environ: dict[str, Any]) -> None:
         """MisdirectedHost unless the Host header names this server."""
@@ -99,11 +100,15 @@ class UiGate:
         if not hmac.compare_digest(presented.encode(), session.csrf.encode()):
             raise PermissionDenied("missing or wrong CSRF token: reload the page and try again")
 
+    def logged_in(self, session: Session) -> bool:
+        """Whether `session` has a user logged in (whose token has not expired)."""
+        return self.sessions.logged_in(session)
+
     def client_for(self, session: Session) -> PelotonClient:
         """The client a request of `session` calls Peloton with."""
         if not self.auth:
             return self.client
-        if not session.logged_in:
+        if not self.logged_in(session):
             raise Unauthenticated("log in first (/login)")
         return self.client.with_headers({"authorization": f"Bearer {session.token}"})
 

@@ -177,14 +177,14 @@ class UiApp:
             return _static(path.removeprefix("/static/"))
         if path == "/login":
             return self._login_page(session) if self.gate.auth else _redirect("/")
-        if self.gate.auth and not session.logged_in:
+        if self.gate.auth and not self.gate.logged_in(session):
             return _redirect("/login")
         # Unknown pages get the shell too, with a 404: its script draws a "not found" page.
         return self._page("index.html", session, status=200 if _PAGES.match(path) else 404)
 
     def _page(self, name: str, session: Session, error: str = "", status: int = 200) -> Reply:
         account = ""
-        if self.gate.auth and session.logged_in:
+        if self.gate.auth and self.gate.logged_in(session):
             account = (f'<form class="logout" method="post" action="/logout">'
                        f'<input type="hidden" name="csrf" value="{html.escape(session.csrf)}">'
                        f'<span>{html.escape(session.username)}</span> '

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 
 COOKIE = "peloton_session"
 #: Idle sessions (anonymous ones especially) are dropped after this long.
@@ -37,23 +37,26 @@ class Session:
     token: str = ""
     token_expires: float = 0.0
 
-    @property
-    def logged_in(self) -> bool:
-        """Whether a user logged in (and the token has not expired)."""
-        return bool(self.token) and self.token_expires > time.time()
+    def logged_in(self, now: float) -> bool:
+        """Whether a user logged in and the token has not expired at `now` (wall seconds)."""
+        return bool(self.token) and self.token_expires > now
 
 
 class Sessions:
     """The session table (thread- and greenlet-safe)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._table: OrderedDict[str, Session] = OrderedDict()
 
+    def logged_in(self, session: Session) -> bool:
+        """Whether `session` has a user whose login token has not expired."""
+        return session.logged_in(self._clock.wall())
+
     def get(self, sid: str) -> Session | None:
         """The live session with this id (None: unknown or expired)."""
-        now = self._clock()
+        now = self._clock.monotonic()
         with self._lock:
             session = self._table.get(sid) if sid else None
             if session is None:
@@ -67,7 +70,7 @@ class Sessions:
 
     def new(self) -> Session:
         """A fresh anonymous session."""
-        now = self._clock()
+        now = self._clock.monotonic()
         session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), now, now)
         with self._lock:
             self._table[session.sid] = session

@@ -21,8 +21,8 @@ import base64
 import hashlib
 import hmac
 import secrets
-import time
-from collections.abc import Callable
+
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 
 PREFIX = "cap-"
 DEFAULT_TTL_SECS = 3600.0
@@ -33,7 +33,7 @@ class SandboxCaps:
     """Mints and checks capabilities for one agent process."""
 
     def __init__(self, key: bytes | None = None, *, ttl_secs: float = DEFAULT_TTL_SECS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._key = key or secrets.token_bytes(32)
         self.ttl_secs = ttl_secs
         self._clock = clock
@@ -44,7 +44,7 @@ class SandboxCaps:
 
     def mint(self, run_id: str) -> str:
         """A capability to read `run_id`'s sandbox until the ttl passes."""
-        expires = int(self._clock() + self.ttl_secs)
+        expires = int(self._clock.wall() + self.ttl_secs)
         return f"{PREFIX}{expires}-{self._sign(run_id, expires)}"
 
     def valid(self, run_id: str, cap: str) -> bool:
@@ -52,7 +52,7 @@ class SandboxCaps:
         if not cap.startswith(PREFIX):
             return False
         expires_text, _, signature = cap[len(PREFIX):].partition("-")
-        if not expires_text.isdigit() or int(expires_text) < self._clock():
+        if not expires_text.isdigit() or int(expires_text) < self._clock.wall():
             return False
         return hmac.compare_digest(self._sign(run_id, int(expires_text)), signature)
 

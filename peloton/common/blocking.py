@@ -5,9 +5,10 @@ process's work is greenlets of one hub, and a greenlet only gives way when it
 waits.  A call that waits *inside* a C library without going through the
 patched standard library stops every greenlet for as long as it waits.  Of the
 libraries we use, only sqlite3 does that (a transaction waiting for the database
-lock or the disk); psycopg waits in its own loop on the patched `select`, kazoo
-and gRPC's gevent mode wait on patched primitives, cassandra-driver uses its
-gevent reactor.  So:
+lock or the disk), and hashlib's scrypt holds the hub as long with CPU work (a
+password check: tens of milliseconds in C, peloton/common/auth/passwords.py);
+psycopg waits in its own loop on the patched `select`, kazoo and gRPC's gevent
+mode wait on patched primitives, cassandra-driver uses its gevent reactor.  So:
 
 * a call that may block in C goes through a `BlockingPool`: it runs on one of
   the pool's native threads while the calling greenlet waits and the others run;

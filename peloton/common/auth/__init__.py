@@ -33,6 +33,7 @@ from peloton.common.auth.authenticator import (
 )
 from peloton.common.auth.policy import Principal
 from peloton.common.auth.tokens import TokenSigner, load_or_create_key
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument
 
@@ -62,7 +63,8 @@ class Security:
 
 
 def build_security(auth_file: str | Path | None, tls: TlsFiles | None = None, *,
-                   data_dir: Path | None = None, embedded: bool = False) -> Security:
+                   data_dir: Path | None = None, embedded: bool = False,
+                   clock: Clock = SYSTEM_CLOCK) -> Security:
     """The Security of a process started with `--auth auth_file` (None: authentication off).
 
     The token key and the audit log default to files in `data_dir`.  Daemons call
@@ -76,7 +78,7 @@ def build_security(auth_file: str | Path | None, tls: TlsFiles | None = None, *,
     key_file = conf.token_key_file or (data_dir / "token.key" if data_dir else None)
     # Without a key file the process accepts only the tokens it issued itself.
     key = load_or_create_key(key_file) if key_file is not None else secrets.token_bytes(32)
-    signer = TokenSigner(key, ttl_secs=conf.token_ttl_secs)
+    signer = TokenSigner(key, ttl_secs=conf.token_ttl_secs, clock=clock)
     password = conf.internal_password()
     extra: tuple[str, str] | None = None
     if password is not None:
@@ -89,13 +91,13 @@ def build_security(auth_file: str | Path | None, tls: TlsFiles | None = None, *,
         name, password = extra
     else:
         name = ""
-    authenticator = UsersAuthenticator(conf, signer, internal=extra)
+    authenticator = UsersAuthenticator(conf, signer, internal=extra, clock=clock)
     if password is not None:
         # Fail at start, not on the first call, when the password does not match the file.
         authenticator.authenticate(Credentials(name, password))
     audit_path = conf.audit_log or (data_dir / "audit.log" if data_dir else None)
     internal = tuple(internal_credentials(name, password).items()) if password else ()
-    return Security(authenticator, AuditLog(audit_path), tls, internal)
+    return Security(authenticator, AuditLog(audit_path, clock=clock), tls, internal)
 
 
 def is_loopback(host: str) -> bool:

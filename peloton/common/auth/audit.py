@@ -19,14 +19,17 @@ import threading
 import time
 from pathlib import Path
 
+from peloton.common.clock import SYSTEM_CLOCK, Clock
+
 log = logging.getLogger("peloton.audit")
 
 
 class AuditLog:
     """Appends audit records; `path` None logs them only."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
+        self._clock = clock
         self._lock = threading.Lock()
         self._fd = -1
         if path is not None:
@@ -36,7 +39,7 @@ class AuditLog:
     def record(self, *, who: str, how: str, front: str, what: str, result: str,
                target: str = "") -> None:
         """Write one record (never raises: an audit failure is logged, the call goes on)."""
-        now = time.time()
+        now = self._clock.wall()
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
         line = json.dumps({"time": stamp, "who": who, "how": how, "front": front, "what": what,
                            "target": target, "result": result[:500]}, separators=(",", ":"))

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from peloton.common.auth.config import AuthConfig
-from peloton.common.auth.passwords import VerifiedCache, burn_time
+from peloton.common.auth.passwords import VerifiedCache
 from peloton.common.auth.policy import MATCH_ALL, OPEN_ROLE, Principal, Role, Rule
 from peloton.common.auth.tokens import TokenSigner
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.core.errors import FailedPrecondition, Unauthenticated
 
 log = logging.getLogger(__name__)
@@ -126,12 +127,12 @@ class UsersAuthenticator:
 
     def __init__(self, config: AuthConfig, signer: TokenSigner, *,
                  internal: tuple[str, str] | None = None,
-                 cache: VerifiedCache | None = None) -> None:
+                 cache: VerifiedCache | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         """`internal` is (name, password) of an internal user known only to this process
         (`peloton up` makes one when the file names none); it has a root role."""
         self.config = config
         self.signer = signer
-        self._cache = cache or VerifiedCache()
+        self._cache = cache or VerifiedCache(clock=clock)
         self._internal = internal
         self._users = {u.username: u for u in config.users}
 
@@ -174,7 +175,7 @@ class UsersAuthenticator:
             raise Unauthenticated(_BAD)
         entry = self._users.get(username)
         if entry is None or not entry.password_hash:
-            burn_time(password)
+            self._cache.burn(password)
             raise Unauthenticated(_BAD)
         if not self._cache.check(username, password, entry.password_hash):
             raise Unauthenticated(_BAD)

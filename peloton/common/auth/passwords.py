@@ -11,6 +11,12 @@ send the password on *every* call, verifying each one with scrypt would cost a
 core per few dozen calls a second; `VerifiedCache` remembers a successful
 (user, password) pair for a while as an HMAC under a per-process random key, so
 the plain password is never kept and a repeated call costs one HMAC.
+
+scrypt runs in C for tens of milliseconds without yielding; in a monkey-patched
+daemon that would stop every greenlet (the job manager's engines, every other
+call) for each password checked, so `VerifiedCache` runs it on a small
+`BlockingPool` of native threads (hashlib releases the GIL), as SQLite's waits
+are (peloton/common/blocking.py).
 """
 
 from __future__ import annotations
@@ -20,14 +26,17 @@ import hashlib
 import hmac
 import secrets
 import threading
-import time
-from collections.abc import Callable
+
+from peloton.common.blocking import BlockingPool
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 
 SCHEME = "scrypt"
 #: log2 of scrypt's N, r and p for new hashes.
 LOG_N, BLOCK_R, PARALLEL_P = 14, 8, 1
 _KEY_BYTES = 32
 _MAX_LOG_N = 20
+#: Native threads password checks run on (each check holds one core for tens of ms).
+SCRYPT_THREADS = 2
 #: A hash of nothing in particular: unknown users are checked against it, so that
 #: "no such user" takes as long as "wrong password".
 _DUMMY: str | None = None
@@ -91,13 +100,18 @@ class VerifiedCache:
     """Recently verified (user, password) pairs, as keyed HMACs that expire after `ttl` s."""
 
     def __init__(self, ttl: float = 300.0, max_entries: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK, threads: int = SCRYPT_THREADS) -> None:
         self.ttl = ttl
         self.max_entries = max_entries
         self._clock = clock
         self._key = secrets.token_bytes(32)
         self._seen: dict[bytes, float] = {}
         self._lock = threading.Lock()
+        self._pool = BlockingPool(threads, "scrypt")
+
+    def burn(self, password: str) -> None:
+        """`burn_time`, off the hub (see the module docstring)."""
+        self._pool.call(lambda: burn_time(password))
 
     def _digest(self, user: str, password: str, stored: str) -> bytes:
         # The stored hash is part of the key: a password changed in the users file
@@ -108,12 +122,12 @@ class VerifiedCache:
     def check(self, user: str, password: str, stored: str) -> bool:
         """Whether the password is right: from the cache, else by scrypt (then cached)."""
         digest = self._digest(user, password, stored)
-        now = self._clock()
+        now = self._clock.monotonic()
         with self._lock:
             until = self._seen.get(digest)
             if until is not None and until > now:
                 return True
-        if not verify_password(password, stored):
+        if not self._pool.call(lambda: verify_password(password, stored)):
             return False
         with self._lock:
             if len(self._seen) >= self.max_entries:

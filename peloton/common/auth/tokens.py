@@ -17,11 +17,10 @@ import json
 import os
 import secrets
 import stat
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.core.errors import InvalidArgument, Unauthenticated
 
 PREFIX = "pt1"
@@ -50,7 +49,7 @@ class TokenSigner:
     """Issues and checks tokens under one key."""
 
     def __init__(self, key: bytes, *, ttl_secs: float = DEFAULT_TTL_SECS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         if len(key) < 16:
             raise InvalidArgument("the token key must be at least 16 bytes", field="token_key")
         self._key = key
@@ -62,7 +61,7 @@ class TokenSigner:
 
     def issue(self, user: str, ttl_secs: float | None = None) -> str:
         """A token for `user`, valid for `ttl_secs` (default: the signer's)."""
-        now = self._clock()
+        now = self._clock.wall()  # tokens carry wall times: other daemons check them
         claims = {"u": user, "iat": int(now), "exp": int(now + (ttl_secs or self.ttl_secs)),
                   "n": _b64(secrets.token_bytes(6))}
         payload = _b64(json.dumps(claims, separators=(",", ":")).encode("utf-8"))
@@ -82,7 +81,7 @@ class TokenSigner:
             claims = TokenClaims(str(doc["u"]), float(doc["iat"]), float(doc["exp"]))
         except (ValueError, KeyError, TypeError):
             raise Unauthenticated("malformed token; run `peloton login` again") from None
-        if claims.expires <= self._clock():
+        if claims.expires <= self._clock.wall():
             raise Unauthenticated("token expired; run `peloton login` again")
         return claims
 

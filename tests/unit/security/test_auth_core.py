@@ -15,6 +15,7 @@ from peloton.common.auth import config as auth_config
 from peloton.common.auth.authenticator import Credentials, OpenAuthenticator, UsersAuthenticator
 from peloton.common.auth.policy import Principal, Role, Rule
 from peloton.common.auth.tokens import TokenSigner
+from peloton.common.clock import FakeClock
 from peloton.core.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 
 FAST = 10  # log2 N for test hashes (the format and code path are the production ones)
@@ -40,10 +41,13 @@ def test_the_cache_skips_scrypt_for_a_repeated_success_only(monkeypatch: pytest.
     calls: list[str] = []
     real = passwords.verify_password
     monkeypatch.setattr(passwords, "verify_password", lambda p, s: calls.append(p) or real(p, s))
-    cache = passwords.VerifiedCache(ttl=60)
+    clock = FakeClock()
+    cache = passwords.VerifiedCache(ttl=60, clock=clock)
     assert cache.check("u", "pw", stored) and cache.check("u", "pw", stored)
     assert not cache.check("u", "wrong", stored) and not cache.check("u", "wrong", stored)
     assert calls == ["pw", "wrong", "wrong"]  # failures are never cached
+    clock.advance(61)  # a success is remembered for the cache's ttl only
+    assert cache.check("u", "pw", stored) and calls == ["pw", "wrong", "wrong", "pw"]
 
 
 # -- rules and roles ------------------------------------------------------------------------------
@@ -148,16 +152,16 @@ def test_bad_users_files_are_refused_naming_the_entry(change: dict[str, Any], me
 
 # -- tokens ---------------------------------------------------------------------------------------
 def test_tokens_are_signed_and_expire() -> None:
-    now = [1000.0]
-    signer = TokenSigner(b"k" * 32, ttl_secs=60, clock=lambda: now[0])
+    clock = FakeClock()
+    signer = TokenSigner(b"k" * 32, ttl_secs=60, clock=clock)
     token = signer.issue("alice")
     assert signer.verify(token).user == "alice"
     with pytest.raises(Unauthenticated, match="invalid token"):
-        TokenSigner(b"j" * 32, clock=lambda: now[0]).verify(token)
+        TokenSigner(b"j" * 32, clock=clock).verify(token)
     head, payload, sig = token.split(".")
     with pytest.raises(Unauthenticated):
         signer.verify(f"{head}.{payload[:-1]}A.{sig}")
-    now[0] += 61
+    clock.advance(61)
     with pytest.raises(Unauthenticated, match="expired"):
         signer.verify(token)
 

@@ -20,6 +20,7 @@ from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2
 from peloton.api.limits import MAX_INSTANCES, check_request
 from peloton.common.auth.policy import Principal, Role, Rule
+from peloton.common.clock import FakeClock
 from peloton.core.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -189,11 +190,15 @@ def test_posts_need_the_sessions_csrf_token_and_logins_rotate_the_session() -> N
         gate.check_post(environ(HTTP_HOST="h:1", HTTP_ORIGIN="http://evil",
                                 HTTP_X_CSRF_TOKEN=session.csrf), session)
     gate.check_post(environ(HTTP_HOST="h:1", HTTP_X_CSRF_TOKEN=session.csrf), session)
-    sessions = Sessions()
+    clock = FakeClock()
+    sessions = Sessions(clock)
     anonymous = sessions.new()
-    logged = sessions.login(anonymous, "alice", "tok", 2e9)
+    logged = sessions.login(anonymous, "alice", "tok", clock.wall() + 60)
     assert logged.sid != anonymous.sid and logged.csrf != anonymous.csrf
     assert sessions.get(anonymous.sid) is None and sessions.get(logged.sid) is logged
+    assert sessions.logged_in(logged) and not sessions.logged_in(anonymous)
+    clock.advance(61)  # the login token expired: the session is no longer logged in
+    assert not sessions.logged_in(logged)
 
 
 # -- storage errors -------------------------------------------------------------------------------
