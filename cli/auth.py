@@ -90,9 +90,18 @@ def login(username: str, password_stdin: bool, ttl: str) -> None:
     tokens[client.endpoints.jobmgr] = {"token": reply.token, "user": reply.username,
                                        "expires": reply.expires}
     save_tokens(tokens)
-    until = time.strftime("%Y-%m-%d %H:%M", time.localtime(reply.expires))
-    context.out().line(f"logged in to {client.endpoints.jobmgr} as {reply.username} "
-                          f"(role {reply.role}) until {until}; token in {token_file()}")
+    until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(reply.expires))
+    out = context.out()
+    out.line(f"logged in to {client.endpoints.jobmgr} as {reply.username} (role {reply.role})")
+    out.line(f"token valid until {until}, kept in {_shown(token_file())}")
+
+
+def _shown(path: Path) -> str:
+    """`path` with the home directory written as `~`."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
 
 
 @click.command("logout")
@@ -116,7 +125,7 @@ def auth() -> None:
 
     \b
     Example:
-      peloton auth hash-password >> users.yaml
+      peloton auth hash-password   # its output goes in the users file's password_hash
       peloton auth whoami
     """
 

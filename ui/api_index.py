@@ -51,4 +51,5 @@ def index(routes: Iterable[tuple[str, str]]) -> Json:
         out.append({"method": verb, "path": path, "what": HELP.get(route, "")})
     return {"routes": out, "errors": 'every error is {"error": kind, "message": text} with '
                                      "the HTTP status of its kind",
-            "writes": "POST with Content-Type: application/json, from this host's pages"}
+            "writes": "POST with Content-Type: application/json and the session's CSRF token "
+                      "in X-CSRF-Token, from this host's pages"}

@@ -18,8 +18,9 @@ from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
+from peloton.api.gen.pelotonpy.auth import auth_pb2_grpc
 from peloton.api.grpc_server import GrpcServer
-from tests.unit.cli import fakes, fakes_v1
+from tests.unit.cli import fakes, fakes_auth, fakes_v1
 
 
 @dataclass
@@ -45,6 +46,7 @@ def served() -> Iterator[Served]:
         (stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, fakes_v1.FakeJobService(world, state)),
         (pod_svc_pb2_grpc.add_PodServiceServicer_to_server, fakes_v1.FakePodService(world)),
         (watch_svc_pb2_grpc.add_WatchServiceServicer_to_server, fakes_v1.FakeWatchService(world)),
+        (auth_pb2_grpc.add_AuthServiceServicer_to_server, fakes_auth.FakeAuthService(world)),
     ]
     for add, servicer in registrations:
         service_registry.register(server, add, servicer)

@@ -35,6 +35,7 @@ COMMANDS = [
     ("job", "stateless", "query"),
     ("job", "stateless", "get", JOB),
     ("update", "list", JOB),
+    ("auth", "whoami"),
 ]
 
 
