@@ -1,9 +1,10 @@
 """Resource-level authorization of the job APIs: pools, job owners and task users.
 
 Installed on the job manager's server (AuthInterceptor.add_guard) for the
-v0 JobManager, TaskManager and UpdateService and the v1alpha JobService and
-PodService.  Reads pass (the method rules decide them).  A call that changes
-something is checked against the caller's role (peloton/common/auth/policy.py):
+v0 JobManager, TaskManager and UpdateService, the v1alpha JobService and
+PodService, and our CronService.  Reads pass (the method rules decide them).  A
+call that changes something is checked against the caller's role
+(peloton/common/auth/policy.py):
 
 * creating a job: the pool (`respoolID` / `respool_id`) must be one the role
   allows; the job's owner must be the caller or an owner the role covers (a
@@ -12,7 +13,11 @@ something is checked against the caller's role (peloton/common/auth/policy.py):
   may run as;
 * changing an existing job (by job id, pod name or update id): the role must
   cover the job's current owner; a new config is checked like a create (its
-  pool, owner and users).
+  pool, owner and users);
+* cron jobs: scheduling one checks its template like a create (every run is a
+  job created from it, by the job manager itself, so this is the only check its
+  runs get); replacing, descheduling or starting one needs the role to cover
+  the owner of the template stored under that name.
 
 What a job's owner and pool are comes from `JobFacts` (the store, wired by
 the composition root), so the check needs no help from the job manager.
@@ -34,6 +39,9 @@ JOB_SERVICES = ("peloton.api.v0.job.JobManager", "peloton.api.v0.task.TaskManage
                 "peloton.api.v0.update.svc.UpdateService",
                 "peloton.api.v1alpha.job.stateless.svc.JobService",
                 "peloton.api.v1alpha.pod.svc.PodService")
+CRON_SERVICE = "pelotonpy.api.cron.CronService"
+#: Service-name prefixes the guard is installed for (AuthInterceptor.add_guard).
+GUARDED_PREFIXES = ("peloton.api.", "pelotonpy.api.cron.")
 CREATES = frozenset({("peloton.api.v0.job.JobManager", "Create"),
                      ("peloton.api.v1alpha.job.stateless.svc.JobService", "CreateJob")})
 #: Request fields that carry a (new) job configuration.
@@ -56,6 +64,10 @@ class JobFacts(Protocol):
         """The path of a pool ("/a/b"); None if there is none."""
         ...
 
+    def cron_job_owner(self, name: str) -> str | None:
+        """The owner of the template of the cron job `name`; None if there is none."""
+        ...
+
 
 class JobGuard:
     """The resource checks above, as an auth_grpc.ResourceGuard."""
@@ -65,8 +77,11 @@ class JobGuard:
 
     def check(self, principal: Principal, service: str, method: str, request: Any) -> str:
         """Raise PermissionDenied naming what is denied; returns what the call touches."""
-        if (service not in JOB_SERVICES or not mutating(service, method)
-                or not isinstance(request, Message)):
+        if not mutating(service, method) or not isinstance(request, Message):
+            return ""
+        if service == CRON_SERVICE:
+            return self._cron(principal, method, request)
+        if service not in JOB_SERVICES:
             return ""
         config = _config(request)
         if (service, method) in CREATES:
@@ -87,6 +102,23 @@ class JobGuard:
         return target
 
     # -- pieces -------------------------------------------------------------------------------
+    def _cron(self, principal: Principal, method: str, request: Message) -> str:
+        job = getattr(request, "job", None)
+        name = str(getattr(job if isinstance(job, Message) else request, "name", ""))
+        target = f"cron job {name}" if name else ""
+        owner = self.facts.cron_job_owner(name) if name else None
+        if owner is not None and not principal.may_change_job_of(owner):
+            raise PermissionDenied(
+                f"{principal.display} may not {method} cron job {name}: it is owned by "
+                f"{owner or '(nobody)'}, which role {principal.role.name} does not cover")
+        if isinstance(job, Message):
+            template = job.WhichOneof("template")
+            if template:
+                where = self._new_config(principal, getattr(job, template), creating=True,
+                                         method=method)
+                target = f"{target}, {where}" if where else target
+        return target
+
     def _new_config(self, principal: Principal, config: Message | None, *, creating: bool,
                     method: str) -> str:
         if config is None:

@@ -1,6 +1,7 @@
 """The documented maxima of every request on the gRPC front, checked before anything runs.
 
-Every request to a public service (`peloton.api.*`) is walked once, field by
+Every request to a public service (`peloton.api.*` and our public extensions
+`pelotonpy.api|ext|auth.*`: service_registry.PUBLIC_PREFIXES) is walked once, field by
 field, at the edge (service_registry), and the first value beyond its
 maximum is refused with INVALID_ARGUMENT naming the field's path
 (`config.labels[3].value`); nothing is stored.  Requests larger than

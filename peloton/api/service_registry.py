@@ -41,9 +41,10 @@ from peloton.core.errors import PelotonError, ResourceExhausted
 
 log = logging.getLogger(__name__)
 
-#: Services whose requests are held to peloton/api/limits.py (the public API; the internal
-#: daemon-to-daemon services carry big batches between authenticated peers).
-PUBLIC_PREFIX = "peloton.api."
+#: Services whose requests are held to peloton/api/limits.py: Peloton's API and our public
+#: extensions (cron, capacity, login); not the internal daemon-to-daemon services
+#: (pelotonpy.internal.*), which carry big batches between authenticated peers.
+PUBLIC_PREFIXES = ("peloton.api.", "pelotonpy.api.", "pelotonpy.ext.", "pelotonpy.auth.")
 #: Trailer carrying PelotonError.field of a failed call.
 FIELD_TRAILER = "peloton-error-field"
 
@@ -135,7 +136,7 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> Non
 
 def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = None
                  ) -> Callable[..., Any]:
-    public = where.startswith(PUBLIC_PREFIX)
+    public = where.startswith(PUBLIC_PREFIXES)
 
     def call(request: Any, context: grpc.ServicerContext) -> Any:
         _refuse_undecodable(request, context, where)
@@ -163,7 +164,7 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
 
 def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None
                   ) -> Callable[..., Iterator[Any]]:
-    public = where.startswith(PUBLIC_PREFIX)
+    public = where.startswith(PUBLIC_PREFIXES)
 
     def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         _refuse_undecodable(request, context, where)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from peloton.agent.reap import live_runs, stop_runs
-from peloton.api.auth_jobs import JobGuard
+from peloton.api.auth_jobs import GUARDED_PREFIXES, JobGuard
 from peloton.api.auth_service import serve_auth
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
@@ -165,7 +165,9 @@ class AllInOne:
         serve_host_manager(self.grpc, hostmgr, hostmgr.events)
         register_unserved(self.grpc)
         serve_auth(self.grpc, self.security)
-        self.grpc.auth.add_guard("peloton.api.", JobGuard(StoreJobFacts(store)))
+        guard = JobGuard(StoreJobFacts(store))
+        for prefix in GUARDED_PREFIXES:
+            self.grpc.auth.add_guard(prefix, guard)
         self.hostmgr, self.resmgr, self.jobmgr = hostmgr, resmgr, jobmgr
         parts: list[Component] = [
             FunctionComponent("grpc", self.grpc.start, self.grpc.stop),

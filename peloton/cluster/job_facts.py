@@ -1,7 +1,7 @@
 """What the job APIs' authorization needs to know about jobs and pools, read from the store.
 
-The job guard (peloton/api/auth_jobs.py) asks who owns a job, which job a
-workflow belongs to, and the path of a pool; the composition roots (`peloton
+The job guard (peloton/api/auth_jobs.py) asks who owns a job or a cron job,
+which job a workflow belongs to, and the path of a pool; the composition roots (`peloton
 up`, the job manager process) give it this reader over the cluster's store,
 so authorization needs nothing from the job manager's memory.
 """
@@ -33,6 +33,13 @@ class StoreJobFacts:
         """The job of a workflow; None if there is none."""
         try:
             return self.store.get_update(update_id).job_id
+        except (NotFound, InvalidArgument, DataCorruption):
+            return None
+
+    def cron_job_owner(self, name: str) -> str | None:
+        """The owner of a cron job's template; None if there is no such cron job."""
+        try:
+            return self.store.get_cron_job(name).template.owner
         except (NotFound, InvalidArgument, DataCorruption):
             return None
 

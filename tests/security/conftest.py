@@ -30,6 +30,10 @@ JOB_SERVICES = ["peloton.api.v0.job.JobManager", "peloton.api.v0.task.TaskManage
                 "peloton.api.v1alpha.job.stateless.svc.JobService",
                 "peloton.api.v1alpha.pod.svc.PodService"]
 READS = [f"{s}:{m}" for s in JOB_SERVICES for m in ("Get*", "List*", "Query*", "Browse*")]
+#: Our extensions: capacity (reads; the web UI's overview), cron (templates are job creates).
+CAPACITY = ["pelotonpy.ext.capacity.HostCapacityService:*",
+            "pelotonpy.ext.capacity.PoolStatusService:*"]
+CRON = "pelotonpy.api.cron.CronService"
 
 
 def users_doc() -> dict[str, object]:
@@ -46,6 +50,7 @@ def users_doc() -> dict[str, object]:
                                           "peloton.api.v0.respool.ResourceManager:Get*",
                                        "peloton.api.v0.respool.ResourceManager:Query",
                                           "peloton.api.v0.host.svc.HostService:Query*",
+                                          *CAPACITY, f"{CRON}:Get*", f"{CRON}:List*",
                                           "thrift.ReadOnlyScheduler:*"],
              "reject": ["peloton.api.v1alpha.job.stateless.svc.JobService:GetJobCache"]},
             {"role": "dev", "accept": [*(f"{s}:*" for s in JOB_SERVICES), *READS[:0],
@@ -53,6 +58,7 @@ def users_doc() -> dict[str, object]:
                                        "peloton.api.v0.respool.ResourceManager:Get*",
                                        "peloton.api.v0.respool.ResourceManager:Query",
                                        "peloton.api.v0.host.svc.HostService:Query*",
+                                       *CAPACITY, f"{CRON}:*",
                                        "thrift.ReadOnlyScheduler:*",
                                        "thrift.AuroraSchedulerManager:*:alice"],
              "pools": ["/dev", "/AuroraBridge"], "owners": ["self"]},

@@ -28,6 +28,7 @@ import pytest
 from peloton.api.client import PelotonClient
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
+from peloton.api.gen.pelotonpy.api.cron import cron_pb2
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as agent_pb
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as agent_grpc
 from peloton.api.yaml_load import load_job_config
@@ -229,6 +230,33 @@ def test_users_create_only_in_their_pools_and_change_only_their_jobs(secure: Sec
                and r["result"].startswith("PERMISSION_DENIED") for r in records)
     assert any(r["who"] == "admin" and r["what"].endswith("TaskManager/Stop")
                and r["result"] == "OK" for r in records)
+
+
+def test_cron_templates_are_held_to_the_same_pools_users_and_owners(secure: SecureCluster) -> None:
+    # Each run of a cron job is a job the job manager creates itself: the template is the only
+    # thing the caller's rights can be checked against, so it is checked like a job create.
+    alice, bob = secure.client("alice"), secure.client("bob")
+
+    def cron(name: str, pool: str, user: str = "") -> cron_pb2.CronJob:
+        config = job_config(alice, name, "true", pool=pool)
+        config.defaultConfig.command.user = user
+        return cron_pb2.CronJob(name=name, schedule="0 0 1 1 *", batch_config=config)
+
+    with pytest.raises(PermissionDenied, match="may not create jobs in resource pool /prod"):
+        alice.schedule_cron_job(cron("cron-prod", "/prod"))
+    with pytest.raises(PermissionDenied, match="may not run tasks as Unix user 'root'"):
+        alice.schedule_cron_job(cron("cron-root", "/dev", user="root"))
+    assert alice.schedule_cron_job(cron("cron-alice", "/dev")).created
+    assert alice.get_cron_job("cron-alice").batch_config.owner == "alice"
+    for act in (lambda: bob.start_cron_job("cron-alice"),
+                lambda: bob.deschedule_cron_job("cron-alice"),
+                lambda: bob.schedule_cron_job(cron("cron-alice", "/dev"))):
+        with pytest.raises(PermissionDenied, match="cron job cron-alice: it is owned by alice"):
+            act()
+    with pytest.raises(InvalidArgument, match=r"^job.name: 20,000 characters"):
+        alice.schedule_cron_job(cron("c" * 20_000, "/dev"))  # held to the API's maxima too
+    assert alice.deschedule_cron_job("cron-alice")
+    assert {"cron-prod", "cron-root"}.isdisjoint(j.name for j in alice.list_cron_jobs())
 
 
 def test_login_token_works_and_a_forged_one_does_not(secure: SecureCluster) -> None:

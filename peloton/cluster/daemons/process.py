@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from peloton.api.auth_jobs import JobGuard
+from peloton.api.auth_jobs import GUARDED_PREFIXES, JobGuard
 from peloton.api.auth_service import serve_auth
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.unserved import register_unserved
@@ -100,7 +100,9 @@ class DaemonProcess:
         self.grpc = grpc = GrpcServer(f"{cfg.grpc.host}:{cfg.grpc.port}", security=security)
         serve_auth(grpc, security)
         if self.role == "jobmgr" and store is not None:
-            grpc.auth.add_guard("peloton.api.", JobGuard(StoreJobFacts(store)))
+            guard = JobGuard(StoreJobFacts(store))
+            for prefix in GUARDED_PREFIXES:
+                grpc.auth.add_guard(prefix, guard)
         rt = self.runtime = Runtime(self.role, cfg, store, zk, Metrics(self.role),
                                     security=security)
         parts: list[Component] = []

@@ -254,3 +254,15 @@ def test_the_example_users_file_is_valid() -> None:
     conf = auth_config.load(repo / "docs" / "config" / "users.example.yaml")
     assert conf.internal_user == "peloton" and conf.user("") is not None
     assert not conf.roles["admin"].is_root and conf.roles["root"].is_root
+    # Our extension services are in the roles too: the web UI's overview reads pool status,
+    # `peloton host capacity` host capacity, and developers schedule cron jobs.
+    reader, dev = conf.roles["reader"], conf.roles["dev"]
+    for role, service, method, allowed in (
+            (reader, "pelotonpy.ext.capacity.PoolStatusService", "ListPoolStatus", True),
+            (reader, "pelotonpy.ext.capacity.HostCapacityService", "ListHostCapacity", True),
+            (reader, "pelotonpy.api.cron.CronService", "ListCronJobs", True),
+            (reader, "pelotonpy.api.cron.CronService", "ScheduleCronJob", False),
+            (dev, "pelotonpy.api.cron.CronService", "ScheduleCronJob", True),
+            (dev, "pelotonpy.ext.capacity.PoolStatusService", "ListPoolStatus", True)):
+        assert any(r.matches((service, method)) for r in role.accept) is allowed, (role.name,
+                                                                                  method)

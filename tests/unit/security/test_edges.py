@@ -18,6 +18,7 @@ from peloton.api.auth_jobs import JobGuard
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2
+from peloton.api.gen.pelotonpy.api.cron import cron_pb2
 from peloton.api.limits import MAX_INSTANCES, check_request
 from peloton.common.auth.policy import Principal, Role, Rule
 from peloton.common.clock import FakeClock
@@ -119,6 +120,9 @@ class Facts:
     def pool_path(self, pool_id: str) -> str | None:
         return {"p-dev": "/dev", "p-prod": "/prod"}.get(pool_id)
 
+    def cron_job_owner(self, name: str) -> str | None:
+        return {"nightly": "alice"}.get(name)
+
 
 DEV = Role("dev", (Rule.parse(f"{JOBS}:*"),), pools=("/dev",), owners=("self",))
 
@@ -143,6 +147,32 @@ def test_the_job_guard_checks_pools_owners_and_users() -> None:
     with pytest.raises(PermissionDenied):
         guard.check(bob, "peloton.api.v0.update.svc.UpdateService", "AbortUpdate", abort)
     assert guard.check(bob, JOBS, "Get", job_pb2.GetRequest(id={"value": "j-alice"})) == ""
+
+
+def test_cron_templates_are_checked_like_creates_and_cron_jobs_like_jobs() -> None:
+    guard, alice, bob = JobGuard(Facts()), Principal("alice", DEV), Principal("bob", DEV)
+    cron = "pelotonpy.api.cron.CronService"
+    template = job_pb2.JobConfig(respoolID={"value": "p-prod"})
+    schedule = cron_pb2.ScheduleCronJobRequest(job=cron_pb2.CronJob(
+        name="hourly", schedule="0 * * * *", batch_config=template))
+    with pytest.raises(PermissionDenied, match="pool /prod"):  # its runs would land there
+        guard.check(alice, cron, "ScheduleCronJob", schedule)
+    schedule.job.batch_config.respoolID.value = "p-dev"
+    schedule.job.batch_config.defaultConfig.command.user = "root"
+    with pytest.raises(PermissionDenied, match="'root'"):
+        guard.check(alice, cron, "ScheduleCronJob", schedule)
+    schedule.job.batch_config.defaultConfig.command.user = ""
+    assert guard.check(alice, cron, "ScheduleCronJob", schedule) == "cron job hourly, pool /dev"
+    assert schedule.job.batch_config.owner == "alice"
+    schedule.job.name = "nightly"  # replacing alice's cron job
+    with pytest.raises(PermissionDenied, match="owned by alice"):
+        guard.check(bob, cron, "ScheduleCronJob", schedule)
+    for method, request in (("DescheduleCronJob", cron_pb2.DescheduleCronJobRequest(name="nightly")),
+                            ("StartCronJob", cron_pb2.StartCronJobRequest(name="nightly"))):
+        with pytest.raises(PermissionDenied, match="owned by alice"):
+            guard.check(bob, cron, method, request)
+        assert guard.check(alice, cron, method, request) == "cron job nightly"
+    assert guard.check(bob, cron, "GetCronJob", cron_pb2.GetCronJobRequest(name="nightly")) == ""
 
 
 # -- task identities ------------------------------------------------------------------------------
