@@ -35,12 +35,22 @@ SESSION = 3.0
 
 OLD_LEADER = r"""
 import sys
+import threading
 from peloton.common.fencing import Fence
 from peloton.common.leader import RESOURCE_MANAGER, Candidate, LeaderId, new_client
 from peloton.core.model.respool import ResourcePool, ResourcePoolConfig
 from peloton.storage import open_store
 
 zk, root, url = sys.argv[1], sys.argv[2], sys.argv[3]
+lock = threading.Lock()
+
+def say(*parts):
+    # One line per call even when kazoo's thread reports LOST while the main thread
+    # reports a write (print's separate writes would interleave mid-line).
+    with lock:
+        sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
+        sys.stdout.flush()
+
 store = open_store(url)
 box = {}
 client = new_client(zk, session_timeout=3.0, use_gevent=False)
@@ -48,10 +58,10 @@ client.start(10)
 
 def gained(epoch):
     box["epoch"] = store.claim_leadership("resmgr", epoch, "old")
-    print("GAINED", box["epoch"], flush=True)
+    say("GAINED", box["epoch"])
 
 candidate = Candidate(client, RESOURCE_MANAGER, LeaderId("old", "127.0.0.1", 1, 2), root=root,
-                      on_gained=gained, on_lost=lambda: print("LOST", flush=True))
+                      on_gained=gained, on_lost=lambda: say("LOST"))
 candidate.start()
 fence = Fence(lambda: candidate.epoch == box.get("epoch"), "resmgr term")
 # The term's store: the epoch it was given at its start, as the daemons' terms hold it.
@@ -59,13 +69,13 @@ fenced = store.with_fencing("resmgr", lambda: box.get("epoch"))
 for line in sys.stdin:
     verb, name = line.split()
     if verb == "check":
-        print("CHECKED", fence.valid, flush=True)
+        say("CHECKED", fence.valid)
         continue
     try:
         fenced.create_resource_pool(ResourcePool(name, ResourcePoolConfig(name=name, parent_id="root")))
-        print("WROTE", name, flush=True)
+        say("WROTE", name)
     except Exception as exc:
-        print("REFUSED", name, type(exc).__name__, str(exc).replace("\n", " "), flush=True)
+        say("REFUSED", name, type(exc).__name__, str(exc).replace("\n", " "))
 """
 
 

@@ -5,8 +5,18 @@ job manager from 117 MB to 1.25 GB, and it stayed there after the job was
 deleted.  Such a job is now refused at the edge; this measures the biggest
 job the maxima admit (10,000 instances, a 16 KiB description, 128 labels of
 4 KiB) against `peloton up --auth` with simulated hosts: its peak is bounded,
-and after each delete the process's RSS comes back to where it was, so big
-jobs one after another do not accumulate memory.  Waits poll with deadlines.
+and after each delete the process's RSS stays near where the first such job
+left it, so big jobs one after another do not accumulate memory.  Waits poll
+with deadlines.
+
+What stays after the first big job is the allocator's high-water mark, not
+objects (the Python heap after a delete is as before): since the job manager
+runs SQLite transactions on a pool of native threads (peloton/common/blocking.py),
+each thread's malloc arena keeps what a 10,000-task transaction used, about
+50 MB in all (an in-process run measured 119 MB at baseline, 170 MB after
+the first job).  What grows after that is bounded: the host manager remembers
+the last 65,536 ended run ids (peloton/hostmgr/registry.py, ~3 MB a job
+here); nine jobs in a row plateaued 60-100 MB above baseline.
 """
 
 from __future__ import annotations
@@ -26,10 +36,12 @@ from tests.security.conftest import PASSWORDS, write_users
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 INSTANCES = 10_000
-#: What one job at the maxima may add at its peak, and what may stay after it is deleted (the
-#: host manager's bounded memory of ended runs, allocator slack), in MB.
+#: What one job at the maxima may add at its peak, what may stay after it is deleted (the
+#: SQLite threads' allocator high-water mark, the host manager's bounded memory of ended
+#: runs), and how much the later of three such jobs may add to the first, in MB.
 PEAK_MB = 400
-LEFT_MB = 40
+LEFT_MB = 90
+GROWTH_MB = 30
 
 JOB = """\
 name: {name}
@@ -112,4 +124,4 @@ def test_a_job_at_the_maxima_is_bounded_and_its_memory_comes_back(
         assert peak - baseline < PEAK_MB, (baseline, peak)
         after.append(rss())
     assert max(after) - baseline < LEFT_MB, (baseline, after)
-    assert after[-1] - after[0] < LEFT_MB // 2, (baseline, after)  # nothing accumulates per job
+    assert after[-1] - after[0] < GROWTH_MB, (baseline, after)  # nothing accumulates per job
