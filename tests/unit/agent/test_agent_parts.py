@@ -148,3 +148,46 @@ def test_sim_failures_follow_the_seeded_rng() -> None:
     first = outcomes(7)
     assert first == outcomes(7)  # same seed, same story
     assert 5 < first.count(TaskState.FAILED) < 35 and TaskState.SUCCEEDED in first
+
+
+class _Spawner:
+    """Records spawner requests instead of starting supervisors."""
+
+    command = ["peloton-supervisor"]
+
+    def __init__(self) -> None:
+        self.requests: list[bytes] = []
+
+    def spawn(self, data: bytes) -> None:
+        self.requests.append(data)
+
+
+def _args(request: bytes) -> list[str]:
+    strings = request[4:].rstrip(b"\0").decode().split("\0")
+    return strings[2:2 + int(strings[0])]
+
+
+def test_the_supervisor_is_told_the_limits_the_user_and_where_the_agents_lock_is(
+        tmp_path: Path) -> None:
+    from peloton.agent.executor import Executor
+    from peloton.agent.identity import IdentityPolicy
+    from peloton.agent.sandbox import Sandboxes
+
+    work, elsewhere = tmp_path / "work", tmp_path / "var" / "sandboxes" / "0123abcd"
+    work.mkdir()
+    spawner = _Spawner()
+    reporter = StatusReporter(lambda batch: True)
+    executor = Executor(sandboxes=Sandboxes(work, elsewhere), isolation=RLIMIT,
+                        spawner=spawner, reporter=reporter,  # type: ignore[arg-type]
+                        fifo=work / "notify", enforce_fd_limit=True, orphan_secs=90,
+                        identities=IdentityPolicy(dynamic_uids=(70000, 70009)))
+    executor.launch([spec(mem_mb=0.1, fd_limit=64)])
+    args = _args(spawner.requests[0])
+    assert args[args.index("-d") + 1] == str(elsewhere / RUN)
+    # The sandbox is not under the work dir: its lock is named (supervisor.c, orphans).
+    assert args[args.index("-o") + 1] == "90"
+    assert args[args.index("-l") + 1] == str(work / "agent.lock")
+    assert args[args.index("-m") + 1] == str(32 << 20)  # Mesos' 32 MB floor (i12a)
+    assert args[args.index("-n") + 1] == "64"  # --enforce-fd-limit
+    if executor.identities.can_switch:  # as root: a dynamic user of its own (i14)
+        assert args[args.index("-u") + 1] == "70000:70000"
