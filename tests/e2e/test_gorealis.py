@@ -85,7 +85,9 @@ def test_quota_set_and_get(up: UpCluster, transport: str) -> None:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_pending_reason(up: UpCluster, transport: str) -> None:
-    assert drive(up, transport, "pending").observed["reason"]
+    seen = drive(up, transport, "pending").observed
+    assert "64 cpu" in seen["refusal"] and "queue-anyway" in seen["refusal"], seen
+    assert seen["reason"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -575,10 +575,16 @@ func (d *driver) quota() {
 	d.out["quota"] = got
 }
 
-// pending: a task too big for any host stays PENDING and has a reason.
+// pending: a task too big for any host is refused at once, naming why; asked to queue anyway
+// (Metadata peloton/queue-anyway=true, for hosts that join later) it stays PENDING with a reason.
 func (d *driver) pending() {
-	big := d.job("sleep 1000", 1, true).CPU(64)
-	_, err := d.client.CreateJob(big)
+	_, err := d.client.CreateJob(d.job("sleep 1000", 1, true).CPU(64))
+	if err == nil || !strings.Contains(err.Error(), "can never run") {
+		d.fail("CreateJob of a job no host can hold: want a refusal saying it can never run, got %v", err)
+	}
+	d.out["refusal"] = err.Error()
+	big := d.job("sleep 1000", 1, true).CPU(64).AddLabel("peloton/queue-anyway", "true")
+	_, err = d.client.CreateJob(big)
 	d.must(err, "CreateJob")
 	var reasons []*aurora.PendingReason
 	d.eventually("a pending reason", func() bool {
