@@ -168,6 +168,25 @@ CASES = [
          lambda c, ids: c.jobs.QueryPods(svc.QueryPodsRequest(job_id=job_id(UNKNOWN)),
                                          timeout=10),
          code=S.NOT_FOUND, message=f"failed to find job runtime: {RUNTIME}"),
+    # QueryPods / QueryJobs pass their store's refusals on, wrapped, as INTERNAL
+    # (pkg/jobmgr/jobsvc/stateless/handler.go; pkg/storage/cassandra/store.go).
+    Case("query pods sorted by a field Peloton cannot sort by",
+         lambda c, ids: c.jobs.QueryPods(svc.QueryPodsRequest(
+             job_id=job_id(ids["batch"]), spec={"pagination": {"order_by": [
+                 {"property": {"value": "pod_id"}}]}}), timeout=10),
+         code=S.INTERNAL, message="failed to query tasks from DB: Sort only supports fields: "
+                                  "creation_time, host, instanceId, message, name, reason, state"),
+    Case("query jobs with a creation time range whose min is after its max",
+         lambda c, ids: c.jobs.QueryJobs(svc.QueryJobsRequest(spec={"creation_time_range": {
+             "min": {"seconds": 2000}, "max": {"seconds": 1000}}}), timeout=10),
+         code=S.INTERNAL, message="failed to get job summaries: Incorrect timerange"),
+    Case("query jobs with a completion time range missing its min",
+         lambda c, ids: c.jobs.QueryJobs(svc.QueryJobsRequest(spec={"completion_time_range": {
+             "max": {"seconds": 1000}}}), timeout=10),
+         code=S.INTERNAL, message="failed to get job summaries: timestamp: nil Timestamp"),
+    Case("query jobs in a pool that does not exist (no pool filter, OK)",
+         lambda c, ids: c.jobs.QueryJobs(svc.QueryJobsRequest(spec={"respool": {
+             "value": "/no/such/pool"}}), timeout=10)),
     Case("list the pods of an unknown job (none, OK)",
          lambda c, ids: list(c.jobs.ListPods(svc.ListPodsRequest(job_id=job_id(UNKNOWN)),
                                              timeout=10))),
