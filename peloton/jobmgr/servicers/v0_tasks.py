@@ -5,7 +5,9 @@ Errors are answered as Peloton's pkg/jobmgr/tasksvc/handler.go answers them
 an unknown job is a typed error in the reply (`notFound`, with Peloton's
 text, which embeds Go's rendering of the id and of its storage error) for
 Get, List, Query, Start, Stop and BrowseSandbox; Get of an instance the job
-does not have is NOT_FOUND "task:<job>-<instance> not found"; Start of the
+does not have is NOT_FOUND "task:<job>-<instance> not found".  Get answers
+the current run in `result` and, in `results`, every run of the instance
+that ended (each terminal pod event, newest first), as Peloton; Start of the
 tasks of a terminal batch job is INVALID_ARGUMENT; Restart of an unknown job
 and GetPodEvents of one with no events answer OK with nothing in them, as
 Peloton's do; Refresh and GetCache answer NOT_FOUND statuses.
@@ -124,11 +126,14 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         rts = self.tasks.runtimes(job_id, [request.instanceId])
         if request.instanceId >= spec.instance_count or request.instanceId not in rts:
             raise NotFound(f"task:{job_id}-{request.instanceId} not found", field="instanceId")
-        if request.instanceId in rts:
-            [(_, rt)] = self._explained(job_id, [(request.instanceId, rts[request.instanceId])])
-            info = self._info(job_id, request.instanceId, rt)
-            out.result.CopyFrom(info)
-            out.results.append(info)
+        [(_, rt)] = self._explained(job_id, [(request.instanceId, rts[request.instanceId])])
+        info = self._info(job_id, request.instanceId, rt)
+        out.result.CopyFrom(info)
+        # Every run that ended, newest first, from the instance's pod events (Peloton's
+        # getPodEvents walk over all runs, then getTerminalEvents).
+        for event in self.tasks.events(job_id, request.instanceId):
+            if event.state.terminal:
+                out.results.append(v0_task_runtime.ended_run_to_v0(event, info.config))
         return out
 
     def List(self, request: task_pb2.ListRequest, context: Any) -> task_pb2.ListResponse:

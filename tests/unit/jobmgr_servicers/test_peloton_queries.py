@@ -18,7 +18,7 @@ from peloton.api.convert.v0_job import JobQuerySpec
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
-from peloton.core.states import JobState
+from peloton.core.states import JobState, TaskState
 from peloton.jobmgr.servicers.queries import QueryRefused, job_query
 from peloton.storage import SortField, TimeRange
 from tests.unit.jobmgr_servicers.conftest import Cluster
@@ -205,3 +205,41 @@ def test_task_queries_page_ten_by_default_and_sort_as_peloton(cluster: Cluster) 
     # Peloton pages by spec.pagination and echoes the request's own pagination.
     assert len(paged.pods) == 12
     assert (paged.pagination.offset, paged.pagination.limit) == (4, 1)
+
+
+def test_task_get_lists_every_run_that_ended(cluster: Cluster) -> None:
+    """Peloton's TaskManager.Get (pkg/jobmgr/tasksvc/handler.go): `result` is the current
+    run; `results` one TaskInfo per terminal pod event of every run, newest first, with the
+    task's config and a runtime of state, ids, host, agent, message and reason."""
+    config = batch_config(1)
+    config.defaultConfig.restartPolicy.maxFailures = 3
+    resp = cluster.v0jobs.Create(job_pb2.CreateRequest(config=config), timeout=10)
+    jid = resp.jobId.value
+    stub = tasks_stub(cluster)
+
+    def current() -> Any:
+        got = stub.Get(task_pb2.GetRequest(jobId={"value": jid}, instanceId=0), timeout=10)
+        return got if got.HasField("result") else None
+
+    def fail(run: int) -> None:
+        name = f"{jid}-0-{run}"
+        cluster.until(lambda: name in cluster.hosts.runs(), f"run {run} launched")
+        cluster.until(lambda: (got := current()) is not None and
+                      got.result.runtime.mesosTaskId.value == name and
+                      got.result.runtime.state == task_pb2.RUNNING, f"run {run} running")
+        cluster.hosts.emit(name, TaskState.FAILED, cluster.hosts.runs()[name], f"boom {run}")
+
+    first = cluster.until(current, "the task")
+    assert list(first.results) == []  # nothing ended yet
+    fail(1)
+    fail(2)
+    got = cluster.until(lambda: (g := current()) is not None and
+                        g.result.runtime.mesosTaskId.value == f"{jid}-0-3" and g, "run 3")
+    ended = [(r.runtime.mesosTaskId.value, r.runtime.prevMesosTaskId.value,
+              task_pb2.TaskState.Name(r.runtime.state), r.runtime.message) for r in got.results]
+    assert ended == [(f"{jid}-0-2", f"{jid}-0-1", "FAILED", "boom 2"),
+                     (f"{jid}-0-1", f"{jid}-0-0", "FAILED", "boom 1")]
+    for run in got.results:
+        assert run.config == got.result.config and run.instanceId == 0
+        assert run.jobId.value == jid and run.runtime.host
+        assert run.runtime.HasField("agentID")
