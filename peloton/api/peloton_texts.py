@@ -108,6 +108,7 @@ TERMINATED_JOB_POD_START = "cannot start pod in terminated job"
 # -- v0 HostService (pkg/hostmgr/hostsvc/handler.go, host/drainer/drainer.go) --------------
 NOT_A_PELOTON_AGENT = "host is not a Peloton agent"
 HOST_NOT_DOWN = "Host is not DOWN"
+HOST_POOLS_OFF = "host pools not enabled"
 
 
 def host_info_not_found(hostname: str) -> str:

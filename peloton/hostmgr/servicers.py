@@ -1,7 +1,7 @@
 """The v0 HostService over gRPC: QueryHosts, StartMaintenance, CompleteMaintenance.
 
-Host pool methods are not defined here, so `service_registry.register` answers them
-UNIMPLEMENTED (host pools are off by default in Peloton too).  Errors are Peloton's
+Host pools are not supported: their methods answer as Peloton's with host pools off (its
+default): UNIMPLEMENTED "host pools not enabled".  Errors are Peloton's
 (pkg/hostmgr/hostsvc/handler.go and its drainer): starting maintenance on a host that is
 not an agent is ABORTED "host is not a Peloton agent"; completing it on an unknown host
 is NOT_FOUND "host info not found <host>", on a host that is not DOWN NOT_FOUND "Host is
@@ -99,6 +99,21 @@ class HostServiceServicer(host_svc_pb2_grpc.HostServiceServicer):  # type: ignor
         self._admin.complete_maintenance(hostname)
         return None
 
+    def ListHostPools(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def CreateHostPool(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def DeleteHostPool(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def ChangeHostPool(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def MoveHosts(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
     @staticmethod
     def _each(request: Any, act: Any, code_text: str) -> None:
         """Act on the request's host(s) as Peloton does (see the module docstring)."""
@@ -111,6 +126,11 @@ class HostServiceServicer(host_svc_pb2_grpc.HostServiceServicer):  # type: ignor
         if failures:
             raise PelotonStatus(grpc.StatusCode.INTERNAL, texts.multierr_text(
                 [texts.yarpc_text(_yarpc_code(f.code), f.message) for f in failures]))
+
+
+def _no_host_pools() -> PelotonStatus:
+    """Peloton's answer to every host pool method when its host pool manager is off."""
+    return PelotonStatus(grpc.StatusCode.UNIMPLEMENTED, texts.HOST_POOLS_OFF)
 
 
 def _yarpc_code(code: grpc.StatusCode) -> str:

@@ -160,9 +160,15 @@ class JobOps:
         if not runtime.state.terminal and not force:
             raise FailedPrecondition(
                 f"job {job_id} is {runtime.state.value}; stop it before deleting it", field="id")
-        job = self.cache.get(job_id)
-        if force and job is not None and not runtime.state.terminal:
-            job.change_runtime(lambda rt: dataclasses.replace(rt, goal_state=JobState.DELETED))
+        if force and not runtime.state.terminal:
+            # As Peloton's DeleteJob: goal DELETED (a new desired state version); the job
+            # engine kills the tasks, then deletes the job.  Tracked first: a job that is
+            # not cached (recovered lazily) must be killed too, not just forgotten.
+            job = self.cache.track(job_id)
+            job.change_runtime(lambda rt: None if rt.goal_state is JobState.DELETED else
+                               dataclasses.replace(
+                                   rt, goal_state=JobState.DELETED,
+                                   desired_state_version=rt.desired_state_version + 1))
             return
         self.cache.delete(job_id)
 

@@ -147,7 +147,14 @@ def test_maintenance_errors_are_answered_as_peloton(served: Served) -> None:
     assert states(served.stub)["h1"] != host_pb2.HOST_STATE_UP
 
 
-def test_host_pool_methods_are_unimplemented(served: Served) -> None:
-    with pytest.raises(grpc.RpcError) as err:
-        served.stub.ListHostPools(host_svc_pb2.ListHostPoolsRequest(), timeout=5)
-    assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED
+def test_host_pool_methods_answer_as_peloton_with_host_pools_off(served: Served) -> None:
+    # pkg/hostmgr/hostsvc/handler.go: yarpcerrors.UnimplementedErrorf("host pools not enabled")
+    for method, request in (("ListHostPools", host_svc_pb2.ListHostPoolsRequest()),
+                            ("CreateHostPool", host_svc_pb2.CreateHostPoolRequest(name="p")),
+                            ("DeleteHostPool", host_svc_pb2.DeleteHostPoolRequest(name="p")),
+                            ("ChangeHostPool", host_svc_pb2.ChangeHostPoolRequest(hostname="h1")),
+                            ("MoveHosts", host_svc_pb2.MoveHostsRequest())):
+        with pytest.raises(grpc.RpcError) as err:
+            getattr(served.stub, method)(request, timeout=5)
+        assert (err.value.code(), err.value.details()) == (
+            grpc.StatusCode.UNIMPLEMENTED, "host pools not enabled"), method
