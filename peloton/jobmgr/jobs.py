@@ -136,12 +136,11 @@ class JobOps:
         state version, a compare-and-set on the entity version ("" = any); returns the new one.
 
         The job goal-state engine then starts (state version behind) or kills the tasks.
-        Stopping is refused while an active workflow is starting pods (as Peloton).
+        Stopping is refused while an active workflow is starting pods (as Peloton).  A
+        batch job is started like a service, as Peloton's JobStart does: every task's goal
+        becomes RUNNING, so its tasks run again and are restarted when they end.
         """
         job = self.cache.track(validate_uuid(job_id, "job_id"))
-        if goal is JobState.RUNNING and job.spec.type is JobType.BATCH:
-            raise InvalidArgument("StartJob starts stateless jobs; start the tasks of a batch "
-                                  "job with TaskManager.Start", field="job_id")
         with job.lock:
             job.check_version(version)
             update = job.update

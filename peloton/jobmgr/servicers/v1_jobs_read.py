@@ -185,7 +185,7 @@ class JobReads:
         job_id = job_id_of(request)
         old, runtime = known_job(self.jobs, job_id, "failed to get job status")
         wanted = version(request)
-        if wanted and wanted != runtime.entity_version():
+        if wanted != runtime.entity_version():  # none included, as Peloton's
             raise stale()
         spec = job_spec_from_v1(request.spec)
         if spec.type is not old.type:

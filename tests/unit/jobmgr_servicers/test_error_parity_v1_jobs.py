@@ -134,6 +134,35 @@ CASES = [
          lambda c, ids: c.jobs.DeleteJob(svc.DeleteJobRequest(
              job_id=job_id(ids["service"]), version=version("9-9-9")), timeout=10),
          code=S.ABORTED, message=STALE),
+    # -- no entity version: Peloton's ValidateEntityVersion compares it as given ----------
+    Case("replace without a version",
+         lambda c, ids: c.jobs.ReplaceJob(svc.ReplaceJobRequest(
+             job_id=job_id(ids["service"]), spec=_spec()), timeout=10),
+         code=S.ABORTED, message=f"failed to create update workload: code:aborted message:{STALE}"),
+    Case("restart without a version",
+         lambda c, ids: c.jobs.RestartJob(svc.RestartJobRequest(
+             job_id=job_id(ids["service"])), timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("resume without a version",
+         lambda c, ids: c.jobs.ResumeJobWorkflow(svc.ResumeJobWorkflowRequest(
+             job_id=job_id(ids["service"])), timeout=10),
+         code=S.ABORTED, message=f"failed to resume workload: code:aborted message:{STALE}"),
+    Case("start without a version",
+         lambda c, ids: c.jobs.StartJob(svc.StartJobRequest(job_id=job_id(ids["service"])),
+                                        timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("stop without a version",
+         lambda c, ids: c.jobs.StopJob(svc.StopJobRequest(job_id=job_id(ids["service"])),
+                                       timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("delete without a version (checked before the job is stopped)",
+         lambda c, ids: c.jobs.DeleteJob(svc.DeleteJobRequest(job_id=job_id(ids["service"])),
+                                         timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("replace diff without a version",
+         lambda c, ids: c.jobs.GetReplaceJobDiff(svc.GetReplaceJobDiffRequest(
+             job_id=job_id(ids["service"]), spec=_spec()), timeout=10),
+         code=S.ABORTED, message=STALE),
     # -- reads -----------------------------------------------------------------------------
     Case("get an unknown job",
          lambda c, ids: get(c, UNKNOWN),

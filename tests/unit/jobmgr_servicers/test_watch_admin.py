@@ -11,7 +11,15 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as watch
 from tests.unit.jobmgr_servicers.conftest import Cluster
-from tests.unit.jobmgr_servicers.helpers import RUNNING, create, get, job_id, service_spec, wait_running
+from tests.unit.jobmgr_servicers.helpers import (
+    RUNNING,
+    create,
+    current,
+    get,
+    job_id,
+    service_spec,
+    wait_running,
+)
 
 
 def test_pod_watch_streams_changes_of_the_filtered_job_until_cancelled(cluster: Cluster) -> None:
@@ -24,7 +32,9 @@ def test_pod_watch_streams_changes_of_the_filtered_job_until_cancelled(cluster: 
     first = next(stream)
     assert first.watch_id.startswith("task_") and not first.pods
     for target in (jid, other):
-        cluster.jobs.RestartJob(svc.RestartJobRequest(job_id=job_id(target)), timeout=10)
+        cluster.jobs.RestartJob(svc.RestartJobRequest(job_id=job_id(target),
+                                                      version=current(cluster, target)),
+                                timeout=10)
     seen = []
     for resp in stream:
         assert resp.watch_id == first.watch_id

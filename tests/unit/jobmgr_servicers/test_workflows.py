@@ -108,7 +108,8 @@ def test_pause_resume_abort_replace_opaque_data(cluster: Cluster) -> None:
     versions = cluster.until(stable, "a stable mixed job")
     assert set(versions) == {"1-0-0", "2-0-0"}  # abort leaves the job mixed but stable
     with pytest.raises(grpc.RpcError) as err:
-        cluster.jobs.PauseJobWorkflow(svc.PauseJobWorkflowRequest(job_id=job_id(jid)), timeout=10)
+        cluster.jobs.PauseJobWorkflow(svc.PauseJobWorkflowRequest(
+            job_id=job_id(jid), version=aborted.version), timeout=10)
     assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
 
 
