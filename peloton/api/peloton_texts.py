@@ -87,6 +87,8 @@ V1_JOB_NOT_IN_CACHE = "job not found in cache"
 V1_NO_JOB_ID = "no job id provided"
 V1_WORKFLOW_EVENTS_ID = "job ID must be of UUID format"
 V1_NO_WORKFLOW = "job runtime does not have workflow"
+#: The cached job has no current workflow to pause, resume or abort (cached/job.go).
+NO_WORKFLOW_FOUND = "no workflow found"
 V1_STOP_WITH_START_PODS = "job has active update with start_pods set, cannot stop the job now"
 
 

@@ -41,7 +41,7 @@ from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobState, WorkflowType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
-from peloton.jobmgr.servicers.common import opaque, version
+from peloton.jobmgr.servicers.common import opaque, version, workflow_of
 from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, wrapped
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import Store
@@ -192,12 +192,20 @@ class JobWrites:
         return out
 
     def _steer(self, request: Any, context: str, act: Any) -> str:
-        """Pause, resume or abort the job's workflow with Peloton's answers under `context`."""
+        """Pause, resume or abort the job's workflow with Peloton's answers under `context`.
+
+        A workflow that ended takes no more changes: the call answers OK, as Peloton's
+        (whose writeProgress ignores it; Peloton still moved the workflow version, ours
+        stays).
+        """
         job_id = _job_id(request)
         _, runtime = known_job(self.jobs, job_id, context)
         if not runtime.update_id:
-            raise wrapped(context, NotFound("no workflow found", field="job_id"))
+            raise wrapped(context, NotFound(texts.NO_WORKFLOW_FOUND, field="job_id"))
         self._versioned(runtime, request, context)
+        current = workflow_of(self.cache, self.store, job_id, runtime)
+        if current is not None and not current.state.active:
+            return runtime.entity_version()
         try:
             result: str = act(job_id, version(request), opaque(request))
         except Conflict as exc:
