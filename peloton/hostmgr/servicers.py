@@ -65,6 +65,10 @@ class HostAdmin(Protocol):
 class HostServiceServicer(host_svc_pb2_grpc.HostServiceServicer):  # type: ignore[misc]
     """peloton.api.v0.host.svc.HostService; see the module docstring."""
 
+    #: Served only to answer as Peloton with host pools off (scripts/compat_table.py).
+    UNIMPLEMENTED_AS_PELOTON = ("ListHostPools", "CreateHostPool", "DeleteHostPool",
+                                "ChangeHostPool", "MoveHosts")
+
     def __init__(self, admin: HostAdmin) -> None:
         self._admin = admin
 
