@@ -24,6 +24,7 @@ from peloton.api import peloton_texts as texts
 from peloton.api.convert.ext_capacity import host_capacities_to_pb
 from peloton.api.convert.v0_host import host_info_to_v0, host_state_from_v0
 from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2, host_svc_pb2_grpc
+from peloton.api.gen.peloton.private.hostmgr.hostsvc import hostsvc_pb2_grpc
 from peloton.api.gen.pelotonpy.ext import capacity_pb2_grpc
 from peloton.api.grpc_errors import PelotonStatus
 from peloton.api.grpc_server import ServiceHost
@@ -32,6 +33,7 @@ from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
 from peloton.core.ports import HostSummary
 from peloton.core.states import HostState
+from peloton.hostmgr.private_queries import InternalHostServiceServicer
 
 
 class HostAdmin(Protocol):
@@ -59,6 +61,10 @@ class HostAdmin(Protocol):
 
     def cluster_capacity(self) -> tuple[Resources, float]:
         """Capacity of connected UP hosts, and their slack cpu."""
+        ...
+
+    def leased_hosts(self) -> set[str]:
+        """Hosts a placement engine holds a lease on now."""
         ...
 
 
@@ -158,5 +164,8 @@ def serve_host_service(server: ServiceHost, admin: HostAdmin) -> str:
     starts); returns the v0 service name."""
     register(server, capacity_pb2_grpc.add_HostCapacityServiceServicer_to_server,
              HostCapacityServicer(admin))
+    # Peloton's private queries its tools use (ClusterCapacity, GetHostsByQuery).
+    register(server, hostsvc_pb2_grpc.add_InternalHostServiceServicer_to_server,
+             InternalHostServiceServicer(admin))
     return register(server, host_svc_pb2_grpc.add_HostServiceServicer_to_server,
                     HostServiceServicer(admin))
