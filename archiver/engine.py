@@ -105,8 +105,9 @@ class ArchiveEngine:
         limit = self.config.max_archive_entries
         spec = job_pb2.QuerySpec(
             jobStates=TERMINAL, completionTimeRange=_time_range(window.lo, window.hi),
+            # Peloton's maxLimit caps the matches before the offset skips some.
             pagination=query_pb2.PaginationSpec(
-                offset=window.offset, limit=limit, maxLimit=limit,
+                offset=window.offset, limit=limit, maxLimit=window.offset + limit,
                 orderBy=[query_pb2.OrderBy(order=query_pb2.OrderBy.ASC,
                                            property=query_pb2.PropertyPath(value="completion_time"))]))
         try:

@@ -63,7 +63,8 @@ def restart(job_id: str, entity_version: str, ranges: tuple[tuple[int, int], ...
         batch_size=batch_size, in_place=in_place,
         ranges=[pod_pb2.InstanceIDRange(**{"from": lo, "to": hi})
                 for lo, hi in (ranges or ((0, params.MAX_INSTANCE),))])
-    response = client.restart_stateless_job(job_id, entity_version, spec, opaque_data=opaque_data)
+    response = client.restart_stateless_job(job_id, entity_version or current_version(client, job_id),
+                                            spec, opaque_data=opaque_data)
     finish_workflow(client, job_id, response.version.value, wait, wait_timeout,
                     f"Job restarted. New EntityVersion: {response.version.value}", response)
 
@@ -71,7 +72,9 @@ def restart(job_id: str, entity_version: str, ranges: tuple[tuple[int, int], ...
 def _versioned(name: str, help_text: str, done: str, act: Callable[..., Any], *,
                force: bool = False, opaque: bool = False) -> click.Command:
     def command(job_id: str, entity_version: str, **flags: Any) -> None:
-        response = act(context.client(), job_id, entity_version, **flags)
+        client = context.client()
+        # Peloton refuses a call without the job's version: "" asks for the current one first.
+        response = act(client, job_id, entity_version or current_version(client, job_id), **flags)
         version = getattr(getattr(response, "version", None), "value", "")
         text = f"{done}. New EntityVersion: {version}" if version else done
         context.out().result(response, text)

@@ -1,8 +1,10 @@
 """Regenerate the README's compatibility tables from the wire manifests and our code.
 
 A method counts as implemented when the servicer class (gRPC) or handler
-class (Aurora Thrift) that serves its service defines it; everything else
-answers UNIMPLEMENTED (gRPC) or INVALID_REQUEST naming the method (Thrift).
+class (Aurora Thrift) that serves its service defines it (and does not list it
+in `UNIMPLEMENTED_AS_PELOTON`: defined only to answer UNIMPLEMENTED with
+Peloton's text); everything else answers UNIMPLEMENTED (gRPC) or
+INVALID_REQUEST naming the method (Thrift).
 `python scripts/compat_table.py` rewrites the block between the
 `<!-- compat:begin -->` / `<!-- compat:end -->` markers of README.md;
 `--check` exits non-zero if the README is stale (a test runs that).
@@ -39,9 +41,11 @@ def _implemented(target: str | None) -> set[str]:
         return set()
     module, _, cls_name = target.partition(":")
     cls = getattr(importlib.import_module(module), cls_name)
-    return {name for klass in cls.__mro__
-            if klass is not object and not klass.__module__.startswith("peloton.api.gen")
-            for name, value in vars(klass).items() if callable(value) and name[:1].isupper()}
+    defined = {name for klass in cls.__mro__
+               if klass is not object and not klass.__module__.startswith("peloton.api.gen")
+               for name, value in vars(klass).items() if callable(value) and name[:1].isupper()}
+    # Methods a servicer defines only to answer UNIMPLEMENTED with Peloton's own text.
+    return defined - set(getattr(cls, "UNIMPLEMENTED_AS_PELOTON", ()))
 
 
 def _aurora_supported() -> set[str]:

@@ -13,7 +13,8 @@ Peloton's bridge did:
 * new instances (beyond the current count) are always created, in scope or
   not (Aurora would reject such an update; Peloton's bridge created them).
 
-Spec equality ignores the `aurora_bridge_update` label and pod names.
+Spec equality ignores the `aurora_bridge_update` label and pod names, and compares
+specs as the v0 config Peloton stores (see `comparable`).
 """
 
 from __future__ import annotations
@@ -26,19 +27,25 @@ from aurorabridge.handlers.context import BridgeContext, Job
 from aurorabridge.handlers.jobs import query_pods
 from aurorabridge.ptoa import basics
 from aurorabridge.ptoa.states import TERMINAL_POD_STATES
+from peloton.api.convert.v0_v1 import pod_spec_to_v0
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 
 
 def comparable(spec: Any) -> bytes:
-    """Serialized spec without pod name and update label, for equality checks."""
+    """Serialized spec without pod name and update label, for equality checks.
+
+    Compared as the v0 TaskConfig Peloton stores: a spec read back from Peloton carries
+    the raw Mesos messages next to their pod spelling (command and entrypoint, ...),
+    one the bridge builds only the pod spelling, and both convert to the same config.
+    """
     copy = pod_pb2.PodSpec()
     copy.CopyFrom(spec)
     copy.ClearField("pod_name")
     kept = [lab for lab in copy.labels if lab.key != labels.UPDATE_KEY]
     del copy.labels[:]
     copy.labels.extend(kept)
-    return bytes(copy.SerializeToString(deterministic=True))
+    return bytes(pod_spec_to_v0(copy).SerializeToString(deterministic=True))
 
 
 def _with_update_label(spec: Any) -> Any:

@@ -65,8 +65,12 @@ class V0Calls:
 
     def query_jobs(self, spec: job_pb2.QuerySpec, *, respool_id: str = "",
                    summary_only: bool = True) -> job_pb2.QueryResponse:
-        """Jobs matching `spec`, optionally only those in one resource pool."""
+        """Jobs matching `spec`, optionally only those in one resource pool;
+        `pagination.total` counts every match unless `spec` sets a maxLimit (Peloton's
+        default counts 100)."""
         req = job_pb2.QueryRequest(spec=spec, summaryOnly=summary_only)
+        if not spec.pagination.maxLimit:
+            req.spec.pagination.maxLimit = 2**32 - 1
         if respool_id:
             req.respoolID.value = respool_id
         return self._checked(self._jobs, "Query", req, job_pb2.QueryResponse)

@@ -9,6 +9,7 @@ Conflict (gRPC ABORTED).  Streaming methods return iterators.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
 
 from peloton.api.client_transport import ServiceHandle
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1_pb2
@@ -20,6 +21,16 @@ from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2
+
+#: A page size or match cap that means "all of them" (the largest uint32).
+EVERYTHING = 2**32 - 1
+_Q = TypeVar("_Q", pod_pb2.QuerySpec, stateless_pb2.QuerySpec)
+
+
+def _copy(spec: _Q) -> _Q:
+    out = type(spec)()
+    out.CopyFrom(spec)
+    return out
 
 
 def _job(job_id: str) -> v1_pb2.JobID:
@@ -141,13 +152,21 @@ class V1Calls:
     def query_pods(self, job_id: str, spec: pod_pb2.QuerySpec, *,
                    pagination: query_pb2.PaginationSpec | None = None,
                    summary_only: bool = False) -> svc.QueryPodsResponse:
-        """Pods of a job matching `spec`."""
+        """Pods of a job matching `spec`; every one of them unless `spec` pages
+        (Peloton's page without one is 10 pods)."""
+        if not spec.HasField("pagination"):
+            spec = _copy(spec)
+            spec.pagination.limit = EVERYTHING
         req = svc.QueryPodsRequest(job_id=_job(job_id), spec=spec, pagination=pagination,
                                    summary_only=summary_only)
         return self._stateless.call("QueryPods", req, svc.QueryPodsResponse)
 
     def query_stateless_jobs(self, spec: stateless_pb2.QuerySpec) -> svc.QueryJobsResponse:
-        """Job summaries matching `spec`."""
+        """Job summaries matching `spec`; `pagination.total` counts every match unless
+        `spec` sets a max_limit (Peloton's default counts 100)."""
+        if not spec.pagination.max_limit:
+            spec = _copy(spec)
+            spec.pagination.max_limit = EVERYTHING
         return self._stateless.call("QueryJobs", svc.QueryJobsRequest(spec=spec), svc.QueryJobsResponse)
 
     def list_stateless_jobs(self) -> Iterator[svc.ListJobsResponse]:

@@ -87,6 +87,8 @@ V1_JOB_NOT_IN_CACHE = "job not found in cache"
 V1_NO_JOB_ID = "no job id provided"
 V1_WORKFLOW_EVENTS_ID = "job ID must be of UUID format"
 V1_NO_WORKFLOW = "job runtime does not have workflow"
+#: The cached job has no current workflow to pause, resume or abort (cached/job.go).
+NO_WORKFLOW_FOUND = "no workflow found"
 V1_STOP_WITH_START_PODS = "job has active update with start_pods set, cannot stop the job now"
 
 
@@ -108,6 +110,7 @@ TERMINATED_JOB_POD_START = "cannot start pod in terminated job"
 # -- v0 HostService (pkg/hostmgr/hostsvc/handler.go, host/drainer/drainer.go) --------------
 NOT_A_PELOTON_AGENT = "host is not a Peloton agent"
 HOST_NOT_DOWN = "Host is not DOWN"
+HOST_POOLS_OFF = "host pools not enabled"
 
 
 def host_info_not_found(hostname: str) -> str:

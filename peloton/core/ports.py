@@ -115,6 +115,11 @@ class HostSummary:
     connected: bool = True
     #: Runs on the host (placed, launching or running).
     tasks: int = 0
+    #: Their run ids (the host manager's own summaries; not sent between daemons).
+    runs: tuple[str, ...] = ()
+    #: Revocable (slack) cpu the host offers, and how much of it runs hold (in `allocated`).
+    slack_cpu: float = 0.0
+    slack_allocated_cpu: float = 0.0
 
 
 class HostManagerPort(Protocol):

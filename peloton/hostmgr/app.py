@@ -248,6 +248,11 @@ class HostManager:
         with self._lock:
             return self.registry.summaries()
 
+    def leased_hosts(self) -> set[str]:
+        """Hosts a placement engine holds a lease on now."""
+        with self._lock:
+            return self.leases.leased_hosts()
+
     # -- metrics ---------------------------------------------------------------------------
     def _count_update(self) -> Callable[[Offered], None]:
         counter = self.metrics.counter("status_updates", "Status updates by what the stream did",

@@ -75,6 +75,10 @@ class LeaseBook:
         """Reservations held now."""
         return len(self._held)
 
+    def leased_hosts(self) -> set[str]:
+        """Hosts in an open lease now."""
+        return {name for lease in self._leases.values() for name in lease.hostnames}
+
     def reservation_host(self, run_id: str) -> str | None:
         """Where a run holds a reservation (None if it holds none)."""
         held = self._held.get(run_id)

@@ -187,5 +187,8 @@ class HostRegistry:
                 info=self.info(name), capacity=rec.capacity if rec is not None else ZERO,
                 allocated=allocated, agent_id=rec.agent_id if rec is not None else "",
                 connected=rec is not None and rec.connected,
-                tasks=len(rec.runs) if rec is not None else 0))
+                tasks=len(rec.runs) if rec is not None else 0,
+                runs=tuple(sorted(rec.runs)) if rec is not None else (),
+                slack_cpu=from_units(rec.revocable_units) if rec is not None else 0.0,
+                slack_allocated_cpu=rec.revocable_used if rec is not None else 0.0))
         return out

@@ -1,7 +1,7 @@
 """The v0 HostService over gRPC: QueryHosts, StartMaintenance, CompleteMaintenance.
 
-Host pool methods are not defined here, so `service_registry.register` answers them
-UNIMPLEMENTED (host pools are off by default in Peloton too).  Errors are Peloton's
+Host pools are not supported: their methods answer as Peloton's with host pools off (its
+default): UNIMPLEMENTED "host pools not enabled".  Errors are Peloton's
 (pkg/hostmgr/hostsvc/handler.go and its drainer): starting maintenance on a host that is
 not an agent is ABORTED "host is not a Peloton agent"; completing it on an unknown host
 is NOT_FOUND "host info not found <host>", on a host that is not DOWN NOT_FOUND "Host is
@@ -24,6 +24,7 @@ from peloton.api import peloton_texts as texts
 from peloton.api.convert.ext_capacity import host_capacities_to_pb
 from peloton.api.convert.v0_host import host_info_to_v0, host_state_from_v0
 from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2, host_svc_pb2_grpc
+from peloton.api.gen.peloton.private.hostmgr.hostsvc import hostsvc_pb2_grpc
 from peloton.api.gen.pelotonpy.ext import capacity_pb2_grpc
 from peloton.api.grpc_errors import PelotonStatus
 from peloton.api.grpc_server import ServiceHost
@@ -32,6 +33,7 @@ from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
 from peloton.core.ports import HostSummary
 from peloton.core.states import HostState
+from peloton.hostmgr.private_queries import InternalHostServiceServicer
 
 
 class HostAdmin(Protocol):
@@ -61,9 +63,17 @@ class HostAdmin(Protocol):
         """Capacity of connected UP hosts, and their slack cpu."""
         ...
 
+    def leased_hosts(self) -> set[str]:
+        """Hosts a placement engine holds a lease on now."""
+        ...
+
 
 class HostServiceServicer(host_svc_pb2_grpc.HostServiceServicer):  # type: ignore[misc]
     """peloton.api.v0.host.svc.HostService; see the module docstring."""
+
+    #: Served only to answer as Peloton with host pools off (scripts/compat_table.py).
+    UNIMPLEMENTED_AS_PELOTON = ("ListHostPools", "CreateHostPool", "DeleteHostPool",
+                                "ChangeHostPool", "MoveHosts")
 
     def __init__(self, admin: HostAdmin) -> None:
         self._admin = admin
@@ -99,6 +109,21 @@ class HostServiceServicer(host_svc_pb2_grpc.HostServiceServicer):  # type: ignor
         self._admin.complete_maintenance(hostname)
         return None
 
+    def ListHostPools(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def CreateHostPool(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def DeleteHostPool(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def ChangeHostPool(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
+    def MoveHosts(self, request: Any, context: Any) -> Any:
+        raise _no_host_pools()
+
     @staticmethod
     def _each(request: Any, act: Any, code_text: str) -> None:
         """Act on the request's host(s) as Peloton does (see the module docstring)."""
@@ -111,6 +136,11 @@ class HostServiceServicer(host_svc_pb2_grpc.HostServiceServicer):  # type: ignor
         if failures:
             raise PelotonStatus(grpc.StatusCode.INTERNAL, texts.multierr_text(
                 [texts.yarpc_text(_yarpc_code(f.code), f.message) for f in failures]))
+
+
+def _no_host_pools() -> PelotonStatus:
+    """Peloton's answer to every host pool method when its host pool manager is off."""
+    return PelotonStatus(grpc.StatusCode.UNIMPLEMENTED, texts.HOST_POOLS_OFF)
 
 
 def _yarpc_code(code: grpc.StatusCode) -> str:
@@ -134,5 +164,8 @@ def serve_host_service(server: ServiceHost, admin: HostAdmin) -> str:
     starts); returns the v0 service name."""
     register(server, capacity_pb2_grpc.add_HostCapacityServiceServicer_to_server,
              HostCapacityServicer(admin))
+    # Peloton's private queries its tools use (ClusterCapacity, GetHostsByQuery).
+    register(server, hostsvc_pb2_grpc.add_InternalHostServiceServicer_to_server,
+             InternalHostServiceServicer(admin))
     return register(server, host_svc_pb2_grpc.add_HostServiceServicer_to_server,
                     HostServiceServicer(admin))

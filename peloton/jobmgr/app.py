@@ -46,6 +46,7 @@ from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.goalstate.task import TaskActions
 from peloton.jobmgr.goalstate.update import UpdateActions
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.lifecycle_lock import LifecycleGate
 from peloton.jobmgr.peers import PeerResync
 from peloton.jobmgr.placement_processor import PlacementProcessor
 from peloton.jobmgr.recovery import Recovery
@@ -75,6 +76,9 @@ class JobManager:
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         config = self.config = config or JobManagerConfig()
+        # AdminService's Kill / Launch locks: everything that kills or launches uses the gate.
+        raw_hostmgr = hostmgr
+        hostmgr = self.lifecycle = LifecycleGate(raw_hostmgr)
         self.store, self.resmgr, self.hostmgr, self.clock = store, resmgr, hostmgr, clock
         # 1. what is due, and the aggregate that schedules it
         self.committer = GroupCommitter(store)
@@ -95,9 +99,11 @@ class JobManager:
         self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
                                      resmgr, hostmgr, clock)
         self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue)
-        self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config)
-        self.events = StatusEvents(self.cache, hostmgr.subscribe("jobmgr"), hostmgr, self.queue,
-                                   config)
+        self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
+                                            self.lifecycle)
+        # Orphan runs (of no known task) are killed whatever the Kill lock says.
+        self.events = StatusEvents(self.cache, raw_hostmgr.subscribe("jobmgr"), raw_hostmgr,
+                                   self.queue, config)
         self.evictor = Evictor(self.cache, resmgr, hostmgr, self.control, config)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)
@@ -141,7 +147,7 @@ class JobManager:
         register(grpc, watch_svc_pb2_grpc.add_WatchServiceServicer_to_server,
                  WatchServicer(self.watch), hook=hook)
         register(grpc, admin_svc_pb2_grpc.add_AdminServiceServicer_to_server,
-                 AdminServicer(self.engines, self.api_lock), hook=hook)
+                 AdminServicer(self.engines, self.api_lock, self.lifecycle), hook=hook)
         register(grpc, cron_pb2_grpc.add_CronServiceServicer_to_server,
                  CronServicer(self.store, self.cron,
                               lambda spec: self.resmgr.validate_pool(spec.respool_id),

@@ -136,12 +136,11 @@ class JobOps:
         state version, a compare-and-set on the entity version ("" = any); returns the new one.
 
         The job goal-state engine then starts (state version behind) or kills the tasks.
-        Stopping is refused while an active workflow is starting pods (as Peloton).
+        Stopping is refused while an active workflow is starting pods (as Peloton).  A
+        batch job is started like a service, as Peloton's JobStart does: every task's goal
+        becomes RUNNING, so its tasks run again and are restarted when they end.
         """
         job = self.cache.track(validate_uuid(job_id, "job_id"))
-        if goal is JobState.RUNNING and job.spec.type is JobType.BATCH:
-            raise InvalidArgument("StartJob starts stateless jobs; start the tasks of a batch "
-                                  "job with TaskManager.Start", field="job_id")
         with job.lock:
             job.check_version(version)
             update = job.update
@@ -160,9 +159,15 @@ class JobOps:
         if not runtime.state.terminal and not force:
             raise FailedPrecondition(
                 f"job {job_id} is {runtime.state.value}; stop it before deleting it", field="id")
-        job = self.cache.get(job_id)
-        if force and job is not None and not runtime.state.terminal:
-            job.change_runtime(lambda rt: dataclasses.replace(rt, goal_state=JobState.DELETED))
+        if force and not runtime.state.terminal:
+            # As Peloton's DeleteJob: goal DELETED (a new desired state version); the job
+            # engine kills the tasks, then deletes the job.  Tracked first: a job that is
+            # not cached (recovered lazily) must be killed too, not just forgotten.
+            job = self.cache.track(job_id)
+            job.change_runtime(lambda rt: None if rt.goal_state is JobState.DELETED else
+                               dataclasses.replace(
+                                   rt, goal_state=JobState.DELETED,
+                                   desired_state_version=rt.desired_state_version + 1))
             return
         self.cache.delete(job_id)
 

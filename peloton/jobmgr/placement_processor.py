@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
+import gevent
+
 from peloton.common.clock import Clock
 from peloton.common.loop import Loop
 from peloton.core.model.ids import RunId, TaskId
@@ -25,6 +27,7 @@ from peloton.jobmgr import runs
 from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.lifecycle_lock import LifecycleGate
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -48,8 +51,11 @@ class PlacementProcessor:
     """Takes placements from the resource manager and launches them."""
 
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
-                 clock: Clock, config: JobManagerConfig) -> None:
+                 clock: Clock, config: JobManagerConfig,
+                 gate: LifecycleGate | None = None) -> None:
         self.cache = cache
+        #: AdminService's Launch lock: while it is on, no placement is taken.
+        self.gate = gate
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self.clock = clock
@@ -67,6 +73,9 @@ class PlacementProcessor:
 
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
+        if self.gate is not None and self.gate.launch_locked:
+            gevent.sleep(timeout)  # what waiting for placements would have taken
+            return 0
         placements = self.resmgr.get_placements(self.config.launch_batch, timeout)
         if not placements:
             return 0

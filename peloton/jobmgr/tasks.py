@@ -14,6 +14,7 @@ from peloton.core.states import JobState, JobType, TaskState
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.lifecycle_lock import KillLocked
 from peloton.jobmgr.runcontrol import RunControl
 from peloton.storage import Store
 
@@ -111,9 +112,18 @@ class TaskOps:
             job.change_runtime(lambda rt: None if rt.goal_state is JobState.KILLED else
                                dataclasses.replace(rt, goal_state=JobState.KILLED))
         already = [i for i in live if i not in stopped]
-        self.control.stop(job, [i for i in live if not job.task(i).state.terminal],
-                          TerminationReason.KILLED_ON_REQUEST)
+        self._stop_runs(job, [i for i in live if not job.task(i).state.terminal])
         return sorted(set(stopped) | set(already)), [i for i in wanted if i not in live]
+
+    def _stop_runs(self, job: CachedJob, instances: list[int]) -> None:
+        """Kill the instances' runs now; while AdminService locks kills, leave them KILLING
+        for the task engine's KILLING timeout to kill once the lock is gone (the API call
+        has recorded the goal, as Peloton's, which only wrote goals)."""
+        try:
+            self.control.stop(job, instances, TerminationReason.KILLED_ON_REQUEST)
+        except KillLocked:
+            for inst in instances:
+                self.queue.enqueue_task(job.job_id, inst)
 
     def restart(self, job_id: str, ranges: Sequence[tuple[int, int]]) -> list[int]:
         """Restart tasks: each gets a fresh run (the current one is killed first)."""
@@ -171,7 +181,7 @@ class TaskOps:
         self.control.set_goal(job, [instance], S.KILLED,
                               reason=TerminationReason.KILLED_ON_REQUEST)
         if not job.task(instance).state.terminal:
-            self.control.stop(job, [instance], TerminationReason.KILLED_ON_REQUEST)
+            self._stop_runs(job, [instance])
 
     def refresh(self, job_id: str, instance: int) -> None:
         """Reload one task runtime from storage into the cache and re-evaluate it."""

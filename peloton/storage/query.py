@@ -8,19 +8,23 @@ agree; the contract suite checks that they do on the same data.
 
 Semantics (all filters are ANDed; an empty filter matches everything):
 - `states`: the job is in any of them.
-- `owner`, `respool_id`: exact.
+- `owner`, `owning_team`, `respool_id`: exact.
 - `labels`: the job carries every one of them (key and value).
-- `name`: case-insensitive substring of the job name.
+- `name`: case-sensitive substring of the job name (Peloton's wildcard
+  `*name*` on its case-sensitive name field).
 - `keywords`: each keyword, case-insensitively, is a substring of the
   job's search text (name, owner, owning team, and `key=value` of every
   label, see `search_text`).
-- time ranges are half-open [start, end); a bound of None is open.
-- results are sorted by `order_by` then by job id (so pages are stable),
-  `offset`/`limit` cut a page, and `total` counts every match.
+- time ranges are half-open [start, end); a bound of None is open.  A
+  completion range matches only jobs that completed (completion time set).
+- results are sorted by `order_by`, then by each of `then_by`, then by job
+  id (so pages are stable); `offset`/`limit` cut a page, and `total` counts
+  every match.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,8 +43,12 @@ class SortField(StrEnum):
 
     CREATION_TIME = "creation_time"
     COMPLETION_TIME = "completion_time"
+    UPDATE_TIME = "update_time"
     NAME = "name"
     OWNER = "owner"
+    OWNING_TEAM = "owning_team"
+    RESPOOL_ID = "respool_id"
+    INSTANCE_COUNT = "instance_count"
     STATE = "state"
     JOB_ID = "job_id"
 
@@ -64,6 +72,7 @@ class JobQuery:
 
     states: frozenset[JobState] = frozenset()
     owner: str | None = None
+    owning_team: str | None = None
     respool_id: str | None = None
     labels: tuple[Label, ...] = ()
     name: str | None = None
@@ -72,6 +81,8 @@ class JobQuery:
     completion_time: TimeRange | None = None
     order_by: SortField = SortField.CREATION_TIME
     descending: bool = True
+    #: Further sort keys, (field, descending), for jobs equal on `order_by`.
+    then_by: tuple[tuple[SortField, bool], ...] = ()
     offset: int = 0
     limit: int | None = None
 
@@ -103,11 +114,13 @@ def matches(query: JobQuery, job: JobSummary) -> bool:
         return False
     if query.owner is not None and job.owner != query.owner:
         return False
+    if query.owning_team is not None and job.owning_team != query.owning_team:
+        return False
     if query.respool_id is not None and job.respool_id != query.respool_id:
         return False
     if query.labels and not set(query.labels) <= set(job.labels):
         return False
-    if query.name is not None and query.name.lower() not in job.name.lower():
+    if query.name is not None and query.name not in job.name:
         return False
     if query.keywords:
         text = search_text(job.name, job.owner, job.owning_team, job.labels)
@@ -115,27 +128,31 @@ def matches(query: JobQuery, job: JobSummary) -> bool:
             return False
     if query.creation_time is not None and not query.creation_time.contains(rt.creation_time):
         return False
-    return query.completion_time is None or query.completion_time.contains(rt.completion_time)
+    return query.completion_time is None or (
+        rt.completion_time > 0 and query.completion_time.contains(rt.completion_time))
 
 
 def sort_value(field: SortField, job: JobSummary) -> str | float:
     """The value of `job` that `field` sorts by."""
-    if field is SortField.CREATION_TIME:
-        return job.runtime.creation_time
-    if field is SortField.COMPLETION_TIME:
-        return job.runtime.completion_time
-    if field is SortField.NAME:
-        return job.name
-    if field is SortField.OWNER:
-        return job.owner
-    if field is SortField.STATE:
-        return job.runtime.state.value
-    return job.job_id
+    values: dict[SortField, str | float] = {
+        SortField.CREATION_TIME: job.runtime.creation_time,
+        SortField.COMPLETION_TIME: job.runtime.completion_time,
+        SortField.UPDATE_TIME: job.runtime.update_time,
+        SortField.NAME: job.name,
+        SortField.OWNER: job.owner,
+        SortField.OWNING_TEAM: job.owning_team,
+        SortField.RESPOOL_ID: job.respool_id,
+        SortField.INSTANCE_COUNT: job.instance_count,
+        SortField.STATE: job.runtime.state.value,
+    }
+    return values.get(field, job.job_id)
 
 
 def order_and_page(query: JobQuery, found: Sequence[JobSummary]) -> JobQueryResult:
     """Sort matches as the query asks (ties by job id ascending) and cut out its page."""
     ordered = sorted(found, key=lambda j: j.job_id)
-    ordered.sort(key=lambda j: sort_value(query.order_by, j), reverse=query.descending)
+    # Stable sorts, least significant key first.
+    for field, descending in reversed(((query.order_by, query.descending), *query.then_by)):
+        ordered.sort(key=functools.partial(sort_value, field), reverse=descending)
     end = None if query.limit is None else query.offset + query.limit
     return JobQueryResult(tuple(ordered[query.offset:end]), len(ordered))

@@ -56,6 +56,22 @@ QUERIES = [
     JobQuery(limit=0),
     JobQuery(owner="bob", states=frozenset({JobState.KILLED}), labels=(Label("env", "prod"),),
              name="code", keywords=("infra",), creation_time=TimeRange(500.0, 501.0)),
+    # Peloton's owner filter is the owning team; its name filter is case-sensitive.
+    JobQuery(owning_team="ml"),
+    JobQuery(owning_team=""),
+    JobQuery(owning_team="infra", states=frozenset({JobState.KILLED})),
+    JobQuery(name="Web"),
+    JobQuery(name="web"),
+    # A completion range matches only jobs that completed.
+    JobQuery(completion_time=TimeRange(None, 460.0)),
+    JobQuery(completion_time=TimeRange(0.0, None)),
+    # Several sort keys (Peloton's orderBy list), and the fields Peloton sorts by.
+    JobQuery(order_by=SortField.NAME, descending=False, then_by=((SortField.CREATION_TIME, True),)),
+    JobQuery(order_by=SortField.OWNING_TEAM, descending=False,
+             then_by=((SortField.OWNER, True),), limit=4),
+    JobQuery(order_by=SortField.RESPOOL_ID, descending=True,
+             then_by=((SortField.INSTANCE_COUNT, False), (SortField.NAME, False))),
+    JobQuery(order_by=SortField.UPDATE_TIME, descending=False, offset=2),
 ]
 
 
@@ -88,7 +104,15 @@ def test_hand_checked_answers(loaded: tuple[Store, list[JobSummary]]) -> None:
     store, _ = loaded
     names = [j.name for j in store.query_jobs(JobQuery(name="web", order_by=SortField.NAME,
                                                        descending=False)).jobs]
-    assert names == ["Web-Backend", "web-frontend", "web-frontend"]
+    assert names == ["web-frontend", "web-frontend"]  # case-sensitive, as Peloton's
+    assert [j.name for j in store.query_jobs(JobQuery(name="Web")).jobs] == ["Web-Backend"]
+    two = store.query_jobs(JobQuery(name="web-frontend", order_by=SortField.NAME,
+                                    then_by=((SortField.CREATION_TIME, False),))).jobs
+    assert [j.runtime.creation_time for j in two] == [100.0, 200.0]
+    search = store.query_jobs(JobQuery(owning_team="search"))
+    assert [j.owner for j in search.jobs] == ["alice"]
+    done = store.query_jobs(JobQuery(completion_time=TimeRange(0.0, 1000.0)))
+    assert done.total == 3  # the three that completed, not the running ones (completion 0)
     assert store.query_jobs(JobQuery(name="_")).total == 1  # LIKE wildcards are literal
     prod = store.query_jobs(JobQuery(labels=(Label("env", "prod"),)))
     assert {j.name for j in prod.jobs} == {"web-frontend", "Web-Backend", "ünïcode-job"}

@@ -31,6 +31,7 @@ class Served:
     hm: HostManager
     backend: FakeBackend
     stub: host_svc_pb2_grpc.HostServiceStub
+    channel: grpc.Channel
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     try:
-        yield Served(hm, backend, host_svc_pb2_grpc.HostServiceStub(channel))
+        yield Served(hm, backend, host_svc_pb2_grpc.HostServiceStub(channel), channel)
     finally:
         channel.close()
         server.stop(0)
@@ -147,7 +148,55 @@ def test_maintenance_errors_are_answered_as_peloton(served: Served) -> None:
     assert states(served.stub)["h1"] != host_pb2.HOST_STATE_UP
 
 
-def test_host_pool_methods_are_unimplemented(served: Served) -> None:
+def test_host_pool_methods_answer_as_peloton_with_host_pools_off(served: Served) -> None:
+    # pkg/hostmgr/hostsvc/handler.go: yarpcerrors.UnimplementedErrorf("host pools not enabled")
+    for method, request in (("ListHostPools", host_svc_pb2.ListHostPoolsRequest()),
+                            ("CreateHostPool", host_svc_pb2.CreateHostPoolRequest(name="p")),
+                            ("DeleteHostPool", host_svc_pb2.DeleteHostPoolRequest(name="p")),
+                            ("ChangeHostPool", host_svc_pb2.ChangeHostPoolRequest(hostname="h1")),
+                            ("MoveHosts", host_svc_pb2.MoveHostsRequest())):
+        with pytest.raises(grpc.RpcError) as err:
+            getattr(served.stub, method)(request, timeout=5)
+        assert (err.value.code(), err.value.details()) == (
+            grpc.StatusCode.UNIMPLEMENTED, "host pools not enabled"), method
+
+
+def test_peloton_private_host_queries_answer_as_peloton(served: Served) -> None:
+    """peloton.private.hostmgr.hostsvc.InternalHostService, the two queries Peloton's tools
+    call (pkg/hostmgr/handler.go ClusterCapacity, GetHostsByQuery), over Peloton's names."""
+    from peloton.api.gen.peloton.private.hostmgr.hostsvc import hostsvc_pb2, hostsvc_pb2_grpc
+
+    private = hostsvc_pb2_grpc.InternalHostServiceStub(served.channel)
+    assert served.hm.launch("h1", [LaunchSpec(RUN, TaskSpec(resources=Resources(1, 10)))]) == []
+    served.backend.report(RUN, TaskState.RUNNING)
+    capacity = private.ClusterCapacity(hostsvc_pb2.ClusterCapacityRequest(), timeout=5)
+    assert not capacity.HasField("error")
+    kinds = {r.kind: r.capacity for r in capacity.physicalResources}
+    assert [r.kind for r in capacity.physicalResources] == ["cpu", "disk", "gpu", "memory"]
+    assert (kinds["cpu"], kinds["memory"]) == (8.0, 8192.0)  # two 4-cpu, 4096 MB hosts
+    held = {r.kind: r.capacity for r in capacity.resources}
+    assert (held["cpu"], held["memory"]) == (1.0, 10.0)
+    assert {r.kind: r.capacity for r in capacity.physicalSlackResources}["cpu"] == 0.0
+
+    everything = private.GetHostsByQuery(hostsvc_pb2.GetHostsByQueryRequest(), timeout=5)
+    by_name = {h.hostname: h for h in everything.hosts}
+    assert set(by_name) == {"h1", "h2"}
+    h1 = by_name["h1"]
+    assert {r.name: r.scalar.value for r in h1.resources}["cpus"] == 3.0  # 4 - the run's 1
+    assert [t.value for t in h1.tasks] == [RUN] and h1.status == "ready"
+    # cpu at least 3.5 free: only h2; below 3.5: only h1; by name: only what was named.
+    at_least = private.GetHostsByQuery(hostsvc_pb2.GetHostsByQueryRequest(
+        resource={"cpuLimit": 3.5}), timeout=5)
+    assert [h.hostname for h in at_least.hosts] == ["h2"]
+    below = private.GetHostsByQuery(hostsvc_pb2.GetHostsByQueryRequest(
+        resource={"cpuLimit": 3.5}, cmpLess=True), timeout=5)
+    assert [h.hostname for h in below.hosts] == ["h1"]
+    named = private.GetHostsByQuery(hostsvc_pb2.GetHostsByQueryRequest(hostnames=["h2"]),
+                                    timeout=5)
+    assert [h.hostname for h in named.hosts] == ["h2"]
+    # The rest of Peloton's private service is not served.
     with pytest.raises(grpc.RpcError) as err:
-        served.stub.ListHostPools(host_svc_pb2.ListHostPoolsRequest(), timeout=5)
+        served.channel.unary_unary(
+            "/peloton.private.hostmgr.hostsvc.InternalHostService/AcquireHostOffers")(
+                b"", timeout=5)
     assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED

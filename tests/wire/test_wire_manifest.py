@@ -23,6 +23,21 @@ def test_proto_matches_peloton_manifest() -> None:
     assert problems == [], "\n".join(problems[:50])
 
 
+def test_private_host_queries_match_peloton_manifest() -> None:
+    """The part of Peloton's private InternalHostService we serve (ClusterCapacity,
+    GetHostsByQuery) is Peloton's on the wire.  The committed manifest is
+    `python -m tests.wire.manifest proto --prefix peloton/private/hostmgr/hostsvc` of
+    uber/peloton's protobuf/ tree, cut to those two methods and their own messages (the
+    public ones they use are checked above)."""
+    expected = json.loads((check.WIRE / "peloton_private_hostsvc.json").read_text())
+    root = check.REPO / "proto"
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*.proto"))
+    ours = manifest.proto_manifest(manifest.compile_descriptor_set(root, files),
+                                   ("peloton/private/hostmgr/hostsvc",), closure=False)
+    problems = check.diff(expected, ours)
+    assert problems == [], "\n".join(problems[:50])
+
+
 def test_thrift_matches_aurora_manifest() -> None:
     expected = json.loads(check.THRIFT_MANIFEST.read_text())
     problems = check.diff(expected, check.ours_thrift())

@@ -1,6 +1,6 @@
 """Instance configs merged over the default config, top-level fields only.
 
-This is Peloton's taskconfig.Merge / MergePodSpec: for each top-level field
+This is Peloton's taskconfig.Merge: for each top-level field
 of the instance's config, a set value replaces the default's, an unset one
 keeps it; nothing is merged recursively (an instance that sets `resource`
 replaces the whole resource block).  "Set" follows Go's zero values:
@@ -19,7 +19,6 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from peloton.api.gen.peloton.api.v0.task import task_pb2
-from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.task import TaskSpec
 
@@ -66,16 +65,6 @@ def _merge(base: _M, override: _M) -> _M:
 def merge_task_config(base: task_pb2.TaskConfig | None,
                       override: task_pb2.TaskConfig | None) -> task_pb2.TaskConfig | None:
     """An instance's effective v0 TaskConfig (None only if both are None; may be `base` itself)."""
-    if override is None:
-        return base
-    if base is None:
-        return override
-    return _merge(base, override)
-
-
-def merge_pod_spec(base: pod_pb2.PodSpec | None,
-                   override: pod_pb2.PodSpec | None) -> pod_pb2.PodSpec | None:
-    """An instance's effective v1alpha PodSpec (None only if both are None; may be `base` itself)."""
     if override is None:
         return base
     if base is None:

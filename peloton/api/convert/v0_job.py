@@ -224,10 +224,10 @@ def job_summary_to_v0(summary: JobSummary) -> job_pb2.JobSummary:
 class JobQuerySpec:
     """A job query as plain values (None / empty = no filter); the daemon maps it to storage.
 
-    `order_by` holds (property, descending) pairs with Peloton's property names
-    (creation_time, completion_time, name, owner, state); empty means newest first.
-    `limit` None is the server's default page.  Time ranges are [start, end) epoch
-    seconds, a None bound is open.
+    `owner` is Peloton's owner filter (it matches the owning team).  `order_by` holds
+    (property, descending) pairs with Peloton's property names; empty means newest
+    first.  `limit` / `max_limit` None are the server's defaults.  Time ranges are
+    (min, max) epoch seconds, None where the request left a bound unset.
     """
 
     states: frozenset[JobState] = frozenset()

@@ -99,6 +99,21 @@ def task_info_with_config(job_id: str, instance: int, config: task_pb2.TaskConfi
     return out
 
 
+def ended_run_to_v0(event: PodEvent, config: task_pb2.TaskConfig) -> task_pb2.TaskInfo:
+    """A run's terminal event as TaskManager.Get lists it (Peloton's getTerminalEvents:
+    the current config, and a runtime of state, ids, host, agent, message and reason)."""
+    out = task_pb2.TaskInfo(instanceId=event.instance)
+    out.jobId.value = event.job_id
+    out.config.CopyFrom(config)
+    rt = out.runtime
+    rt.state = _STATE_TO_V0[event.state]
+    rt.mesosTaskId.value = run_id_text(event.job_id, event.instance, event.run_id)
+    rt.prevMesosTaskId.value = run_id_text(event.job_id, event.instance, event.prev_run_id)
+    rt.agentID.value = event.agent_id
+    rt.host, rt.message, rt.reason = event.host, event.message, event.reason
+    return out
+
+
 def pod_event_to_v0(event: PodEvent) -> task_pb2.PodEvent:
     """A stored pod event -> v0 PodEvent (states and health as v0 enum names)."""
     out = task_pb2.PodEvent(

@@ -1,10 +1,16 @@
 """v1alpha stateless job messages <-> core: JobSpec in (validated), JobInfo/Status/Summary out.
 
 A v1alpha job is a SERVICE job.  As for v0, every instance's merged config
-is converted and checked, and the request is kept as the job's document so
-GetJob shows exactly what was sent, with the scheduler-owned fields
-(revision version, instance count, pool) filled from the core.  Job entity
-versions are `<config>-<desired state>-<workflow>` (JobRuntime.entity_version).
+is converted and checked, and the request is kept as the job's document.
+Reads answer as Peloton's do: Peloton stored a v1alpha spec as the v0
+JobConfig it converts to and read it back through ConvertJobConfigToJobSpec
+/ ConvertTaskConfigToPodSpec (pkg/jobmgr/util/handler/api_converter.go), so
+a pod read back carries both spellings of what it runs (`command` and
+`entrypoint`, `container` and `image`, `executor` and
+`mesos_spec.executor_spec`), and GetPod shows the instance's v0-merged
+config; the scheduler-owned fields (revision version, instance count, pool)
+come from the core.  Job entity versions are
+`<config>-<desired state>-<workflow>` (JobRuntime.entity_version).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from peloton.api.convert.common import (
     v0_document,
     v1_document,
 )
-from peloton.api.convert.merge import expand_instances, merge_pod_spec, merge_task_config
+from peloton.api.convert.merge import expand_instances, merge_task_config
 from peloton.api.convert.v0_job import JobQuerySpec
 from peloton.api.convert.v0_task import task_spec_from_v0
 from peloton.api.convert.v1_pod import pod_spec_from_v1, task_spec_to_v1
@@ -119,11 +125,16 @@ def job_spec_from_v1(msg: stateless_pb2.JobSpec) -> JobSpec:
     return replace(spec, default_task=default_task, instance_tasks=instance_tasks)
 
 
+def as_peloton_reads(doc: stateless_pb2.JobSpec) -> stateless_pb2.JobSpec:
+    """A v1alpha spec as Peloton returned it: through the v0 JobConfig it stored, and back."""
+    return v0_v1.job_config_to_v1(v0_v1.job_spec_to_v0(doc))
+
+
 def job_spec_to_v1(spec: JobSpec) -> stateless_pb2.JobSpec:
-    """A job's spec as v1alpha shows it: its request document when it has one, else built."""
+    """A job's spec as v1alpha shows it: from its request document when it has one, else built."""
     out = stateless_pb2.JobSpec()
     if spec.document_kind == DOC_V1_JOB_SPEC:
-        out.CopyFrom(v1_document(spec.document))
+        out.CopyFrom(as_peloton_reads(v1_document(spec.document)))
     elif spec.document_kind == DOC_V0_JOB_CONFIG:
         out.CopyFrom(v0_v1.job_config_to_v1(v0_document(spec.document)))
     else:
@@ -145,19 +156,15 @@ def job_spec_to_v1(spec: JobSpec) -> stateless_pb2.JobSpec:
 
 
 def pod_spec_for_instance(spec: JobSpec, job_id: str, instance: int) -> pod_pb2.PodSpec:
-    """One instance's merged PodSpec (as GetPod shows it), named `<job>-<instance>`."""
+    """One instance's merged PodSpec (as GetPod shows it), named `<job>-<instance>`.
+
+    As Peloton's GetPod: the instance's task config (its v0 config merged over the
+    default's, the SLA deciding `revocable`) converted by ConvertTaskConfigToPodSpec.
+    """
     name = f"{job_id}-{instance}"
     if spec.document_kind == DOC_V1_JOB_SPEC:
-        doc = v1_document(spec.document)
-        default = doc.default_spec if doc.HasField("default_spec") else None
-        merged = merge_pod_spec(default, doc.instance_spec.get(instance))
-        out = pod_pb2.PodSpec()
-        if merged is not None:
-            out.CopyFrom(merged)
-        if doc.HasField("sla"):
-            out.revocable = doc.sla.revocable
-        out.pod_name.value = name
-        return out
+        config = v0_v1.task_config_for_instance(v1_document(spec.document), instance)
+        return v0_v1.task_config_to_v1(config, name)
     if spec.document_kind == DOC_V0_JOB_CONFIG:
         return v0_v1.pod_spec_for_instance(v0_document(spec.document), instance, name)
     return task_spec_to_v1(spec.task_spec(instance), name)

@@ -10,9 +10,14 @@ what they track is kept).  A locked call fails with UNAVAILABLE naming
 the lock.  The check runs once per call: `ApiLock` is the CallHook the job
 manager passes to `service_registry.register`.
 
-`Kill` and `Launch` (Peloton's task life-cycle locks) are not supported:
-a request naming one fails with UNIMPLEMENTED before anything is locked.
-Peloton answered partial failures with INTERNAL after locking the rest.
+`Kill` and `Launch` are Peloton's task life-cycle locks
+(peloton/jobmgr/lifecycle_lock.py): while `Kill` is locked no run is killed
+(the goal-state actions that would kill back off and try again; API calls
+still record the goal; the refused kills are sent when the lock is
+removed), while `Launch` is locked nothing is launched
+(placed tasks wait in the resource manager) -- Peloton accepted `Launch`
+without acting on it.  An unknown component is INVALID_ARGUMENT "unknown
+component: <n>" and nothing is changed, as Peloton.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from typing import Any
 
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2 as pb
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2_grpc as pb_grpc
-from peloton.core.errors import InvalidArgument, Unavailable, Unimplemented
+from peloton.core.errors import InvalidArgument, Unavailable
 from peloton.jobmgr.goalstate.engines import GoalStateEngines
+from peloton.jobmgr.lifecycle_lock import LifecycleGate
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +85,17 @@ class ApiLock:
 class AdminServicer(pb_grpc.AdminServiceServicer):  # type: ignore[misc]
     """Lockdown and RemoveLockdown of job manager components."""
 
-    def __init__(self, engines: GoalStateEngines, lock: ApiLock) -> None:
+    def __init__(self, engines: GoalStateEngines, lock: ApiLock,
+                 lifecycle: LifecycleGate) -> None:
         self.api = lock
         self.engines = engines
+        self.lifecycle = lifecycle
 
     def _components(self, components: Any) -> list[int]:
         wanted = list(dict.fromkeys(int(c) for c in components))
         for c in wanted:
             if c not in _C.values():
                 raise InvalidArgument(f"unknown component: {c}", field="components")
-        unsupported = [_C.Name(c) for c in wanted if c in (_C.Kill, _C.Launch)]
-        if unsupported:
-            raise Unimplemented(f"locking down {', '.join(unsupported)} is not supported by "
-                                "Peloton for Python (Read, Write and GoalStateEngine are); "
-                                "nothing was changed")
         return wanted
 
     def _set(self, component: int, locked: bool) -> None:
@@ -100,6 +103,13 @@ class AdminServicer(pb_grpc.AdminServiceServicer):  # type: ignore[misc]
             self.api.read = locked
         elif component == _C.Write:
             self.api.write = locked
+        elif component == _C.Kill:
+            if locked:
+                self.lifecycle.lock_kill()
+            else:
+                self.lifecycle.unlock_kill()
+        elif component == _C.Launch:
+            self.lifecycle.launch_locked = locked
         elif locked:
             self.engines.lock()
         else:

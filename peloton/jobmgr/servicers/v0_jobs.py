@@ -10,8 +10,11 @@ test_error_parity_v0.py lists every case):
   found or not a leaf, a config that does not validate, an existing id: all
   in the body (invalidJobId, invalidConfig, alreadyExists).
 * Get: an unknown job is `error.getRuntimeFail` with the storage's text.
-* Query: a time range with min after max is `error.err` "Incorrect timerange";
-  an unknown pool matches nothing.
+* Query: filters, order and pages as Peloton's store (servicers/queries.py);
+  a time range missing a bound or with min after max is `error.err`
+  ("timestamp: nil Timestamp", "Incorrect timerange"), as is a sort Peloton
+  could not do; no spec matches nothing; `pagination` echoes the spec's
+  offset and limit with the total; an unknown pool id matches nothing.
 * Delete: NOT_FOUND "job not found"; a job not in a terminal state INTERNAL.
 * Update: NOT_FOUND for an unknown job, INVALID_ARGUMENT for a terminal one,
   a service, or a config that may not change; the same instance count is a
@@ -47,7 +50,7 @@ from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobType, WorkflowType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
-from peloton.jobmgr.servicers.queries import job_query
+from peloton.jobmgr.servicers.queries import QueryRefused, job_query
 from peloton.jobmgr.workflows import WorkflowOps
 
 
@@ -58,19 +61,6 @@ def _job_id(msg: peloton_pb2.JobID) -> str:
 def _state_name(runtime: JobRuntime) -> str:
     """The v0 name of a job's state, as Peloton prints it (RUNNING, SUCCEEDED, ...)."""
     return job_pb2.JobState.Name(v0_job.job_state_to_v0(runtime.state))
-
-
-def _time_range_error(spec: job_pb2.QuerySpec) -> str | None:
-    """Peloton's text for a creation or completion time range it cannot use, or None."""
-    for name in ("creationTimeRange", "completionTimeRange"):
-        if not spec.HasField(name):
-            continue
-        rng = getattr(spec, name)
-        if not rng.HasField("min") or not rng.HasField("max"):
-            return texts.NIL_TIMESTAMP
-        if (rng.max.seconds, rng.max.nanos) < (rng.min.seconds, rng.min.nanos):
-            return texts.INCORRECT_TIME_RANGE
-    return None
 
 
 class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
@@ -122,26 +112,38 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
 
     def Query(self, request: job_pb2.QueryRequest, context: Any) -> job_pb2.QueryResponse:
         out = job_pb2.QueryResponse()
+        if not request.HasField("spec"):
+            out.pagination.SetInParent()
+            return out  # Peloton's store answers a query without a spec with no job
         out.spec.CopyFrom(request.spec)
-        why = _time_range_error(request.spec)
-        if why is not None:
-            out.error.err.message = why
-            return out
+        spec = v0_job.job_query_from_v0(request.spec, request.respoolID.value)
+        pool = spec.respool_id
+        if not pool and spec.respool_path:
+            # Ours: Peloton ignored this deprecated field (it filtered by respoolID only).
+            try:
+                pool = self.resmgr.pool_id_for_path(spec.respool_path)
+            except (NotFound, InvalidArgument):
+                out.pagination.SetInParent()
+                return out
         try:
-            query = job_query(self.resmgr, v0_job.job_query_from_v0(request.spec,
-                                                                 request.respoolID.value))
-        except NotFound:
-            return out  # Peloton filters by the pool id: an unknown pool matches no job
-        result = self.jobs.query(query)
+            page = job_query(spec, pool, self.jobs.clock.wall())
+        except QueryRefused as exc:
+            out.error.err.message = exc.message
+            return out
+        result = page.answer(self.jobs.query(page.query))
         for summary in result.jobs:
-            if request.summaryOnly:
-                out.results.append(v0_job.job_summary_to_v0(summary))
-            else:
-                spec, runtime = self.jobs.get(summary.job_id)
-                out.records.append(v0_job.job_info_to_v0(summary.job_id, spec, runtime))
-                out.results.append(v0_job.job_summary_to_v0(summary))
-        out.pagination.offset = query.offset
-        out.pagination.limit = query.limit or 0
+            if not request.summaryOnly:
+                try:
+                    config, runtime = self.jobs.get(summary.job_id)
+                except NotFound:
+                    config = None  # deleted since: Peloton skips its record too
+                if config is not None:
+                    record = out.records.add()
+                    record.CopyFrom(v0_job.job_info_to_v0(summary.job_id, config, runtime))
+                    record.config.ClearField("instanceConfig")  # as Peloton: Get has them
+            out.results.append(v0_job.job_summary_to_v0(summary))
+        out.pagination.offset = request.spec.pagination.offset
+        out.pagination.limit = request.spec.pagination.limit
         out.pagination.total = result.total
         return out
 

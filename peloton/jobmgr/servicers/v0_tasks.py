@@ -5,7 +5,9 @@ Errors are answered as Peloton's pkg/jobmgr/tasksvc/handler.go answers them
 an unknown job is a typed error in the reply (`notFound`, with Peloton's
 text, which embeds Go's rendering of the id and of its storage error) for
 Get, List, Query, Start, Stop and BrowseSandbox; Get of an instance the job
-does not have is NOT_FOUND "task:<job>-<instance> not found"; Start of the
+does not have is NOT_FOUND "task:<job>-<instance> not found".  Get answers
+the current run in `result` and, in `results`, every run of the instance
+that ended (each terminal pod event, newest first), as Peloton; Start of the
 tasks of a terminal batch job is INVALID_ARGUMENT; Restart of an unknown job
 and GetPodEvents of one with no events answer OK with nothing in them, as
 Peloton's do; Refresh and GetCache answer NOT_FOUND statuses.
@@ -24,9 +26,10 @@ from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
-from peloton.core.states import JobType, TaskState
+from peloton.core.states import JobType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.queries import QueryRefused, select_tasks
 from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 from peloton.storage import Store
@@ -123,11 +126,14 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
         rts = self.tasks.runtimes(job_id, [request.instanceId])
         if request.instanceId >= spec.instance_count or request.instanceId not in rts:
             raise NotFound(f"task:{job_id}-{request.instanceId} not found", field="instanceId")
-        if request.instanceId in rts:
-            [(_, rt)] = self._explained(job_id, [(request.instanceId, rts[request.instanceId])])
-            info = self._info(job_id, request.instanceId, rt)
-            out.result.CopyFrom(info)
-            out.results.append(info)
+        [(_, rt)] = self._explained(job_id, [(request.instanceId, rts[request.instanceId])])
+        info = self._info(job_id, request.instanceId, rt)
+        out.result.CopyFrom(info)
+        # Every run that ended, newest first, from the instance's pod events (Peloton's
+        # getPodEvents walk over all runs, then getTerminalEvents).
+        for event in self.tasks.events(job_id, request.instanceId):
+            if event.state.terminal:
+                out.results.append(v0_task_runtime.ended_run_to_v0(event, info.config))
         return out
 
     def List(self, request: task_pb2.ListRequest, context: Any) -> task_pb2.ListResponse:
@@ -153,22 +159,18 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
                 f"Failed to find job with id {texts.go_id(job_id)}, err="
                 f"{texts.yarpc_text('not-found', texts.job_runtime_not_found(job_id))}"))
             return out
-        query = v0_task_runtime.task_query_from_v0(request.spec)
-        rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
-                if (not query.states or rt.state in query.states)
-                and (not query.hosts or rt.host in query.hosts)]
-        if query.names:
-            rows = [(i, rt) for i, rt in rows
-                    if self.tasks.spec(job_id, i, rt.config_version).name in query.names]
-        for prop, desc in reversed(query.order_by):
-            rows.sort(key=_sort_key(prop), reverse=desc)
-        total = len(rows)
-        page = rows[query.offset:query.offset + query.limit] if query.limit else \
-            rows[query.offset:]
+        try:
+            page, total = select_tasks(
+                sorted(self.tasks.runtimes(job_id).items()),
+                v0_task_runtime.task_query_from_v0(request.spec),
+                lambda row: self.tasks.spec(job_id, row[0], row[1].config_version).name)
+        except QueryRefused as exc:
+            _not_found(out.error.notFound, job_id, f"err= {exc.message}")
+            return out
         for inst, rt in self._explained(job_id, page):
             out.records.append(self._info(job_id, inst, rt))
-        out.pagination.offset = query.offset
-        out.pagination.limit = query.limit or 0
+        out.pagination.offset = request.spec.pagination.offset
+        out.pagination.limit = request.spec.pagination.limit
         out.pagination.total = total
         return out
 
@@ -259,19 +261,3 @@ class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[mi
                         context: Any) -> task_pb2.DeletePodEventsResponse:
         self.tasks.delete_events(request.jobId.value, request.instanceId, request.runId)
         return task_pb2.DeletePodEventsResponse()
-
-
-def _sort_key(prop: str) -> Any:
-    def key(pair: tuple[int, TaskRuntime]) -> Any:
-        inst, rt = pair
-        if prop in ("instanceId", "instance_id"):
-            return inst
-        if prop in ("state", "runtime.state"):
-            return list(TaskState).index(rt.state)
-        if prop in ("host", "runtime.host"):
-            return rt.host
-        if prop in ("creation_time", "startTime", "runtime.startTime"):
-            return rt.start_time
-        return inst
-
-    return key

@@ -10,16 +10,19 @@ found"; UNAVAILABLE while it is still being created; a service), the
 changelog, type and pool (immutable), then the config version
 (INVALID_ARGUMENT "invalid job configuration version" when stale).  An
 update id that is missing is INVALID_ARGUMENT "no update ID provided", an
-unknown one NOT_FOUND "update not found".  Pause, resume, abort and rollback act
-on the named update only while it is the job's active workflow (Peloton
-applied them to whatever workflow the job had).  RollbackUpdate, which
-Peloton left UNIMPLEMENTED, rolls the update back to the config it
-started from.  ListUpdates honours `limit` (Peloton ignored it).
+unknown one NOT_FOUND "update not found".  Pause, resume and abort act, as
+Peloton's, on the workflow the named update's job has now (whichever it
+is; a job without one is NOT_FOUND "no workflow found", one that ended is
+left as it is and the call answers OK).  RollbackUpdate, which Peloton left
+UNIMPLEMENTED, works here beyond Peloton: it rolls the named update back to
+the config it started from, while that update is the job's active workflow.
+ListUpdates honours `limit` (Peloton ignored it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from peloton.api import peloton_texts as texts
@@ -136,21 +139,33 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
             return pb.ListUpdatesResponse()
         return pb.ListUpdatesResponse(updateInfo=[update_info_to_v0(u) for u in updates])
 
+    def _current(self, request: Any) -> tuple[str, UpdateInfo | None]:
+        """The named update's job and that job's current workflow (Peloton's
+        getCachedJobWithUpdateID, then the cached job's current workflow)."""
+        job_id = self._update(request).job_id
+        return job_id, self.workflows.job(job_id).update
+
+    def _steer(self, request: Any, act: Callable[..., str]) -> None:
+        """Pause, resume or abort whatever workflow the job has now, as Peloton: none is
+        NOT_FOUND "no workflow found", one that ended takes no more changes (OK)."""
+        job_id, current = self._current(request)
+        if current is None:
+            raise NotFound(texts.NO_WORKFLOW_FOUND, field="updateId")
+        if current.state.active:
+            act(job_id, opaque_data=_opaque(request))
+
     def PauseUpdate(self, request: pb.PauseUpdateRequest, context: Any) -> pb.PauseUpdateResponse:
-        update = self._active(request)
-        self.workflows.pause(update.job_id, opaque_data=_opaque(request))
+        self._steer(request, self.workflows.pause)
         return pb.PauseUpdateResponse()
 
     def ResumeUpdate(self, request: pb.ResumeUpdateRequest,
                      context: Any) -> pb.ResumeUpdateResponse:
-        update = self._active(request)
-        self.workflows.resume(update.job_id, opaque_data=_opaque(request))
+        self._steer(request, self.workflows.resume)
         return pb.ResumeUpdateResponse()
 
     def AbortUpdate(self, request: pb.AbortUpdateRequest, context: Any) -> pb.AbortUpdateResponse:
         # softAbort is ignored, as in Peloton: an abort always leaves instances as they are.
-        update = self._active(request)
-        self.workflows.abort(update.job_id, opaque_data=_opaque(request))
+        self._steer(request, self.workflows.abort)
         return pb.AbortUpdateResponse()
 
     def RollbackUpdate(self, request: pb.RollbackUpdateRequest,

@@ -3,12 +3,17 @@
 The servicer is assembled from its verb groups: writes (v1_jobs_write),
 reads (v1_jobs_read) and, here, the pods of a job (ListPods, QueryPods).
 
-QueryPods filters by pod state, host and name (a pod name `<job>-<instance>`
-or the task's name), sorts and pages in memory (a job's runtimes are
-cached), and explains waiting pods (waiting.py): the reason goes in
-`reason` (Peloton's fillReasonForPendingTasksFromResMgr) and, when the
-pod has no other message, in `message`; ListPods does the same.  `summary_only` leaves the spec out (only its
-`pod_name` is set) so a big job's statuses come back cheaply.
+QueryPods filters, sorts and pages as Peloton's store (servicers/queries.py):
+by states, hosts and names (the task's name, as Peloton, or a pod name
+`<job>-<instance>`, ours), by `spec.pagination` with 10 pods when it sets no
+limit; the reply echoes the request's own `pagination` with the total, and
+a sort Peloton cannot do is INTERNAL "failed to query tasks from DB: ...".
+It works in memory (a job's runtimes are cached) and explains waiting pods
+(waiting.py): the reason goes in `reason` (Peloton's
+fillReasonForPendingTasksFromResMgr) and, when the pod has no other message,
+in `message`; ListPods does the same.  `summary_only` leaves the spec out
+(only its `pod_name` is set) so a big job's statuses come back cheaply
+(Peloton ignored it and always sent the spec).
 """
 
 from __future__ import annotations
@@ -16,19 +21,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
+
 from peloton.api.convert.v1_job import pod_spec_for_instance
 from peloton.api.convert.v1_pod_status import pod_info_to_v1, pod_query_from_v1, pod_summary_to_v1
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc as svc_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.api.grpc_errors import PelotonStatus
 from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.job import JobSpec
-from peloton.core.model.task import TaskRuntime
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import TaskState
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at
+from peloton.jobmgr.servicers.queries import QueryRefused, select_tasks
 from peloton.jobmgr.servicers.v1_answers import unknown_job
 from peloton.jobmgr.servicers.v1_jobs_read import JobReads, job_id_of
 from peloton.jobmgr.servicers.v1_jobs_write import JobWrites
@@ -40,22 +48,6 @@ from peloton.storage import Store
 #: Pods per ListPods response.
 LIST_PAGE = 500
 S = TaskState
-
-
-def _sort_key(prop: str) -> Any:
-    def key(pair: tuple[int, TaskRuntime]) -> Any:
-        inst, rt = pair
-        if prop in ("state", "status.state"):
-            return list(TaskState).index(rt.state)
-        if prop in ("host", "status.host"):
-            return rt.host
-        if prop in ("creation_time", "start_time", "status.start_time"):
-            return rt.start_time
-        if prop in ("completion_time", "status.completion_time"):
-            return rt.completion_time
-        return inst
-
-    return key
 
 
 class JobPods:
@@ -92,23 +84,6 @@ class JobPods:
             self.jobs.get(job_id)
         except (NotFound, InvalidArgument):
             raise unknown_job("failed to find job runtime", job_id) from None
-        spec = request.spec
-        if not spec.HasField("pagination") and request.HasField("pagination"):
-            spec = pod_pb2.QuerySpec()
-            spec.CopyFrom(request.spec)
-            spec.pagination.CopyFrom(request.pagination)
-        query = pod_query_from_v1(spec)
-        rows = [(i, rt) for i, rt in sorted(self.tasks.runtimes(job_id).items())
-                if (not query.states or rt.state in query.states)
-                and (not query.hosts or rt.host in query.hosts)]
-        if query.names:
-            names = set(query.names)
-            rows = [(i, rt) for i, rt in rows if f"{job_id}-{i}" in names
-                    or self.tasks.spec(job_id, i, rt.config_version).name in names]
-        for prop, desc in reversed(query.order_by):
-            rows.sort(key=_sort_key(prop), reverse=desc)
-        total = len(rows)
-        end = query.offset + query.limit if query.limit else None
         specs: dict[int, JobSpec] = {}
 
         def spec_at(version: int) -> JobSpec:
@@ -116,8 +91,15 @@ class JobPods:
                 specs[version] = job_spec_at(self.cache, self.store, job_id, version)
             return specs[version]
 
-        page = with_reasons(rows[query.offset:end], waiting_reasons(
-            self.resmgr, self.hostmgr, job_id, rows[query.offset:end], spec_at))
+        try:
+            page, total = select_tasks(
+                sorted(self.tasks.runtimes(job_id).items()), pod_query_from_v1(request.spec),
+                lambda row: spec_at(row[1].config_version).task_spec(row[0]).name,
+                also_named=lambda row: f"{job_id}-{row[0]}")
+        except QueryRefused as exc:
+            raise PelotonStatus(grpc.StatusCode.INTERNAL,
+                                f"failed to query tasks from DB: {exc.message}") from None
+        page = with_reasons(page, waiting_reasons(self.resmgr, self.hostmgr, job_id, page, spec_at))
         out = svc.QueryPodsResponse()
         for inst, rt in page:
             if request.summary_only:
@@ -127,8 +109,9 @@ class JobPods:
                 pod = pod_spec_for_instance(spec_at(rt.config_version), job_id, inst)
                 info = pod_info_to_v1(pod, job_id, inst, rt)
             out.pods.append(info)
-        out.pagination.offset = query.offset
-        out.pagination.limit = query.limit or 0
+        # As Peloton: the pods are paged by spec.pagination, the reply echoes the request's.
+        out.pagination.offset = request.pagination.offset
+        out.pagination.limit = request.pagination.limit
         out.pagination.total = total
         return out
 

@@ -5,13 +5,19 @@ Peloton); without, the current spec, status (with the current workflow's
 status) and `workflow_info` with the workflow's own events.  Workflow
 instance ranges are written with `to` inclusive, as Peloton wrote them
 (see peloton.api.convert.v1_workflow).  ListJobs streams one response per
-page of `LIST_PAGE` jobs.  Errors are Peloton's, as in v1_jobs_write.
+page of `LIST_PAGE` jobs.  QueryJobs answers as Peloton's store
+(servicers/queries.py): a query it refuses (a time range missing a bound or
+with min after max, a sort it cannot do) is INTERNAL "failed to get job
+summaries: <why>", and a respool path that names no pool filters by none.
+Errors are Peloton's, as in v1_jobs_write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+import grpc
 
 from peloton.api import peloton_texts as texts
 from peloton.api.convert.common import job_id_from_wire, parse_entity_version
@@ -29,6 +35,7 @@ from peloton.api.convert.v1_workflow import (
     workflow_info_to_v1,
 )
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
+from peloton.api.grpc_errors import PelotonStatus
 from peloton.core.errors import Conflict, InvalidArgument, NotFound, Unavailable
 from peloton.core.model.ids import is_uuid
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
@@ -36,7 +43,7 @@ from peloton.core.ports import ResourceManagerPort
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import job_spec_at, job_summary, version, workflow_of
-from peloton.jobmgr.servicers.queries import job_query
+from peloton.jobmgr.servicers.queries import QueryRefused, job_query
 from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, unknown_job
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import JobQuery, SortField, Store
@@ -121,14 +128,27 @@ class JobReads:
         return svc.GetWorkflowEventsResponse(events=[workflow_event_to_v1(e) for e in events])
 
     def QueryJobs(self, request: svc.QueryJobsRequest, context: Any) -> svc.QueryJobsResponse:
-        query = job_query(self.resmgr, job_query_from_v1(request.spec))
-        result = self.jobs.query(query)
+        spec = job_query_from_v1(request.spec)
+        pool = None
+        if spec.respool_path:
+            try:
+                pool = self.resmgr.pool_id_for_path(spec.respool_path)
+            except (NotFound, InvalidArgument):
+                # Peloton's LookupResourcePoolID answers these inside its reply, which
+                # QueryJobs reads as "no pool": it filters by none.
+                pool = None
+        try:
+            page = job_query(spec, pool, self.jobs.clock.wall())
+        except QueryRefused as exc:
+            raise PelotonStatus(grpc.StatusCode.INTERNAL,
+                                f"failed to get job summaries: {exc.message}") from None
+        result = page.answer(self.jobs.query(page.query))
         out = svc.QueryJobsResponse(spec=request.spec)
         for summary in result.jobs:
             update = workflow_of(self.cache, self.store, summary.job_id, summary.runtime)
             out.records.append(job_summary_to_v1(summary, update))
-        out.pagination.offset = query.offset
-        out.pagination.limit = query.limit or 0
+        out.pagination.offset = request.spec.pagination.offset
+        out.pagination.limit = request.spec.pagination.limit
         out.pagination.total = result.total
         return out
 
@@ -165,7 +185,7 @@ class JobReads:
         job_id = job_id_of(request)
         old, runtime = known_job(self.jobs, job_id, "failed to get job status")
         wanted = version(request)
-        if wanted and wanted != runtime.entity_version():
+        if wanted != runtime.entity_version():  # none included, as Peloton's
             raise stale()
         spec = job_spec_from_v1(request.spec)
         if spec.type is not old.type:

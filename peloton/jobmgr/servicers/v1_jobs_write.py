@@ -2,9 +2,9 @@
 
 Every mutating call but CreateJob and RefreshJob is a compare-and-set on
 the job's entity version `<config>-<desired state>-<workflow>`: a stale
-version fails with ABORTED "unexpected entity version" and the reply
-carries the job's new version.  An empty version means "whatever is
-current" (Peloton refused it; our CLI and the Aurora bridge always send one).
+version, or none, fails with ABORTED "unexpected entity version" (as
+Peloton's ValidateEntityVersion) and the reply carries the job's new
+version.  (Our CLI turns an empty version argument into the current one.)
 
 Errors are Peloton's (pkg/jobmgr/jobsvc/stateless/handler.go): its codes,
 and its texts, which wrap the lower error with the handler's context
@@ -13,10 +13,11 @@ test_error_parity_v1_jobs.py).
 
 CreateJob always creates the job through an UPDATE workflow, as Peloton's
 RollingCreate does: `create_spec` paces it (batch size, start paused) and
-`opaque_data` is stored with it.  PatchJob, a no-op in Peloton, replaces
-the top-level fields set in the request's spec and then rolls like
-ReplaceJob (a scalar can only be patched to a non-zero value: proto3 does
-not tell an unset zero from an absent one).
+`opaque_data` is stored with it.  PatchJob, a no-op in Peloton (an empty
+reply), works here beyond Peloton: it replaces the top-level fields set in
+the request's spec and then rolls like ReplaceJob, with ReplaceJob's answers
+(a scalar can only be patched to a non-zero value: proto3 does not tell an
+unset zero from an absent one).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobState, WorkflowType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
-from peloton.jobmgr.servicers.common import opaque, version
+from peloton.jobmgr.servicers.common import opaque, version, workflow_of
 from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, wrapped
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import Store
@@ -82,9 +83,9 @@ class JobWrites:
 
     @staticmethod
     def _versioned(runtime: JobRuntime, request: Any, context: str = "") -> None:
-        """Peloton's stale-version answer when the request's version is not the job's."""
-        wanted = version(request)
-        if wanted and wanted != runtime.entity_version():
+        """Peloton's stale-version answer when the request's version is not the job's
+        (an empty one included: Peloton's ValidateEntityVersion compares them as given)."""
+        if version(request) != runtime.entity_version():
             raise stale(context)
 
     def CreateJob(self, request: svc.CreateJobRequest, context: Any) -> svc.CreateJobResponse:
@@ -142,6 +143,8 @@ class JobWrites:
     def PatchJob(self, request: svc.PatchJobRequest, context: Any) -> svc.PatchJobResponse:
         _no_secrets(request)
         job_id = _job_id(request)
+        _, runtime = known_job(self.jobs, job_id, "failed to get job runtime from cache")
+        self._versioned(runtime, request, "failed to create update workload")
         current = self.workflows.job(job_id).spec
         merged = stateless_pb2.JobSpec()
         if current.document_kind == DOC_V1_JOB_SPEC:
@@ -163,7 +166,16 @@ class JobWrites:
             else:
                 setattr(merged, fd.name, value)
         out = svc.PatchJobResponse()
-        out.version.value = self._replace(job_id, job_spec_from_v1(merged), request)
+        try:
+            spec = job_spec_from_v1(merged)
+        except InvalidArgument as exc:
+            raise wrapped("invalid job spec", exc) from None
+        try:
+            out.version.value = self._replace(job_id, spec, request)
+        except Conflict as exc:
+            if is_stale(exc):
+                raise stale("failed to create update workload") from None
+            raise
         return out
 
     def RestartJob(self, request: svc.RestartJobRequest, context: Any) -> svc.RestartJobResponse:
@@ -180,12 +192,20 @@ class JobWrites:
         return out
 
     def _steer(self, request: Any, context: str, act: Any) -> str:
-        """Pause, resume or abort the job's workflow with Peloton's answers under `context`."""
+        """Pause, resume or abort the job's workflow with Peloton's answers under `context`.
+
+        A workflow that ended takes no more changes: the call answers OK, as Peloton's
+        (whose writeProgress ignores it; Peloton still moved the workflow version, ours
+        stays).
+        """
         job_id = _job_id(request)
         _, runtime = known_job(self.jobs, job_id, context)
         if not runtime.update_id:
-            raise wrapped(context, NotFound("no workflow found", field="job_id"))
+            raise wrapped(context, NotFound(texts.NO_WORKFLOW_FOUND, field="job_id"))
         self._versioned(runtime, request, context)
+        current = workflow_of(self.cache, self.store, job_id, runtime)
+        if current is not None and not current.state.active:
+            return runtime.entity_version()
         try:
             result: str = act(job_id, version(request), opaque(request))
         except Conflict as exc:

@@ -4,7 +4,8 @@
 config and its runtime; `job_index_by_state / _owner / _respool / _label`
 map a value to the ids of the jobs that have it.  A query narrows the
 candidates with the lookup tables of the filters it has (intersecting
-them; with none, it scans `job_index`, paged by the driver), loads their
+them; with none, it scans `job_index`, paged by the driver; the owning
+team, name, keywords and time ranges have no lookup table), loads their
 index rows, and then applies the reference filter of
 peloton/storage/query.py to them, so a stale lookup row can cost a read
 but never produce a wrong answer.  Sorting and paging happen in memory:

@@ -1,11 +1,12 @@
 """SQL job query: a `JobQuery` as WHERE clauses over the indexed `jobs` columns.
 
 Filters map one to one onto peloton/storage/query.py's `matches` (the
-reference semantics): states -> `state IN`, owner / pool -> equality on
-indexed columns, each label -> `job_id IN` the ids `job_labels` (indexed by key
-and value) has for it, name -> substring of the lower-cased name, keywords ->
-substrings of the lower-cased search text.  The total count and the page
-are read in one transaction so they agree.
+reference semantics): states -> `state IN`, owner / owning team / pool ->
+equality, each label -> `job_id IN` the ids `job_labels` (indexed by key
+and value) has for it, name -> case-sensitive substring of the name
+(`replace`, which is case-sensitive in every dialect, where SQLite's LIKE is
+not), keywords -> substrings of the lower-cased search text.  The total
+count and the page are read in one transaction so they agree.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ from peloton.storage.sql.tables import job_labels, jobs
 _SORT_COLUMNS = {
     SortField.CREATION_TIME: jobs.c.creation_time,
     SortField.COMPLETION_TIME: jobs.c.completion_time,
+    SortField.UPDATE_TIME: jobs.c.update_time,
     SortField.NAME: jobs.c.name,
     SortField.OWNER: jobs.c.owner,
+    SortField.OWNING_TEAM: jobs.c.owning_team,
+    SortField.RESPOOL_ID: jobs.c.respool_id,
+    SortField.INSTANCE_COUNT: jobs.c.instance_count,
     SortField.STATE: jobs.c.state,
     SortField.JOB_ID: jobs.c.job_id,
 }
@@ -43,6 +48,8 @@ def where_clauses(query: JobQuery) -> list[Any]:
         conds.append(jobs.c.state.in_(sorted(s.value for s in query.states)))
     if query.owner is not None:
         conds.append(jobs.c.owner == query.owner)
+    if query.owning_team is not None:
+        conds.append(jobs.c.owning_team == query.owning_team)
     if query.respool_id is not None:
         conds.append(jobs.c.respool_id == query.respool_id)
     for label in dict.fromkeys(query.labels):
@@ -50,10 +57,12 @@ def where_clauses(query: JobQuery) -> list[Any]:
         # instead of probing it once per job.
         conds.append(jobs.c.job_id.in_(sa.select(job_labels.c.job_id).where(
             job_labels.c.key == label.key, job_labels.c.value == label.value)))
-    if query.name is not None:
-        conds.append(_contains(jobs.c.name_lower, query.name.lower()))
+    if query.name:
+        conds.append(sa.func.replace(jobs.c.name, query.name, "") != jobs.c.name)
     for keyword in query.keywords:
         conds.append(_contains(jobs.c.search_text, keyword.lower()))
+    if query.completion_time is not None:
+        conds.append(jobs.c.completion_time > 0)
     for column, rng in ((jobs.c.creation_time, query.creation_time),
                         (jobs.c.completion_time, query.completion_time)):
         if rng is not None and rng.start is not None:
@@ -70,10 +79,11 @@ class SqlJobQuery:
 
     def query_jobs(self, query: JobQuery) -> JobQueryResult:
         conds = where_clauses(query)
-        column = _SORT_COLUMNS[query.order_by]
-        order = [column.desc() if query.descending else column.asc()]
-        if query.order_by is not SortField.JOB_ID:
-            order.append(jobs.c.job_id.asc())
+        order = []
+        for field, descending in ((query.order_by, query.descending), *query.then_by):
+            column = _SORT_COLUMNS[field]
+            order.append(column.desc() if descending else column.asc())
+        order.append(jobs.c.job_id.asc())
         page = (sa.select(jobs.c.job_id, jobs.c.runtime, jobs.c.name, jobs.c.job_type,
                           jobs.c.owner, jobs.c.owning_team, jobs.c.respool_id,
                           jobs.c.instance_count, jobs.c.labels, jobs.c.sla)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from peloton.api.convert import common
-from peloton.api.convert.merge import merge_pod_spec, merge_task_config, overridden_fields
+from peloton.api.convert.merge import merge_task_config, overridden_fields
 from peloton.api.gen.peloton.api.v0.task import task_pb2
-from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.errors import InvalidArgument
 from tests.unit.api.helpers import JOB_ID
 
@@ -53,5 +52,3 @@ def test_merge_is_top_level_and_bools_come_from_the_instance() -> None:
     assert overridden_fields(override) == {"resource", "controller", "revocable"}
     assert base.resource.cpuLimit == 1  # inputs untouched
     assert merge_task_config(None, override) is override and merge_task_config(base, None) is base
-    pods = merge_pod_spec(pod_pb2.PodSpec(revocable=True), pod_pb2.PodSpec(kill_grace_period_seconds=3))
-    assert pods is not None and (pods.revocable, pods.kill_grace_period_seconds) == (False, 3)

@@ -45,9 +45,10 @@ def test_instance_specs_merge_as_v0_task_configs_as_peloton_ran_them() -> None:
     assert canary.health_check == spec.default_task.health_check is not None
     assert canary.labels == spec.default_task.labels
     assert spec.task_spec(1) == spec.default_task
-    # GetPod shows what was sent, merged at the pod level.
+    # GetPod shows the v0-merged config, as Peloton's (taskConfigV2Ops.GetTaskConfig holds the
+    # merged config, converted by ConvertTaskConfigToPodSpec): the default's check included.
     pod = v1_job.pod_spec_for_instance(spec, JOB_ID, 2)
-    assert not pod.containers[0].HasField("liveness_check")
+    assert pod.containers[0].liveness_check.command_check.command.startswith("curl")
 
 
 def test_direct_pod_reading_agrees_with_the_v0_route() -> None:
@@ -104,14 +105,43 @@ def test_more_than_one_container_is_unimplemented() -> None:
     assert err.value.field == "default_spec.containers"
 
 
-def test_get_returns_the_document_with_scheduler_fields() -> None:
+def test_get_returns_the_spec_as_peloton_stores_it_with_scheduler_fields() -> None:
     msg = v1_spec()
     spec = replace(v1_job.job_spec_from_v1(msg), version=4, respool_id="pool-9")
     out = v1_job.job_spec_to_v1(spec)
     assert (out.revision.version, out.respool_id.value) == (4, "pool-9")
+    # Peloton's GetJob: ConvertJobConfigToJobSpec of the JobConfig ConvertJobSpecToJobConfig
+    # stored (pkg/jobmgr/util/handler/api_converter.go).
+    peloton = v0_v1.job_config_to_v1(v0_v1.job_spec_to_v0(msg))
     out.ClearField("revision")
-    out.ClearField("respool_id")
-    assert out == msg
+    peloton.ClearField("revision")
+    peloton.respool_id.value = "pool-9"
+    assert out == peloton
+    # Reading it back and sending it again gives the same job.
+    again = v1_job.job_spec_from_v1(out)
+    assert (again.default_task, again.instance_tasks) == (spec.default_task, spec.instance_tasks)
+
+
+def test_pods_read_back_carry_command_and_entrypoint_as_peloton() -> None:
+    """Peloton's ConvertTaskConfigToPodSpec sets container.Command from the stored CommandInfo
+    and fills Entrypoint, Environment and mesos_spec from it (ConvertMesosCommandToPodSpec);
+    likewise container + image, executor + mesos_spec.executor_spec."""
+    msg = v1_spec()
+    spec = v1_job.job_spec_from_v1(msg)
+    for pod in (v1_job.job_spec_to_v1(spec).default_spec,
+                v1_job.job_spec_to_v1(spec).instance_spec[2],
+                v1_job.pod_spec_for_instance(spec, JOB_ID, 0),
+                v1_job.pod_spec_for_instance(spec, JOB_ID, 2)):
+        box = pod.containers[0]
+        assert box.command.value == box.entrypoint.value == "/usr/bin/api"
+        assert list(box.command.arguments) == list(box.entrypoint.arguments)
+        assert box.entrypoint.arguments[:2] == ["--listen", "0.0.0.0"]
+        assert box.HasField("container") and box.image.startswith("registry.invalid/api:")
+        assert box.container.docker.image == box.image
+    default = v1_job.pod_spec_for_instance(spec, JOB_ID, 0).containers[0]
+    assert [(v.name, v.value) for v in default.command.environment.variables] == [
+        ("LOG_LEVEL", "info")]
+    assert [(e.name, e.value) for e in default.environment] == [("LOG_LEVEL", "info")]
 
 
 def test_without_a_document_the_spec_is_built_and_reads_back_the_same() -> None:

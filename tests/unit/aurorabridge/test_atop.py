@@ -290,3 +290,17 @@ def test_status_filters_are_the_inverse_of_the_read_mapping() -> None:
     assert pending == sorted([pod_pb2.POD_STATE_PENDING, pod_pb2.POD_STATE_READY, pod_pb2.POD_STATE_PLACING])
     assert pod_states([api.ScheduleStatus.THROTTLED]) == []
     assert pod_pb2.POD_STATE_DELETED in pod_states([api.ScheduleStatus.KILLED])
+
+
+def test_a_pod_read_back_from_peloton_compares_equal_to_the_one_sent() -> None:
+    """Peloton answers pod specs through the v0 config it stored (command and entrypoint,
+    container and image, ...); the update pinning must still see them as unchanged."""
+    from aurorabridge.handlers.pinning import comparable
+    from peloton.api.convert.v0_v1 import pod_spec_to_v0, task_config_to_v1
+
+    sent = build(b.task_config(cmdlines=("./serve",)))
+    read_back = task_config_to_v1(pod_spec_to_v0(sent), "job-0")
+    assert read_back != sent and read_back.containers[0].HasField("command")
+    assert comparable(read_back) == comparable(sent)
+    changed = build(b.task_config(cmdlines=("./serve --other",)))
+    assert comparable(changed) != comparable(sent)

@@ -74,6 +74,15 @@ def test_stateless_start_takes_job_then_version(peloton: Peloton, world: World,
     assert stateless_state.version == "2-1-1"
 
 
+def test_an_empty_version_is_the_current_one_asked_first(peloton: Peloton, world: World,
+                                                         stateless_state: StatelessState) -> None:
+    # Peloton answers a call without the job's entity version ABORTED, so the CLI asks.
+    result = peloton("job", "stateless", "start", JOB, "")
+    assert result.exit_code == 0, result.output
+    assert world.call("JobService.StartJob").request.version.value == "1-1-1"
+    assert world.requests("JobService.GetJob")
+
+
 def test_stateless_refresh(peloton: Peloton, world: World) -> None:
     result = peloton("job", "stateless", "refresh", JOB)
     assert result.exit_code == 0, result.output

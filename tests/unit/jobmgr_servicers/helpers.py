@@ -53,6 +53,11 @@ def get(c: Cluster, jid: str) -> svc.GetJobResponse:
     return resp
 
 
+def current(c: Cluster, jid: str) -> peloton_pb2.EntityVersion:
+    """The job's entity version now (Peloton refuses a mutation without the current one)."""
+    return version(get(c, jid).job_info.status.version.value)
+
+
 def pods(c: Cluster, jid: str, **kwargs: Any) -> list[Any]:
     """QueryPods of the whole job (PodInfos in instance order)."""
     resp = c.jobs.QueryPods(svc.QueryPodsRequest(job_id=job_id(jid), **kwargs), timeout=10)

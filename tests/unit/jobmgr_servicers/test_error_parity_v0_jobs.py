@@ -98,6 +98,16 @@ CASES = [
          lambda c, ids: c.v0jobs.Query(job_pb2.QueryRequest(spec={"completionTimeRange": {
              "min": {"seconds": 1000}}}), timeout=10),
          body="error.err", message="timestamp: nil Timestamp"),
+    Case("query with a creation time range missing its min",
+         lambda c, ids: c.v0jobs.Query(job_pb2.QueryRequest(spec={"creationTimeRange": {
+             "max": {"seconds": 1000}}}), timeout=10),
+         body="error.err", message="timestamp: nil Timestamp"),
+    # Peloton's Lucene index refused a sort field it did not have; its text was the
+    # index's own, ours names the fields (the place, error.err, is Peloton's).
+    Case("query sorted by a field jobs cannot be sorted by",
+         lambda c, ids: c.v0jobs.Query(job_pb2.QueryRequest(spec={"pagination": {
+             "orderBy": [{"property": {"value": "labels"}}]}}), timeout=10),
+         body="error.err", message="cannot sort jobs by 'labels'", prefix=True),
     # -- Delete: statuses --------------------------------------------------------------------
     Case("delete an unknown job",
          lambda c, ids: c.v0jobs.Delete(job_pb2.DeleteRequest(id=_jid(UNKNOWN)), timeout=10),

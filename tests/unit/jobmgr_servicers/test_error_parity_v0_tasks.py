@@ -56,6 +56,12 @@ CASES = [
                                             timeout=10),
          body="error.notFound",
          message=f'Failed to find job with id value:"{UNKNOWN}" , err={RUNTIME}'),
+    Case("query tasks sorted by a field Peloton cannot sort by",
+         lambda c, ids: tasks_stub(c).Query(task_pb2.QueryRequest(
+             jobId=_jid(ids["batch"]), spec={"pagination": {"orderBy": [
+                 {"property": {"value": "runId"}}]}}), timeout=10),
+         body="error.notFound", message="err= Sort only supports fields: creation_time, host, "
+                                        "instanceId, message, name, reason, state"),
     Case("start the tasks of an unknown job",
          lambda c, ids: tasks_stub(c).Start(task_pb2.StartRequest(jobId=_jid(UNKNOWN)),
                                             timeout=10),

@@ -134,6 +134,35 @@ CASES = [
          lambda c, ids: c.jobs.DeleteJob(svc.DeleteJobRequest(
              job_id=job_id(ids["service"]), version=version("9-9-9")), timeout=10),
          code=S.ABORTED, message=STALE),
+    # -- no entity version: Peloton's ValidateEntityVersion compares it as given ----------
+    Case("replace without a version",
+         lambda c, ids: c.jobs.ReplaceJob(svc.ReplaceJobRequest(
+             job_id=job_id(ids["service"]), spec=_spec()), timeout=10),
+         code=S.ABORTED, message=f"failed to create update workload: code:aborted message:{STALE}"),
+    Case("restart without a version",
+         lambda c, ids: c.jobs.RestartJob(svc.RestartJobRequest(
+             job_id=job_id(ids["service"])), timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("resume without a version",
+         lambda c, ids: c.jobs.ResumeJobWorkflow(svc.ResumeJobWorkflowRequest(
+             job_id=job_id(ids["service"])), timeout=10),
+         code=S.ABORTED, message=f"failed to resume workload: code:aborted message:{STALE}"),
+    Case("start without a version",
+         lambda c, ids: c.jobs.StartJob(svc.StartJobRequest(job_id=job_id(ids["service"])),
+                                        timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("stop without a version",
+         lambda c, ids: c.jobs.StopJob(svc.StopJobRequest(job_id=job_id(ids["service"])),
+                                       timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("delete without a version (checked before the job is stopped)",
+         lambda c, ids: c.jobs.DeleteJob(svc.DeleteJobRequest(job_id=job_id(ids["service"])),
+                                         timeout=10),
+         code=S.ABORTED, message=STALE),
+    Case("replace diff without a version",
+         lambda c, ids: c.jobs.GetReplaceJobDiff(svc.GetReplaceJobDiffRequest(
+             job_id=job_id(ids["service"]), spec=_spec()), timeout=10),
+         code=S.ABORTED, message=STALE),
     # -- reads -----------------------------------------------------------------------------
     Case("get an unknown job",
          lambda c, ids: get(c, UNKNOWN),
@@ -168,6 +197,25 @@ CASES = [
          lambda c, ids: c.jobs.QueryPods(svc.QueryPodsRequest(job_id=job_id(UNKNOWN)),
                                          timeout=10),
          code=S.NOT_FOUND, message=f"failed to find job runtime: {RUNTIME}"),
+    # QueryPods / QueryJobs pass their store's refusals on, wrapped, as INTERNAL
+    # (pkg/jobmgr/jobsvc/stateless/handler.go; pkg/storage/cassandra/store.go).
+    Case("query pods sorted by a field Peloton cannot sort by",
+         lambda c, ids: c.jobs.QueryPods(svc.QueryPodsRequest(
+             job_id=job_id(ids["batch"]), spec={"pagination": {"order_by": [
+                 {"property": {"value": "pod_id"}}]}}), timeout=10),
+         code=S.INTERNAL, message="failed to query tasks from DB: Sort only supports fields: "
+                                  "creation_time, host, instanceId, message, name, reason, state"),
+    Case("query jobs with a creation time range whose min is after its max",
+         lambda c, ids: c.jobs.QueryJobs(svc.QueryJobsRequest(spec={"creation_time_range": {
+             "min": {"seconds": 2000}, "max": {"seconds": 1000}}}), timeout=10),
+         code=S.INTERNAL, message="failed to get job summaries: Incorrect timerange"),
+    Case("query jobs with a completion time range missing its min",
+         lambda c, ids: c.jobs.QueryJobs(svc.QueryJobsRequest(spec={"completion_time_range": {
+             "max": {"seconds": 1000}}}), timeout=10),
+         code=S.INTERNAL, message="failed to get job summaries: timestamp: nil Timestamp"),
+    Case("query jobs in a pool that does not exist (no pool filter, OK)",
+         lambda c, ids: c.jobs.QueryJobs(svc.QueryJobsRequest(spec={"respool": {
+             "value": "/no/such/pool"}}), timeout=10)),
     Case("list the pods of an unknown job (none, OK)",
          lambda c, ids: list(c.jobs.ListPods(svc.ListPodsRequest(job_id=job_id(UNKNOWN)),
                                              timeout=10))),

@@ -17,6 +17,7 @@ from tests.unit.jobmgr_servicers.conftest import Cluster
 from tests.unit.jobmgr_servicers.helpers import (
     RUNNING,
     create,
+    current,
     get,
     job_id,
     pods,
@@ -68,12 +69,15 @@ def test_delete_job_needs_a_stopped_job_or_force(cluster: Cluster) -> None:
     jid = create(cluster, service_spec(1)).job_id.value
     wait_running(cluster, jid, 1)
     with pytest.raises(grpc.RpcError) as err:
-        cluster.jobs.DeleteJob(svc.DeleteJobRequest(job_id=job_id(jid)), timeout=10)
+        cluster.jobs.DeleteJob(svc.DeleteJobRequest(job_id=job_id(jid),
+                                                    version=current(cluster, jid)), timeout=10)
     assert err.value.code() is grpc.StatusCode.ABORTED
     assert err.value.details().startswith("job is not stopped")
-    cluster.jobs.StopJob(svc.StopJobRequest(job_id=job_id(jid)), timeout=10)
+    cluster.jobs.StopJob(svc.StopJobRequest(job_id=job_id(jid), version=current(cluster, jid)),
+                         timeout=10)
     _job_state(cluster, jid, stateless_pb2.JOB_STATE_KILLED)
-    cluster.jobs.DeleteJob(svc.DeleteJobRequest(job_id=job_id(jid)), timeout=10)
+    cluster.jobs.DeleteJob(svc.DeleteJobRequest(job_id=job_id(jid),
+                                                version=current(cluster, jid)), timeout=10)
     with pytest.raises(grpc.RpcError) as err:
         get(cluster, jid)
     assert err.value.code() is grpc.StatusCode.NOT_FOUND

@@ -52,6 +52,8 @@ def _run_number(pod: Any) -> int:
 def test_stateful_task_waits_for_its_host_instead_of_moving(cluster: Cluster) -> None:
     placement = CorePlacement(cluster)
     jid = _create(cluster, "db/prod/pg", job_pb2.SERVICE, volume=True)
+    # The job engine creates the task after Create replies: wait for it to exist first.
+    cluster.until(lambda: pods(cluster, jid), "the task created")
     first = cluster.until(lambda: (p := _pod(cluster, jid)).status.state == RUNNING and p,
                           "the stateful task running")
     home = first.status.host

@@ -97,13 +97,37 @@ def test_pause_resume_rollback_abort_by_update_id(cluster: Cluster) -> None:
     assert "2-0-0" not in spec_of  # every instance back on the old spec (a new version of it)
     commands = {p.spec.containers[0].entrypoint.value for p in pods(cluster, jid)}
     assert commands == {"serve --tag v1"}
-    with pytest.raises(grpc.RpcError) as err:
-        cluster.updates.AbortUpdate(upd.AbortUpdateRequest(updateId=uid), timeout=10)
+    # The job's workflow ended: Peloton's AbortUpdate answers OK and changes nothing.
+    cluster.updates.AbortUpdate(upd.AbortUpdateRequest(updateId=uid), timeout=10)
+    assert _state(cluster, update_id) == "ROLLED_BACK"
+    with pytest.raises(grpc.RpcError) as err:  # ours beyond Peloton: only the active update
+        cluster.updates.RollbackUpdate(upd.RollbackUpdateRequest(updateId=uid), timeout=10)
     assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "is not the active workflow" in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
         cluster.updates.GetUpdate(upd.GetUpdateRequest(), timeout=10)
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_pause_acts_on_the_job_s_current_workflow_whichever_update_is_named(
+        cluster: Cluster) -> None:
+    """Peloton's PauseUpdate / ResumeUpdate / AbortUpdate (pkg/jobmgr/updatesvc/handler.go)
+    find the named update's job and act on the job's current workflow."""
+    jid = create(cluster, service_spec(3)).job_id.value
+    wait_running(cluster, jid, 3)
+    wait_workflow(cluster, jid, "WORKFLOW_STATE_SUCCEEDED")
+    held = Releaser(cluster)
+    first = _create_update(cluster, jid, "v2", version=1, batchSize=1)
+    cluster.until(lambda: in_flight(cluster, jid, 2), "the first update under way")
+    second = _create_update(cluster, jid, "v3", version=2, batchSize=1)  # supersedes the first
+    cluster.until(lambda: _state(cluster, second) == "ROLLING_FORWARD", "the second one rolling")
+    cluster.updates.PauseUpdate(upd.PauseUpdateRequest(updateId={"value": first}), timeout=10)
+    assert _state(cluster, second) == "PAUSED"
+    cluster.updates.ResumeUpdate(upd.ResumeUpdateRequest(updateId={"value": first}), timeout=10)
+    assert _state(cluster, second) == "ROLLING_FORWARD"
+    cluster.updates.AbortUpdate(upd.AbortUpdateRequest(updateId={"value": first}), timeout=10)
+    assert _state(cluster, second) == "ABORTED"
+    held.stop()
 
 
 def test_v0_restart_start_stop_with_ranges_return_update_and_resource_version(

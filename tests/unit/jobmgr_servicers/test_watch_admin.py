@@ -7,11 +7,25 @@ import pytest
 
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2 as admin
+from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2 as pod_svc
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as watch
 from tests.unit.jobmgr_servicers.conftest import Cluster
-from tests.unit.jobmgr_servicers.helpers import RUNNING, create, get, job_id, service_spec, wait_running
+from tests.unit.jobmgr_servicers.helpers import (
+    RUNNING,
+    create,
+    current,
+    get,
+    job_id,
+    pods,
+    service_spec,
+    wait_running,
+)
+
+KILLING, KILLED = pod_pb2.POD_STATE_KILLING, pod_pb2.POD_STATE_KILLED
 
 
 def test_pod_watch_streams_changes_of_the_filtered_job_until_cancelled(cluster: Cluster) -> None:
@@ -24,7 +38,9 @@ def test_pod_watch_streams_changes_of_the_filtered_job_until_cancelled(cluster: 
     first = next(stream)
     assert first.watch_id.startswith("task_") and not first.pods
     for target in (jid, other):
-        cluster.jobs.RestartJob(svc.RestartJobRequest(job_id=job_id(target)), timeout=10)
+        cluster.jobs.RestartJob(svc.RestartJobRequest(job_id=job_id(target),
+                                                      version=current(cluster, target)),
+                                timeout=10)
     seen = []
     for resp in stream:
         assert resp.watch_id == first.watch_id
@@ -103,14 +119,7 @@ def test_lockdown_freezes_write_or_read_apis_until_removed(cluster: Cluster) -> 
     get(cluster, jid)
 
 
-def test_goal_state_engine_lockdown_and_unsupported_components(cluster: Cluster) -> None:
-    with pytest.raises(grpc.RpcError) as err:
-        cluster.admin.Lockdown(admin.LockdownRequest(components=[admin.Read, admin.Kill]),
-                               timeout=10)
-    assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED
-    assert "Kill" in err.value.details()
-    get_ok = create(cluster, service_spec(1)).job_id.value  # Read was not locked by the refusal
-    get(cluster, get_ok)
+def test_goal_state_engine_lockdown(cluster: Cluster) -> None:
     locked = cluster.admin.Lockdown(admin.LockdownRequest(components=[admin.GoalStateEngine]),
                                     timeout=30)
     assert list(locked.successes) == [admin.GoalStateEngine]
@@ -118,6 +127,44 @@ def test_goal_state_engine_lockdown_and_unsupported_components(cluster: Cluster)
     cluster.admin.RemoveLockdown(admin.RemoveLockdownRequest(
         components=[admin.GoalStateEngine]), timeout=30)
     wait_running(cluster, jid, 2)
+
+
+def test_kill_lockdown_holds_every_kill_until_removed(cluster: Cluster) -> None:
+    """Peloton's Kill lock (pkg/jobmgr/adminsvc, task/lifecyclemgr): kills fail with
+    "kill op is locked" while it is on; the API call still records the stop."""
+    jid = create(cluster, service_spec(2)).job_id.value
+    running = wait_running(cluster, jid, 2)
+    locked = cluster.admin.Lockdown(admin.LockdownRequest(components=[admin.Kill]), timeout=10)
+    assert list(locked.successes) == [admin.Kill]
+    cluster.jobs.StopJob(svc.StopJobRequest(job_id=job_id(jid), version=current(cluster, jid)),
+                         timeout=10)
+    pod = running[0].spec.pod_name.value
+    cluster.pods.StopPod(pod_svc.StopPodRequest(pod_name={"value": pod}), timeout=10)
+    assert get(cluster, jid).job_info.status.desired_state == stateless_pb2.JOB_STATE_KILLED
+    cluster.until(lambda: any(p.status.state == KILLING for p in pods(cluster, jid)),
+                  "a pod KILLING")
+    # The job's kill action was refused (it backs off and tries again) ...
+    cluster.until(lambda: cluster.jm.queue.jobs.failures(jid) > 0, "the job's kill refused")
+    assert not cluster.hosts.killed  # ... and nothing reached a host
+    removed = cluster.admin.RemoveLockdown(admin.RemoveLockdownRequest(components=[admin.Kill]),
+                                           timeout=10)
+    assert list(removed.successes) == [admin.Kill]
+    # The kills refused meanwhile are sent now.
+    assert {p.status.pod_id.value for p in running} <= set(cluster.hosts.killed)
+    cluster.until(lambda: all(p.status.state == KILLED for p in pods(cluster, jid)),
+                  "every pod killed once the lock is gone")
+
+
+def test_launch_lockdown_is_accepted_and_removed(cluster: Cluster) -> None:
+    # What it does is tested deterministically in tests/unit/jobmgr/test_lifecycle_lock.py.
+    both = [admin.Kill, admin.Launch]
+    locked = cluster.admin.Lockdown(admin.LockdownRequest(components=both), timeout=10)
+    assert list(locked.successes) == both and not locked.failures
+    assert cluster.jm.lifecycle.launch_locked and cluster.jm.lifecycle.kill_locked
+    removed = cluster.admin.RemoveLockdown(admin.RemoveLockdownRequest(components=both),
+                                           timeout=10)
+    assert list(removed.successes) == both
+    assert not cluster.jm.lifecycle.launch_locked and not cluster.jm.lifecycle.kill_locked
 
 
 def test_api_kinds_follow_peloton_api_lock_lists() -> None:
