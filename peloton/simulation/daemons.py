@@ -22,15 +22,18 @@ state changes on it.  Nothing is started: no greenlet, no thread, no sleep.  Ins
 deadline, a placement retry, a maintenance step, a periodic pass), so the driver jumps
 from one due time to the next: a simulated day costs what its events cost.
 
+The admission loop passes every `scheduling_period` (0.1 s) whether or not it was
+woken; a pass that provably changes nothing (no work signalled, nothing timed due:
+`Loops.admission_due`) is skipped, and no instant is made for it, so a quiet second
+costs nothing while every pass that matters runs when the daemon would run it.
+
 Configuration: the daemons' defaults, except that the host manager never reconciles
-every run periodically (simulated hosts never lose an update) and admission's own
-period is the entitlement period (`SIM_SCHEDULING_PERIOD`): the entitlement refresh
-signals admission every second anyway, so the only effect of the default 0.1 s is a
-finer grain for state timeouts and backfill reservations, at ten passes a second.
+every run periodically (simulated hosts never lose an update).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -58,8 +61,6 @@ from peloton.resmgr.pools import PoolView
 from peloton.simulation.cluster import SimHost
 from peloton.storage import StoreOptions, open_store
 
-#: Admission's own period in a simulation (seconds): the entitlement period (module docstring).
-SIM_SCHEDULING_PERIOD = 1.0
 #: Reactive rounds one instant may take before the driver decides the daemons are looping.
 MAX_ROUNDS = 10_000
 #: Dynamic ports every simulated host offers (trace tasks ask for none).
@@ -123,18 +124,17 @@ class SimulatedCluster:
                                   behaviour=self._outcome)
         self.hostmgr = HostManager(self.store, self.backend, HostManagerConfig(
             consumers=("jobmgr", "resmgr"), reconcile_interval=0.0), clock=clock)
-        rm_config = resmgr_config or ResourceManagerConfig(
-            scheduling_period=SIM_SCHEDULING_PERIOD)
         self.resmgr = ResourceManager(self.store, self.hostmgr,
-                                      replace(rm_config, preemption_enabled=preemption),
+                                      replace(resmgr_config or ResourceManagerConfig(),
+                                              preemption_enabled=preemption),
                                       clock=clock)
         self.placement = PlacementEngine(self.resmgr, self.hostmgr, placement_config)
         self.jobmgr: JobManager | None = None
         self._jobmgr_config = jobmgr_config or JobManagerConfig()
         self._watcher = watcher
         self._work_seen = -1
-        self._admission = _Periodic("resmgr admission", self.resmgr.config.scheduling_period,
-                                    self._admission_pass, 0.0)
+        #: When the admission loop last passed: it passes every period after that.
+        self._admitted_at = -math.inf
         self._periodic: list[_Periodic] = []
 
     # -- building ------------------------------------------------------------------------
@@ -165,7 +165,6 @@ class SimulatedCluster:
             _Periodic("hostmgr prune", hm.config.prune_interval, hm.prune, 0.0),
             _Periodic("resmgr entitlement", rmc.entitlement_period, rm.refresh_capacity, 0.0),
             _Periodic("resmgr preemption", rmc.preemption_period, rm.loops.preempt_once, 0.0),
-            self._admission,
             _Periodic("jobmgr evictor", jm.config.evict_interval, jm.evictor.evict_once, 0.0),
             _Periodic("jobmgr deadlines", jm.deadlines.interval, jm.deadlines.check_once, 0.0),
             _Periodic("jobmgr daemon jobs", jm.daemons.interval, jm.daemons.reconcile_once,
@@ -237,6 +236,9 @@ class SimulatedCluster:
                 p.step()
                 # The loop sleeps one period after each pass (k x period: no drift).
                 p.due = (round(now / p.period) + 1) * p.period
+        due = self._admission_next()
+        if due is not None and due <= now:
+            self._admit()
         self.settle()
 
     def settle(self) -> int:
@@ -263,21 +265,25 @@ class SimulatedCluster:
         done += jm.events.process_once(0.0)
         return done
 
-    def _admission_pass(self) -> int:
-        """The admission loop's periodic pass, skipped when it provably changes nothing
-        (`Loops.admission_due`): no work signalled, nothing timed due.  A skipped pass and
-        one that ran alike leave every state as it was, so only the cost differs."""
+    def _admission_next(self) -> float | None:
+        """The admission loop's first periodic pass that could change anything (None: none
+        until work is signalled).  The loop passes every period after its last pass; the
+        passes before `Loops.admission_due` would find nothing to do, so they are skipped
+        (they would leave every state as it was)."""
         due = self.resmgr.loops.admission_due()
-        if self.resmgr.work.token() != self._work_seen or (due is not None and due <= self.now):
-            return self._admit()
-        return 0
+        if due is None:
+            return None
+        last, period = self._admitted_at, self.resmgr.config.scheduling_period
+        if last == -math.inf:
+            return due
+        t = last + max(1, math.ceil((due - last) / period)) * period
+        return t if t >= due else t + period
 
     def _admit(self) -> int:
         """One admission pass (what the loop does when woken or when its period ends)."""
         rm = self.resmgr
         self._work_seen = rm.work.token()
-        # The loop waits one period from this pass, however the pass was woken.
-        self._admission.due = self.now + self._admission.period
+        self._admitted_at = self.now  # the loop waits one period from this pass
         return rm.loops.admit_once()
 
     def next_due(self) -> float | None:
@@ -289,6 +295,7 @@ class SimulatedCluster:
         with rm.lock:
             times.append(rm.book.ready.next_due())
         times.extend(p.due for p in self._periodic)
+        times.append(self._admission_next())
         due = [t for t in times if t is not None]
         return min(due) if due else None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,11 +63,14 @@ def test_run_prints_json_with_either_flag(scripted: ScriptedSimulator) -> None:
         assert [r["label"] for r in data["runs"]] == ["baseline"] and data["comparison"] is None
 
 
-def test_run_without_the_engine_says_it_is_not_available_yet() -> None:
-    code, out, err = invoke("simulate", *INPUTS, *WHATIF)
-    assert code == 11  # UNIMPLEMENTED
-    assert "the simulation engine is not available yet" in err and "part B" in err
-    assert out == ""
+def test_run_replays_through_the_real_engine_and_says_how_fast(tmp_path: Path) -> None:
+    code, out, err = invoke("simulate", *INPUTS, *WHATIF, "--horizon", "3m", "--buckets", "3")
+    assert code == 0, err
+    # The hand-computed case (cases.py): a2 waits 90 s in the baseline, nothing with more hosts.
+    assert "/a          8  45.0  0.0  90.0  90.0  90.0" in out
+    assert "wait p90 (s)                 90.0         0.0  -90.0" in out
+    assert re.search(r"^baseline: simulated 3\.0m in [0-9.]+s \([0-9,]+x real time; ", err, re.M)
+    assert re.search(r"^more-hosts: simulated 3\.0m in [0-9.]+s \([0-9,]+x real time; ", err, re.M)
 
 
 def test_bad_inputs_exit_4_naming_file_line_and_field(tmp_path: Path) -> None:
