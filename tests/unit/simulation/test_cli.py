@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -142,4 +143,26 @@ def test_the_readme_check_command_runs_as_written(monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(REPO / "docs" / "examples" / "simulation")
     code, out, err = invoke(*command.replace("\\\n", " ").split()[1:])
     assert code == 0, err
-    assert "46 jobs, 1311 tasks" in out and "t=0s: pool /research: cpu reservation 64 -> 128" in out
+    assert "46 jobs, 1546 tasks" in out and "t=0s: pool /research: cpu reservation 64 -> 128" in out
+
+
+@pytest.mark.slow
+def test_the_readme_run_command_runs_as_written_and_draws_the_plot_shown(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The worked example's run step, in a copy of its directory: the numbers the README quotes
+    and the very PNG it shows (regenerate docs/images/simulation-pools-cpu.png from
+    report/pools-cpu.png when the report or the scheduler changes on purpose)."""
+    readme = (REPO / "README.md").read_text()
+    command = ("peloton simulate sample-trace.jsonl --cluster cluster.yaml --pools pools.yaml \\\n"
+               "    --what-if research-reservation.yaml --out report/")
+    assert command in readme
+    shutil.copytree(REPO / "docs" / "examples" / "simulation", tmp_path / "example")
+    monkeypatch.chdir(tmp_path / "example")
+    code, out, err = invoke(*command.replace("\\\n", " ").split()[1:])
+    assert code == 0, err
+    excerpt = readme[readme.index("metric                   baseline  research-128"):]
+    excerpt = excerpt[:excerpt.index("```")]
+    for line in excerpt.splitlines():
+        assert line in out, line
+    assert (tmp_path / "example" / "report" / "pools-cpu.png").read_bytes() == (
+        REPO / "docs" / "images" / "simulation-pools-cpu.png").read_bytes()
