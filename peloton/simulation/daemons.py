@@ -136,6 +136,8 @@ class SimulatedCluster:
         #: When the admission loop last passed: it passes every period after that.
         self._admitted_at = -math.inf
         self._periodic: list[_Periodic] = []
+        #: What the run did so far (instants stepped, placement rounds with work).
+        self.counts = {"instants": 0, "placement_rounds": 0}
 
     # -- building ------------------------------------------------------------------------
     def start(self, hosts: Iterable[SimHost], pools: Iterable[tuple[str, ResourcePoolConfig]]) -> None:
@@ -231,6 +233,7 @@ class SimulatedCluster:
     def run_instant(self) -> None:
         """Everything due now: the periodic passes due, then `settle()`."""
         now = self.now
+        self.counts["instants"] += 1
         for p in self._periodic:
             if p.due <= now:
                 p.step()
@@ -259,7 +262,10 @@ class SimulatedCluster:
         done += rm.loops.events_once(0.0)
         if rm.work.token() != self._work_seen:
             done += self._admit()
-        done += self.placement.run_once(0.0).tasks
+        placed = self.placement.run_once(0.0).tasks
+        if placed:
+            self.counts["placement_rounds"] += 1
+        done += placed
         done += jm.engines.run_due()
         done += jm.placement.launch_once(0.0)
         done += jm.events.process_once(0.0)

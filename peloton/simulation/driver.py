@@ -88,6 +88,8 @@ class PelotonSimulator:
         self.resmgr_config = resmgr_config
         self.jobmgr_config = jobmgr_config
         self.placement_config = placement_config
+        #: What the last run did (`SimulatedCluster.counts`), for benchmarks.
+        self.counts: dict[str, int] = {}
 
     def run(self, scenario: Scenario, recorder: SimulationRecorder) -> RunStats:
         """Replay `scenario`, reporting to `recorder`; how long it took."""
@@ -96,6 +98,7 @@ class PelotonSimulator:
         try:
             end = replay.run()
         finally:
+            self.counts = dict(replay.cluster.counts)
             replay.cluster.close()
         return RunStats(simulated_secs=end, wall_secs=time.perf_counter() - started)
 
@@ -122,6 +125,10 @@ class _Replay:
         #: Hosts up (in the cluster, not drained or removed), for the cluster samples.
         self._up: dict[str, Resources] = {h.hostname: h.resources for h in scenario.hosts}
         self._services = any(j.type is not JobType.BATCH for j in self._jobs)
+        leaves = scenario.pools.leaves()
+        #: Each pool's leaves (itself, for a leaf): an inner pool's pending count is theirs.
+        self._leaves_under = {p: tuple(x for x in leaves if x == p or x.startswith(p + "/"))
+                              for p in scenario.pools.paths()}
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> float:
@@ -219,8 +226,7 @@ class _Replay:
         cluster, rec = self.cluster, self.recorder
         views = {p.path: cluster.pool(p.path) for p in self.scenario.pools}
         for path, view in views.items():
-            pending = sum(v.queued_tasks for p, v in views.items()
-                          if p == path or p.startswith(path + "/"))
+            pending = sum(views[leaf].queued_tasks for leaf in self._leaves_under[path])
             rec.pool_sample(t, path, demand=view.demand, entitlement=view.entitlement,
                             allocation=view.allocation + view.slack_allocation, pending=pending)
         rec.cluster_sample(t, capacity=cluster.capacity(), used=self.observer.used,
