@@ -34,7 +34,6 @@ scenario's seed.  The same scenario gives the same recorder calls in the same or
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import uuid
@@ -62,7 +61,8 @@ from peloton.simulation.scenario import (
 )
 from peloton.simulation.trace import TraceJob
 
-log = logging.getLogger(__name__)
+#: Instants in a row at one simulated time before the loop decides it is not progressing.
+MAX_SAME_INSTANT = 1000
 
 #: What a task still queued at the end is said to wait for when the resource manager does
 #: not track it (the job manager had not handed it over yet).
@@ -135,7 +135,7 @@ class _Replay:
         """The discrete-event loop (module docstring); returns the end time."""
         sc, cluster = self.scenario, self.cluster
         cluster.start(sc.hosts, ((p.path, p.config) for p in sc.pools))
-        t = 0.0
+        t, stuck = 0.0, 0
         while True:
             cluster.advance_to(t)
             if self._apply_actions(t):
@@ -151,6 +151,10 @@ class _Replay:
             if nxt > sc.horizon:
                 end = sc.horizon
                 break
+            stuck = stuck + 1 if nxt == t else 0
+            if stuck > MAX_SAME_INSTANT:
+                raise RuntimeError(f"the simulation keeps finding work due at t={t:g}s "
+                                   "without doing it (a bug in the engine)")
             t = nxt
         if self._last_sample < end:
             self._sample(end)
