@@ -4,10 +4,11 @@ wired to one backend and one store, plus the greenlets that keep them moving.
 `HostManager` implements `HostManagerPort` for the placement engine and the job manager,
 the `HostAdmin` the v0 HostService needs, and is a lifecycle `Component`:
 
-    start(): load maintenance records -> start the maintenance engine and the deferred-work
-             greenlet -> start the backend (hosts and runs are reported) -> reconcile every
-             run -> start the pruner (leases, reservations, pending kills) and the
-             periodic reconciler.
+    start(): `connect()` (load maintenance records -> start the backend: hosts and runs are
+             reported -> queue a reconciliation of every run) -> start the maintenance
+             engine, the deferred-work greenlet, the pruner (leases, reservations, pending
+             kills) and the periodic reconciler.  A caller that steps the host manager
+             itself (the simulator) calls only `connect()`.
     stop():  the reverse; running tasks keep running, unacknowledged updates are
              re-delivered by the backend at the next start.
 
@@ -86,17 +87,27 @@ class HostManager:
         """Recover, connect to the backend and start the background greenlets."""
         if self._started:
             return
-        self.maintenance.load()
+        self.connect()
         self.maintenance.engine.start()
         self.deferred.start()
-        self.backend.start(self.intake)
-        self._started = True
-        self.deferred.defer(lambda: self.reconcile(None))
         self._greenlets = [gevent.spawn(self._every, self.config.prune_interval, self.prune)]
         if self.config.reconcile_interval > 0:
             self._greenlets.append(gevent.spawn(self._every, self.config.reconcile_interval,
                                                 lambda: self.reconcile(None)))
         log.info("host manager started (backend %s)", self.backend.name)
+
+    def connect(self) -> None:
+        """Load maintenance records, start the backend and queue a reconciliation of every
+        run, without starting any greenlet (`start` does this, then starts them).
+
+        A caller that drives the host manager itself (the simulator, on a simulated clock)
+        calls this instead of `start`, then `settle()` whenever work may be due, `prune()`
+        every `prune_interval`, and `reconcile(None)` every `reconcile_interval`.
+        """
+        self.maintenance.load()
+        self.backend.start(self.intake)
+        self._started = True
+        self.deferred.defer(lambda: self.reconcile(None))
 
     def stop(self) -> None:
         """Stop the greenlets and the backend; tasks keep running."""

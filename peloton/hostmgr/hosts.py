@@ -140,9 +140,10 @@ class HostRecord:
         return from_units(max(0, self.revocable_units - self.revocable_used_units))
 
     def has_room(self) -> bool:
-        """Something is free that a task could use."""
-        avail = self.available()
-        return (avail.cpu > 0 or avail.gpu > 0
+        """Something is free that a task could use (cpu or gpu left, or slack cpu)."""
+        # On the fixed-point units: called after every change to a host's books.
+        cap, used = self.capacity.units, self.allocated.units
+        return (cap[0] > used[0] or cap[3] > used[3]
                 or self.revocable_units > self.revocable_used_units)
 
     def misfit(self, claim: Claim) -> str:

@@ -95,7 +95,8 @@ class LeaseBook:
         for name in names:
             rec = reg.hosts[name]
             rec.lease_id = lease_id
-            rec.invalidate()
+            # The snapshot says nothing about leases: it stays valid until the host's books
+            # change, so a host nothing happened to since the last round costs no new offer.
             offers.append(rec.offer())
             del reg.offerable[name]
         if names:
@@ -111,7 +112,6 @@ class LeaseBook:
             rec = self._registry.hosts.get(name)
             if rec is not None and rec.lease_id == lease_id:
                 rec.lease_id = None
-                rec.invalidate()
                 self._registry.refresh(rec)
 
     def commit(self, lease_id: str, reservations: Sequence[HostReservation]) -> list[str]:

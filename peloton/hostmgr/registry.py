@@ -39,6 +39,10 @@ class HostRegistry:
         #: Runs seen to end, so a late non-terminal re-delivery does not book them again and a
         #: kill of a finished run needs no reconciliation.  Run ids are never reused.
         self.ended: OrderedDict[str, None] = OrderedDict()
+        #: `capacity()` as last computed; dropped whenever a host's capacity, connection or
+        #: maintenance state may have changed (the resource manager asks every second, and
+        #: a sum over 10,000 hosts each time is what a simulated day would spend its time on).
+        self._capacity: tuple[Resources, float] | None = None
 
     # -- hosts ---------------------------------------------------------------------------
     def host(self, hostname: str) -> HostRecord:
@@ -55,6 +59,7 @@ class HostRegistry:
         """A host registered or re-registered with the backend."""
         rec = self.host(backend_host.hostname)
         rec.describe(backend_host)
+        self._capacity = None
         self.refresh(rec)
         return rec
 
@@ -63,6 +68,7 @@ class HostRegistry:
         rec = self.hosts.get(hostname)
         if rec is not None:
             rec.connected = False
+            self._capacity = None
             self.refresh(rec)
         return rec
 
@@ -87,6 +93,7 @@ class HostRegistry:
     def set_info(self, info: HostInfo) -> None:
         """Adopt a (persisted) maintenance record."""
         self.infos[info.hostname] = info
+        self._capacity = None
         if info.state is HostState.DRAINING:
             self.draining.add(info.hostname)
         else:
@@ -158,12 +165,15 @@ class HostRegistry:
     # -- reads -----------------------------------------------------------------------------
     def capacity(self) -> tuple[Resources, float]:
         """Non-revocable capacity and slack cpu of connected UP hosts."""
+        if self._capacity is not None:
+            return self._capacity
         total, slack = ZERO, 0
         for rec in self.hosts.values():
             if rec.connected and rec.state is HostState.UP:
                 total = total + rec.capacity
                 slack += rec.revocable_units  # exact: summed in fixed-point units
-        return total, from_units(slack)
+        self._capacity = (total, from_units(slack))
+        return self._capacity
 
     def states(self) -> dict[str, HostState]:
         """Maintenance state of every known host."""

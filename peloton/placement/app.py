@@ -14,8 +14,11 @@ Each round (Peloton's engine.go, batched):
 If the host manager cannot be reached, or refuses the commit, every task
 of the round is reported failed with that reason, so the resource manager
 retries it; if the resource manager cannot be reached, its placing timeout
-brings the tasks back.  The engine keeps no state between rounds (Peloton
-runs it active-active), so stopping it at any point loses nothing.
+brings the tasks back.  The engine keeps no state between rounds that
+matters (Peloton runs it active-active), so stopping it at any point loses
+nothing: only a cache, the placer's host index, which each round syncs to
+its own lease (rebuilding the hosts whose offer changed or that it placed
+on) and which a failed round throws away.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import gevent
 
 from peloton.common.metrics import Metrics
 from peloton.core.model.sched import PlacementFailure
-from peloton.core.placement.stack import PlacementConfig
+from peloton.core.placement.stack import PlacementConfig, Placer
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.placement.config import PlacementEngineConfig
 from peloton.placement.round import RoundResult, fail_all, place_round
@@ -56,6 +59,8 @@ class PlacementEngine:
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self._placer_config = PlacementConfig(scarce_gpu=self.config.scarce_gpu)
+        #: The host index kept between rounds (a cache; see the module docstring).
+        self._placer: Placer | None = None
         self._greenlet: gevent.Greenlet | None = None
         self.metrics = metrics or Metrics("placement")
         self._rounds = self.metrics.counter("rounds", "Placement rounds that had work")
@@ -98,12 +103,15 @@ class PlacementEngine:
             raise
         committed = False
         try:
+            if self._placer is None:
+                self._placer = Placer((), self._placer_config)
             with self._seconds.time():
-                result = place_round(gangs, lease.offers, self._placer_config)
+                result = place_round(gangs, lease.offers, self._placer_config, self._placer)
             if result.reservations:
                 self.hostmgr.commit_lease(lease.lease_id, result.reservations)
                 committed = True
         except Exception as exc:
+            self._placer = None  # its index may hold debits the host manager never booked
             result = RoundResult((), tuple(fail_all(gangs, f"placement round failed: {exc}")),
                                  ())
             self._report(result)

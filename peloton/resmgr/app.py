@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from peloton.api.gen.peloton.api.v0.respool import respool_pb2_grpc
 from peloton.api.gen.pelotonpy.ext import capacity_pb2_grpc
@@ -133,6 +134,20 @@ class ResourceManager:
                               if self.config.preemption_enabled else None)
         self.refresh_capacity()
 
+    def set_preemption(self, enabled: bool) -> None:
+        """Turn preemption on or off from now on (the simulator's what-if; a daemon takes it
+        from its config).  Turning it off drops the sustained over-allocation counts and the
+        victims not yet taken; tasks already PREEMPTING still end."""
+        with self.lock:
+            if enabled == self.config.preemption_enabled:
+                return
+            self.config = replace(self.config, preemption_enabled=enabled)
+            book = self.book
+            book.config = self.config
+            book.tracker.preemption_enabled = enabled
+            self.preemptor = (Preemptor(book, self.config.sustained_over_allocation_count)
+                              if enabled else None)
+
     @property
     def pools(self) -> PoolBook:
         """Pool CRUD (Unavailable until started)."""
@@ -165,7 +180,9 @@ class ResourceManager:
 
     # -- entitlement --------------------------------------------------------------------------
     def refresh_capacity(self) -> None:
-        """Ask the host manager for the cluster's capacity, then run an entitlement cycle."""
+        """Ask the host manager for the cluster's capacity, then run an entitlement cycle;
+        admission is woken if an entitlement changed (it has nothing new to look at
+        otherwise, and passes every `scheduling_period` anyway)."""
         try:
             capacity, slack = self.hostmgr.cluster_capacity()
         except Exception:
@@ -173,17 +190,20 @@ class ResourceManager:
             capacity, slack = self.capacity, self.slack_cpu
         with self.lock:
             self.capacity, self.slack_cpu = capacity, slack
-            self.entitle_locked()
-        self.work.fire()
+            changed = self.entitle_locked()
+        if changed:
+            self.work.fire()
 
-    def entitle_locked(self) -> None:
-        """One entitlement cycle over the current tree and the last known capacity."""
+    def entitle_locked(self) -> bool:
+        """One entitlement cycle over the current tree and the last known capacity; whether
+        any pool's entitlement changed."""
         book = self.book
         table = compute_entitlements(book.tracker.tree, self.capacity,
                                      Resources(cpu=self.slack_cpu))
-        table.apply(book.tracker.tree)
+        changed = table.apply(book.tracker.tree)
         book.demand_changed = False
         self.entitled_at = self.clock.monotonic()
+        return changed
 
     def _pools_changed(self) -> None:
         self.entitle_locked()

@@ -16,6 +16,7 @@ import gevent
 
 from peloton.common.metrics import Metrics
 from peloton.core.ports import EventStream
+from peloton.core.respool.admission import reservation_due
 from peloton.resmgr.transitions import apply_event, expire
 
 if TYPE_CHECKING:
@@ -60,10 +61,10 @@ class Loops:
             gevent.spawn(self._admission_loop),
             gevent.spawn(self._every, cfg.entitlement_period, self.rm.refresh_capacity),
             gevent.spawn(self._event_loop),
+            # Always running: `set_preemption` may turn preemption on later (a pass without
+            # a preemptor does nothing).
+            gevent.spawn(self._every, cfg.preemption_period, self.preempt_once),
         ]
-        if cfg.preemption_enabled:
-            self._greenlets.append(gevent.spawn(self._every, cfg.preemption_period,
-                                                self.preempt_once))
 
     def stop(self) -> None:
         """Kill every loop and wait for them to exit."""
@@ -100,6 +101,25 @@ class Loops:
         if admitted or ready:
             rm.ready_signal.fire()
         return admitted
+
+    def admission_due(self) -> float | None:
+        """The earliest monotonic time an admission pass could change anything unless work
+        is signalled (`rm.work`) first, or None: a state timeout, a placement retry coming
+        due, a demand-driven entitlement cycle, a refused gang old enough to hold a backfill
+        reservation.  The greenlet passes every `scheduling_period` regardless; a caller that
+        steps the resource manager itself (the simulator) may skip the passes before this.
+        """
+        rm = self.rm
+        with rm.lock:
+            book = rm.book
+            times = [book.timeouts.next_deadline(), book.ready.next_due()]
+            if book.demand_changed:
+                times.append(rm.entitled_at + rm.config.entitlement_min_interval)
+            tracker = book.tracker
+            times.extend(reservation_due(node, tracker.preemption_enabled, tracker.backfill)
+                         for node in tracker.tree.leaves())
+        due = [t for t in times if t is not None]
+        return min(due) if due else None
 
     # -- preemption -----------------------------------------------------------------------------
     def preempt_once(self) -> None:

@@ -29,6 +29,10 @@ from peloton.resmgr.taskbook import TaskBook
 log = logging.getLogger(__name__)
 
 
+def _task_id(rec: TaskRecord) -> TaskId:
+    return rec.task_id
+
+
 class Preemptor:
     """Sustained over-allocation -> victims; see the module docstring."""
 
@@ -48,8 +52,11 @@ class Preemptor:
         book = self.book
         requeued = revoked = 0
         for over in self.counter.observe(book.tracker.tree.leaves()):
-            candidates = [r for r in book.tracker.active_tasks(over.pool_id)
-                          if r.task_id not in self._queued]
+            # In task id order: the planner's ranking is a stable sort, so tasks it ranks
+            # alike (same state, priority and start) are picked in an order that does not
+            # depend on where their records happen to live in memory (a set's order).
+            candidates = sorted((r for r in book.tracker.active_tasks(over.pool_id)
+                                 if r.task_id not in self._queued), key=_task_id)
             victims = select_victims(over, candidates)
             if victims:
                 log.info("preempting %d task(s) in pool %s (over by %s / slack %s)",

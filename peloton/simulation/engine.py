@@ -1,10 +1,11 @@
 """The `Simulator` seam: what replays a scenario, and how the CLI finds one.
 
-The real simulator runs the resource manager, placement engine and job manager
-on simulated hosts and a simulated clock (issue 17 part B; it will live in
-`peloton.simulation.driver`).  Until it exists, `load_simulator("peloton")` raises
-`Unimplemented` saying so, and `peloton simulate` exits with code 11 after it
-has checked every input file.
+The real simulator, `peloton.simulation.driver.PelotonSimulator`, runs the
+resource manager, placement engine and job manager on simulated hosts and a
+simulated clock.  It is imported on first use, so the CLI does not load the
+daemons to check inputs; were it missing from an installation,
+`load_simulator("peloton")` would raise `Unimplemented` and `peloton simulate`
+exit with code 11.
 
 Contract of `Simulator.run(scenario, recorder)`:
 - set up, before t = 0: the pools of `scenario.pools` (paths as given), the hosts
@@ -67,9 +68,8 @@ ENGINES: dict[str, str] = {"peloton": "peloton.simulation.driver:PelotonSimulato
 #: Engines registered in-process (tests register scripted ones here).
 _FACTORIES: dict[str, SimulatorFactory] = {}
 
-NOT_AVAILABLE = ("the simulation engine is not available yet: running the resource manager, "
-                 "placement engine and job manager on a simulated clock is issue 17 part B. "
-                 "Every input file was read and checked; `peloton simulate check` validates them too.")
+NOT_AVAILABLE = ("the simulation engine (peloton.simulation.driver) is not installed. Every input "
+                 "file was read and checked; `peloton simulate check` validates them too.")
 
 
 def register_simulator(name: str, factory: SimulatorFactory) -> None:

@@ -6,10 +6,16 @@ SLA, its constraint on every task.  `one_per_host` becomes what Peloton users
 write for it: a task label naming the job, and a TASK constraint allowing fewer
 than one task with that label on the host being placed.  The command is never
 run (simulated hosts only time the task), so it just names the trace job.
+
+Every job also carries `peloton/queue-anyway=true`: the job manager refuses at create a
+job no host or pool limit could ever hold, but a replay must queue what the trace
+submitted (a what-if may add the hosts it needs later), and report it as never run with
+the resource manager's reason if nothing changes.
 """
 
 from __future__ import annotations
 
+from peloton.core.feasibility import QUEUE_ANYWAY
 from peloton.core.model.constraints import (
     AndConstraint,
     Condition,
@@ -43,5 +49,6 @@ def job_spec_for(job: TraceJob, respool_id: str) -> JobSpec:
                     constraint=task_constraint(job), labels=(Label(JOB_LABEL, job.job),),
                     preemptible=job.preemptible)
     return JobSpec(name=job.job, type=job.type, instance_count=job.instances, default_task=task,
-                   respool_id=respool_id, owner="simulation", labels=(Label(JOB_LABEL, job.job),),
+                   respool_id=respool_id, owner="simulation",
+                   labels=(Label(JOB_LABEL, job.job), Label(QUEUE_ANYWAY, "true")),
                    sla=SlaSpec(priority=job.priority, preemptible=job.preemptible))

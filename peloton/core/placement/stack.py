@@ -65,14 +65,15 @@ class PlacementConfig:
 class Placer:
     """Places gangs onto a `HostIndex`, which keeps every assignment made.
 
-    The daemon keeps one placer, refreshes hosts with `index.upsert` as
-    offers change, calls `place` per batch, and calls `release` for a
-    placement it could not launch.
+    The daemon keeps one placer, refreshes its hosts with `sync` (or
+    `index.upsert`) as offers change, calls `place` per batch, and calls
+    `release` for a placement it could not launch.
     """
 
     def __init__(self, hosts: Iterable[HostOffer] = (),
                  config: PlacementConfig = PlacementConfig()) -> None:
         self.config = config
+        hosts = list(hosts)
         self.index = HostIndex(hosts)
         # Cheapest first: state and gpu-ness are one comparison, exclusivity a flag,
         # host constraints a small tree walk; all four are cached per host class.
@@ -90,6 +91,38 @@ class Placer:
         #: the index has not given capacity back (its generation is unchanged), since
         #: until then hosts only fill up.
         self._failed: dict[PlacementNeeds, tuple[int, PlacementReport]] = {}
+        #: hostname -> the offer its index record was built from and still equals (a host
+        #: placement debited, or credited back by `release`, is left out: rebuilt on `sync`).
+        self._offers: dict[str, HostOffer] = {o.hostname: o for o in hosts}
+
+    def sync(self, offers: Iterable[HostOffer]) -> int:
+        """Make the index hold exactly `offers` (a new round's hosts); returns how many hosts
+        were (re)built.
+
+        A host whose offer equals the one its record was built from, and that placement has
+        not debited since, is kept as it is, so a daemon that keeps one placer across rounds
+        pays for the hosts that changed, not for all of them.  Hosts not offered are removed;
+        if any was, remembered failures are dropped (their reports counted it).
+        """
+        index = self.index
+        known = self._offers
+        seen: set[str] = set()
+        built = 0
+        for offer in offers:
+            name = offer.hostname
+            seen.add(name)
+            old = known.get(name)
+            if old is None or (old is not offer and old != offer):
+                index.upsert(offer)
+                known[name] = offer
+                built += 1
+        gone = [name for name in index.by_name if name not in seen]
+        for name in gone:
+            index.remove(name)
+            known.pop(name, None)
+        if gone:
+            self._failed.clear()
+        return built
 
     # -- public -------------------------------------------------------------------
     def place(self, gangs: Sequence[GangRequest]) -> PlacementPlan:
@@ -117,6 +150,8 @@ class Placer:
             if miss is None:
                 placed.extend(TaskPlacement(req.task_id, h.hostname, h.agent_id, ports)
                               for h, req, ports in undo)
+                for h, _, _ in undo:
+                    self._offers.pop(h.hostname, None)  # no longer what its offer says
                 continue
             assert report is not None
             # Rolling back returns capacity, which bumps the index generation and so
@@ -144,6 +179,7 @@ class Placer:
         if host is not None:
             self.index.debit(host, req.needs.resources, req.needs.revocable, req.needs.ports,
                              req.labels, -1, placement.ports)
+            self._offers.pop(host.hostname, None)
 
     def fits(self, host: HostRecord, req: TaskRequest) -> bool:
         """Would `host` take `req` now (every filter passes)?"""

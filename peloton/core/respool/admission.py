@@ -237,6 +237,36 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
     return admitted
 
 
+def reservation_due(node: PoolNode, preemption_enabled: bool,
+                    policy: BackfillPolicy = BackfillPolicy()) -> float | None:
+    """The earliest time a gang refused in leaf `node` comes to hold a reservation, or None
+    if none can before something in the pool changes.
+
+    Aging is the only way time alone changes what admission does: with nothing queued,
+    freed or re-entitled since the last pass, a pass before this time admits and reserves
+    nothing new, so a caller that steps admission itself may skip the passes before it (the
+    simulator does).  Looks at the gangs a pass would (up to `policy.depth` + 1 per queue,
+    in a queue where no gang holds the reservation) with the rule `admit_gangs` applies:
+    refused long enough, and fitting the pool if it held nothing.
+    """
+    queues = node.queues
+    if queues is None:
+        return None
+    due: float | None = None
+    for kind in ADMISSION_ORDER:
+        if kind in queues.reserved:
+            continue
+        for seen, gang in enumerate(queues[kind]):
+            if seen > policy.depth:
+                break
+            if gang.refused_since is None:
+                continue
+            when = gang.refused_since + policy.reserve_after
+            if (due is None or when < due) and fits_empty(node, gang, preemption_enabled):
+                due = when
+    return due
+
+
 def _admit(node: PoolNode, gang: Gang) -> None:
     need = gang.need
     revocable = gang.revocable

@@ -86,18 +86,23 @@ class EntitlementTable:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def apply(self, tree: PoolTree) -> None:
-        """Copy the table onto the tree's nodes, where admission reads it.
+    def apply(self, tree: PoolTree) -> bool:
+        """Copy the table onto the tree's nodes, where admission reads it; whether any
+        pool's entitlement changed (admission only has new room to look at if one did).
 
         Pools created after the cycle keep a zero entitlement until the next one.
         """
         tree.set_capacity(self.capacity)
+        changed = False
         for pool_id, (total, non_slack, slack) in self._rows.items():
             node = tree.by_id.get(pool_id)
             if node is not None:
-                node.entitlement = list(total)
-                node.non_slack_entitlement = list(non_slack)
-                node.slack_entitlement = list(slack)
+                new = (list(total), list(non_slack), list(slack))
+                if not changed and new != (node.entitlement, node.non_slack_entitlement,
+                                           node.slack_entitlement):
+                    changed = True
+                node.entitlement, node.non_slack_entitlement, node.slack_entitlement = new
+        return changed
 
 
 def compute_entitlements(tree: PoolTree, capacity: Resources,

@@ -138,7 +138,9 @@ class SimBackend:
             self._hosts.pop(hostname, None)
             for run_id, run in list(self._runs.items()):
                 if run.hostname == hostname and not run.state.terminal:
-                    self._transition(run_id, TaskState.LOST, "host removed")
+                    # As a Mesos agent's runs are reported when the agent is removed.
+                    self._transition(run_id, TaskState.LOST, "host removed",
+                                     reason="REASON_AGENT_REMOVED")
         self._notify(self._epoch, partial(_host_gone, hostname=hostname, reason="removed"))
 
     # -- HostBackend -------------------------------------------------------
@@ -217,7 +219,7 @@ class SimBackend:
 
     # -- events --------------------------------------------------------------
     def _transition(self, run_id: str, state: TaskState, message: str,
-                    exit_code: int | None = None) -> None:
+                    exit_code: int | None = None, reason: str = "") -> None:
         with self._lock:
             run = self._runs.get(run_id)
             if run is None or run.state.terminal or (state is TaskState.RUNNING
@@ -225,7 +227,7 @@ class SimBackend:
                 return  # killed or lost meanwhile: later timers of the run are moot
             run.state = state
             self._emit(StatusUpdate(str(uuid.uuid4()), run_id, state, run.hostname, run.agent_id,
-                                    self.clock.now(), message, exit_code=exit_code))
+                                    self.clock.now(), message, reason, exit_code=exit_code))
 
     def _emit(self, update: StatusUpdate) -> None:
         self._pending[update.uuid] = update

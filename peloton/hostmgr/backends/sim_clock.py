@@ -74,7 +74,13 @@ class ManualClock:
 
     def advance(self, seconds: float) -> int:
         """Move time forward, running callbacks at their due times in order; returns how many ran."""
-        end = self._now + seconds
+        return self.advance_to(self._now + seconds)
+
+    def advance_to(self, when: float) -> int:
+        """Move time to `when` (never back), running callbacks at their due times in order;
+        returns how many ran.  Exact: a callback due at `when` runs, whatever the float sums
+        that led there (the simulation driver steps from one due time to the next)."""
+        end = max(self._now, when)
         ran = self.run_due()
         while True:
             with self._lock:
@@ -85,6 +91,11 @@ class ManualClock:
             ran += self.run_due()
         self._now = end
         return ran + self.run_due()
+
+    def next_due(self) -> float | None:
+        """When the earliest scheduled callback is due (None when none is)."""
+        with self._lock:
+            return self._heap.next_due()
 
 
 class RealClock:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from peloton.core.model.constraints import (
     AndConstraint,
     Condition,
@@ -11,7 +13,7 @@ from peloton.core.model.constraints import (
     OrConstraint,
 )
 from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE
-from peloton.core.model.resources import PortRange, to_units
+from peloton.core.model.resources import PortRange, Resources, to_units
 from peloton.core.placement.report import RejectCode
 from peloton.core.placement.request import Strategy, job_label
 from peloton.core.placement.stack import PlacementConfig, Placer
@@ -182,6 +184,37 @@ def test_release_and_host_updates() -> None:
     placer.index.remove("h2")
     assert len(placer.index) == 1
     assert _where(placer, task(needs(1))) == ["h"]
+
+
+def test_a_placer_kept_between_rounds_rebuilds_only_hosts_that_changed() -> None:
+    offers = [host("h1", cpu=4), host("h2", cpu=4), host("h3", cpu=4)]
+    placer = Placer(offers)
+    (placed,) = placer.place([gang(task(needs(3)))]).placed
+    debited = placed.hostname
+    # Next round: the same offers (the host manager refused the reservation, say): the host
+    # placement debited is rebuilt from its offer, the others are kept.
+    assert placer.sync(offers) == 1
+    assert placer.index.by_name[debited].free().cpu == 4
+    assert placer.sync(offers) == 0
+    # A changed offer is rebuilt; a host no longer offered leaves the index.
+    fuller = dataclasses.replace(host(debited, cpu=4), available=Resources(cpu=1, mem_mb=8192,
+                                                                         disk_mb=100_000))
+    rest = [o for o in offers if o.hostname not in (debited, "h3")]
+    assert placer.sync([fuller, *rest]) == 1
+    assert sorted(placer.index.by_name) == sorted([debited, *(o.hostname for o in rest)])
+    assert placer.index.by_name[debited].free().cpu == 1
+    # It places as a placer built from those offers would.
+    assert _where(placer, task(needs(4))) == _where(Placer([fuller, *rest]), task(needs(4)))
+
+
+def test_a_kept_placer_forgets_failures_when_a_host_leaves() -> None:
+    offers = [host("h1", cpu=2), host("h2", cpu=2)]
+    placer = Placer(offers)
+    first = placer.place([gang(task(needs(3)))]).unplaced[0].report
+    assert first.hosts_total == 2
+    placer.sync(offers[:1])  # h2 is not offered this round
+    again = placer.place([gang(task(needs(3)))]).unplaced[0].report
+    assert again is not first and again.hosts_total == 1
 
 
 def test_report_counts_first_rejection_per_host() -> None:
