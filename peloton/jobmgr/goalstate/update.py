@@ -36,7 +36,7 @@ W = WorkflowState
 RECHECK = 2.0
 
 
-def _plan(job: CachedJob, update: UpdateInfo) -> UpdateStep:
+def _plan(job: CachedJob, update: UpdateInfo, now: float) -> UpdateStep:
     instances = set(update.instances_added) | set(update.instances_updated) | \
         set(update.instances_removed)
     runtimes = {i: rt for i in instances if (rt := job.get_task(i)) is not None}
@@ -44,7 +44,10 @@ def _plan(job: CachedJob, update: UpdateInfo) -> UpdateStep:
                             target_version=update.config_version,
                             added=update.instances_added, updated=update.instances_updated,
                             removed=update.instances_removed, runtimes=runtimes,
-                            rolling_back=update.rollback)
+                            rolling_back=update.rollback, now=now,
+                            done_before=update.instances_done,
+                            failed_before=update.instances_failed,
+                            autopaused_at=update.autopaused_at)
 
 
 class UpdateActions:
@@ -84,7 +87,7 @@ class UpdateActions:
     def write_progress(self, job: CachedJob) -> None:
         """A paused workflow still records which instances finished."""
         if job.update is not None:
-            self._record(job, job.update, _plan(job, job.update))
+            self._record(job, job.update, _plan(job, job.update, self._now()))
 
     def clear(self, job: CachedJob) -> None:
         """A finished workflow is no longer evaluated (it stays the job's last workflow)."""
@@ -96,7 +99,7 @@ class UpdateActions:
             update = job.update
             if update is None or update.state not in (W.ROLLING_FORWARD, W.ROLLING_BACKWARD):
                 return
-            step = _plan(job, update)
+            step = _plan(job, update, self._now())
             if step.decision is Decision.SUCCEED:
                 update = self._record(job, update, step)
                 final = W.ROLLED_BACK if update.rollback else W.SUCCEEDED
@@ -115,9 +118,21 @@ class UpdateActions:
             if step.decision is Decision.ROLL_BACK:
                 self.start_rollback(job, self._record(job, update, step))
                 return
+            if step.decision is Decision.PAUSE:
+                update = self._record(job, update, step)
+                job.save_workflow(dataclasses.replace(
+                    update, state=W.PAUSED, prev_state=update.state,
+                    autopaused_at=step.touched,
+                    message=f"paused after a batch: {step.touched} of "
+                            f"{update.instances_total} instances done"))
+                return
             self._apply(job, update, step)
             self._record(job, update, step)
-        self.queue.enqueue_update(job.job_id, RECHECK)
+        wait = RECHECK
+        if step.watch_until is not None:
+            # Look again when the first watched instance's watch time is up.
+            wait = min(wait, max(0.0, step.watch_until - self._now()))
+        self.queue.enqueue_update(job.job_id, wait)
 
     def _record(self, job: CachedJob, update: UpdateInfo, step: UpdateStep) -> UpdateInfo:
         newly_done = set(step.done) - set(update.instances_done)
@@ -183,7 +198,11 @@ class UpdateActions:
                 # Running already on an identical spec: just record the version.
                 return dataclasses.replace(rt, config_version=target,
                                            desired_config_version=target)
-            goal = S.RUNNING if (update.spec.start_tasks or kind is WorkflowType.START
+            # A restart or start runs the instance (Peloton's restart and start strategies
+            # set the default goal); an update keeps a stopped instance stopped unless it
+            # starts pods.
+            goal = S.RUNNING if (update.spec.start_tasks or kind in (WorkflowType.START,
+                                                                     WorkflowType.RESTART)
                                  or rt.goal_state in (S.DELETED, S.RUNNING)) else rt.goal_state
             return dataclasses.replace(
                 rt, desired_config_version=target, failure_count=0, goal_state=goal,
