@@ -1,18 +1,28 @@
-"""Killed and stopped service jobs through v1alpha, with Peloton's answers (issue 12 item 2).
+"""Killed and stopped service jobs through v1alpha and v0, with Peloton's answers (issue 12
+item 2).
 
 Peloton (pkg/jobmgr/jobsvc/stateless/handler.go, cached/job.go): ReplaceJob and PatchJob
 accept a new name and run the update (validateJobConfigUpdate checks only type and pool);
 RestartJob of a KILLED job sets its goal RUNNING and runs every pod again; StartJob sets
 the goal RUNNING with the desired state version one up; ReplaceJob with start_pods while
 the job is being killed is ABORTED; every write answers the job's new entity version
-`<config>-<desired state>-<workflow>`.
+`<config>-<desired state>-<workflow>`.  v0: Stop, Start and Restart are workflows;
+Start and Restart run the pods a Stop stopped (Peloton's start and restart strategies
+set every pod's goal RUNNING); an update of a killed job succeeds and leaves it killed.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 
+from peloton.api.convert.v0_job import job_config_to_v0
+from peloton.api.gen.peloton.api.v0 import peloton_pb2 as v0_peloton
+from peloton.api.gen.peloton.api.v0.job import job_pb2
+from peloton.api.gen.peloton.api.v0.update import update_pb2 as v0_update
+from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from tests.unit.jobmgr_servicers.conftest import Cluster
@@ -120,3 +130,56 @@ def test_start_pods_while_the_job_is_being_killed_is_aborted(cluster: Cluster) -
     assert err.value.code() == grpc.StatusCode.ABORTED
     assert "job is being terminated, cannot update with start_pods set now" in (
         err.value.details() or "")
+
+
+# -- v0: JobManager.Stop / Start / Restart (workflows) and UpdateService on a stopped job ----
+
+def _v0_version(c: Cluster, jid: str) -> int:
+    return int(c.v0jobs.Get(job_pb2.GetRequest(id=_v0(jid)), timeout=10).jobInfo.config
+               .changeLog.version)
+
+
+def _v0(jid: str) -> Any:
+    return v0_peloton.JobID(value=jid)
+
+
+def _v0_workflow(c: Cluster, jid: str) -> str:
+    return stateless_pb2.WorkflowState.Name(get(c, jid).workflow_info.status.state)
+
+
+def test_v0_stop_then_start_and_restart_of_a_stopped_job(cluster: Cluster) -> None:
+    jid = create(cluster, service_spec(2)).job_id.value
+    wait_running(cluster, jid, 2)
+    wait_workflow(cluster, jid, "WORKFLOW_STATE_SUCCEEDED")
+    cluster.v0jobs.Stop(job_pb2.StopRequest(id=_v0(jid), resourceVersion=_v0_version(cluster, jid)),
+                        timeout=10)
+    cluster.until(lambda: _v0_workflow(cluster, jid) == "WORKFLOW_STATE_SUCCEEDED" and
+                  not [p for p in pods(cluster, jid) if p.status.state == RUNNING],
+                  "the v0 stop done")
+    cluster.v0jobs.Start(job_pb2.StartRequest(id=_v0(jid), resourceVersion=_v0_version(cluster, jid)),
+                         timeout=10)
+    wait_running(cluster, jid, 2)
+    cluster.v0jobs.Stop(job_pb2.StopRequest(id=_v0(jid), resourceVersion=_v0_version(cluster, jid)),
+                        timeout=10)
+    cluster.until(lambda: _v0_workflow(cluster, jid) == "WORKFLOW_STATE_SUCCEEDED" and
+                  not [p for p in pods(cluster, jid) if p.status.state == RUNNING],
+                  "the second v0 stop done")
+    cluster.v0jobs.Restart(job_pb2.RestartRequest(id=_v0(jid),
+                                                  resourceVersion=_v0_version(cluster, jid)),
+                           timeout=10)
+    wait_running(cluster, jid, 2)  # Peloton's restart strategy sets every pod's goal RUNNING
+    wait_workflow(cluster, jid, "WORKFLOW_STATE_SUCCEEDED")
+
+
+def test_v0_update_of_a_killed_job_succeeds(cluster: Cluster) -> None:
+    jid = stopped(cluster)
+    config = job_config_to_v0(cluster.jm.cache.track(jid).spec)
+    config.defaultConfig.command.value = "serve --tag v9"
+    resp = cluster.updates.CreateUpdate(update_svc_pb2.CreateUpdateRequest(
+        jobId=_v0(jid), jobConfig=config, updateConfig=v0_update.UpdateConfig(batchSize=1)),
+        timeout=10)
+    state = cluster.until(lambda: (u := cluster.updates.GetUpdate(update_svc_pb2.GetUpdateRequest(
+        updateId=resp.updateID), timeout=10).updateInfo.status.state) == v0_update.SUCCEEDED and u,
+        "the v0 update of the killed job SUCCEEDED")
+    assert state == v0_update.SUCCEEDED
+    assert get(cluster, jid).job_info.status.state == KILLED
