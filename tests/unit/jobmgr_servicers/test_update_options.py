@@ -24,6 +24,7 @@ from tests.unit.jobmgr_servicers.helpers import (
     service_spec,
     version,
     wait_running,
+    wait_workflow,
 )
 
 
@@ -79,6 +80,7 @@ def test_bad_options_are_refused_naming_the_field_and_change_nothing(
         cluster: Cluster, fields: dict[str, object], field: str) -> None:
     jid = create(cluster).job_id.value
     wait_running(cluster, jid, 3)
+    wait_workflow(cluster, jid, "WORKFLOW_STATE_SUCCEEDED")
     before = get(cluster, jid)
     with pytest.raises(grpc.RpcError) as err:
         replace(cluster, jid, meta(**fields))
