@@ -580,9 +580,11 @@ func (d *driver) quota() {
 	d.out["quota"] = got
 }
 
-// pending: a task too big for any host stays PENDING and has a reason.
+// pending: a task too big for any host stays PENDING and has a reason.  Peloton refuses a job
+// no host or pool limit could ever hold unless it asks to be queued anyway (the Metadata
+// peloton/queue-anyway=true, which an Aurora client sets as a label).
 func (d *driver) pending() {
-	big := d.job("sleep 1000", 1, true).CPU(64)
+	big := d.job("sleep 1000", 1, true).CPU(64).AddLabel("peloton/queue-anyway", "true")
 	_, err := d.client.CreateJob(big)
 	d.must(err, "CreateJob")
 	var reasons []*aurora.PendingReason
