@@ -2,12 +2,13 @@
 
 Keyed by job id, so a job's workflow is never evaluated twice at once.  A
 step asks the core planner (`plan_update_step`) which instances are done,
-failed or in flight and which to touch next (never more than the batch
-size in flight), then touches them: new instances are created, changed
-ones get the target config as their desired config (the task goal-state
-engine then stops the old run and starts a new one), removed ones get the
-goal DELETED.  Task events re-evaluate the workflow; a periodic re-check
-covers anything missed.
+failed or in flight and which to touch next (as the update's strategy
+allows), then touches them: new instances are created, changed ones get the
+target config as their desired config (the task goal-state engine then
+stops the old run and starts a new one), removed ones get the goal DELETED.
+At a batch boundary of an auto-pausing update the step pauses the workflow
+instead.  Task events re-evaluate the workflow; a re-check at the end of the
+first watch time in progress, and a periodic one, cover the rest.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from peloton.common.goalstate import Action
 from peloton.core.lifecycle.workflow_goalstate import WorkflowAction, workflow_actions
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.model.update import UpdateInfo
-from peloton.core.states import TaskState, WorkflowState, WorkflowType
+from peloton.core.states import JobType, TaskState, WorkflowState, WorkflowType
 from peloton.core.update_plan import Decision, UpdateStep, plan_update_step
 from peloton.jobmgr import runs
 from peloton.jobmgr.aggregate import CachedJob
@@ -182,6 +183,7 @@ class UpdateActions:
         in_place = update.spec.in_place
         reason = (TerminationReason.KILLED_FOR_RESTART if kind is WorkflowType.RESTART
                   else TerminationReason.KILLED_FOR_UPDATE)
+        default_goal = S.SUCCEEDED if job.spec.type is JobType.BATCH else S.RUNNING
 
         def change(rt: TaskRuntime) -> TaskRuntime | None:
             if rt.desired_config_version == target:
@@ -199,11 +201,14 @@ class UpdateActions:
                 return dataclasses.replace(rt, config_version=target,
                                            desired_config_version=target)
             # A restart or start runs the instance (Peloton's restart and start strategies
-            # set the default goal); an update keeps a stopped instance stopped unless it
-            # starts pods.
-            goal = S.RUNNING if (update.spec.start_tasks or kind in (WorkflowType.START,
-                                                                     WorkflowType.RESTART)
-                                 or rt.goal_state in (S.DELETED, S.RUNNING)) else rt.goal_state
+            # set the job type's default goal); an update keeps a stopped instance stopped
+            # unless it starts pods.
+            if kind in (WorkflowType.START, WorkflowType.RESTART):
+                goal = default_goal
+            elif update.spec.start_tasks or rt.goal_state in (S.DELETED, S.RUNNING):
+                goal = S.RUNNING
+            else:
+                goal = rt.goal_state
             return dataclasses.replace(
                 rt, desired_config_version=target, failure_count=0, goal_state=goal,
                 termination=reason if not rt.state.terminal else rt.termination,
