@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from cli import context, ids, params, specs, summaries, views
+from cli import update_options as update_opts
 from cli.job import created_within
 from cli.output import to_dict
 from cli.stateless_workflow import current_version, finish_workflow
@@ -66,10 +67,12 @@ def _pool(client: PelotonClient, path: str) -> v1.ResourcePoolID:
 @click.option("--start-paused", is_flag=True, help="Create the job with its create workflow paused.")
 @click.option("--opaque-data", default="", help="Opaque data stored with the workflow.")
 @retry_options("create")
+@update_opts.flags
 @params.queue_anyway_option
 @params.wait_options("every pod is up")
 def create(respool: str, spec: str, batch_size: int, job_id: str, secret_path: str, secret_data: str,
            start_paused: bool, opaque_data: str, max_retries: int, max_failures: int,
+           watch_time: float | None, strategy: str | None, group_sizes: str, autopause: bool,
            queue_anyway: bool, wait: bool, wait_timeout: float) -> None:
     """Create a stateless job in RESPOOL from SPEC, BATCH_SIZE pods at a time.
 
@@ -90,8 +93,9 @@ def create(respool: str, spec: str, batch_size: int, job_id: str, secret_path: s
     create_spec = stateless_pb2.CreateSpec(batch_size=batch_size, max_instance_retries=max_retries,
                                            max_tolerable_instance_failures=max_failures,
                                            start_paused=start_paused)
-    response = client.create_stateless_job(job_spec, job_id=job_id, create_spec=create_spec,
-                                           opaque_data=opaque_data, secrets=secrets)
+    response = client.create_stateless_job(
+        job_spec, job_id=job_id, create_spec=create_spec, opaque_data=opaque_data, secrets=secrets,
+        options=update_opts.options(watch_time, strategy, group_sizes, autopause))
     created, version = response.job_id.value, response.version.value
     finish_workflow(client, created, version, wait, wait_timeout,
                     f"Job {created} created. Entity Version: {version}", response)
@@ -138,20 +142,25 @@ def get(job_id: str, jobversion: str, summaryonly: bool, output_format: str | No
 @click.option("--opaque-data", default="", help="Opaque data stored with the update.")
 @click.option("--in-place", is_flag=True, help="Prefer each pod's current host.")
 @click.option("--start-pods", is_flag=True, help="Start pods the update touches if they are not running.")
+@update_opts.flags
 @params.queue_anyway_option
 @params.wait_options("the update ends")
 def replace(job_id: str, spec: str, batch_size: int, respool: str, entity_version: str, override: bool,
             max_retries: int, max_failures: int, rollback_on_failure: bool, start_paused: bool,
-            opaque_data: str, in_place: bool, start_pods: bool, queue_anyway: bool, wait: bool,
+            opaque_data: str, in_place: bool, start_pods: bool, watch_time: float | None,
+            strategy: str | None, group_sizes: str, autopause: bool, queue_anyway: bool, wait: bool,
             wait_timeout: float) -> None:
     """Update JOB by replacing its spec with SPEC, BATCH_SIZE pods at a time.
 
-    ENTITY_VERSION defaults to the job's current one.
+    ENTITY_VERSION defaults to the job's current one.  `--watch-time`, `--strategy`,
+    `--group-sizes` and `--autopause` are our extension (Aurora's update settings).
 
     \b
     Example:
       peloton job stateless replace 91b1b8e5-2ba8-11e7-bc23-0242ac11000d \\
           docs/examples/web-service-v2.yaml 0 /DefaultResPool 1-1-1 --in-place
+      peloton job stateless replace 91b1b8e5 docs/examples/web-service-v2.yaml 1 /DefaultResPool \\
+          --watch-time 30 --rollbackOnFailure --strategy var-batch --group-sizes 1,2 --autopause
     """
     client = context.client()
     job_spec = specs.load_job_spec(spec)
@@ -163,7 +172,9 @@ def replace(job_id: str, spec: str, batch_size: int, respool: str, entity_versio
         batch_size=batch_size, rollback_on_failure=rollback_on_failure, max_instance_retries=max_retries,
         max_tolerable_instance_failures=max_failures, start_paused=start_paused, in_place=in_place,
         start_pods=start_pods)
-    response = client.replace_job(job_id, version, job_spec, update_spec, opaque_data=opaque_data)
+    response = client.replace_job(job_id, version, job_spec, update_spec, opaque_data=opaque_data,
+                                  options=update_opts.options(watch_time, strategy, group_sizes,
+                                                              autopause))
     finish_workflow(client, job_id, response.version.value, wait, wait_timeout,
                     f"New EntityVersion: {response.version.value}", response)
 

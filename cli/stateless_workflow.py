@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from cli import context, ids, params, summaries, views
+from cli import update_options as update_opts
 from cli.output import to_dict
 from cli.wait import wait_workflow
 from peloton.api.client import PelotonClient
@@ -125,6 +126,7 @@ _CONTROLS = {
 }
 for _name, (_help, _done, _act) in _CONTROLS.items():
     workflow.add_command(_versioned(_name, _help, _done, _act, opaque=True))
+workflow.add_command(update_opts.show)
 
 
 @workflow.command("events")

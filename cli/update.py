@@ -11,6 +11,7 @@ import click
 from google.protobuf.message import Message
 
 from cli import context, ids, params, specs, views
+from cli import update_options as update_opts
 from cli.wait import TERMINAL_UPDATE_STATES, wait_update
 from peloton.api.gen.peloton.api.v0.update import update_pb2
 from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument
@@ -47,10 +48,12 @@ def update() -> None:
 @click.option("--start-paused", is_flag=True, help="Create the update paused.")
 @click.option("--opaque-data", default="", help="Opaque data stored with the update.")
 @click.option("--in-place", is_flag=True, help="Prefer each instance's current host.")
+@update_opts.flags
 @params.wait_options("the update ends")
 def create(job_id: str, config: str, batch_size: int, respool: str, config_version: int, override: bool,
            maxattempts: int, max_failure_instances: int, rollback_on_failure: bool, start_paused: bool,
-           opaque_data: str, in_place: bool, wait: bool, wait_timeout: float) -> None:
+           opaque_data: str, in_place: bool, watch_time: float | None, strategy: str | None,
+           group_sizes: str, autopause: bool, wait: bool, wait_timeout: float) -> None:
     """Update JOB to CONFIG, BATCH_SIZE instances at a time, in pool RESPOOL.
 
     \b
@@ -65,6 +68,7 @@ def create(job_id: str, config: str, batch_size: int, respool: str, config_versi
     update_config = update_pb2.UpdateConfig(
         batchSize=batch_size, maxInstanceAttempts=maxattempts, maxFailureInstances=max_failure_instances,
         rollbackOnFailure=rollback_on_failure, startPaused=start_paused, inPlace=in_place)
+    options = update_opts.options(watch_time, strategy, group_sizes, autopause)
     for attempt in range(_ATTEMPTS):
         runtime = client.get_job(job_id).jobInfo.runtime
         if config_version and runtime.configurationVersion != config_version:
@@ -78,7 +82,8 @@ def create(job_id: str, config: str, batch_size: int, respool: str, config_versi
             out.line(f"going to override existing update: {running}")
         cfg.changeLog.version = runtime.configurationVersion
         try:
-            response = client.create_update(job_id, cfg, update_config, opaque_data=opaque_data)
+            response = client.create_update(job_id, cfg, update_config, opaque_data=opaque_data,
+                                            options=options)
             break
         except (Conflict, InvalidArgument) as exc:
             stale = isinstance(exc, Conflict) or "configuration version" in exc.message

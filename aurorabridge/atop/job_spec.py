@@ -8,7 +8,10 @@
 * Update settings: batch = group size (from updateStrategy when present, the
   first batch for variable batches), retries per instance =
   maxPerInstanceFailures + 1, tolerated failed instances =
-  maxFailedInstances + 1, start paused when pulses are required.
+  maxFailedInstances + 1, start paused when pulses are required; and, in our
+  update options (proto/pelotonpy/api/update, beside Peloton's UpdateSpec), the
+  strategy with its group sizes and auto-pause, and the watch time
+  (minWaitInInstanceRunningMs), which the job manager executes.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from aurorabridge import labels
+from aurorabridge import update_settings as stored_settings
 from aurorabridge.atop.job_key import JobKey
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
+from peloton.api.gen.pelotonpy.api.update import update_pb2
 
 REVOCABLE_TIER = "revocable"
 
@@ -73,3 +78,22 @@ def update_spec(settings: Any, in_place: bool) -> Any:
         max_tolerable_instance_failures=(settings.maxFailedInstances or 0) + 1,
         start_paused=(settings.blockIfNoPulsesAfterMs or 0) > 0,
         in_place=in_place, start_pods=True)
+
+
+def update_options(settings: Any, *, rollback: bool = False) -> Any:
+    """Our UpdateOptions for Aurora's settings (Aurora's default strategy when none is
+    given).  A `rollback` never pauses itself after a batch (Aurora auto-pauses only
+    updates rolling forward)."""
+    strategy = stored_settings.effective(settings).updateStrategy
+    watch = int(settings.minWaitInInstanceRunningMs or 0)
+    if strategy.varBatchStrategy is not None:
+        var = strategy.varBatchStrategy
+        return update_pb2.UpdateOptions(
+            strategy=update_pb2.STRATEGY_VAR_BATCH, group_sizes=[int(g) for g in var.groupSizes or ()],
+            autopause_after_batch=bool(var.autopauseAfterBatch) and not rollback, watch_time_ms=watch)
+    if strategy.batchStrategy is not None:
+        return update_pb2.UpdateOptions(
+            strategy=update_pb2.STRATEGY_BATCH,
+            autopause_after_batch=bool(strategy.batchStrategy.autopauseAfterBatch) and not rollback,
+            watch_time_ms=watch)
+    return update_pb2.UpdateOptions(strategy=update_pb2.STRATEGY_QUEUE, watch_time_ms=watch)

@@ -25,6 +25,7 @@ from aurorabridge.atop.job_key import check_identifier, job_key
 from aurorabridge.fanout import fanout
 from aurorabridge.handlers import cron
 from aurorabridge.handlers.context import BridgeContext, HandlerFn, Job
+from aurorabridge.handlers.instance_specs import update_job_spec
 from aurorabridge.job_directory import is_gone
 from aurorabridge.ptoa import basics
 from aurorabridge.ptoa import jobs as ptoa_jobs
@@ -170,8 +171,9 @@ def create_job(ctx: BridgeContext, args: Any) -> Any:
     if existing is None:
         ctx.port.create_stateless_job(spec)
         return ok()
-    # Peloton keeps the name of a killed job: bring that job back with the new config.
-    ctx.port.replace_job(existing.job_id, existing.version, spec,
+    # The key of a killed job is the same Peloton job (Peloton keeps name -> id, and so did
+    # its bridge): bring it back with the new config, every instance started as new.
+    ctx.port.replace_job(existing.job_id, existing.version, update_job_spec(ctx, existing, spec),
                          stateless_pb2.UpdateSpec(batch_size=0, start_pods=True))
     return ok()
 
@@ -213,15 +215,24 @@ def add_instances(ctx: BridgeContext, args: Any) -> Any:
     return ok()
 
 
+def live_instances(ctx: BridgeContext, job: Job) -> set[int]:
+    """Instances of the job with a pod that is not terminal (pending, running, killing)."""
+    return {basics.instance_of(p.spec.pod_name.value) for p in query_pods(ctx, job.job_id)
+            if p.status.state not in TERMINAL_POD_STATES}
+
+
 def kill_tasks(ctx: BridgeContext, args: Any) -> Any:
     key = job_key(args.job)
     wanted = validation.check_instance_ids(args.instances, "instances")
     job = ctx.find(key)
-    if job is None or is_gone(job.status, job.spec.instance_count):
+    if job is None:
         return ok(None, NO_TASKS_TO_KILL)
     count = job.spec.instance_count
     ids = [i for i in wanted if i < count]
-    if wanted and not ids:
+    # "No tasks" only when none of the named instances has a live task, whatever the job's
+    # desired state says (a job being killed, or revived, may still have some).
+    live = live_instances(ctx, job)
+    if not (live & set(ids) if wanted else live):
         return ok(None, NO_TASKS_TO_KILL)
     if not wanted or len(ids) == count:
         ctx.port.stop_stateless_job(job.job_id, job.version)

@@ -31,10 +31,10 @@ from typing import Any
 from aurorabridge import opaque_data, validation
 from aurorabridge import update_settings as stored_settings
 from aurorabridge.atop.job_key import job_key
-from aurorabridge.atop.job_spec import create_spec, update_spec
+from aurorabridge.atop.job_spec import create_spec, update_options, update_spec
 from aurorabridge.handlers import cron
 from aurorabridge.handlers.context import BridgeContext, HandlerFn, Job
-from aurorabridge.handlers.pinning import pinned_spec
+from aurorabridge.handlers.instance_specs import update_job_spec
 from aurorabridge.job_directory import is_gone
 from aurorabridge.ptoa import states
 from aurorabridge.ptoa.updates import update_summary
@@ -87,18 +87,22 @@ def start_job_update(ctx: BridgeContext, args: Any) -> Any:
     data = opaque_data.OpaqueData.new(metadata, args.message or "", settings.blockIfNoPulsesAfterMs or 0,
                                       stored_settings.to_doc(settings))
     spec = ctx.job_spec(checked)
+    options = update_options(settings)
     if job is None:
-        ctx.port.create_stateless_job(spec, create_spec=create_spec(settings), opaque_data=data.to_json())
+        ctx.port.create_stateless_job(spec, create_spec=create_spec(settings), opaque_data=data.to_json(),
+                                      options=options)
     else:
+        scope = validation.check_ranges(settings.updateOnlyTheseInstances, "updateOnlyTheseInstances")
+        pinned = {i for first, last in scope for i in range(first, last + 1)} if scope else None
+        # Exactly the instances Aurora would update (a killed job's key: all of them, as new).
+        spec = update_job_spec(ctx, job, spec, pinned)
         if not is_gone(job.status, job.spec.instance_count) and _is_noop(ctx, job, spec):
             done = _rolled_forward_result(job, key_struct)
             if done is not None:
                 return ok(api.Result(startJobUpdateResult=done), NOOP_UPDATE)
-        scope = validation.check_ranges(settings.updateOnlyTheseInstances, "updateOnlyTheseInstances")
-        if scope:
-            spec = pinned_spec(ctx, job, spec, scope)
         ctx.port.replace_job(job.job_id, job.version, spec,
-                             update_spec(settings, ctx.handlers.in_place_updates), opaque_data=data.to_json())
+                             update_spec(settings, ctx.handlers.in_place_updates), opaque_data=data.to_json(),
+                             options=options)
     status = _U.ROLL_FORWARD_AWAITING_PULSE if data.pulsed else _U.ROLLING_FORWARD
     summary = api.JobUpdateSummary(key=api.JobUpdateKey(job=key_struct, id=data.update_id), user="",
                                    state=api.JobUpdateState(status=status), metadata=list(
@@ -192,7 +196,9 @@ def rollback_job_update(ctx: BridgeContext, args: Any) -> Any:
     back.rollback_on_failure = False
     back.start_paused = status == _U.ROLL_FORWARD_AWAITING_PULSE
     data = job.data.with_action(opaque_data.ROLLBACK)
-    ctx.port.replace_job(job.job_id, job.version, spec, back, opaque_data=data.to_json())
+    options = update_options(stored_settings.from_doc(data.settings), rollback=True) \
+        if data.settings is not None else None
+    ctx.port.replace_job(job.job_id, job.version, spec, back, opaque_data=data.to_json(), options=options)
     if data.pulsed and not back.start_paused:
         ctx.pulses.arm(job.job_id, data.update_id, data.pulse_timeout_ms)
     return ok()

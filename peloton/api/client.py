@@ -64,6 +64,7 @@ _PODS = "peloton.api.v1alpha.pod.svc.PodService"
 _WATCH = "peloton.api.v1alpha.watch.svc.WatchService"
 _ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
 _CRON = "pelotonpy.api.cron.CronService"
+_WORKFLOW_OPTIONS = "pelotonpy.api.update.WorkflowOptionsService"
 #: The host manager's daemon-to-daemon service (our design), for task reconciliation.
 _HOSTMGR_INTERNAL = "pelotonpy.internal.hostmgr.HostManagerService"
 # Our capacity extension (proto/pelotonpy/ext/capacity.proto).
@@ -111,6 +112,7 @@ class PelotonClient(V0Calls, V1Calls, CronCalls):
         self._admin = on_jobmgr(_ADMIN)
         self._cron = on_jobmgr(_CRON)
         self._auth = on_jobmgr(_AUTH)
+        self._workflow_options = on_jobmgr(_WORKFLOW_OPTIONS)
         self._respools = ServiceHandle(transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
         self._hosts = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
         self._hostmgr_internal = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE,

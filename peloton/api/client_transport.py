@@ -118,8 +118,10 @@ class ServiceHandle:
         return f"{self.rpc_service} ({self.name}/{method})"
 
     def call(self, method: str, request: Message, response_type: type[M],
-             *, timeout: float | None = None) -> M:
-        """One unary call; raises a PelotonError on any failure."""
+             *, timeout: float | None = None,
+             metadata: Sequence[tuple[str, str | bytes]] = ()) -> M:
+        """One unary call; raises a PelotonError on any failure.  `metadata` is sent after
+        the transport's own (our extensions' side channels, e.g. update options)."""
         deadline = timeout if timeout is not None else self.transport.timeout
         channel = self.transport.channel(self.address)
         cached = self._unary.get(method)
@@ -131,7 +133,7 @@ class ServiceHandle:
             self._unary[method] = (channel, rpc)
         try:
             response: M = rpc(request, timeout=deadline,
-                              metadata=self.transport.metadata(self.rpc_service))
+                              metadata=(*self.transport.metadata(self.rpc_service), *metadata))
         except grpc.RpcError as err:
             raise _to_error(err, self._where(method), self.address, deadline) from None
         return response

@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 
 from peloton.api.client_errors import raise_embedded
 from peloton.api.client_transport import M, ServiceHandle
+from peloton.api.convert.update_options import to_metadata
 from peloton.api.gen.peloton.api.v0 import peloton_pb2
 from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2
 from peloton.api.gen.peloton.api.v0.job import job_pb2
@@ -21,6 +22,7 @@ from peloton.api.gen.peloton.api.v0.respool import respool_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.api.gen.peloton.api.v0.update import update_pb2
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2
+from peloton.api.gen.pelotonpy.api.update import update_pb2 as options_pb2
 
 #: An instance range `[from, to)`.
 Range = tuple[int, int]
@@ -234,12 +236,16 @@ class V0Calls:
 
     # -- UpdateService ------------------------------------------------------------------------
     def create_update(self, job_id: str, config: job_pb2.JobConfig, update_config: update_pb2.UpdateConfig,
-                      *, opaque_data: str = "") -> update_svc_pb2.CreateUpdateResponse:
-        """Start a rolling update of a job to `config` (its changeLog.version is compared-and-set)."""
+                      *, opaque_data: str = "",
+                      options: options_pb2.UpdateOptions | None = None,
+                      ) -> update_svc_pb2.CreateUpdateResponse:
+        """Start a rolling update of a job to `config` (its changeLog.version is compared-and-set),
+        with our update `options` (strategy, watch time)."""
         req = update_svc_pb2.CreateUpdateRequest(jobId=_job(job_id), jobConfig=config,
                                                  updateConfig=update_config,
                                                  opaque_data=_opaque(opaque_data))
-        return self._updates.call("CreateUpdate", req, update_svc_pb2.CreateUpdateResponse)
+        return self._updates.call("CreateUpdate", req, update_svc_pb2.CreateUpdateResponse,
+                                  metadata=(to_metadata(options),) if options is not None else ())
 
     def get_update(self, update_id: str, *, status_only: bool = False) -> update_svc_pb2.GetUpdateResponse:
         """An update's config and progress."""

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from peloton.api.client_transport import ServiceHandle
+from peloton.api.convert.update_options import to_metadata
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1_pb2
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
@@ -21,6 +22,7 @@ from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2
+from peloton.api.gen.pelotonpy.api.update import update_pb2
 
 #: A page size or match cap that means "all of them" (the largest uint32).
 EVERYTHING = 2**32 - 1
@@ -45,6 +47,11 @@ def _opaque(data: str) -> v1_pb2.OpaqueData | None:
     return v1_pb2.OpaqueData(data=data) if data else None
 
 
+def options_metadata(options: update_pb2.UpdateOptions | None) -> tuple[tuple[str, bytes], ...]:
+    """The metadata carrying our update options (none when there are none)."""
+    return (to_metadata(options),) if options is not None else ()
+
+
 def _pod(name: str) -> v1_pb2.PodName:
     return v1_pb2.PodName(value=name)
 
@@ -60,25 +67,39 @@ class V1Calls:
     _pods: ServiceHandle
     _watch: ServiceHandle
     _admin: ServiceHandle
+    _workflow_options: ServiceHandle
 
     # -- stateless JobService -----------------------------------------------------------------
     def create_stateless_job(self, spec: stateless_pb2.JobSpec, *, job_id: str = "",
                              create_spec: stateless_pb2.CreateSpec | None = None,
                              opaque_data: str = "",
-                             secrets: Sequence[v1_pb2.Secret] = ()) -> svc.CreateJobResponse:
-        """Create a service job; pods come up `create_spec.batch_size` at a time."""
+                             secrets: Sequence[v1_pb2.Secret] = (),
+                             options: update_pb2.UpdateOptions | None = None,
+                             ) -> svc.CreateJobResponse:
+        """Create a service job; pods come up `create_spec.batch_size` at a time (`options`:
+        our update options for the create workflow: strategy, watch time)."""
         req = svc.CreateJobRequest(job_id=_job(job_id) if job_id else None, spec=spec,
                                    create_spec=create_spec, opaque_data=_opaque(opaque_data),
                                    secrets=list(secrets))
-        return self._stateless.call("CreateJob", req, svc.CreateJobResponse)
+        return self._stateless.call("CreateJob", req, svc.CreateJobResponse,
+                                    metadata=options_metadata(options))
 
     def replace_job(self, job_id: str, version: str, spec: stateless_pb2.JobSpec,
-                    update_spec: stateless_pb2.UpdateSpec, *,
-                    opaque_data: str = "") -> svc.ReplaceJobResponse:
-        """Roll a job forward to `spec` (an UPDATE workflow)."""
+                    update_spec: stateless_pb2.UpdateSpec, *, opaque_data: str = "",
+                    options: update_pb2.UpdateOptions | None = None) -> svc.ReplaceJobResponse:
+        """Roll a job forward to `spec` (an UPDATE workflow), with our update `options`."""
         req = svc.ReplaceJobRequest(job_id=_job(job_id), version=_version(version), spec=spec,
                                     update_spec=update_spec, opaque_data=_opaque(opaque_data))
-        return self._stateless.call("ReplaceJob", req, svc.ReplaceJobResponse)
+        return self._stateless.call("ReplaceJob", req, svc.ReplaceJobResponse,
+                                    metadata=options_metadata(options))
+
+    def get_workflow_options(self, job_id: str,
+                             update_id: str = "") -> update_pb2.GetWorkflowOptionsResponse:
+        """The update options a workflow runs with (default: the job's current one), whether
+        it paused itself after a batch, and the instances waiting out the watch time."""
+        req = update_pb2.GetWorkflowOptionsRequest(job_id=job_id, update_id=update_id)
+        return self._workflow_options.call("GetWorkflowOptions", req,
+                                           update_pb2.GetWorkflowOptionsResponse)
 
     def restart_stateless_job(self, job_id: str, version: str, restart_spec: stateless_pb2.RestartSpec,
                               *, opaque_data: str = "") -> svc.RestartJobResponse:

@@ -106,7 +106,7 @@ class JobDeps:
 
 def _decision_inputs(rt: TaskRuntime) -> tuple[object, ...]:
     return (rt.goal_state, rt.state, rt.run_id, rt.desired_run_id, rt.config_version,
-            rt.desired_config_version)
+            rt.desired_config_version, rt.healthy)
 
 
 def _wants_look(old: TaskRuntime | None, new: TaskRuntime) -> bool:

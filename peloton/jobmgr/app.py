@@ -29,6 +29,7 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.gen.pelotonpy.api.cron import cron_pb2_grpc
+from peloton.api.gen.pelotonpy.api.update import update_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
@@ -54,6 +55,7 @@ from peloton.jobmgr.runcontrol import RunControl
 from peloton.jobmgr.sched import NeedsCache
 from peloton.jobmgr.servicers.admin import AdminServicer, ApiLock
 from peloton.jobmgr.servicers.cron import CronServicer
+from peloton.jobmgr.servicers.update_options import WorkflowOptionsServicer
 from peloton.jobmgr.servicers.v0_jobs import JobManagerServicer
 from peloton.jobmgr.servicers.v0_tasks import TaskManagerServicer
 from peloton.jobmgr.servicers.v0_updates import UpdateServicer
@@ -152,6 +154,8 @@ class JobManager:
                  CronServicer(self.store, self.cron,
                               lambda spec: self.resmgr.validate_pool(spec.respool_id),
                               self.cron.now_ms), hook=hook)
+        register(grpc, update_pb2_grpc.add_WorkflowOptionsServiceServicer_to_server,
+                 WorkflowOptionsServicer(workflows, self.clock), hook=hook)
 
     def _recover(self) -> None:
         self.recovery.recover()

@@ -41,7 +41,7 @@ def new_run(rt: TaskRuntime, now: float, *, health_check: bool = False,
         start_time=0.0, completion_time=0.0, exit_code=None, reason="", message=message,
         termination=TerminationReason.NONE,
         healthy=HealthState.HEALTH_UNKNOWN if health_check else HealthState.DISABLED,
-        update_time=now)
+        healthy_time=0.0, update_time=now)
 
 
 def queued(rt: TaskRuntime, now: float) -> TaskRuntime:
@@ -98,7 +98,9 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
             new = dataclasses.replace(new, start_time=event.timestamp,
                                       desired_host=rt.desired_host if pinned else "")
         if health is not None:
-            new = dataclasses.replace(new, healthy=health)
+            # The watch time of an update counts from when the run turned HEALTHY.
+            since = (rt.healthy_time or event.timestamp) if health is HealthState.HEALTHY else 0.0
+            new = dataclasses.replace(new, healthy=health, healthy_time=since)
         if event.message:
             new = dataclasses.replace(new, message=event.message)
     elif state.terminal:
@@ -110,6 +112,7 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
             new, completion_time=event.timestamp, message=event.message, reason=event.reason,
             exit_code=event.exit_code,
             healthy=HealthState.INVALID if rt.healthy is not HealthState.DISABLED else rt.healthy,
+            healthy_time=0.0,
             failure_count=rt.failure_count + (1 if failed else 0),
             desired_host="" if state in (S.FAILED, S.LOST) and not pinned else rt.desired_host)
     if check_runtime_write(rt, new) is not None:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 
 from peloton.common.clock import Clock
-from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobSpec
 from peloton.core.model.update import UpdateInfo, UpdateSpec
@@ -34,13 +34,34 @@ log = logging.getLogger(__name__)
 W = WorkflowState
 
 
-def diff(old: JobSpec, new: JobSpec) -> tuple[list[int], list[int], list[int], list[int]]:
-    """(added, removed, updated, unchanged) instances going from `old` to `new`."""
+Diff = tuple[list[int], list[int], list[int], list[int]]
+
+
+def instance_diff(job: CachedJob, new: JobSpec) -> Diff:
+    """(added, removed, updated, unchanged) instances of `job` going to config `new`.
+
+    As Peloton's GetInstancesToProcessForUpdate, each existing instance is compared
+    with the config it runs (its runtime's config version), not the job's current one:
+    an instance left on an older config by an aborted update, or on its own config by
+    an update pinned to other instances, is updated exactly when its spec differs; and
+    one whose config is not its desired config (mid-update) is always updated.
+    """
+    old = job.spec
     added = list(range(old.instance_count, new.instance_count))
     removed = list(range(new.instance_count, old.instance_count))
-    common = range(min(old.instance_count, new.instance_count))
-    updated = [i for i in common if old.task_spec(i) != new.task_spec(i)]
-    unchanged = [i for i in common if old.task_spec(i) == new.task_spec(i)]
+    updated: list[int] = []
+    unchanged: list[int] = []
+    for inst in range(min(old.instance_count, new.instance_count)):
+        rt = job.get_task(inst)
+        if rt is None:
+            current = old.task_spec(inst)
+        elif rt.config_version != rt.desired_config_version:
+            updated.append(inst)
+            continue
+        else:
+            current = job.load_config(rt.config_version).task_spec(inst) \
+                if rt.config_version else old.task_spec(inst)
+        (unchanged if current == new.task_spec(inst) else updated).append(inst)
     return added, removed, updated, unchanged
 
 
@@ -74,6 +95,12 @@ class WorkflowOps:
                 # create them now, so the workflow starts from a whole job.
                 self.job_actions.create_tasks(job)
             old = job.spec
+            starts = kind in (WorkflowType.RESTART, WorkflowType.START) or spec.start_tasks
+            if starts and job.runtime.goal_state.terminal and \
+                    any(not rt.state.terminal for _, rt in job.tasks()):
+                # Peloton: the kill must finish before the job can be brought back.
+                raise Conflict("job is being terminated, cannot update with start_pods set now",
+                               field="job_id")
             if kind is WorkflowType.UPDATE:
                 if new_spec is None:
                     raise InvalidArgument("an update needs a job spec", field="spec")
@@ -81,7 +108,7 @@ class WorkflowOps:
                 target = dataclasses.replace(new_spec, respool_id=new_spec.respool_id or
                                              old.respool_id, type=old.type)
                 refuse_if_never_runs(self.resmgr, self.hostmgr, target)
-                added, removed, updated, _ = diff(old, target)
+                added, removed, updated, _ = instance_diff(job, target)
             else:
                 target = old
                 wanted = instances if instances is not None else range(old.instance_count)
@@ -101,30 +128,34 @@ class WorkflowOps:
                 instances_total=len(added) + len(updated) + len(removed),
                 instances_added=tuple(added), instances_updated=tuple(updated),
                 instances_removed=tuple(removed), opaque_data=opaque_data))
+            # A restart, a start, or an update that starts pods brings a stopped job back
+            # (Peloton's updateJobRuntime): its goal is RUNNING again.  The desired state
+            # version stays, so only the workflow's instances start, batch by batch.
             job.change_runtime(lambda rt: dataclasses.replace(
-                rt, workflow_version=rt.workflow_version + 1), spec=target, workflow=update)
+                rt, workflow_version=rt.workflow_version + 1,
+                goal_state=JobState.RUNNING if starts else rt.goal_state),
+                spec=target, workflow=update)
         log.info("job %s: %s workflow %s to version %d (%d added, %d updated, %d removed)",
                  job.job_id, kind.value, update.update_id, target.version, len(added),
                  len(updated), len(removed))
         return update
 
-    def preview(self, job_id: str, new_spec: JobSpec, version: str = ""
-                ) -> tuple[list[int], list[int], list[int], list[int]]:
+    def preview(self, job_id: str, new_spec: JobSpec, version: str = "") -> Diff:
         """What an UPDATE to `new_spec` would do, changing nothing (v1alpha GetReplaceJobDiff):
         (added, removed, updated, unchanged) instances, after the same checks as `create`."""
         job = self.job(job_id)
         job.check_version(version)
         self._check_replace(job.spec, new_spec)
-        return diff(job.spec, dataclasses.replace(
+        return instance_diff(job, dataclasses.replace(
             new_spec, respool_id=new_spec.respool_id or job.spec.respool_id, type=job.spec.type))
 
     @staticmethod
     def _check_replace(old: JobSpec, new: JobSpec) -> None:
+        # A new name is accepted, as Peloton (validateJobConfigUpdate checks only the type
+        # and the pool); the name history keeps the name the job was created with.
         if old.type is JobType.BATCH:
             raise InvalidArgument("batch jobs are not updated with workflows; use "
                                   "JobManager.Update to add instances", field="job_id")
-        if new.name and new.name != old.name:
-            raise InvalidArgument(f"job name cannot change (is {old.name!r})", field="spec.name")
         if new.respool_id and new.respool_id != old.respool_id:
             raise InvalidArgument("a job cannot change resource pool in an update",
                                   field="spec.respool_id")
@@ -157,7 +188,20 @@ class WorkflowOps:
                 back = update.prev_state if update.prev_state is not W.PAUSED else W.INITIALIZED
                 job.save_workflow(dataclasses.replace(update, state=back, prev_state=W.PAUSED),
                                   opaque_data)
+                self._step_now(job)
             return self._bump(job)
+
+    def _step_now(self, job: CachedJob) -> None:
+        """Take the resumed workflow's next step before answering (as Aurora's resume does), so
+        a client reading it right after sees the next batch started; the engine retries a
+        step that fails here."""
+        try:
+            if job.update is not None and job.update.state is W.INITIALIZED:
+                self.update_actions.start(job)
+            else:
+                self.update_actions.run_step(job)
+        except Exception:  # the workflow is resumed: the engine takes the step again
+            log.exception("job %s: first step after resuming failed", job.job_id)
 
     def abort(self, job_id: str, version: str = "", opaque_data: str | None = None) -> str:
         """Stop the active workflow where it is (instances stay as they are)."""

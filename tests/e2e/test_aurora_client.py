@@ -54,10 +54,12 @@ def task_config(t: Any, name: str, command: str) -> Any:
 
 
 def request(t: Any, task: Any, instances: int, pulse_ms: int | None = None,
-            rollback: bool = False) -> Any:
+            rollback: bool = False, only: tuple[int, int] | None = None,
+            watch_ms: int = 100) -> Any:
+    pinned = [t.Range(first=only[0], last=only[1])] if only else []
     settings = t.JobUpdateSettings(updateGroupSize=1, maxPerInstanceFailures=0,
-                                   maxFailedInstances=0, minWaitInInstanceRunningMs=100,
-                                   rollbackOnFailure=rollback, updateOnlyTheseInstances=[],
+                                   maxFailedInstances=0, minWaitInInstanceRunningMs=watch_ms,
+                                   rollbackOnFailure=rollback, updateOnlyTheseInstances=pinned,
                                    waitForBatchCompletion=False,
                                    blockIfNoPulsesAfterMs=pulse_ms)
     return t.JobUpdateRequest(taskConfig=task, instanceCount=instances, settings=settings,
@@ -173,6 +175,68 @@ def test_aurora_client_drives_a_whole_job_life(up: UpCluster, apache: tuple[Any,
                    60, "instance 0 KILLED")
         assert client.killTasks(job, None, "all").responseCode == t.ResponseCode.OK
         eventually(lambda: not running(client, t, job), 60, "every instance stopped")
+    finally:
+        client._iprot.trans.close()
+
+
+def instance_events(client: Any, key: Any) -> set[int]:
+    """Instances the update reported events for."""
+    resp = client.getJobUpdateDetails(key, None)
+    assert resp.responseCode == 1, resp.details
+    return {e.instanceId for e in resp.result.getJobUpdateDetailsResult.detailsList[0].instanceEvents}
+
+
+def task_ids(client: Any, t: Any, key: Any) -> dict[int, str]:
+    return {tk.assignedTask.instanceId: tk.assignedTask.taskId for tk in running(client, t, key)}
+
+
+@pytest.mark.parametrize("protocol", ["binary", "json"])
+def test_updates_touch_exactly_the_instances_whose_config_changes(
+        up: UpCluster, apache: tuple[Any, Any], protocol: str) -> None:
+    """Issue 11 item 5, as Aurora: a redeploy of the config in place touches nothing; an
+    update pinned to instance 1 touches only it, and so does its rollback."""
+    admin, t = apache
+    client = connect(admin, f"http://127.0.0.1:{up.aurora_port}/api", protocol)
+    name = f"exact-{protocol}"
+    job = t.JobKey(role="www", environment="devel", name=name)
+    try:
+        config = t.JobConfiguration(key=job, owner=t.Identity(user="www"), instanceCount=3,
+                                    taskConfig=task_config(t, name, "sleep 1000"))
+        assert client.createJob(config).responseCode == t.ResponseCode.OK
+        eventually(lambda: len(running(client, t, job)) == 3, 90, "three instances RUNNING")
+        before = task_ids(client, t, job)
+
+        same = client.startJobUpdate(request(t, task_config(t, name, "sleep 1000"), 3), "same")
+        assert same.responseCode == t.ResponseCode.OK, same.details
+        noop = same.result.startJobUpdateResult.key
+        eventually(lambda: status(client, noop) == t.JobUpdateStatus.ROLLED_FORWARD, 60,
+                   "the redeploy ROLLED_FORWARD")
+        assert instance_events(client, noop) == set()
+        assert task_ids(client, t, job) == before
+
+        # Pinned to instance 1, to a command that fails inside the watch time: the update
+        # rolls itself back, and neither way touches instances 0 and 2.
+        pinned = client.startJobUpdate(request(t, task_config(t, name, "sleep 2; exit 1"), 3,
+                                               only=(1, 1), watch_ms=5000, rollback=True), "pin 1")
+        assert pinned.responseCode == t.ResponseCode.OK, pinned.details
+        key = pinned.result.startJobUpdateResult.key
+        eventually(lambda: status(client, key) == t.JobUpdateStatus.ROLLED_BACK, 120,
+                   "the failing pinned update rolled back")
+        def three() -> dict[int, str] | None:
+            ids = task_ids(client, t, job)
+            return ids if len(ids) == 3 else None
+
+        after = eventually(three, 60, "three instances RUNNING after the rollback")
+        assert (after[0], after[2]) == (before[0], before[2]), "an unpinned instance restarted"
+        assert after[1] != before[1]
+        assert instance_events(client, key) == {1}
+        assert all("sleep 1000" in d for d in commands(client, t, job).values())
+
+        # killTasks answers "No tasks to kill." only once nothing of the job is live.
+        assert client.killTasks(job, None, "all").responseCode == t.ResponseCode.OK
+        eventually(lambda: not running(client, t, job), 60, "every instance stopped")
+        gone = client.killTasks(job, None, "again")
+        assert gone.responseCode == t.ResponseCode.OK
     finally:
         client._iprot.trans.close()
 

@@ -102,21 +102,17 @@ def test_task_reconciliation_triggers(up: UpCluster, transport: str) -> None:
     assert drive(up, transport, "reconcile").observed["reconciled"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 part B item 1: a killed job's key is not reusable yet")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_killall_then_redeploy_same_key(up: UpCluster, transport: str) -> None:
     drive(up, transport, "redeploy", timeout_s=45)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 part B item 3: VarBatch group sizes and "
-                   "autopauseAfterBatch are not executed by the job manager yet")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_var_batch_update_auto_pauses(up: UpCluster, transport: str) -> None:
-    assert drive(up, transport, "varbatch", timeout_s=45).observed["batches"] == [0, 1]
+    # Groups of 1, 2 and 2 (the last size repeats); paused after the first two, not the last.
+    assert drive(up, transport, "varbatch", timeout_s=45).observed["batches"] == [0, 1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 part B item 2: the watch time "
-                   "(minWaitInInstanceRunningMs) is not enforced by the job manager yet")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_watch_time_failure_rolls_back(up: UpCluster, transport: str) -> None:
     assert drive(up, transport, "watchtime", timeout_s=45).observed["status"] == "ROLLED_BACK"

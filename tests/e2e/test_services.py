@@ -219,18 +219,96 @@ def test_restart_workflow_restarts_every_instance_once(services: UpCluster,
 
 def test_unhealthy_instance_is_not_counted_as_updated(services: UpCluster,
                                                       tmp_path: Path) -> None:
+    # Peloton: a pod whose liveness check fails is killed (Mesos' executor does it) and
+    # restarted; with unlimited retries the update keeps trying and never counts it.
     job_id = create(services, spec_file(tmp_path, "hc", "sleep 1000", count=2, check="true"))
     eventually(lambda: running_on(services, job_id) == 2, 90, "2 running")
     replace(services, job_id, spec_file(tmp_path, "hc", "sleep 1004", count=2,
                                         check="exit 1"), 1)
-    time.sleep(8)
+    first = eventually(lambda: next((p for p in pods(services, job_id)
+                                     if p.status.version.value.split("-")[0] ==
+                                     version(services, job_id).split("-")[0]), None),
+                       60, "an instance on the new config")
+    eventually(lambda: any(p.status.pod_id.value != first.status.pod_id.value and
+                           p.pod_name.value == first.pod_name.value
+                           for p in pods(services, job_id)), 90,
+               "the unhealthy instance killed and started again")
     status = workflow(services, job_id)
     assert stateless_pb2.WorkflowState.Name(status.state) == "WORKFLOW_STATE_ROLLING_FORWARD"
     assert status.num_instances_completed == 0
-    unhealthy = [p for p in pods(services, job_id)
-                 if p.status.containers_status and
-                 p.status.containers_status[0].healthy.state == pod_pb2.HEALTH_STATE_UNHEALTHY]
-    assert unhealthy, "the new instance reports its failing health check"
+
+
+def test_failing_health_check_fails_the_update_as_on_peloton(services: UpCluster,
+                                                             tmp_path: Path) -> None:
+    # Peloton's expected result (issue 12 item 3): max instance retries 1, max tolerable
+    # instance failures 1, a liveness check that always fails -> the workflow FAILED.
+    job_id = create(services, spec_file(tmp_path, "hf", "sleep 1000", count=2, check="true"))
+    eventually(lambda: running_on(services, job_id) == 2, 90, "2 running")
+    replace(services, job_id, spec_file(tmp_path, "hf", "sleep 1005", count=2, check="exit 1"), 1,
+            "--maxInstanceRetries", "1", "--maxTolerableInstanceFailures", "1")
+    eventually(lambda: wf_state(services, job_id) == "WORKFLOW_STATE_FAILED", 120,
+               "the update FAILED on the failing health check")
+    status = workflow(services, job_id)
+    assert status.num_instances_failed == 1 and status.num_instances_completed == 0
+
+
+def test_failing_health_check_rolls_back_when_asked(services: UpCluster, tmp_path: Path) -> None:
+    job_id = create(services, spec_file(tmp_path, "hr", "sleep 1000", count=2, check="true"))
+    eventually(lambda: running_on(services, job_id) == 2, 90, "2 running")
+    replace(services, job_id, spec_file(tmp_path, "hr", "sleep 1006", count=2, check="exit 1"), 1,
+            "--maxInstanceRetries", "1", "--maxTolerableInstanceFailures", "1",
+            "--rollbackOnFailure")
+    eventually(lambda: wf_state(services, job_id) == "WORKFLOW_STATE_ROLLED_BACK", 180,
+               "the update ROLLED_BACK on the failing health check")
+    eventually(lambda: running_on(services, job_id) == 2, 90, "both running again")
+    for pod in pods(services, job_id):
+        spec = services.client.get_pod(pod.pod_name.value, limit=1).current.spec
+        assert spec.containers[0].entrypoint.value == "sleep 1000", spec
+
+
+def test_watch_time_turns_a_late_failure_into_a_rollback(services: UpCluster,
+                                                         tmp_path: Path) -> None:
+    # Without a watch time this update succeeds as soon as its pods run; with one (our
+    # extension, `--watch-time`), the run dying after 2 s fails the instance and rolls back.
+    job_id = create(services, spec_file(tmp_path, "wt", "sleep 1000", count=1))
+    eventually(lambda: running_on(services, job_id) == 1, 90, "1 running")
+    replace(services, job_id, spec_file(tmp_path, "wt", "sleep 2; exit 1", count=1), 1,
+            "--watch-time", "6", "--maxInstanceRetries", "1",
+            "--maxTolerableInstanceFailures", "1", "--rollbackOnFailure")
+    shown = services.cli("job", "stateless", "workflow", "options", job_id).stdout
+    assert "Watch time:" in shown and "6s" in shown, shown
+    eventually(lambda: wf_state(services, job_id) == "WORKFLOW_STATE_ROLLED_BACK", 120,
+               "rolled back after a failure inside the watch time")
+    eventually(lambda: running_on(services, job_id) == 1, 60, "the old command running again")
+
+
+def test_restart_start_and_update_of_a_stopped_job_as_on_peloton(services: UpCluster,
+                                                                 tmp_path: Path) -> None:
+    # Issue 12 item 2, Peloton's results: RestartJob of a KILLED job runs every pod again;
+    # an update of a stopped job (no start_pods) succeeds and leaves it stopped; StartJob
+    # then starts it on the new config.
+    job_id = create(services, spec_file(tmp_path, "life", "sleep 1000", count=2))
+    eventually(lambda: running_on(services, job_id) == 2, 90, "2 running")
+    services.cli("job", "stateless", "stop", job_id, version(services, job_id))
+    eventually(lambda: job(services, job_id).status.state == stateless_pb2.JOB_STATE_KILLED, 60,
+               "the job KILLED")
+    services.cli("job", "stateless", "restart", job_id, version(services, job_id))
+    eventually(lambda: running_on(services, job_id) == 2 and
+               wf_state(services, job_id) == "WORKFLOW_STATE_SUCCEEDED", 90,
+               "the killed job restarted")
+    assert job(services, job_id).status.desired_state == stateless_pb2.JOB_STATE_RUNNING
+    services.cli("job", "stateless", "stop", job_id, version(services, job_id))
+    eventually(lambda: job(services, job_id).status.state == stateless_pb2.JOB_STATE_KILLED, 60,
+               "the job KILLED again")
+    replace(services, job_id, spec_file(tmp_path, "life", "sleep 1007", count=2), 1)
+    eventually(lambda: wf_state(services, job_id) == "WORKFLOW_STATE_SUCCEEDED", 60,
+               "the update of the stopped job SUCCEEDED")
+    assert running_on(services, job_id) == 0
+    assert job(services, job_id).status.state == stateless_pb2.JOB_STATE_KILLED
+    new = version(services, job_id).split("-")[0]
+    services.cli("job", "stateless", "start", job_id, version(services, job_id))
+    eventually(lambda: running_on(services, job_id, new) == 2, 90,
+               "started on the new config")
 
 
 DAEMON_JOB = """\

@@ -161,12 +161,13 @@ class FakeHostManager:
         return {run: h.hostname for h in self.hosts.values()
                 for run, b in h.bookings.items() if not b.launched}
 
-    def emit(self, run_id: str, state: TaskState, hostname: str = "", message: str = "") -> None:
-        """Append a status event."""
+    def emit(self, run_id: str, state: TaskState, hostname: str = "", message: str = "",
+             healthy: str = "") -> None:
+        """Append a status event (`healthy`: a HealthState name, for health check results)."""
         offset = len(self.events) + 1
         agent = self.hosts[hostname].agent_id if hostname in self.hosts else ""
         self.events.append(HostEvent(offset, run_id, state, hostname, agent, self.clock.wall(),
-                                     message))
+                                     message, healthy=healthy))
         signal, self.signal = self.signal, gevent.event.Event()
         signal.set()
 

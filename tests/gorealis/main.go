@@ -364,38 +364,43 @@ func (d *driver) redeploy() {
 	d.gone()
 }
 
-// varbatch: a VarBatch update with autopauseAfterBatch pauses after each batch (part B item 3).
+// varbatch: a VarBatch update with autopauseAfterBatch pauses itself after each batch but the
+// last (Aurora's JobUpdateControllerImpl.maybeAutoPause), as gorealis's own end-to-end test
+// drives it: five instances in groups of 1, 2 and (the last size repeating) 2.
 func (d *driver) varBatch() {
-	_, result, err := d.client.CreateService(d.job("sleep 1000", 3, true), d.settings(3))
+	_, result, err := d.client.CreateService(d.job("sleep 1000", 5, true), d.settings(5))
 	d.must(err, "CreateService")
 	if ok, err := d.rolledForward(result.GetKey()); !ok {
 		d.fail("first deployment: %v", err)
 	}
-	update := realis.NewUpdateJob(d.job("sleep 1003", 3, true).TaskConfig(), d.settings(1))
-	update.InstanceCount(3)
+	update := realis.NewUpdateJob(d.job("sleep 1003", 5, true).TaskConfig(), d.settings(1))
+	update.InstanceCount(5)
 	update.VariableBatchStrategy(aurora.VariableBatchJobUpdateStrategy{
 		GroupSizes: []int32{1, 2}, AutopauseAfterBatch: true})
 	resp, err := d.client.StartJobUpdate(update, "in batches")
 	d.must(err, "StartJobUpdate")
 	key := resp.GetResult_().GetStartJobUpdateResult_().GetKey()
 	var batches []int
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		batch, err := d.monitor.AutoPausedUpdateMonitor(*key, time.Second, d.timeout)
 		d.must(err, "AutoPausedUpdateMonitor")
 		batches = append(batches, batch)
 		status := d.updateDetails(key).GetUpdate().GetSummary().GetState().GetStatus()
-		if status != aurora.JobUpdateStatus_ROLL_FORWARD_PAUSED {
-			d.fail("after batch %d the update is %v, not ROLL_FORWARD_PAUSED", batch, status)
+		if i < 2 {
+			if status != aurora.JobUpdateStatus_ROLL_FORWARD_PAUSED {
+				d.fail("after batch %d the update is %v, not ROLL_FORWARD_PAUSED", batch, status)
+			}
+			_, err = d.client.ResumeJobUpdate(key, "next batch")
+			d.must(err, "ResumeJobUpdate")
+		} else if status != aurora.JobUpdateStatus_ROLLED_FORWARD {
+			d.fail("after its last batch the update is %v, not ROLLED_FORWARD", status)
 		}
-		_, err = d.client.ResumeJobUpdate(key, "next batch")
-		d.must(err, "ResumeJobUpdate")
 	}
 	d.out["batches"] = batches
-	if ok, err := d.rolledForward(key); !ok {
-		d.fail("update after its batches: %v", err)
-	}
+	d.running(5)
 	_, err = d.client.KillJob(d.key())
 	d.must(err, "KillJob")
+	d.gone()
 }
 
 // watchtime: an update to a command that dies inside the watch time rolls back (part B item 2).

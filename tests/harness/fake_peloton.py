@@ -43,8 +43,10 @@ class FakePeloton(FakeCron, FakeState):
         create_spec: Any = None,
         opaque_data: str = "",
         secrets: Sequence[Any] = (),
+        options: Any = None,
     ) -> Any:
-        self.record("create_stateless_job", spec=spec, create_spec=create_spec, opaque_data=opaque_data)
+        self.record("create_stateless_job", spec=spec, create_spec=create_spec, opaque_data=opaque_data,
+                    options=options)
         with self._lock:
             job_id = job_id or str(uuid.uuid4())
             stored = sl.JobSpec()
@@ -78,7 +80,8 @@ class FakePeloton(FakeCron, FakeState):
             )
 
     def replace_job(
-        self, job_id: str, version: str, spec: Any, update_spec: Any, *, opaque_data: str = ""
+        self, job_id: str, version: str, spec: Any, update_spec: Any, *, opaque_data: str = "",
+        options: Any = None
     ) -> Any:
         self.record(
             "replace_job",
@@ -87,6 +90,7 @@ class FakePeloton(FakeCron, FakeState):
             spec=spec,
             update_spec=update_spec,
             opaque_data=opaque_data,
+            options=options,
         )
         with self._lock:
             job = self._job(job_id)

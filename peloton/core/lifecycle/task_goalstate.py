@@ -7,6 +7,12 @@ a terminal task is re-initialized as a new run and a live one is stopped.
 Otherwise `TASK_RULES[goal][state]` decides.  Every valid goal has a row
 that lists all 17 states; goals that are never valid map to STATE_INVALID.
 
+A run that should keep running (goal RUNNING or SUCCEEDED) but whose health
+check reports UNHEALTHY is failed: killed and counted as a failure of the task
+(FAIL_UNHEALTHY), as Mesos' executor kills a task whose health check failed its
+consecutive failures under Peloton; the task then restarts like any failed
+task, and a rolling update counts the failure against the instance.
+
 Deliberate difference: with a kill goal (KILLED, DELETED, PREEMPTING), the
 resource-manager states READY, PLACING, PLACED, LAUNCHING and RESERVED also
 map to `STOP` (Peloton leaves them at noop, relying on the job manager
@@ -18,7 +24,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from peloton.core.model.task import TaskRuntime
-from peloton.core.states import TaskState
+from peloton.core.states import HealthState, TaskState
 
 
 class TaskAction(StrEnum):
@@ -31,6 +37,7 @@ class TaskAction(StrEnum):
     RELOAD_RUNTIME = "reload_runtime"
     LAUNCH_RETRY = "launch_retry"
     FAIL_RETRY = "fail_retry"
+    FAIL_UNHEALTHY = "fail_unhealthy"
     TERMINATED_RETRY = "terminated_retry"
     EXECUTOR_SHUTDOWN = "executor_shutdown"
     DELETE = "delete_task"
@@ -81,7 +88,8 @@ INVALID_GOALS = frozenset(TaskState) - frozenset(TASK_RULES)
 
 def task_action(goal: TaskState, state: TaskState, *, config_version: int = 0,
                 desired_config_version: int = 0, run_id: int = 0,
-                desired_run_id: int = 0) -> TaskAction:
+                desired_run_id: int = 0,
+                healthy: HealthState = HealthState.DISABLED) -> TaskAction:
     """The action that moves a task from `state` toward `goal`.
 
     A `desired_run_id` of 0 means "no desired run recorded" (never restart).
@@ -93,6 +101,9 @@ def task_action(goal: TaskState, state: TaskState, *, config_version: int = 0,
         return A.INITIALIZE if state.terminal else A.STOP
     if goal in INVALID_GOALS:
         return A.STATE_INVALID
+    if healthy is HealthState.UNHEALTHY and state is S.RUNNING and \
+            goal in (S.RUNNING, S.SUCCEEDED):
+        return A.FAIL_UNHEALTHY
     return TASK_RULES[goal][state]
 
 
@@ -101,4 +112,5 @@ def action_for(runtime: TaskRuntime) -> TaskAction:
     return task_action(runtime.goal_state, runtime.state,
                        config_version=runtime.config_version,
                        desired_config_version=runtime.desired_config_version,
-                       run_id=runtime.run_id, desired_run_id=runtime.desired_run_id)
+                       run_id=runtime.run_id, desired_run_id=runtime.desired_run_id,
+                       healthy=runtime.healthy)

@@ -149,6 +149,9 @@ class TaskRuntime:
     config_version: int = 0
     desired_config_version: int = 0
     healthy: HealthState = HealthState.DISABLED
+    #: When the current run's health check last turned HEALTHY (0: not healthy now); an
+    #: update's watch time counts from it for a task with a health check.
+    healthy_time: float = 0.0
     desired_host: str = ""
     termination: TerminationReason = TerminationReason.NONE
     update_time: float = 0.0

@@ -149,16 +149,31 @@ class JobActions:
                                            termination=TerminationReason.KILLED_ON_REQUEST)
 
             job.write_tasks({i: goal_killed for i in job.instances()})
-            if any(not rt.state.terminal for _, rt in job.tasks()):
-                job.change_runtime(lambda rt: None if rt.state is JobState.KILLING
-                                   else dataclasses.replace(rt, state=JobState.KILLING))
+            alive = any(not rt.state.terminal for _, rt in job.tasks())
+
+            def killing(rt: JobRuntime) -> JobRuntime | None:
+                # The kill is what the desired state asked for: the state version catches up
+                # (Peloton's killJob), so a later workflow that brings the job back starts
+                # only its own instances, not every stopped task (START_TASKS).
+                state = JobState.KILLING if alive else rt.state
+                if rt.state is state and rt.state_version == rt.desired_state_version:
+                    return None
+                return dataclasses.replace(rt, state=state,
+                                           state_version=rt.desired_state_version)
+
+            job.change_runtime(killing)
 
     def refresh_runtime(self, job: CachedJob) -> None:
         """Derive the job runtime from its tasks and store it if it changed."""
         job.change_runtime(derived_runtime(job, self.control.clock.wall()))
 
     def untrack(self, job: CachedJob) -> None:
-        """A finished job leaves the active set and the cache (it stays in storage)."""
+        """A finished job leaves the active set and the cache (it stays in storage), unless a
+        workflow is still active on it (an update of a stopped job): the workflow needs the
+        cached job, and the job is evaluated again when the workflow ends."""
+        if job.update is not None and job.update.state.active:
+            self.refresh_runtime(job)
+            return
         self.cache.untrack(job)
 
     def kill_and_untrack(self, job: CachedJob) -> None:
@@ -166,7 +181,7 @@ class JobActions:
         self.kill(job)
         if all(rt.state.terminal for _, rt in job.tasks()):
             self.refresh_runtime(job)
-            self.cache.untrack(job)
+            self.untrack(job)
 
     def delete(self, job: CachedJob) -> None:
         """Remove every trace of a finished job."""

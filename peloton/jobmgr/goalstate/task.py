@@ -20,9 +20,9 @@ from peloton.common.goalstate import Action
 from peloton.core.lifecycle.retry import batch_retry_allowed, service_restart_delay
 from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
 from peloton.core.model.ids import RunId
-from peloton.core.model.task import TaskRuntime
+from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostManagerPort
-from peloton.core.states import JobType, TaskState
+from peloton.core.states import HealthState, JobType, TaskState
 from peloton.jobmgr import sla
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
@@ -34,6 +34,8 @@ from peloton.jobmgr.runcontrol import RunControl
 log = logging.getLogger(__name__)
 S = TaskState
 THROTTLED = "Task throttled due to failure"
+#: The reason of a run killed because its health check failed (Mesos' reason name).
+HEALTH_CHECK_FAILED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
 #: Failure reasons that are the system's fault, not the task's (at least 4 tries).
 SYSTEM_REASONS = frozenset({"REASON_LAUNCH_FAILED", "REASON_CONTAINER_LAUNCH_FAILED",
                             "REASON_INVALID_OFFERS", "REASON_EXECUTOR_TERMINATED",
@@ -106,6 +108,20 @@ class TaskActions:
                                system_failure=rt.reason in SYSTEM_REASONS):
             self.control.initialize(job, [inst])
 
+    def fail_unhealthy(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:
+        """A run whose health check failed is killed and counts as a failure of the task
+        (Mesos' executor does this under Peloton); it then restarts like any failed run."""
+        def failed(cur: TaskRuntime) -> TaskRuntime | None:
+            if cur.run_id != rt.run_id or cur.state is not S.RUNNING or \
+                    cur.healthy is not HealthState.UNHEALTHY:
+                return None
+            return dataclasses.replace(cur, failure_count=cur.failure_count + 1,
+                                       reason=HEALTH_CHECK_FAILED,
+                                       message=f"killed: {cur.message or 'health check failed'}")
+
+        if job.write_task(inst, failed) is not None:
+            self.control.stop(job, [inst], TerminationReason.FAILED)
+
     def terminated_retry(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:
         """An ended service task runs again, after a throttle that doubles per failure."""
         delay = service_restart_delay(rt.failure_count)
@@ -152,6 +168,7 @@ ACTIONS: dict[TaskAction, Impl] = {
     TaskAction.INITIALIZE: TaskActions.initialize,
     TaskAction.LAUNCH_RETRY: TaskActions.launch_retry,
     TaskAction.FAIL_RETRY: TaskActions.fail_retry,
+    TaskAction.FAIL_UNHEALTHY: TaskActions.fail_unhealthy,
     TaskAction.TERMINATED_RETRY: TaskActions.terminated_retry,
     TaskAction.EXECUTOR_SHUTDOWN: TaskActions.executor_shutdown,
     TaskAction.DELETE: TaskActions.delete,

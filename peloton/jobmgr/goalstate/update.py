@@ -2,12 +2,13 @@
 
 Keyed by job id, so a job's workflow is never evaluated twice at once.  A
 step asks the core planner (`plan_update_step`) which instances are done,
-failed or in flight and which to touch next (never more than the batch
-size in flight), then touches them: new instances are created, changed
-ones get the target config as their desired config (the task goal-state
-engine then stops the old run and starts a new one), removed ones get the
-goal DELETED.  Task events re-evaluate the workflow; a periodic re-check
-covers anything missed.
+failed or in flight and which to touch next (as the update's strategy
+allows), then touches them: new instances are created, changed ones get the
+target config as their desired config (the task goal-state engine then
+stops the old run and starts a new one), removed ones get the goal DELETED.
+At a batch boundary of an auto-pausing update the step pauses the workflow
+instead.  Task events re-evaluate the workflow; a re-check at the end of the
+first watch time in progress, and a periodic one, cover the rest.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from peloton.common.goalstate import Action
 from peloton.core.lifecycle.workflow_goalstate import WorkflowAction, workflow_actions
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.model.update import UpdateInfo
-from peloton.core.states import TaskState, WorkflowState, WorkflowType
+from peloton.core.states import JobType, TaskState, WorkflowState, WorkflowType
 from peloton.core.update_plan import Decision, UpdateStep, plan_update_step
 from peloton.jobmgr import runs
 from peloton.jobmgr.aggregate import CachedJob
@@ -36,7 +37,7 @@ W = WorkflowState
 RECHECK = 2.0
 
 
-def _plan(job: CachedJob, update: UpdateInfo) -> UpdateStep:
+def _plan(job: CachedJob, update: UpdateInfo, now: float) -> UpdateStep:
     instances = set(update.instances_added) | set(update.instances_updated) | \
         set(update.instances_removed)
     runtimes = {i: rt for i in instances if (rt := job.get_task(i)) is not None}
@@ -44,7 +45,10 @@ def _plan(job: CachedJob, update: UpdateInfo) -> UpdateStep:
                             target_version=update.config_version,
                             added=update.instances_added, updated=update.instances_updated,
                             removed=update.instances_removed, runtimes=runtimes,
-                            rolling_back=update.rollback)
+                            rolling_back=update.rollback, now=now,
+                            done_before=update.instances_done,
+                            failed_before=update.instances_failed,
+                            autopaused_at=update.autopaused_at)
 
 
 class UpdateActions:
@@ -84,7 +88,7 @@ class UpdateActions:
     def write_progress(self, job: CachedJob) -> None:
         """A paused workflow still records which instances finished."""
         if job.update is not None:
-            self._record(job, job.update, _plan(job, job.update))
+            self._record(job, job.update, _plan(job, job.update, self._now()))
 
     def clear(self, job: CachedJob) -> None:
         """A finished workflow is no longer evaluated (it stays the job's last workflow)."""
@@ -96,7 +100,7 @@ class UpdateActions:
             update = job.update
             if update is None or update.state not in (W.ROLLING_FORWARD, W.ROLLING_BACKWARD):
                 return
-            step = _plan(job, update)
+            step = _plan(job, update, self._now())
             if step.decision is Decision.SUCCEED:
                 update = self._record(job, update, step)
                 final = W.ROLLED_BACK if update.rollback else W.SUCCEEDED
@@ -115,9 +119,21 @@ class UpdateActions:
             if step.decision is Decision.ROLL_BACK:
                 self.start_rollback(job, self._record(job, update, step))
                 return
+            if step.decision is Decision.PAUSE:
+                update = self._record(job, update, step)
+                job.save_workflow(dataclasses.replace(
+                    update, state=W.PAUSED, prev_state=update.state,
+                    autopaused_at=step.touched,
+                    message=f"paused after a batch: {step.touched} of "
+                            f"{update.instances_total} instances done"))
+                return
             self._apply(job, update, step)
             self._record(job, update, step)
-        self.queue.enqueue_update(job.job_id, RECHECK)
+        wait = RECHECK
+        if step.watch_until is not None:
+            # Look again when the first watched instance's watch time is up.
+            wait = min(wait, max(0.0, step.watch_until - self._now()))
+        self.queue.enqueue_update(job.job_id, wait)
 
     def _record(self, job: CachedJob, update: UpdateInfo, step: UpdateStep) -> UpdateInfo:
         newly_done = set(step.done) - set(update.instances_done)
@@ -167,6 +183,7 @@ class UpdateActions:
         in_place = update.spec.in_place
         reason = (TerminationReason.KILLED_FOR_RESTART if kind is WorkflowType.RESTART
                   else TerminationReason.KILLED_FOR_UPDATE)
+        default_goal = S.SUCCEEDED if job.spec.type is JobType.BATCH else S.RUNNING
 
         def change(rt: TaskRuntime) -> TaskRuntime | None:
             if rt.desired_config_version == target:
@@ -183,8 +200,15 @@ class UpdateActions:
                 # Running already on an identical spec: just record the version.
                 return dataclasses.replace(rt, config_version=target,
                                            desired_config_version=target)
-            goal = S.RUNNING if (update.spec.start_tasks or kind is WorkflowType.START
-                                 or rt.goal_state in (S.DELETED, S.RUNNING)) else rt.goal_state
+            # A restart or start runs the instance (Peloton's restart and start strategies
+            # set the job type's default goal); an update keeps a stopped instance stopped
+            # unless it starts pods.
+            if kind in (WorkflowType.START, WorkflowType.RESTART):
+                goal = default_goal
+            elif update.spec.start_tasks or rt.goal_state in (S.DELETED, S.RUNNING):
+                goal = S.RUNNING
+            else:
+                goal = rt.goal_state
             return dataclasses.replace(
                 rt, desired_config_version=target, failure_count=0, goal_state=goal,
                 termination=reason if not rt.state.terminal else rt.termination,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from peloton.api.convert import update_options
 from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobRuntime, JobSpec, JobSummary
-from peloton.core.model.update import UpdateInfo
+from peloton.core.model.update import UpdateInfo, UpdateSpec
 from peloton.jobmgr.cache import JobCache
 from peloton.storage import Store
 
@@ -59,3 +60,10 @@ def opaque(request: Any) -> str | None:
 def version(request: Any) -> str:
     """The request's entity version ("" when absent)."""
     return str(request.version.value) if request.HasField("version") else ""
+
+
+def with_options(spec: UpdateSpec, context: Any) -> UpdateSpec:
+    """`spec` with the update options the call carried in its metadata (our extension,
+    proto/pelotonpy/api/update), checked; unchanged when it carried none."""
+    metadata = context.invocation_metadata() if hasattr(context, "invocation_metadata") else ()
+    return update_options.apply(spec, update_options.from_metadata(metadata))

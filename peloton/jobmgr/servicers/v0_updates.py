@@ -48,6 +48,7 @@ from peloton.core.model.update import UpdateInfo
 from peloton.core.states import JobState, JobType, WorkflowType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
+from peloton.jobmgr.servicers.common import with_options
 from peloton.jobmgr.workflows import WorkflowOps
 
 
@@ -110,7 +111,8 @@ class UpdateServicer(pb_grpc.UpdateServiceServicer):  # type: ignore[misc]
                                   field="jobConfig.changeLog.version")
         spec = dataclasses.replace(spec, respool_id=old.respool_id)
         update = self.workflows.create(
-            job_id, WorkflowType.UPDATE, update_spec_from_v0(request.updateConfig),
+            job_id, WorkflowType.UPDATE, with_options(update_spec_from_v0(request.updateConfig),
+                                                      context),
             new_spec=spec, version=runtime.entity_version(), opaque_data=_opaque(request) or "")
         out = pb.CreateUpdateResponse()
         out.updateID.value = update.update_id

@@ -41,7 +41,7 @@ from peloton.core.ports import ResourceManagerPort
 from peloton.core.states import JobState, WorkflowType
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.jobs import JobOps
-from peloton.jobmgr.servicers.common import opaque, version, workflow_of
+from peloton.jobmgr.servicers.common import opaque, version, with_options, workflow_of
 from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, wrapped
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import Store
@@ -100,18 +100,18 @@ class JobWrites:
             spec = job_spec_from_v1(request.spec)
         except InvalidArgument as exc:
             raise wrapped("invalid job spec", exc) from None
-        job_id = self.jobs.create(spec, request.job_id.value,
-                                  rolling=create_spec_from_v1(request.create_spec),
+        rolling = with_options(create_spec_from_v1(request.create_spec), context)
+        job_id = self.jobs.create(spec, request.job_id.value, rolling=rolling,
                                   opaque_data=request.opaque_data.data)
         out = svc.CreateJobResponse()
         out.job_id.value = job_id
         out.version.value = self._entity(job_id)
         return out
 
-    def _replace(self, job_id: str, spec: JobSpec, request: Any) -> str:
-        self.workflows.create(job_id, WorkflowType.UPDATE, update_spec_from_v1(request.update_spec),
-                              new_spec=spec, version=version(request),
-                              opaque_data=opaque(request) or "")
+    def _replace(self, job_id: str, spec: JobSpec, request: Any, context: Any) -> str:
+        rolling = with_options(update_spec_from_v1(request.update_spec), context)
+        self.workflows.create(job_id, WorkflowType.UPDATE, rolling, new_spec=spec,
+                              version=version(request), opaque_data=opaque(request) or "")
         return self._entity(job_id)
 
     def ReplaceJob(self, request: svc.ReplaceJobRequest, context: Any) -> svc.ReplaceJobResponse:
@@ -133,7 +133,7 @@ class JobWrites:
         self._versioned(runtime, request, "failed to create update workload")
         out = svc.ReplaceJobResponse()
         try:
-            out.version.value = self._replace(job_id, spec, request)
+            out.version.value = self._replace(job_id, spec, request, context)
         except Conflict as exc:
             if is_stale(exc):
                 raise stale("failed to create update workload") from None
@@ -171,7 +171,7 @@ class JobWrites:
         except InvalidArgument as exc:
             raise wrapped("invalid job spec", exc) from None
         try:
-            out.version.value = self._replace(job_id, spec, request)
+            out.version.value = self._replace(job_id, spec, request, context)
         except Conflict as exc:
             if is_stale(exc):
                 raise stale("failed to create update workload") from None

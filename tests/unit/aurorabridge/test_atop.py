@@ -295,7 +295,7 @@ def test_status_filters_are_the_inverse_of_the_read_mapping() -> None:
 def test_a_pod_read_back_from_peloton_compares_equal_to_the_one_sent() -> None:
     """Peloton answers pod specs through the v0 config it stored (command and entrypoint,
     container and image, ...); the update pinning must still see them as unchanged."""
-    from aurorabridge.handlers.pinning import comparable
+    from aurorabridge.handlers.instance_specs import comparable
     from peloton.api.convert.v0_v1 import pod_spec_to_v0, task_config_to_v1
 
     sent = build(b.task_config(cmdlines=("./serve",)))

@@ -223,3 +223,32 @@ def test_earlier_runs_are_listed_by_default_and_cost_nothing_without_restarts(ca
               for t in tasks(call, jobKeys=[key.job])]
     assert listed == [(0, "1"), (1, "2"), (1, "1")]  # Peloton's bridge's default depth of 6
     assert len(fake.calls_of("get_pod")) == 1
+
+
+def test_a_revived_key_starts_every_instance_as_new(call: Call, fake: FakePeloton) -> None:
+    config = b.job_configuration(instances=2)
+    assert call("createJob", description=config).responseCode == OK
+    assert call("killTasks", job=KEY, instances=None, message="").responseCode == OK
+    assert call("createJob", description=config).responseCode == OK  # the same config again
+    revived = fake.calls_of("replace_job")[-1]
+    spec = revived["spec"]
+    # Nothing changed but every instance is stopped: each is forced to start (Peloton's bridge).
+    assert sorted(spec.instance_spec) == [0, 1]
+    assert all("aurora_bridge_update" in {lab.key for lab in spec.instance_spec[i].labels}
+               for i in (0, 1))
+    assert revived["update_spec"].start_pods
+
+
+def test_kill_tasks_says_no_tasks_only_when_none_is_live(call: Call, fake: FakePeloton) -> None:
+    key = deploy(call, 2)
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    assert call("killTasks", job=key.job, instances=None, message="").responseCode == OK
+    # The job is being killed but one run is still going: it is killed again, not "no tasks".
+    fake.set_pod(job_id, 1, pod_pb2.POD_STATE_KILLING)
+    again = call("killTasks", job=key.job, instances=None, message="")
+    assert again.responseCode == OK and messages(again) != "No tasks to kill."
+    fake.set_pod(job_id, 1, pod_pb2.POD_STATE_KILLED)
+    done = call("killTasks", job=key.job, instances=None, message="")
+    assert done.responseCode == OK and messages(done) == "No tasks to kill."
+    one = call("killTasks", job=key.job, instances=[0], message="")
+    assert messages(one) == "No tasks to kill."

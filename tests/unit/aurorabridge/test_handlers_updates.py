@@ -12,6 +12,7 @@ from aurorabridge.handlers.context import BridgeContext
 from aurorabridge.thrift_api import api
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2 as sl
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.api.gen.pelotonpy.api.update import update_pb2 as opt
 from tests.harness.fake_peloton import FakePeloton
 from tests.unit.aurorabridge import builders as b
 from tests.unit.aurorabridge.conftest import Call, FakeClock, messages
@@ -305,3 +306,44 @@ def test_sla_policies_out_of_range_are_refused_naming_the_field(call: Call, fake
     assert not fake.calls_of("create_stateless_job")
     task.slaPolicy = api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=40.0))
     assert call("startJobUpdate", request=b.update_request(task, instances=2), message="").responseCode == OK
+
+
+def test_watch_time_and_strategy_go_to_the_job_manager(call: Call, fake: FakePeloton) -> None:
+    request = b.update_request(instances=3)
+    request.settings.minWaitInInstanceRunningMs = 5000
+    request.settings.updateStrategy = api.JobUpdateStrategy(
+        varBatchStrategy=api.VariableBatchJobUpdateStrategy(groupSizes=[1, 2],
+                                                            autopauseAfterBatch=True))
+    first = start(call, request)
+    created = fake.calls_of("create_stateless_job")[-1]["options"]
+    assert created.strategy == opt.STRATEGY_VAR_BATCH and list(created.group_sizes) == [1, 2]
+    assert created.autopause_after_batch and created.watch_time_ms == 5000
+    fake.finish_workflow(fake.job_by_name(NAME).job_id)
+    second = b.update_request(b.task_config(cpus=2.0), instances=3, rollback=True)
+    second.settings.updateStrategy = api.JobUpdateStrategy(
+        batchStrategy=api.BatchJobUpdateStrategy(groupSize=2, autopauseAfterBatch=True))
+    key = start(call, second)
+    replaced = fake.calls_of("replace_job")[-1]
+    assert replaced["options"].strategy == opt.STRATEGY_BATCH
+    assert replaced["update_spec"].batch_size == 2 and replaced["options"].watch_time_ms == 1000
+    assert call("rollbackJobUpdate", key=key, message="").responseCode == OK
+    back = fake.calls_of("replace_job")[-1]["options"]
+    assert back.strategy == opt.STRATEGY_BATCH and not back.autopause_after_batch  # never on rollback
+    assert first.id != key.id
+
+
+def test_a_redeploy_after_a_revival_is_a_no_op(call: Call, fake: FakePeloton) -> None:
+    start(call, b.update_request(instances=2))
+    job = fake.job_by_name(NAME)
+    fake.finish_workflow(job.job_id)
+    key = api.JobKey(role="www", environment="devel", name="hello")
+    assert call("killTasks", job=key, instances=None, message="").responseCode == OK
+    revived = start(call, b.update_request(instances=2))  # the killed key, same config
+    spec = fake.calls_of("replace_job")[-1]["spec"]
+    assert sorted(spec.instance_spec) == [0, 1]  # both forced to start again
+    fake.finish_workflow(job.job_id)
+    replaces = len(fake.calls_of("replace_job"))
+    noop = call("startJobUpdate", request=b.update_request(instances=2), message="")
+    assert noop.responseCode == OK and "unchanged" in messages(noop)
+    assert noop.result.startJobUpdateResult.key.id == revived.id
+    assert len(fake.calls_of("replace_job")) == replaces  # nothing started

@@ -8,6 +8,8 @@ from pathlib import Path
 import yaml
 
 from cli.exit_codes import ExitCode
+from peloton.api.convert.update_options import METADATA_KEY
+from peloton.api.gen.pelotonpy.api.update import update_pb2
 from tests.unit.cli.conftest import Peloton
 from tests.unit.cli.fakes import JOB, POOL, World
 from tests.unit.cli.fakes_v1 import StatelessState
@@ -192,3 +194,43 @@ def test_watch_job_prints_each_change(peloton: Peloton, world: World) -> None:
     assert [j.value for j in flt.job_ids] == [JOB]
     assert [(lb.key, lb.value) for lb in flt.labels] == [("team", "infra")]
     assert "watch stream has ended" in result.stderr
+
+
+def test_replace_sends_our_update_options_beside_peloton_request(
+        peloton: Peloton, world: World, tmp_path: Path) -> None:
+    result = peloton("job", "stateless", "replace", JOB, _file(tmp_path, SPEC_YAML), "1",
+                     "/DefaultResPool", "1-1-1", "--watch-time", "30", "--group-sizes", "1,2",
+                     "--autopause")
+    assert result.exit_code == 0, result.output
+    call = world.call("JobService.ReplaceJob")
+    options = update_pb2.UpdateOptions.FromString(call.metadata[METADATA_KEY])  # type: ignore[arg-type]
+    assert options.strategy == update_pb2.STRATEGY_VAR_BATCH
+    assert list(options.group_sizes) == [1, 2] and options.autopause_after_batch
+    assert options.watch_time_ms == 30_000
+    assert call.request.update_spec.batch_size == 1  # Peloton's message as it was
+
+
+def test_replace_without_options_sends_none(peloton: Peloton, world: World, tmp_path: Path) -> None:
+    result = peloton("job", "stateless", "replace", JOB, _file(tmp_path, SPEC_YAML), "1",
+                     "/DefaultResPool", "1-1-1")
+    assert result.exit_code == 0, result.output
+    assert METADATA_KEY not in world.call("JobService.ReplaceJob").metadata
+
+
+def test_a_negative_watch_time_is_refused_before_any_call(
+        peloton: Peloton, world: World, tmp_path: Path) -> None:
+    result = peloton("job", "stateless", "replace", JOB, _file(tmp_path, SPEC_YAML), "1",
+                     "/DefaultResPool", "1-1-1", "--watch-time", "-1")
+    assert result.exit_code == ExitCode.USAGE and "--watch-time" in result.stderr
+    assert not world.requests("JobService.ReplaceJob")
+
+
+def test_update_create_sends_the_watch_time(peloton: Peloton, world: World, tmp_path: Path) -> None:
+    config = _file(tmp_path, JOB_YAML, "job.yaml")
+    peloton("job", "create", "/DefaultResPool", config, "-i", JOB)
+    result = peloton("update", "create", JOB, config, "2", "/DefaultResPool", "--watch-time", "1.5",
+                     "--strategy", "batch")
+    assert result.exit_code == 0, result.output
+    options = update_pb2.UpdateOptions.FromString(
+        world.call("UpdateService.CreateUpdate").metadata[METADATA_KEY])  # type: ignore[arg-type]
+    assert options.strategy == update_pb2.STRATEGY_BATCH and options.watch_time_ms == 1500

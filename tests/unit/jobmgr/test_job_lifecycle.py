@@ -1,0 +1,126 @@
+"""A stopped or killed service job brought back by a workflow, as on Peloton.
+
+Peloton's rules (pkg/jobmgr/cached/job.go updateJobRuntime, goalstate/job_kill.go,
+cached/workflow_strategy.go): a RESTART workflow, a START workflow and an update
+with start_pods set the job's goal back to RUNNING; restart and start run every
+instance they name, an update that does not start pods leaves stopped instances
+stopped (they only take the new config) and still succeeds; a kill brings the
+job's state version up to its desired state version, so bringing the job back
+starts only the workflow's instances; StartJob (desired state version bumped)
+starts every task; an update that starts pods while the job is still being killed
+is refused (ABORTED "job is being terminated, cannot update with start_pods set
+now").  Each test drives the whole job manager in the deterministic harness.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from peloton.core.errors import Conflict
+from peloton.core.model.update import UpdateSpec
+from peloton.core.states import JobState, TaskState, WorkflowState, WorkflowType
+from tests.unit.jobmgr.harness import Harness, job_spec
+
+S = TaskState
+W = WorkflowState
+
+
+def killed_job(h: Harness, instances: int = 2) -> str:
+    """A service job that ran and was stopped (StopJob: goal KILLED), fully killed."""
+    jid = h.create(job_spec(instances))
+    h.settle(5.0)
+    assert h.states(jid) == [S.RUNNING] * instances
+    h.jm.jobs.change_goal(jid, JobState.KILLED)
+    h.settle(30.0)
+    assert h.states(jid) == [S.KILLED] * instances
+    runtime = h.store.get_job_runtime(jid)
+    assert runtime.state is JobState.KILLED and runtime.goal_state is JobState.KILLED
+    # The kill caught the state version up with the desired one (Peloton's killJob).
+    assert runtime.state_version == runtime.desired_state_version
+    return jid
+
+
+def finished(h: Harness, update_id: str, seconds: float = 60.0) -> WorkflowState:
+    h.settle(seconds)
+    return h.store.get_update(update_id).state
+
+
+def test_restart_of_a_killed_job_runs_every_instance_again(h: Harness) -> None:
+    jid = killed_job(h)
+    update = h.jm.workflows.create(jid, WorkflowType.RESTART, UpdateSpec(batch_size=1))
+    assert h.store.get_job_runtime(jid).goal_state is JobState.RUNNING
+    assert finished(h, update.update_id) is W.SUCCEEDED
+    assert h.states(jid) == [S.RUNNING, S.RUNNING]
+    assert h.store.get_job_runtime(jid).state is JobState.RUNNING
+
+
+def test_start_job_of_a_killed_job_starts_every_task(h: Harness) -> None:
+    jid = killed_job(h, 3)
+    h.jm.jobs.change_goal(jid, JobState.RUNNING)
+    h.settle(30.0)
+    assert h.states(jid) == [S.RUNNING] * 3
+    assert h.store.get_job_runtime(jid).state is JobState.RUNNING
+
+
+def test_update_starting_pods_brings_a_killed_job_back_on_the_new_config(h: Harness) -> None:
+    jid = killed_job(h)
+    update = h.jm.workflows.create(jid, WorkflowType.UPDATE,
+                                   UpdateSpec(batch_size=1, start_tasks=True),
+                                   new_spec=job_spec(3, command="run --v2"))
+    runtime = h.store.get_job_runtime(jid)
+    assert runtime.goal_state is JobState.RUNNING
+    assert finished(h, update.update_id) is W.SUCCEEDED
+    tasks = h.store.get_task_runtimes(jid)
+    assert [rt.state for rt in tasks.values()] == [S.RUNNING] * 3
+    assert {rt.config_version for rt in tasks.values()} == {update.config_version}
+    assert h.store.get_job_runtime(jid).state is JobState.RUNNING
+
+
+def test_update_without_start_pods_leaves_a_killed_job_stopped_and_succeeds(h: Harness) -> None:
+    jid = killed_job(h)
+    update = h.jm.workflows.create(jid, WorkflowType.UPDATE, UpdateSpec(batch_size=1),
+                                   new_spec=job_spec(2, command="run --v2"))
+    assert finished(h, update.update_id) is W.SUCCEEDED
+    assert h.states(jid) == [S.KILLED, S.KILLED]
+    runtime = h.store.get_job_runtime(jid)
+    assert runtime.goal_state is JobState.KILLED and runtime.state is JobState.KILLED
+    assert {rt.desired_config_version for rt in h.store.get_task_runtimes(jid).values()} == {
+        update.config_version}
+
+
+def test_start_pods_while_the_kill_is_in_progress_is_refused(h: Harness) -> None:
+    jid = h.create(job_spec(2))
+    h.settle(5.0)
+    h.hosts.auto_run = False
+    h.jm.jobs.change_goal(jid, JobState.KILLED)
+    h.jm.engines.job.run_due()  # the kill is under way; the runs have not ended yet
+    for run in h.run_ids(jid):
+        h.hosts.hosts[h.hosts.runs()[run]].bookings.pop(run)  # kills never confirmed
+    before = h.store.get_job_runtime(jid)
+    assert any(not rt.state.terminal for rt in h.store.get_task_runtimes(jid).values())
+    with pytest.raises(Conflict, match="job is being terminated"):
+        h.jm.workflows.create(jid, WorkflowType.UPDATE, UpdateSpec(start_tasks=True),
+                              new_spec=job_spec(2, command="run --v2"))
+    assert h.store.get_job_runtime(jid) == before
+
+
+def test_stop_then_start_workflows_of_v0(h: Harness) -> None:
+    jid = h.create(job_spec(2))
+    h.settle(5.0)
+    stop = h.jm.workflows.create(jid, WorkflowType.STOP, UpdateSpec())
+    assert finished(h, stop.update_id) is W.SUCCEEDED
+    assert h.states(jid) == [S.KILLED, S.KILLED]
+    start = h.jm.workflows.create(jid, WorkflowType.START, UpdateSpec(batch_size=1))
+    assert finished(h, start.update_id) is W.SUCCEEDED
+    assert h.states(jid) == [S.RUNNING, S.RUNNING]
+    assert h.store.get_job_runtime(jid).goal_state is JobState.RUNNING
+
+
+def test_replace_with_a_new_name_runs_the_update(h: Harness) -> None:
+    jid = h.create(job_spec(2, name="old/name"))
+    h.settle(5.0)
+    update = h.jm.workflows.create(jid, WorkflowType.UPDATE, UpdateSpec(batch_size=1),
+                                   new_spec=job_spec(2, name="new/name", command="run --v2"))
+    assert finished(h, update.update_id) is W.SUCCEEDED
+    assert h.job(jid).spec.name == "new/name"
+    assert h.states(jid) == [S.RUNNING, S.RUNNING]
