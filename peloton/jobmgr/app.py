@@ -98,7 +98,7 @@ class JobManager:
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config)
         self.events = StatusEvents(self.cache, hostmgr.subscribe("jobmgr"), hostmgr, self.queue,
                                    config)
-        self.evictor = Evictor(self.cache, resmgr, hostmgr, self.control, config)
+        self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)
         self.resync = PeerResync(self.recovery)
