@@ -66,7 +66,7 @@ def test_a_batch_task_killed_on_preemption_goes_through_preempting_and_stays_dow
     assert h.hosts.killed == [str(RunId(jid, 0, 1))]
     h.settle(30)
     assert h.task(jid, 0).run_id == 1  # never started again
-    assert [e.state for e in h.store.get_pod_events(jid, 0, 1, None)][0] is S.KILLED
+    assert next(e.state for e in h.store.get_pod_events(jid, 0, 1, None)) is S.KILLED
     assert any(e.goal_state is S.PREEMPTING for e in h.store.get_pod_events(jid, 0, 1, None))
 
 
