@@ -79,6 +79,12 @@ class HandlerSettings:
     #: A startJobUpdate while an update runs: "reject" (Aurora: INVALID_REQUEST naming the
     #: running update) or "replace" (Peloton's bridge: abort it and start the new one).
     concurrent_updates: str = "reject"
+    #: slaDrainHosts checks only jobs with at least this many active instances (Aurora's
+    #: -min_required_instances_for_sla_check, default 20); smaller jobs drain at once.
+    sla_min_instances: int = 20
+    #: slaDrainHosts checks non-production tasks too (Aurora's -sla_aware_kill_non_prod,
+    #: default off: only tasks of the `preferred` tier are checked).
+    sla_aware_kill_non_prod: bool = False
     #: Set to run tasks with the Thermos executor (a Mesos cluster with Thermos installed),
     #: as Peloton's bridge did; empty runs the Thermos processes as the container command.
     thermos_executor_path: str = ""

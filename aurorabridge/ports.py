@@ -14,6 +14,7 @@ maps to Aurora ResponseCodes in one place (responses.code_for).
 * v0 ResourceManager (resmgr): lookup_respool_id, create_respool, get_respool, update_respool;
 * v0 HostService (hostmgr): query_hosts, start_maintenance, complete_maintenance;
 * CronService (jobmgr, our extension): *_cron_job(s);
+* MaintenanceService (hostmgr, our extension): drain_hosts;
 * the host manager's Reconcile: reconcile_tasks.
 """
 
@@ -62,6 +63,9 @@ class PelotonPort(Protocol):
     def query_hosts(self, states: Iterable[str] = ()) -> Any: ...
     def start_maintenance(self, hostname: str) -> Any: ...
     def complete_maintenance(self, hostname: str) -> Any: ...
+
+    # pelotonpy.api.maintenance.MaintenanceService (our extension, on the host manager)
+    def drain_hosts(self, hostnames: Sequence[str], drain: Any) -> list[Any]: ...
 
     # pelotonpy.api.cron.CronService (our extension, on the job manager)
     def schedule_cron_job(self, job: Any, *, mode: int = 0) -> Any: ...

@@ -42,11 +42,18 @@ from cli.params import security_options
               "abort the running one and start the new one (Peloton's bridge).")
 @click.option("--pod-runs-depth", default=6, show_default=True, type=click.IntRange(min=1),
               help="Runs per instance in task queries (1: current runs only).")
+@click.option("--sla-min-instances", default=20, show_default=True, type=click.IntRange(min=0),
+              help="slaDrainHosts checks only jobs with at least this many active instances "
+              "(Aurora's -min_required_instances_for_sla_check).")
+@click.option("--sla-aware-kill-non-prod", is_flag=True,
+              help="slaDrainHosts checks non-production tasks too (Aurora's "
+              "-sla_aware_kill_non_prod); by default only the preferred tier is checked.")
 @security_options
 def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str,
                  zk_root: str, zk_path: str, advertise_host: str, cluster_name: str, respool_path: str,
                  gpu_respool_path: str, max_tasks_per_job: int, pulse_check_interval: float,
                  allowed_environments: str, concurrent_updates: str, pod_runs_depth: int,
+                 sla_min_instances: int, sla_aware_kill_non_prod: bool,
                  auth: str, insecure: bool, tls_cert: str, tls_key: str, tls_ca: str) -> None:
     """Serve Aurora's scheduler API (Thrift over HTTP at /api) backed by Peloton.
 
@@ -75,5 +82,7 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
         validation=ValidationSettings(max_tasks_per_job=max_tasks_per_job,
                                       allowed_environments=allowed_environments),
         handlers=replace(HandlerSettings(), pulse_check_interval_s=pulse_check_interval,
-                         concurrent_updates=concurrent_updates, pod_runs_depth=pod_runs_depth))
+                         concurrent_updates=concurrent_updates, pod_runs_depth=pod_runs_depth,
+                         sla_min_instances=sla_min_instances,
+                         sla_aware_kill_non_prod=sla_aware_kill_non_prod))
     run(config)

@@ -5,7 +5,9 @@ dynamic port per named port (exposed to the task as `$PORT_<NAME>`), the
 image (Docker `name:tag` or DockerContainer.image; appc images rejected),
 host-path volumes, and the command from the Thermos processes as the
 container entrypoint with `mesos_spec.shell` set, so the agent runs it with
-`sh -c`.  Labels carry the bridge marker, the job key and Aurora metadata.
+`sh -c`.  Labels carry the bridge marker, the job key, Aurora metadata and the
+task's SLA (its slaPolicy and whether its tier is production, for SLA-aware
+host drains: atop/sla.py).
 
 The whole canonical TaskConfig, Thrift-binary encoded, rides in
 `mesos_spec.executor_spec.data` (where Peloton's bridge put it): reads give
@@ -24,6 +26,7 @@ from aurorabridge import labels, thrift_util
 from aurorabridge.atop import constraints, thermos
 from aurorabridge.atop.job_key import JobKey
 from aurorabridge.atop.resources import TaskResources
+from aurorabridge.atop.sla import sla_label
 from aurorabridge.thrift_api import api
 from peloton.api.convert.mesos_pod import mesos_command_of
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
@@ -111,8 +114,10 @@ def pod_spec(task: Any, key: JobKey, res: TaskResources, thermos_path: str = "",
         command = thermos.task_command(canonical)
         if command is not None:
             container.entrypoint.value = command
+    sla = sla_label(canonical)
     spec = pod_pb2.PodSpec(
-        labels=[labels.label(*labels.BRIDGE_POD), key_label, *labels.metadata_labels(metadata)],
+        labels=[labels.label(*labels.BRIDGE_POD), key_label, *labels.metadata_labels(metadata),
+                labels.label(sla.key, sla.value)],
         containers=[container], revocable=canonical.tier == REVOCABLE_TIER, volumes=volumes,
         mesos_spec=_mesos_spec(canonical.container, canonical, blob, thermos_path, docker))
     if user:

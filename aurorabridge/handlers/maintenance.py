@@ -1,4 +1,5 @@
-"""Host maintenance (AuroraAdmin): startMaintenance, drainHosts, maintenanceStatus, endMaintenance.
+"""Host maintenance (AuroraAdmin): startMaintenance, drainHosts, slaDrainHosts, maintenanceStatus,
+endMaintenance.
 
 | Aurora mode | Peloton v0 host state |
 |---|---|
@@ -9,20 +10,38 @@
 
 Peloton has no "scheduled" stage: its StartMaintenance drains at once.  So
 startMaintenance only marks hosts (in this bridge's memory; a restart
-forgets the marks, the hosts stay usable either way), drainHosts calls
-HostService.StartMaintenance, and endMaintenance calls CompleteMaintenance
-for hosts Peloton is draining or has drained and clears the marks.  Host
-names are checked against QueryHosts before anything changes.
+forgets the marks, the hosts stay usable either way), and endMaintenance
+calls CompleteMaintenance for hosts Peloton is draining or has drained and
+clears the marks.  Host names are checked against QueryHosts before anything
+changes.
+
+The drains go through our MaintenanceService (DrainHosts), which stores the
+request with each host; the job manager moves the host's runs within it
+(peloton/core/sla.py) and the host is DRAINED once empty:
+
+* drainHosts is Aurora's forced drain (a zero-percent policy with no
+  timeout): every task goes at once (DrainMode.FORCE);
+* slaDrainHosts drains each task only while its job keeps its SLA: the
+  task's own slaPolicy, else `defaultSlaPolicy`; after `timeoutSecs` the
+  rest go anyway.  As Aurora's scheduler, jobs with fewer active instances
+  than `sla_min_instances` (20) and non-production tasks (unless
+  `sla_aware_kill_non_prod`) are not checked.  A coordinator policy as the
+  default is refused (the bridge consults no coordinator); a task with a
+  coordinator policy of its own waits for the timeout.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from aurorabridge.atop.sla import policy
 from aurorabridge.handlers.context import BridgeContext, HandlerFn
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
+from aurorabridge.validation import check_sla_policy
+from peloton.api.convert.ext_maintenance import policy_to_pb
 from peloton.api.gen.peloton.api.v0.host import host_pb2
+from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2 as mpb
 from peloton.core.errors import InvalidArgument
 
 _M = api.MaintenanceMode
@@ -70,11 +89,34 @@ def start_maintenance(ctx: BridgeContext, args: Any) -> Any:
 
 def drain_hosts(ctx: BridgeContext, args: Any) -> Any:
     names = _hosts(args)
+    _known(names, _states(ctx))
+    ctx.port.drain_hosts(names, mpb.DrainSpec(mode=mpb.DRAIN_MODE_FORCE))
     states = _states(ctx)
-    _known(names, states)
-    for name in names:
-        if states[name] == host_pb2.HOST_STATE_UP:
-            ctx.port.start_maintenance(name)
+    return ok(api.Result(drainHostsResult=api.DrainHostsResult(statuses=_statuses(ctx, names, states))))
+
+
+def sla_drain_hosts(ctx: BridgeContext, args: Any) -> Any:
+    names = _hosts(args)
+    default = args.defaultSlaPolicy
+    if default is None:
+        raise InvalidArgument("defaultSlaPolicy is required", field="defaultSlaPolicy")
+    check_sla_policy(default, None, "defaultSlaPolicy")
+    if default.coordinatorSlaPolicy is not None:
+        raise InvalidArgument(
+            "defaultSlaPolicy.coordinatorSlaPolicy is not supported: the Peloton Aurora bridge "
+            "consults no coordinator; use percentageSlaPolicy or countSlaPolicy",
+            field="defaultSlaPolicy.coordinatorSlaPolicy")
+    timeout = args.timeoutSecs or 0  # unset is 0, as Aurora's i64: forced at the first look
+    if timeout < 0:
+        raise InvalidArgument(f"timeoutSecs must be >= 0, got {timeout}", field="timeoutSecs")
+    _known(names, _states(ctx))
+    chosen = policy(default)
+    assert chosen is not None  # check_sla_policy made sure one is set
+    spec = mpb.DrainSpec(mode=mpb.DRAIN_MODE_SLA_POLICY, default_policy=policy_to_pb(chosen),
+                         timeout_secs=float(timeout),
+                         min_required_instances=ctx.handlers.sla_min_instances,
+                         check_non_production=ctx.handlers.sla_aware_kill_non_prod)
+    ctx.port.drain_hosts(names, spec)
     states = _states(ctx)
     return ok(api.Result(drainHostsResult=api.DrainHostsResult(statuses=_statuses(ctx, names, states))))
 
@@ -100,6 +142,7 @@ def end_maintenance(ctx: BridgeContext, args: Any) -> Any:
 HANDLERS: dict[str, HandlerFn] = {
     "startMaintenance": start_maintenance,
     "drainHosts": drain_hosts,
+    "slaDrainHosts": sla_drain_hosts,
     "maintenanceStatus": maintenance_status,
     "endMaintenance": end_maintenance,
 }

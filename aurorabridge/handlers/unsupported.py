@@ -1,9 +1,8 @@
 """Methods with no Peloton counterpart: answered INVALID_REQUEST naming the method.
 
-Cron (Peloton has no cron jobs behind the stateless API), storage backups and
-recovery (Peloton's storage is its own database), task state forcing, SLA
-drains and reconciliation triggers.  The answer is a Thrift Response, never
-an HTTP error: Aurora clients retry transport errors for up to ten minutes.
+Storage backups and recovery (Peloton's storage is its own database) and task
+state forcing.  The answer is a Thrift Response, never an HTTP error: Aurora
+clients retry transport errors for up to ten minutes.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from aurorabridge.responses import invalid_request
 
 UNSUPPORTED = (
     "forceTaskState", "performBackup", "listBackups", "stageRecovery", "queryRecovery",
-    "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "slaDrainHosts", "snapshot", "pruneTasks",
+    "deleteRecoveryTasks", "commitRecovery", "unloadRecovery", "snapshot", "pruneTasks",
 )
 
 

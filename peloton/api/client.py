@@ -34,6 +34,7 @@ from peloton.api.client_discovery import (
     endpoints_from_zookeeper,
     normalize_address,
 )
+from peloton.api.client_maintenance import MaintenanceCalls
 from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
 from peloton.api.client_v0 import Range, V0Calls
@@ -65,6 +66,7 @@ _WATCH = "peloton.api.v1alpha.watch.svc.WatchService"
 _ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
 _CRON = "pelotonpy.api.cron.CronService"
 _WORKFLOW_OPTIONS = "pelotonpy.api.update.WorkflowOptionsService"
+_MAINTENANCE = "pelotonpy.api.maintenance.MaintenanceService"
 #: The host manager's daemon-to-daemon service (our design), for task reconciliation.
 _HOSTMGR_INTERNAL = "pelotonpy.internal.hostmgr.HostManagerService"
 # Our capacity extension (proto/pelotonpy/ext/capacity.proto).
@@ -73,7 +75,7 @@ _POOL_STATUS = "pelotonpy.ext.capacity.PoolStatusService"
 _AUTH = "pelotonpy.auth.AuthService"
 
 
-class PelotonClient(V0Calls, V1Calls, CronCalls):
+class PelotonClient(V0Calls, V1Calls, CronCalls, MaintenanceCalls):
     """A connection to one Peloton cluster; cheap to build, channels open on first use."""
 
     def __init__(self, jobmgr: str = DEFAULT_JOBMGR, resmgr: str = DEFAULT_RESMGR,
@@ -115,6 +117,8 @@ class PelotonClient(V0Calls, V1Calls, CronCalls):
         self._workflow_options = on_jobmgr(_WORKFLOW_OPTIONS)
         self._respools = ServiceHandle(transport, endpoints.resmgr, RESMGR_SERVICE, _RESPOOLS)
         self._hosts = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE, _HOSTS)
+        self._maintenance = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE,
+                                          _MAINTENANCE)
         self._hostmgr_internal = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE,
                                                _HOSTMGR_INTERNAL)
         self._host_capacity = ServiceHandle(transport, endpoints.hostmgr, HOSTMGR_SERVICE,

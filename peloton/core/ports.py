@@ -30,6 +30,7 @@ from peloton.core.model.sched import (
     PlacementGang,
     Victim,
 )
+from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.respool.records import RmTask
 from peloton.core.states import HostState, TaskState
 
@@ -177,3 +178,8 @@ class HostManagerPort(Protocol):
     def draining_runs(self) -> list[tuple[str, str]]:
         """(hostname, run id) of every run on a DRAINING host, for the job manager to move.
         A DRAINING host with no runs left becomes DRAINED, then DOWN, by itself."""
+
+    def drain_requests(self) -> dict[str, DrainRequest]:
+        """How each DRAINING host is drained (the job manager moves its runs within the SLA
+        rules of peloton.core.sla); a host drained by Peloton's StartMaintenance has the
+        default request (DrainMode.JOB_SLA)."""

@@ -31,6 +31,7 @@ from peloton.core.errors import NotFound
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
+from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.ports import HostSummary
 from peloton.core.states import HostState
 from peloton.hostmgr.backends.base import HostBackend
@@ -236,15 +237,20 @@ class HostManager:
         with self._lock:
             return self.registry.draining_runs()
 
+    def drain_requests(self) -> dict[str, DrainRequest]:
+        """How each DRAINING host is drained (see maintenance.py)."""
+        return self.maintenance.drain_requests()
+
     # -- maintenance and queries (HostService) ----------------------------------------------
     def host_known(self, hostname: str) -> bool:
         """The backend reported this host, or storage has a record of it."""
         with self._lock:
             return self.registry.known(hostname)
 
-    def start_maintenance(self, hostname: str) -> HostInfo:
-        """Drain a host (UP -> DRAINING now, DRAINED then DOWN once empty).  NotFound if unknown."""
-        return self.maintenance.start_maintenance(hostname)
+    def start_maintenance(self, hostname: str, drain: DrainRequest | None = None) -> HostInfo:
+        """Drain a host (UP -> DRAINING now, DRAINED then DOWN once empty), within each job's
+        maximum unavailable instances or as `drain` says.  NotFound if unknown."""
+        return self.maintenance.start_maintenance(hostname, drain)
 
     def complete_maintenance(self, hostname: str) -> HostInfo:
         """Bring a DOWN host back UP.  NotFound if unknown, FailedPrecondition if not DOWN."""

@@ -5,6 +5,15 @@ persisted): it is no longer offered, its reservations are freed, and its runs ar
 by `draining_runs()` for the job manager to move.  When its last run has ended the engine
 marks it DRAINED, then DOWN.  `complete_maintenance` brings a DOWN host back UP.
 
+The record also says how the host is drained (a `DrainRequest`, `drain_requests()`):
+Peloton's StartMaintenance drains within each job's maximum unavailable instances and
+waits as long as that takes; an SLA-aware or forced drain (Aurora's slaDrainHosts and
+drainHosts) carries its policy and timeout.  The job manager applies the rules
+(peloton.core.sla) when it moves runs: the host manager only waits for the host to be
+empty, so a host never goes DOWN while a job's SLA still holds a run on it.  A new request
+for a host under maintenance replaces the old one and restarts its timeout (Aurora keeps
+one request per host); completing maintenance forgets it.
+
 The table (Peloton's hostmgr/goalstate/host.go, with the DRAINED step that Peloton's
 resource manager drove done here, where the runs are known):
 
@@ -30,6 +39,8 @@ from peloton.common.goalstate import Action, Engine, Schedule
 from peloton.common.retry import RetryPolicy
 from peloton.core.errors import FailedPrecondition, NotFound
 from peloton.core.model.host import HostInfo
+from peloton.core.model.sla_policy import DrainRequest
+from peloton.core.sla import check_drain_request
 from peloton.core.states import HostState
 from peloton.hostmgr.leases import LeaseBook
 from peloton.hostmgr.registry import HostRegistry
@@ -103,15 +114,25 @@ class Maintenance:
                 return
 
     # -- API -----------------------------------------------------------------------------
-    def start_maintenance(self, hostname: str) -> HostInfo:
-        """Goal DOWN: drain now (UP -> DRAINING), then DRAINED and DOWN once empty.  Idempotent."""
+    def start_maintenance(self, hostname: str, drain: DrainRequest | None = None) -> HostInfo:
+        """Goal DOWN: drain now (UP -> DRAINING), then DRAINED and DOWN once empty.
+
+        Without `drain` (Peloton's StartMaintenance) the host is drained within each job's
+        maximum unavailable instances, and a host already under maintenance is left as it
+        is.  With one, that request replaces the host's current one, timed from now.
+        InvalidArgument (nothing stored) for a bad request."""
+        if drain is not None:
+            check_drain_request(drain)
         with self._write_lock:
             info = self._current(hostname)
-            if info.goal_state is S.DOWN:
+            if drain is None and info.goal_state is S.DOWN:
                 return info
+            now = self._clock.wall()
+            request = replace(drain or DrainRequest(), started_at=now)
             state = S.DRAINING if info.state is S.UP else info.state
-            info = self._write(replace(info, goal_state=S.DOWN, state=state))
-        log.info("host %s: maintenance started (%s)", hostname, info.state.value)
+            info = self._write(replace(info, goal_state=S.DOWN, state=state, drain=request))
+        log.info("host %s: maintenance started (%s, drain %s)", hostname, info.state.value,
+                 request.mode.value)
         self.enqueue(hostname)
         return info
 
@@ -125,10 +146,15 @@ class Maintenance:
                 raise FailedPrecondition(
                     f"host {hostname} is {info.state.value}, not DOWN: maintenance can be "
                     "completed once the host has drained and is DOWN", field="hostname")
-            info = self._write(replace(info, goal_state=S.UP, state=S.UP))
+            info = self._write(replace(info, goal_state=S.UP, state=S.UP, drain=None))
         log.info("host %s: maintenance completed, host is UP", hostname)
         self.schedule.delete(hostname)
         return info
+
+    def drain_requests(self) -> dict[str, DrainRequest]:
+        """How each DRAINING host is drained."""
+        with self._lock:
+            return self._registry.drain_requests()
 
     def query(self, states: Sequence[HostState] = ()) -> list[HostInfo]:
         """Every known host (or those in `states`), sorted by hostname."""

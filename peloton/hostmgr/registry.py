@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import ZERO, Resources, from_units
+from peloton.core.model.sla_policy import JOB_SLA_DRAIN, DrainRequest
 from peloton.core.ports import HostSummary
 from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.backends.base import BackendHost
@@ -184,6 +185,15 @@ class HostRegistry:
         """(hostname, run id) of every run on a DRAINING host."""
         return [(name, run_id) for name in sorted(self.draining)
                 for run_id in (self.hosts[name].runs if name in self.hosts else ())]
+
+    def drain_requests(self) -> dict[str, DrainRequest]:
+        """How each DRAINING host is drained (a record without a request: Peloton's drain)."""
+        out = {}
+        for name in sorted(self.draining):
+            info = self.infos.get(name)
+            out[name] = info.drain if info is not None and info.drain is not None \
+                else JOB_SLA_DRAIN
+        return out
 
     def summaries(self) -> list[HostSummary]:
         """Every known host as `host query` shows it, sorted by name."""

@@ -1,4 +1,5 @@
-"""The v0 HostService over gRPC: QueryHosts, StartMaintenance, CompleteMaintenance.
+"""The v0 HostService over gRPC: QueryHosts, StartMaintenance, CompleteMaintenance; and our
+extensions: HostCapacityService (capacity) and MaintenanceService (SLA-aware and forced drains).
 
 Host pools are not supported: their methods answer as Peloton's with host pools off (its
 default): UNIMPLEMENTED "host pools not enabled".  Errors are Peloton's
@@ -11,6 +12,10 @@ Both request shapes are served: `hostname` (field 2), and the deprecated repeate
 `hostnames` (field 1) that older CLIs send; for the latter each host is acted on in turn
 and the failures are answered together as INTERNAL with Go's multierr text, the response's
 `hostname` left empty, as Peloton does.
+
+MaintenanceService.DrainHosts checks every host and the request before it changes anything
+(NOT_FOUND naming the unknown hosts, INVALID_ARGUMENT naming the field), then starts
+maintenance on each host with the request (proto/pelotonpy/api/maintenance).
 """
 
 from __future__ import annotations
@@ -22,16 +27,21 @@ import grpc
 
 from peloton.api import peloton_texts as texts
 from peloton.api.convert.ext_capacity import host_capacities_to_pb
+from peloton.api.convert.ext_maintenance import drain_from_pb, host_drain_to_pb
 from peloton.api.convert.v0_host import host_info_to_v0, host_state_from_v0
 from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2, host_svc_pb2_grpc
 from peloton.api.gen.peloton.private.hostmgr.hostsvc import hostsvc_pb2_grpc
+from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2, maintenance_pb2_grpc
 from peloton.api.gen.pelotonpy.ext import capacity_pb2_grpc
 from peloton.api.grpc_errors import PelotonStatus
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
+from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
+from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.ports import HostSummary
+from peloton.core.sla import check_drain_request
 from peloton.core.states import HostState
 from peloton.hostmgr.private_queries import InternalHostServiceServicer
 
@@ -47,8 +57,8 @@ class HostAdmin(Protocol):
         """The host manager knows this host."""
         ...
 
-    def start_maintenance(self, hostname: str) -> HostInfo:
-        """Drain a host and take it DOWN."""
+    def start_maintenance(self, hostname: str, drain: DrainRequest | None = None) -> HostInfo:
+        """Drain a host (as `drain` says, else within each job's SLA) and take it DOWN."""
         ...
 
     def complete_maintenance(self, hostname: str) -> HostInfo:
@@ -159,13 +169,41 @@ class HostCapacityServicer(capacity_pb2_grpc.HostCapacityServiceServicer):  # ty
         return host_capacities_to_pb(self._admin.host_summaries(), capacity)
 
 
+class MaintenanceServicer(maintenance_pb2_grpc.MaintenanceServiceServicer):  # type: ignore[misc]
+    """pelotonpy.api.maintenance.MaintenanceService: drains with an SLA policy, or forced."""
+
+    def __init__(self, admin: HostAdmin) -> None:
+        self._admin = admin
+
+    def DrainHosts(self, request: Any, context: Any) -> Any:
+        names = list(dict.fromkeys(request.hostnames))
+        if not names or not all(names):
+            raise InvalidArgument("name at least one host, with non-empty names",
+                                  field="hostnames")
+        drain = drain_from_pb(request.drain)
+        check_drain_request(drain)
+        unknown = [n for n in names if not self._admin.host_known(n)]
+        if unknown:
+            raise NotFound(f"hosts not known to the host manager: {', '.join(unknown)}",
+                           field="hostnames")
+        infos = [self._admin.start_maintenance(n, drain) for n in names]
+        return maintenance_pb2.DrainHostsResponse(hosts=[host_drain_to_pb(i) for i in infos])
+
+    def ListHostDrains(self, request: Any, context: Any) -> Any:
+        infos = [i for i in self._admin.query_hosts()
+                 if i.goal_state is HostState.DOWN or i.state is not HostState.UP]
+        return maintenance_pb2.ListHostDrainsResponse(hosts=[host_drain_to_pb(i) for i in infos])
+
+
 def serve_host_service(server: ServiceHost, admin: HostAdmin) -> str:
-    """Register the v0 HostService (and our capacity extension) on `server` (before it
-    starts); returns the v0 service name."""
+    """Register the v0 HostService (and our capacity and maintenance extensions) on `server`
+    (before it starts); returns the v0 service name."""
     register(server, capacity_pb2_grpc.add_HostCapacityServiceServicer_to_server,
              HostCapacityServicer(admin))
     # Peloton's private queries its tools use (ClusterCapacity, GetHostsByQuery).
     register(server, hostsvc_pb2_grpc.add_InternalHostServiceServicer_to_server,
              InternalHostServiceServicer(admin))
+    register(server, maintenance_pb2_grpc.add_MaintenanceServiceServicer_to_server,
+             MaintenanceServicer(admin))
     return register(server, host_svc_pb2_grpc.add_HostServiceServicer_to_server,
                     HostServiceServicer(admin))

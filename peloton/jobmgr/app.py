@@ -106,7 +106,7 @@ class JobManager:
         # Orphan runs (of no known task) are killed whatever the Kill lock says.
         self.events = StatusEvents(self.cache, raw_hostmgr.subscribe("jobmgr"), raw_hostmgr,
                                    self.queue, config)
-        self.evictor = Evictor(self.cache, resmgr, hostmgr, self.control, config)
+        self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)
         self.resync = PeerResync(self.recovery)

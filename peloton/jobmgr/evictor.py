@@ -1,40 +1,68 @@
 """Moving runs off: preemption victims from the resource manager and runs on draining hosts.
 
-A victim is stopped and, unless its job asks to be killed on preemption,
-started again as a new run (Peloton bumps the desired run id); the task
-goal-state engine then kills the old run and, once it ended, queues the
-new one, which placement puts on another host (a draining host is never
-offered).  Victims whose run already changed are ignored.
+As Peloton's evictor (pkg/jobmgr/task/evictor): each run to move is marked in one write,
+message "evicting running task", reason `EvictionReason_PREEMPTION` or
+`EvictionReason_HOST_MAINTENANCE`, with its termination reason, and the task goal-state
+engine does the rest:
+
+* a task whose job asks to be killed on preemption stops for good: a batch task gets goal
+  PREEMPTING (Peloton's batch kill-on-preempt path; its run ends KILLED and the task stays
+  so), any other task goal KILLED;
+* any other task is started again as a new run (the desired run id is bumped): the engine
+  kills the old run and, once it ended, queues the new one, which placement puts on another
+  host (a draining host is never offered).
+
+Runs on draining hosts move only as far as their job's SLA allows (peloton.core.sla, with
+each host's drain request): the others stay, and are looked at again next round, when the
+instances moved before may be back.  Preemption victims are never held.  Runs already
+asked to stop, and victims whose run changed since, are left alone.  Daemon instances on
+draining hosts are left to the daemon controller.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
+from collections.abc import Collection
 
+from peloton.common.clock import Clock
 from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunId
-from peloton.core.model.task import TerminationReason
+from peloton.core.model.sched import VictimReason
+from peloton.core.model.sla_policy import JOB_SLA_DRAIN
+from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.core.sla import Candidate, JobSla, TaskSla, instance_sla, job_verdicts, task_sla
 from peloton.core.states import JobType, TaskState
+from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
-from peloton.jobmgr.runcontrol import RunControl
 
 log = logging.getLogger(__name__)
+S = TaskState
+
+#: Task runtime message of a run being moved (Peloton's _msgEvictingRunningTask).
+EVICTING = "evicting running task"
+#: Task runtime reason by termination reason (Peloton's EvictionReason names).
+_REASONS = {TerminationReason.PREEMPTED_RESOURCES: "EvictionReason_PREEMPTION",
+            TerminationReason.KILLED_HOST_MAINTENANCE: "EvictionReason_HOST_MAINTENANCE"}
+_LIVE_GOALS = frozenset({S.RUNNING, S.SUCCEEDED})
 
 
 class Evictor:
-    """Polls for victims and draining runs and restarts them elsewhere."""
+    """Polls for victims and draining runs and moves them; see the module docstring."""
 
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
-                 control: RunControl, config: JobManagerConfig) -> None:
+                 config: JobManagerConfig, clock: Clock) -> None:
         self.cache = cache
         self.resmgr = resmgr
         self.hostmgr = hostmgr
-        self.control = control
         self.config = config
+        self.clock = clock
+        #: (job id, instance) -> why its run on a draining host waits (logged once per reason).
+        self.waiting: dict[tuple[str, int], str] = {}
         self._loop = Loop("evictor", self.evict_once, interval=config.evict_interval, log=log)
 
     def start(self) -> None:
@@ -47,41 +75,108 @@ class Evictor:
 
     def evict_once(self) -> int:
         """One round; returns how many runs were asked to move."""
+        return self._preempt() + self._drain()
+
+    # -- preemption ------------------------------------------------------------------------
+    def _preempt(self) -> int:
         runs: dict[tuple[str, TerminationReason], list[RunId]] = defaultdict(list)
         for victim in self.resmgr.take_victims(self.config.evict_batch):
+            reason = (TerminationReason.KILLED_HOST_MAINTENANCE
+                      if victim.reason is VictimReason.HOST_MAINTENANCE
+                      else TerminationReason.PREEMPTED_RESOURCES)
             rid = RunId(victim.task_id.job_id, victim.task_id.instance, victim.run_id)
-            runs[(rid.job_id, TerminationReason.PREEMPTED_RESOURCES)].append(rid)
-        for _host, run_id in self.hostmgr.draining_runs():
+            runs[(rid.job_id, reason)].append(rid)
+        moved = 0
+        for (job_id, reason), rids in runs.items():
+            job = self.cache.get(job_id)
+            if job is not None:
+                moved += self._evict(job, _movable(job, rids), reason)
+        return moved
+
+    # -- draining hosts --------------------------------------------------------------------
+    def _drain(self) -> int:
+        draining = self.hostmgr.draining_runs()
+        if not draining:
+            self.waiting.clear()
+            return 0
+        requests = self.hostmgr.drain_requests()
+        by_job: dict[str, list[tuple[RunId, str]]] = defaultdict(list)
+        for host, run_id in draining:
             try:
                 rid = RunId.parse(run_id)
             except InvalidArgument:
                 continue
-            runs[(rid.job_id, TerminationReason.KILLED_HOST_MAINTENANCE)].append(rid)
-        moved = 0
-        for (job_id, reason), rids in runs.items():
+            by_job[rid.job_id].append((rid, host))
+        moved, waiting = 0, {}
+        now = self.clock.wall()
+        for job_id, found in by_job.items():
             job = self.cache.get(job_id)
-            if job is None:
-                continue
-            if job.spec.type is JobType.DAEMON and reason is TerminationReason.KILLED_HOST_MAINTENANCE:
+            if job is None or job.spec.type is JobType.DAEMON:
                 continue  # the daemon controller removes instances of hosts that leave
-            current = []
-            for r in rids:
-                rt = job.get_task(r.instance)
-                if rt is not None and rt.run_id == r.run and not rt.state.terminal and \
-                        rt.goal_state in (TaskState.RUNNING, TaskState.SUCCEEDED):
-                    current.append(r.instance)
-            if not current:
-                continue
-            kill_goal = [i for i in current if job.task_spec(i).kill_on_preempt
-                         and reason is TerminationReason.PREEMPTED_RESOURCES]
-            restart = [i for i in current if i not in kill_goal]
-            if kill_goal:
-                self.control.set_goal(job, kill_goal, TaskState.KILLED, reason=reason)
-            if restart:
-                by_goal: dict[TaskState, list[int]] = defaultdict(list)
-                for i in restart:
-                    by_goal[job.task(i).goal_state].append(i)
-                for goal, insts in by_goal.items():
-                    self.control.set_goal(job, insts, goal, bump_run=True, reason=reason)
-            moved += len(current)
+            hosts = {rid.instance: host for rid, host in found}
+            movable = _movable(job, [rid for rid, _ in found])
+            candidates = [Candidate(i, requests.get(hosts[i], JOB_SLA_DRAIN), self._task_sla(job, i))
+                          for i in movable]
+            snapshot = JobSla(job.job_id, job.spec.type is JobType.SERVICE,
+                              job.spec.sla.maximum_unavailable_instances,
+                              tuple(instance_sla(i, rt) for i, rt in job.tasks()))
+            allowed = []
+            for verdict in job_verdicts(snapshot, candidates, now):
+                if verdict.allowed:
+                    allowed.append(verdict.instance)
+                else:
+                    waiting[(job_id, verdict.instance)] = verdict.why
+            moved += self._evict(job, allowed, TerminationReason.KILLED_HOST_MAINTENANCE)
+        for key, why in waiting.items():
+            if self.waiting.get(key) != why:
+                log.info("task %s/%d stays on its draining host: %s", key[0], key[1], why)
+        self.waiting = waiting
         return moved
+
+    @staticmethod
+    def _task_sla(job: CachedJob, instance: int) -> TaskSla:
+        try:
+            return task_sla(job.task_spec(instance).labels)
+        except InvalidArgument as err:
+            log.warning("job %s instance %d: %s; drained as if it had none", job.job_id,
+                        instance, err)
+            return TaskSla()
+
+    # -- the write -------------------------------------------------------------------------
+    def _evict(self, job: CachedJob, instances: Collection[int], reason: TerminationReason) -> int:
+        """Mark each instance's run to move (see the module docstring); returns how many."""
+        if not instances:
+            return 0
+        now = self.clock.wall()
+        changes = {i: _eviction(job, i, reason, now) for i in instances}
+        return len(job.write_tasks(changes))
+
+
+def _movable(job: CachedJob, rids: Collection[RunId]) -> list[int]:
+    """Instances whose named run is current, live, meant to run and not yet asked to move."""
+    out = []
+    for r in rids:
+        rt = job.get_task(r.instance)
+        if rt is not None and rt.run_id == r.run and not rt.state.terminal \
+                and rt.goal_state in _LIVE_GOALS and rt.desired_run_id in (0, rt.run_id) \
+                and rt.config_version == rt.desired_config_version:
+            out.append(r.instance)
+    return sorted(set(out))
+
+
+def _eviction(job: CachedJob, instance: int, reason: TerminationReason, now: float) -> TaskChange:
+    """The one write that moves an instance's run (Peloton's getRuntimeDiffForPreempt)."""
+    stop = job.task_spec(instance).kill_on_preempt
+    goal = S.PREEMPTING if job.spec.type is JobType.BATCH else S.KILLED
+
+    def change(rt: TaskRuntime) -> TaskRuntime | None:
+        if rt.state.terminal or rt.goal_state not in _LIVE_GOALS or \
+                rt.desired_run_id not in (0, rt.run_id):
+            return None  # it ended, was stopped or is already moving since we looked
+        marked = dataclasses.replace(rt, message=EVICTING, reason=_REASONS[reason],
+                                     termination=reason, update_time=now)
+        if stop:
+            return dataclasses.replace(marked, goal_state=goal)
+        return dataclasses.replace(marked, desired_run_id=rt.run_id + 1)
+
+    return change

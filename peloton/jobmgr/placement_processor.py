@@ -117,7 +117,7 @@ class PlacementProcessor:
         changes = {}
         for inst, (placement, placed) in items.items():
             rt = job.get_task(inst)
-            if rt is None or rt.goal_state in (S.KILLED, S.DELETED):
+            if rt is None or rt.goal_state in (S.KILLED, S.DELETED, S.PREEMPTING):
                 stale.append(placed.task_id)
                 continue
             if rt.run_id != placed.run_id or rt.state not in LAUNCHABLE:

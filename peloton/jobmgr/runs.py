@@ -18,6 +18,8 @@ from peloton.core.states import HealthState, TaskState
 
 S = TaskState
 _HEALTH = {h.value: h for h in HealthState}
+#: Goals under which a run that ends KILLED was meant to stop (not a failure).
+_STOP_GOALS = frozenset({S.KILLED, S.DELETED, S.PREEMPTING})
 
 
 def initial(goal: TaskState, config_version: int, now: float, *,
@@ -105,7 +107,7 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
             new = dataclasses.replace(new, message=event.message)
     elif state.terminal:
         failed = state in (S.FAILED, S.LOST) or (state is S.KILLED and rt.state is not S.KILLING
-                                                  and rt.goal_state not in (S.KILLED, S.DELETED))
+                                                  and rt.goal_state not in _STOP_GOALS)
         # A batch task that succeeds while its goal is RUNNING (a service) also counts.
         failed = failed or (state is S.SUCCEEDED and rt.goal_state is S.RUNNING)
         new = dataclasses.replace(

@@ -241,6 +241,56 @@ def test_updates_touch_exactly_the_instances_whose_config_changes(
         client._iprot.trans.close()
 
 
+def modes(client: Any, t: Any, *hosts: str) -> dict[str, int]:
+    resp = client.maintenanceStatus(t.Hosts(hostNames=set(hosts)))
+    assert resp.responseCode == t.ResponseCode.OK, resp.details
+    return {s.host: s.mode for s in resp.result.maintenanceStatusResult.statuses}
+
+
+def test_sla_drain_hosts_with_auroras_default_rules(up: UpCluster, apache: tuple[Any, Any]) -> None:
+    """slaDrainHosts through the Apache Thrift client: bad input is refused naming the field
+    and changes nothing; a small non-production job is not checked (Aurora's defaults: jobs
+    of 20+ active instances, production tiers), so its host drains at once even under a
+    policy nothing could meet, and comes back with endMaintenance."""
+    admin, t = apache
+    client = connect(admin, f"http://127.0.0.1:{up.aurora_port}/api", "binary")
+    name = "sladrain-thrift"
+    try:
+        resp = client.startJobUpdate(request(t, task_config(t, name, "sleep 1000"), 2), "deploy")
+        assert resp.responseCode == t.ResponseCode.OK, resp.details
+        job = resp.result.startJobUpdateResult.key.job
+        runs = eventually(lambda: (r := running(client, t, job)) and len(r) == 2 and r, 90,
+                          "two instances RUNNING")
+        host = runs[0].assignedTask.slaveHost
+        never = t.SlaPolicy(countSlaPolicy=t.CountSlaPolicy(count=1, durationSecs=86_400))
+        for policy, timeout, named in (
+                (t.SlaPolicy(percentageSlaPolicy=t.PercentageSlaPolicy(percentage=150.0,
+                                                                       durationSecs=0)),
+                 60, "defaultSlaPolicy.percentageSlaPolicy.percentage"),
+                (t.SlaPolicy(coordinatorSlaPolicy=t.CoordinatorSlaPolicy(
+                    coordinatorUrl="http://coordinator", statusKey="drain")), 60,
+                 "defaultSlaPolicy.coordinatorSlaPolicy"),
+                (never, -1, "timeoutSecs")):
+            bad = client.slaDrainHosts(t.Hosts(hostNames={host}), policy, timeout)
+            assert bad.responseCode == t.ResponseCode.INVALID_REQUEST, bad
+            assert named in bad.details[0].message, bad.details
+        assert modes(client, t, host) == {host: t.MaintenanceMode.NONE}
+
+        resp = client.slaDrainHosts(t.Hosts(hostNames={host}), never, 3600)
+        assert resp.responseCode == t.ResponseCode.OK, resp.details
+        eventually(lambda: modes(client, t, host) == {host: t.MaintenanceMode.DRAINED}, 60,
+                   f"{host} DRAINED")
+        assert all(tk.assignedTask.slaveHost != host for tk in running(client, t, job))
+        resp = client.endMaintenance(t.Hosts(hostNames={host}))
+        assert resp.responseCode == t.ResponseCode.OK, resp.details
+        assert modes(client, t, host) == {host: t.MaintenanceMode.NONE}
+        eventually(lambda: len(running(client, t, job)) == 2, 90, "both instances RUNNING again")
+        assert client.killTasks(job, None, "done").responseCode == t.ResponseCode.OK
+        eventually(lambda: not running(client, t, job), 60, "every instance stopped")
+    finally:
+        client._iprot.trans.close()
+
+
 def test_unsupported_methods_answer_invalid_request(up: UpCluster,
                                                     apache: tuple[Any, Any]) -> None:
     admin, t = apache

@@ -118,7 +118,13 @@ def test_watch_time_failure_rolls_back(up: UpCluster, transport: str) -> None:
     assert drive(up, transport, "watchtime", timeout_s=45).observed["status"] == "ROLLED_BACK"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 part B item 6: slaDrainHosts is not implemented yet")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_sla_drain(up: UpCluster, transport: str) -> None:
-    drive(up, transport, "sladrain", host=idle_host(up), timeout_s=45)
+    seen = drive(up, transport, "sladrain", timeout_s=60).observed
+    first = next(iter(seen["draining"]))
+    assert seen["draining"] == {first: "DRAINING"}, seen
+    # A policy no instance meets holds every task on the host until the 8 s timeout...
+    assert seen["held"] == seen["on_first"] > 0, seen
+    assert seen["forced_after_s"] >= 8, seen
+    # ...and one the other instances meet lets the next host drain at once.
+    assert seen["on_second"] > 0 and seen["sla_drained_s"] < 30, seen

@@ -33,6 +33,7 @@ from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostInfo, HostOffer
 from peloton.core.model.resources import EPSILON, PortRange, Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
+from peloton.core.model.sla_policy import JOB_SLA_DRAIN, DrainRequest
 from peloton.core.ports import HostEvent, HostSummary
 from peloton.core.states import HostState, TaskState
 
@@ -140,6 +141,7 @@ class FakeHostManager:
         self.signal = gevent.event.Event()
         self.killed: list[str] = []
         self.refused: list[HostReservation] = []
+        self.drains: dict[str, DrainRequest] = {}
         self._ids = itertools.count(1)
 
     # -- test setup and helpers ------------------------------------------------------------
@@ -150,6 +152,11 @@ class FakeHostManager:
         host = FakeHost(hostname, Resources(cpu, mem, disk, gpu), labels, state, slack_cpu)
         self.hosts[hostname] = host
         return host
+
+    def drain(self, hostname: str, request: DrainRequest = JOB_SLA_DRAIN) -> None:
+        """Put a host under maintenance (DRAINING, never offered) with a drain request."""
+        self.hosts[hostname].state = HostState.DRAINING
+        self.drains[hostname] = request
 
     def runs(self, hostname: str | None = None) -> dict[str, str]:
         """Launched runs -> their host (of one host, or all)."""
@@ -287,6 +294,10 @@ class FakeHostManager:
                                      labels=h.labels), h.capacity, h.used()[0], h.agent_id,
                             tasks=len(h.bookings))
                 for _, h in sorted(self.hosts.items())]
+
+    def drain_requests(self) -> dict[str, DrainRequest]:
+        return {h.hostname: self.drains.get(h.hostname, JOB_SLA_DRAIN)
+                for h in self.hosts.values() if h.state is HostState.DRAINING}
 
     def draining_runs(self) -> list[tuple[str, str]]:
         return [(h.hostname, run) for h in self.hosts.values() if h.state is HostState.DRAINING

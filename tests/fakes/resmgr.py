@@ -57,6 +57,8 @@ class FakeResourceManager:
         self.killed: list[TaskId] = []
         self.recovered: list[TaskId] = []
         self.reasons: dict[TaskId, str] = {}
+        #: Preemption victims the next `take_victims` hands out (a test puts them here).
+        self.victims: list[Victim] = []
         self._ports = itertools.count(31000)
         self._turn = itertools.count()
 
@@ -126,7 +128,8 @@ class FakeResourceManager:
         self.recovered.append(task.task_id)
 
     def take_victims(self, limit: int) -> list[Victim]:
-        return []
+        out, self.victims = self.victims[:limit], self.victims[limit:]
+        return out
 
     def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:
         return {t: self.reasons.get(t, WAITING) for t in task_ids if t in self.queued}

@@ -540,22 +540,97 @@ func modes(statuses []*aurora.HostStatus) map[string]string {
 	return out
 }
 
-// sladrain: drain a host only as far as the affected jobs' SLA allows (part B item 6).
+// sladrain: drain hosts only as far as the jobs' SLA allows (issue 11 item 6), with a
+// production (preferred tier) service of 20 instances: by default Aurora checks the SLA of
+// production tasks of jobs with at least 20 active instances only.
+//  1. A count policy nothing can meet (19 of the 20 RUNNING for an hour) holds the busiest
+//     host's tasks where they are; once the drain's timeout (8 s) has passed they go anyway.
+//  2. A percentage policy the other instances meet (50 %, no duration) lets the next host
+//     drain at once, long before its one-hour timeout.
 func (d *driver) slaDrain() {
-	if d.host == "" {
-		d.fail("-host is required")
-	}
-	policy := &aurora.SlaPolicy{PercentageSlaPolicy: &aurora.PercentageSlaPolicy{Percentage: 50}}
-	result, err := d.client.SLADrainHosts(policy, 60, d.host)
+	_, err := d.client.CreateJob(d.job("sleep 1000", 20, true).Tier("preferred").CPU(0.05))
+	d.must(err, "CreateJob")
+	d.running(20)
+
+	first, onFirst := d.busiestHost("")
+	d.out["on_first"] = onFirst
+	count := &aurora.SlaPolicy{CountSlaPolicy: &aurora.CountSlaPolicy{Count: 19, DurationSecs: 3600}}
+	start := time.Now()
+	result, err := d.client.SLADrainHosts(count, 8, first)
 	d.must(err, "SLADrainHosts")
 	d.out["draining"] = modes(result.GetStatuses())
-	done, err := d.monitor.HostMaintenance([]string{d.host},
-		[]aurora.MaintenanceMode{aurora.MaintenanceMode_DRAINED}, 1, d.seconds())
-	if err != nil || !done[d.host] {
-		d.fail("host %s not DRAINED: %v", d.host, err)
+	// For 3 s (well inside the timeout) every task stays RUNNING on the draining host.
+	held := onFirst
+	for time.Since(start) < 3*time.Second {
+		if n := d.runningOn(first); n < held {
+			held = n
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	_, _, err = d.client.EndMaintenance(d.host)
+	d.out["held"] = held
+	d.drained(first)
+	d.out["forced_after_s"] = time.Since(start).Seconds()
+	_, _, err = d.client.EndMaintenance(first)
 	d.must(err, "EndMaintenance")
+
+	d.running(20)
+	second, onSecond := d.busiestHost(first)
+	d.out["on_second"] = onSecond
+	percentage := &aurora.SlaPolicy{PercentageSlaPolicy: &aurora.PercentageSlaPolicy{Percentage: 50}}
+	start = time.Now()
+	_, err = d.client.SLADrainHosts(percentage, 3600, second)
+	d.must(err, "SLADrainHosts")
+	d.drained(second)
+	d.out["sla_drained_s"] = time.Since(start).Seconds()
+	_, _, err = d.client.EndMaintenance(second)
+	d.must(err, "EndMaintenance")
+	_, err = d.client.KillJob(d.key())
+	d.must(err, "KillJob")
+	d.gone()
+}
+
+// runningOn counts the job's RUNNING tasks on `host`.
+func (d *driver) runningOn(host string) int {
+	tasks, err := d.client.GetTaskStatus(&aurora.TaskQuery{JobKeys: []*aurora.JobKey{d.key()},
+		Statuses: []aurora.ScheduleStatus{aurora.ScheduleStatus_RUNNING}})
+	d.must(err, "GetTaskStatus")
+	n := 0
+	for _, t := range tasks {
+		if t.GetAssignedTask().GetSlaveHost() == host {
+			n++
+		}
+	}
+	return n
+}
+
+// busiestHost is the host (other than `not`) with the most RUNNING tasks of the job.
+func (d *driver) busiestHost(not string) (string, int) {
+	tasks, err := d.client.GetTaskStatus(&aurora.TaskQuery{JobKeys: []*aurora.JobKey{d.key()},
+		Statuses: []aurora.ScheduleStatus{aurora.ScheduleStatus_RUNNING}})
+	d.must(err, "GetTaskStatus")
+	counts := map[string]int{}
+	for _, t := range tasks {
+		counts[t.GetAssignedTask().GetSlaveHost()]++
+	}
+	best, most := "", 0
+	for host, n := range counts {
+		if host != not && (n > most || n == most && host < best) {
+			best, most = host, n
+		}
+	}
+	if best == "" {
+		d.fail("no host other than %q runs tasks of %s", not, d.name)
+	}
+	return best, most
+}
+
+// drained waits for `host` to be DRAINED (gorealis's host maintenance monitor).
+func (d *driver) drained(host string) {
+	done, err := d.monitor.HostMaintenance([]string{host},
+		[]aurora.MaintenanceMode{aurora.MaintenanceMode_DRAINED}, 1, d.seconds())
+	if err != nil || !done[host] {
+		d.fail("host %s not DRAINED: %v", host, err)
+	}
 }
 
 // quota: set a role's quota and read it back.

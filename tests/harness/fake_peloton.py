@@ -22,6 +22,7 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
+from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2
 from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound
 from tests.harness.fake_peloton_cron import FakeCron
 from tests.harness.fake_peloton_state import TERMINAL_WORKFLOWS, FakeJob, FakeState, now
@@ -367,7 +368,23 @@ class FakePeloton(FakeCron, FakeState):
         self.record("complete_maintenance", hostname=hostname)
         with self._lock:
             self.hosts[hostname] = host_pb2.HOST_STATE_UP
+            self.drains.pop(hostname, None)
             return host_svc_pb2.CompleteMaintenanceResponse(hostname=hostname)
+
+    def drain_hosts(self, hostnames: Sequence[str], drain: Any) -> list[Any]:
+        """MaintenanceService.DrainHosts: every host DRAINING with `drain` (kept in `drains`)."""
+        self.record("drain_hosts", hostnames=list(hostnames), drain=drain)
+        with self._lock:
+            unknown = [h for h in hostnames if h not in self.hosts]
+            if unknown:
+                raise NotFound(f"hosts not known to the host manager: {', '.join(unknown)}")
+            out = []
+            for name in hostnames:
+                if self.hosts[name] == host_pb2.HOST_STATE_UP:
+                    self.hosts[name] = host_pb2.HOST_STATE_DRAINING
+                self.drains[name] = drain
+                out.append(maintenance_pb2.HostDrain(hostname=name, drain=drain))
+            return out
 
 
 def _ranges(ids: Iterable[int]) -> list[Any]:

@@ -1,7 +1,8 @@
 """Serve a FakePeloton over real gRPC, at the paths and with the error forms Peloton uses.
 
 `serve(fake)` starts a GrpcServer on 127.0.0.1 and a free port with the
-v1alpha JobService and PodService and the v0 ResourceManager and HostService
+v1alpha JobService and PodService, the v0 ResourceManager and HostService, and our
+CronService and MaintenanceService
 (through peloton.api.service_registry, so PelotonErrors become the status
 codes our daemons use, and the v0 respool service also answers at its legacy
 path).  v0 respool failures are embedded in the response, as Peloton does.
@@ -17,6 +18,7 @@ from peloton.api.gen.peloton.api.v0.respool import respool_pb2, respool_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc as job_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc as pod_grpc
 from peloton.api.gen.pelotonpy.api.cron import cron_pb2, cron_pb2_grpc
+from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2, maintenance_pb2_grpc
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.service_registry import register
 from peloton.core.errors import AlreadyExists, NotFound
@@ -141,6 +143,14 @@ class _Hosts(host_svc_pb2_grpc.HostServiceServicer):  # type: ignore[misc]
         return self.f.complete_maintenance(r.hostname)
 
 
+class _Maintenance(maintenance_pb2_grpc.MaintenanceServiceServicer):  # type: ignore[misc]
+    def __init__(self, fake: FakePeloton) -> None:
+        self.f = fake
+
+    def DrainHosts(self, r: Any, ctx: Any) -> Any:
+        return maintenance_pb2.DrainHostsResponse(hosts=self.f.drain_hosts(list(r.hostnames), r.drain))
+
+
 class _Cron(cron_pb2_grpc.CronServiceServicer):  # type: ignore[misc]
     def __init__(self, fake: FakePeloton) -> None:
         self.f = fake
@@ -169,5 +179,7 @@ def serve(fake: FakePeloton) -> GrpcServer:
     register(server, respool_pb2_grpc.add_ResourceManagerServicer_to_server, _Pools(fake))
     register(server, host_svc_pb2_grpc.add_HostServiceServicer_to_server, _Hosts(fake))
     register(server, cron_pb2_grpc.add_CronServiceServicer_to_server, _Cron(fake))
+    register(server, maintenance_pb2_grpc.add_MaintenanceServiceServicer_to_server,
+             _Maintenance(fake))
     server.start()
     return server

@@ -100,6 +100,8 @@ class FakeState:
         self.names: dict[str, list[str]] = {}
         self.pools: dict[str, Any] = {}  # id -> ResourcePoolInfo
         self.hosts = {h: host_pb2.HOST_STATE_UP for h in hosts}
+        #: hostname -> the DrainSpec of its last MaintenanceService.DrainHosts.
+        self.drains: dict[str, Any] = {}
         self.pod_message = ""
         self._lock = threading.RLock()
         root = respool_pb2.ResourcePoolInfo(

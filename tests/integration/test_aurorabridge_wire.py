@@ -352,6 +352,14 @@ def test_create_quota_tiers_and_maintenance(aurora: tuple[Any, Any, str], cluste
     assert [h.mode for h in modes] == [t.MaintenanceMode.DRAINING]
     modes = client.endMaintenance(hosts).result.endMaintenanceResult.statuses
     assert [h.mode for h in modes] == [t.MaintenanceMode.NONE]
+    policy = t.SlaPolicy(countSlaPolicy=t.CountSlaPolicy(count=1, durationSecs=30))
+    modes = client.slaDrainHosts(hosts, policy, 600).result.drainHostsResult.statuses
+    assert [h.mode for h in modes] == [t.MaintenanceMode.DRAINING]
+    if cluster.fake is not None:
+        assert cluster.fake.drains["host-2"].timeout_secs == 600
+    bad = client.slaDrainHosts(hosts, t.SlaPolicy(), 600)
+    assert bad.responseCode == t.ResponseCode.INVALID_REQUEST and "defaultSlaPolicy" in bad.details[0].message
+    client.endMaintenance(hosts)
     unknown = client.maintenanceStatus(t.Hosts(hostNames=["nope"])).result.maintenanceStatusResult.statuses
     assert [h.mode for h in unknown] == [t.MaintenanceMode.NONE]
 

@@ -11,11 +11,15 @@ import gevent
 import grpc
 import pytest
 
+from peloton.api.client import PelotonClient
 from peloton.api.gen.peloton.api.v0.host import host_pb2
 from peloton.api.gen.peloton.api.v0.host.svc import host_svc_pb2, host_svc_pb2_grpc
+from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2 as mpb
 from peloton.api.grpc_server import GrpcServer
+from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import LaunchSpec
+from peloton.core.model.sla_policy import DrainMode
 from peloton.core.model.task import TaskSpec
 from peloton.core.states import TaskState
 from peloton.hostmgr.app import HostManager
@@ -32,6 +36,7 @@ class Served:
     backend: FakeBackend
     stub: host_svc_pb2_grpc.HostServiceStub
     channel: grpc.Channel
+    port: int
 
 
 @pytest.fixture
@@ -46,7 +51,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     try:
-        yield Served(hm, backend, host_svc_pb2_grpc.HostServiceStub(channel), channel)
+        yield Served(hm, backend, host_svc_pb2_grpc.HostServiceStub(channel), channel,
+                     server.port)
     finally:
         channel.close()
         server.stop(0)
@@ -200,3 +206,54 @@ def test_peloton_private_host_queries_answer_as_peloton(served: Served) -> None:
             "/peloton.private.hostmgr.hostsvc.InternalHostService/AcquireHostOffers")(
                 b"", timeout=5)
     assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+# -- our MaintenanceService extension, through the typed client ----------------------------------
+def test_sla_and_forced_drains_through_the_maintenance_extension(served: Served) -> None:
+    client = PelotonClient(hostmgr=f"127.0.0.1:{served.port}", timeout=5)
+    try:
+        assert served.hm.launch("h1", [LaunchSpec(RUN, TaskSpec(resources=Resources(1, 10)))]) == []
+        served.backend.report(RUN, TaskState.RUNNING)
+        sla = mpb.DrainSpec(mode=mpb.DRAIN_MODE_SLA_POLICY, timeout_secs=600,
+                            default_policy=mpb.SlaPolicy(count=mpb.CountSlaPolicy(count=2)),
+                            min_required_instances=20)
+        hosts = client.drain_hosts(["h1", "h2"], sla)
+        assert [h.hostname for h in hosts] == ["h1", "h2"]
+        assert hosts[0].state == "HOST_STATE_DRAINING"
+        assert hosts[0].drain.default_policy.count.count == 2
+        assert hosts[0].drain.timeout_secs == 600 and hosts[0].drain.started_ms > 0
+        assert served.hm.drain_requests()["h1"].mode is DrainMode.SLA_POLICY
+        listed = client.list_host_drains()
+        assert next((h.hostname, h.drain.mode) for h in listed) == ("h1", mpb.DRAIN_MODE_SLA_POLICY)
+        forced = client.drain_hosts(["h1"], mpb.DrainSpec(mode=mpb.DRAIN_MODE_FORCE))
+        assert forced[0].drain.mode == mpb.DRAIN_MODE_FORCE and not forced[0].drain.HasField(
+            "timeout_secs")
+    finally:
+        client.close()
+
+
+def test_bad_drains_name_the_field_and_change_nothing(served: Served) -> None:
+    client = PelotonClient(hostmgr=f"127.0.0.1:{served.port}", timeout=5)
+    cases = [
+        (["h1", "ghost"], mpb.DrainSpec(mode=mpb.DRAIN_MODE_FORCE), NotFound,
+         "hosts not known to the host manager: ghost"),
+        ([], mpb.DrainSpec(mode=mpb.DRAIN_MODE_FORCE), InvalidArgument, "at least one host"),
+        (["h1"], mpb.DrainSpec(mode=mpb.DRAIN_MODE_SLA_POLICY), InvalidArgument,
+         "drain.default_policy"),
+        (["h1"], mpb.DrainSpec(mode=mpb.DRAIN_MODE_SLA_POLICY, default_policy=mpb.SlaPolicy(
+            percentage=mpb.PercentageSlaPolicy(percentage=101))), InvalidArgument,
+         "drain.default_policy.percentage"),
+        (["h1"], mpb.DrainSpec(mode=mpb.DRAIN_MODE_SLA_POLICY, timeout_secs=-5,
+                               default_policy=mpb.SlaPolicy(count=mpb.CountSlaPolicy(count=1))),
+         InvalidArgument, "drain.timeout_secs"),
+        (["h1"], mpb.DrainSpec(mode=7), InvalidArgument, "drain.mode"),  # type: ignore[arg-type]
+    ]
+    try:
+        for hostnames, spec, error, field in cases:
+            with pytest.raises(error) as err:
+                client.drain_hosts(hostnames, spec)
+            assert field in str(err.value), (hostnames, spec, str(err.value))
+        assert states(served.stub) == {"h1": host_pb2.HOST_STATE_UP, "h2": host_pb2.HOST_STATE_UP}
+        assert client.list_host_drains() == []
+    finally:
+        client.close()

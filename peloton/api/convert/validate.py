@@ -25,6 +25,7 @@ from peloton.core.errors import InvalidArgument
 from peloton.core.model.job import MAX_INSTANCES_PER_JOB, JobSpec, SlaSpec
 from peloton.core.model.resources import Resources
 from peloton.core.model.task import HealthCheckType, TaskSpec
+from peloton.core.sla import task_sla
 from peloton.core.states import JobType
 
 #: Peloton's _maxTaskRetries; we reject above it rather than clamp.
@@ -58,6 +59,7 @@ V0_NAMES = Names(
         "kill_on_preempt": ("preemptionPolicy", "preemptionPolicy.killOnPreempt"),
         "preemption": ("preemptionPolicy", "preemptionPolicy.type"),
         "controller": ("controller", "controller"), "revocable": ("revocable", "revocable"),
+        "labels": ("labels", "labels"),
     },
     port={"name": "name", "value": "value", "env": "envName"},
     instance_count="instanceCount",
@@ -84,6 +86,7 @@ V1_NAMES = Names(
         "kill_on_preempt": ("preemptionPolicy", "preemption_policy.kill_on_preempt"),
         "preemption": ("preemptionPolicy", "preemption_policy"),
         "controller": ("controller", "controller"), "revocable": ("revocable", "revocable"),
+        "labels": ("labels", "labels"),
     },
     port={"name": "name", "value": "value", "env": "env_name"},
     instance_count="instance_count",
@@ -167,6 +170,10 @@ def check_task(spec: TaskSpec, *, job_type: JobType, sla: SlaSpec, instance: int
         raise _fail("revocable tasks must be preemptible", at("revocable"))
     if spec.controller and (instance != 0 or other_instances):
         raise _fail("only instance 0 may be the controller task", at("controller"))
+    try:
+        task_sla(spec.labels)  # our SLA label, read by SLA-aware host drains
+    except InvalidArgument as err:
+        raise _fail(err.message, at("labels")) from None
     if spec.preemptible != sla.preemptible and instance < sla.minimum_running_instances:
         raise _fail("instances below sla minimumRunningInstances form a gang and may not "
                     "override the job's preemption policy", at("preemption"))

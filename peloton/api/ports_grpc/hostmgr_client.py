@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from peloton.api.convert.ext_maintenance import drain_from_pb
 from peloton.api.convert.private_hosts import (
     event_from_pb,
     launch_failure_from_pb,
@@ -34,6 +35,7 @@ from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
+from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.ports import HostEvent, HostSummary
 from peloton.core.states import HostState
 
@@ -142,6 +144,12 @@ class GrpcHostManager:
         reply = self.channel.call("DrainingRuns", pb.DrainingRunsRequest(),
                                   pb.DrainingRunsResponse)
         return [(r.hostname, r.run_id) for r in reply.runs]
+
+    def drain_requests(self) -> dict[str, DrainRequest]:
+        """How each DRAINING host is drained."""
+        reply = self.channel.call("DrainRequests", pb.DrainRequestsRequest(),
+                                  pb.DrainRequestsResponse)
+        return {host: drain_from_pb(spec, "drains") for host, spec in reply.drains.items()}
 
 
 class RemoteEventStream:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from peloton.api.convert.ext_maintenance import drain_to_pb
 from peloton.api.convert.private_hosts import (
     event_to_pb,
     launch_failure_to_pb,
@@ -138,6 +139,11 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
                      context: Any) -> pb.DrainingRunsResponse:
         return pb.DrainingRunsResponse(runs=[pb.DrainingRun(hostname=h, run_id=r)
                                              for h, r in self.port.draining_runs()])
+
+    def DrainRequests(self, request: pb.DrainRequestsRequest,
+                      context: Any) -> pb.DrainRequestsResponse:
+        return pb.DrainRequestsResponse(drains={
+            host: drain_to_pb(req) for host, req in self.port.drain_requests().items()})
 
 
 def serve_host_manager(server: ServiceHost, port: HostManagerPort, stream: StreamSource) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
+from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.states import HostState
 
 #: Host label that marks a host reserved for tasks that name it in a constraint.
@@ -17,7 +18,8 @@ HOSTNAME_LABEL_KEY = "hostname"
 
 @dataclass(frozen=True, slots=True)
 class HostInfo:
-    """The stored record of a host (maintenance state, labels, pool)."""
+    """The stored record of a host (maintenance state, labels, pool, and how it is drained
+    while under maintenance: None for a host never drained or whose maintenance ended)."""
 
     hostname: str
     ip: str = ""
@@ -26,6 +28,7 @@ class HostInfo:
     labels: tuple[Label, ...] = ()
     current_pool: str = ""
     desired_pool: str = ""
+    drain: DrainRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)

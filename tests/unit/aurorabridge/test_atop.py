@@ -60,6 +60,7 @@ def test_pod_spec_carries_resources_ports_labels_and_the_command() -> None:
         ("aurora_bridge_pod", "com.uber.peloton.internal.aurorabridge_pod"),
         ("aurora_job_key", "www/devel/hello"),
         ("org.apache.aurora.metadata.sha", "abc"),
+        ("peloton/sla-policy", '{"production":false}'),  # default tier, no policy of its own
     ]
     stored = thrift_util.decode(api.TaskConfig, spec.mesos_spec.executor_spec.data)
     assert stored.job.name == "hello" and stored.executorConfig.name == "AuroraExecutor"

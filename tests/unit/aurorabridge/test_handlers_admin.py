@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from aurorabridge.handlers.context import BridgeContext
 from aurorabridge.respool_loader import RespoolLoader
 from aurorabridge.thrift_api import ALL_METHODS, api
 from peloton.api.gen.peloton.api.v0.host import host_pb2
+from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2 as mpb
 from peloton.core.errors import AlreadyExists, Unavailable
 from tests.harness.fake_peloton import FakePeloton
 from tests.unit.aurorabridge import builders as b
@@ -81,6 +83,73 @@ def test_maintenance_maps_onto_peloton_host_states(call: Call, fake: FakePeloton
     bad = call("drainHosts", hosts=api.Hosts(hostNames=["host-1", "ghost"]))
     assert bad.responseCode == INVALID and "ghost" in messages(bad)
     assert call("drainHosts", hosts=api.Hosts(hostNames=[])).responseCode == INVALID
+    # drainHosts is Aurora's forced drain: no SLA, every task at once.
+    assert fake.calls_of("drain_hosts")[0]["drain"] == mpb.DrainSpec(mode=mpb.DRAIN_MODE_FORCE)
+
+
+def test_sla_drain_hosts_sends_the_policy_timeout_and_auroras_settings(
+        call: Call, fake: FakePeloton) -> None:
+    policy = api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(percentage=95.0,
+                                                                        durationSecs=1800))
+    resp = call("slaDrainHosts", hosts=api.Hosts(hostNames=["host-2", "host-1"]),
+                defaultSlaPolicy=policy, timeoutSecs=3600)
+    assert resp.responseCode == OK, messages(resp)
+    assert sorted((s.host, s.mode) for s in resp.result.drainHostsResult.statuses) == [
+        ("host-1", M.DRAINING), ("host-2", M.DRAINING)]
+    sent = fake.calls_of("drain_hosts")[0]
+    assert sent["hostnames"] == ["host-1", "host-2"]
+    assert sent["drain"] == mpb.DrainSpec(
+        mode=mpb.DRAIN_MODE_SLA_POLICY, timeout_secs=3600.0, min_required_instances=20,
+        check_non_production=False, default_policy=mpb.SlaPolicy(
+            percentage=mpb.PercentageSlaPolicy(percentage=95.0, duration_secs=1800)))
+    count = api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=3, durationSecs=0))
+    assert call("slaDrainHosts", hosts=api.Hosts(hostNames=["host-1"]), defaultSlaPolicy=count,
+                timeoutSecs=0).responseCode == OK
+    assert fake.drains["host-1"].default_policy.count.count == 3
+    assert fake.drains["host-1"].timeout_secs == 0.0
+
+
+def test_sla_drain_hosts_follows_the_bridge_settings(call: Call, ctx: BridgeContext,
+                                                     fake: FakePeloton) -> None:
+    ctx.handlers = dataclasses.replace(ctx.handlers, sla_min_instances=1,
+                                       sla_aware_kill_non_prod=True)
+    policy = api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=1))
+    assert call("slaDrainHosts", hosts=api.Hosts(hostNames=["host-1"]), defaultSlaPolicy=policy,
+                timeoutSecs=10).responseCode == OK
+    sent = fake.calls_of("drain_hosts")[0]["drain"]
+    assert (sent.min_required_instances, sent.check_non_production) == (1, True)
+
+
+SLA_DRAIN_BAD_INPUT = [
+    ({"defaultSlaPolicy": None, "timeoutSecs": 10}, "defaultSlaPolicy"),
+    ({"defaultSlaPolicy": api.SlaPolicy(), "timeoutSecs": 10}, "exactly one"),
+    ({"defaultSlaPolicy": api.SlaPolicy(percentageSlaPolicy=api.PercentageSlaPolicy(
+        percentage=120.0)), "timeoutSecs": 10}, "defaultSlaPolicy.percentageSlaPolicy.percentage"),
+    ({"defaultSlaPolicy": api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=-1)),
+      "timeoutSecs": 10}, "defaultSlaPolicy.countSlaPolicy.count"),
+    ({"defaultSlaPolicy": api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(
+        count=1, durationSecs=-3)), "timeoutSecs": 10}, "defaultSlaPolicy.countSlaPolicy.durationSecs"),
+    ({"defaultSlaPolicy": api.SlaPolicy(coordinatorSlaPolicy=api.CoordinatorSlaPolicy(
+        coordinatorUrl="http://c")), "timeoutSecs": 10}, "consults no coordinator"),
+    ({"defaultSlaPolicy": api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=1)),
+      "timeoutSecs": -1}, "timeoutSecs must be >= 0"),
+]
+
+
+@pytest.mark.parametrize(("args", "named"), SLA_DRAIN_BAD_INPUT)
+def test_sla_drain_hosts_refuses_bad_input_naming_the_field(call: Call, fake: FakePeloton,
+                                                            args: dict[str, Any], named: str) -> None:
+    resp = call("slaDrainHosts", hosts=api.Hosts(hostNames=["host-1"]), **args)
+    assert resp.responseCode == INVALID and named in messages(resp), messages(resp)
+    assert not fake.calls_of("drain_hosts") and fake.hosts["host-1"] == host_pb2.HOST_STATE_UP
+
+
+def test_sla_drain_hosts_of_an_unknown_host_changes_nothing(call: Call, fake: FakePeloton) -> None:
+    policy = api.SlaPolicy(countSlaPolicy=api.CountSlaPolicy(count=1))
+    resp = call("slaDrainHosts", hosts=api.Hosts(hostNames=["host-1", "ghost"]),
+                defaultSlaPolicy=policy, timeoutSecs=10)
+    assert resp.responseCode == INVALID and "ghost" in messages(resp)
+    assert not fake.calls_of("drain_hosts")
 
 
 def test_pool_loader_creates_once_caches_and_uses_the_gpu_pool(fake: FakePeloton) -> None:

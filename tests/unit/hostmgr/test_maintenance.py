@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
 
 from peloton.common.clock import FakeClock
-from peloton.core.errors import FailedPrecondition, NotFound
+from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.model.sla_policy import DrainMode, DrainRequest, PercentageSla
 from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.app import HostManager
 from peloton.hostmgr.config import HostManagerConfig
@@ -130,3 +132,65 @@ def test_a_restart_rebuilds_runs_from_backend_reports_and_adoption(
     second.release_lease(lease.lease_id)
     second.kill([rid(0)], 0.0)
     assert backend.killed[-1] == ("h1", [rid(0)], 0.0)
+
+
+# -- how each host is drained ------------------------------------------------------------------
+SLA = DrainRequest(DrainMode.SLA_POLICY, PercentageSla(90.0, 60), timeout_secs=600.0,
+                   min_required_instances=20, check_non_production=False)
+
+
+def test_each_draining_host_says_how_it_is_drained(hm: HostManager, store: Store,
+                                                   clock: FakeClock) -> None:
+    hm.launch("h1", [spec(0)])
+    hm.launch("h2", [spec(1)])
+    hm.start_maintenance("h1")  # Peloton's: within each job's maximum unavailable instances
+    peloton = DrainRequest(started_at=clock.wall())
+    assert hm.drain_requests() == {"h1": peloton}
+    clock.advance(5)
+    info = hm.start_maintenance("h2", SLA)
+    assert info.drain == dataclasses.replace(SLA, started_at=clock.wall())
+    assert hm.drain_requests() == {"h1": peloton, "h2": info.drain}
+    assert store.get_host("h2").drain == info.drain  # persisted
+    # Peloton's StartMaintenance again leaves a drain alone; a new request replaces it,
+    # timed from now (Aurora keeps one request per host).
+    assert hm.start_maintenance("h2").drain == info.drain
+    clock.advance(5)
+    forced = hm.start_maintenance("h2", DrainRequest(DrainMode.FORCE))
+    assert forced.drain == DrainRequest(DrainMode.FORCE, started_at=clock.wall())
+    assert hm.drain_requests()["h2"] == forced.drain
+
+
+def test_completing_maintenance_forgets_the_drain(hm: HostManager, store: Store) -> None:
+    hm.start_maintenance("h2", SLA)
+    hm.settle()
+    assert hm.host_states()["h2"] is H.DOWN and hm.drain_requests() == {}
+    hm.complete_maintenance("h2")
+    assert store.get_host("h2").drain is None
+
+
+def test_a_bad_drain_request_changes_nothing(hm: HostManager, store: Store) -> None:
+    for bad, field in ((DrainRequest(DrainMode.SLA_POLICY), "drain.default_policy"),
+                       (dataclasses.replace(SLA, timeout_secs=-1.0), "drain.timeout_secs"),
+                       (dataclasses.replace(SLA, default_policy=PercentageSla(120.0)),
+                        "drain.default_policy.percentage")):
+        with pytest.raises(InvalidArgument) as err:
+            hm.start_maintenance("h1", bad)
+        assert err.value.field == field
+    assert hm.host_states()["h1"] is H.UP and store.get_hosts() == []
+
+
+def test_a_drain_request_survives_a_restart(store_url: str, clock: FakeClock) -> None:
+    backend = FakeBackend()
+    backend.add_host("h1")
+    store = open_store(store_url, StoreOptions(bootstrap=True))
+    first = connect(HostManager(store, backend, CONFIG, clock=clock))
+    first.launch("h1", [spec(0)])
+    request = first.start_maintenance("h1", SLA).drain
+    backend.stop()
+    store.close()
+    store = open_store(store_url, StoreOptions(bootstrap=True))
+    try:
+        second = connect(HostManager(store, backend, CONFIG, clock=clock))
+        assert second.drain_requests() == {"h1": request}
+    finally:
+        store.close()
