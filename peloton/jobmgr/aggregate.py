@@ -51,6 +51,7 @@ from peloton.common.clock import Clock
 from peloton.core.errors import Conflict, NotFound
 from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
 from peloton.core.model.events import PodEvent
+from peloton.core.model.evolve import evolve
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
@@ -349,7 +350,7 @@ class CachedJob:
         deps.store.create_task_runtimes(self.job_id, runtimes)
         # Created runtimes are stored at revision 1 (the store's contract): no re-read.
         for inst, rt in runtimes.items():
-            self._put_task(inst, dataclasses.replace(rt, revision=1))
+            self._put_task(inst, evolve(rt, revision=1))
         deps.queue.tasks_changed(self.job_id)
         for inst, rt in runtimes.items():
             if _wants_look(None, rt):
