@@ -241,11 +241,11 @@ class HostManager:
             return self.registry.summaries()
 
     # -- metrics ---------------------------------------------------------------------------
-    def _count_update(self) -> Callable[[Offered], None]:
+    def _count_update(self) -> Callable[[Offered, int], None]:
         counter = self.metrics.counter("status_updates", "Status updates by what the stream did",
                                        ["verdict"])
         children = {v: counter.labels(verdict=v.value) for v in Offered}
-        return lambda verdict: children[verdict].inc()
+        return lambda verdict, n: children[verdict].inc(n)
 
     def _export_gauges(self) -> None:
         # Read at scrape time only: nothing on the hot paths.
