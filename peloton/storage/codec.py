@@ -36,6 +36,7 @@ from peloton.storage.codec_compile import (
     CodecError,
     dataclass_decoder,
     dataclass_encoder,
+    dataclass_json,
     json_encode,
 )
 
@@ -57,7 +58,7 @@ def decode(cls: type[T], data: Any) -> T:
 
 def to_json(obj: Any) -> str:
     """Canonical compact JSON text of a dataclass instance (same value -> same text)."""
-    return str(json_encode(dataclass_encoder(type(obj))(obj)))
+    return dataclass_json(type(obj))(obj)
 
 
 def dumps(data: Any) -> str:

@@ -31,6 +31,7 @@ from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.states import TaskState
 from peloton.storage import codec
 from peloton.storage.sql.database import Database
+from peloton.storage.sql.history import insert_pod_events, pod_event_rows
 from peloton.storage.sql.tables import task_configs, task_runtimes
 from peloton.storage.task_store import RuntimeWrite, WriteResult
 
@@ -179,7 +180,22 @@ class SqlTasks:
         if len({(p[3], p[4]) for p in params}) != len(params):
             raise InvalidArgument("a task may be written only once per batch", field="writes")
         cas = self._cas_postgres if self.db.dialect == "postgresql" else self._cas_sqlite
-        done = self.db.run("write task runtimes", lambda conn: cas(conn, params))
+        history = [(w.job_id, w.instance, w.events) for w in writes if w.events]
+        event_rows = pod_event_rows(self.db, [e for *_, evs in history for e in evs])
+
+        def tx(conn: Connection) -> set[Any]:
+            done = cas(conn, params)
+            if event_rows:
+                # The events of the writes applied, in the same transaction.
+                rows: Sequence[tuple[Any, ...]] = event_rows
+                if len(done) < len(params):
+                    keep = [(job, inst) in done for job, inst, evs in history for _ in evs]
+                    rows = [r for r, k in zip(event_rows, keep, strict=True) if k]
+                if rows:
+                    insert_pod_events(self.db, conn, rows)
+            return done
+
+        done = self.db.run("write task runtimes", tx)
         if len(done) == len(writes):
             return WriteResult({w.task: rt for w, rt in zip(writes, stored, strict=True)})
         written = {w.task: rt for w, rt in zip(writes, stored, strict=True)
