@@ -10,6 +10,8 @@ bridge, the archiver, the UI) and tests/conftest.py call it first.  It:
   That pool is enlarged because with the default 10 threads, nine or more concurrent
   in-process gRPC calls deadlock (seen on these machines).  Nothing else uses that
   pool: blocking C calls (sqlite3) go to their own `peloton.common.blocking` pool;
+* sets the garbage collector's thresholds for a process holding much long-lived
+  state (peloton.common.gcpolicy);
 * installs gevent's SIGCHLD handling: from here on gevent reaps every child process,
   and keeps the exit status of each one it watches.  `os.posix_spawn`, `os.fork` and
   `subprocess` are gevent's (patched), which watch a child from its birth, and
@@ -21,6 +23,8 @@ bridge, the archiver, the UI) and tests/conftest.py call it first.  It:
 from __future__ import annotations
 
 import os
+
+from peloton.common import gcpolicy
 
 # Set before gRPC starts (importing this module comes first in every daemon and in `peloton`).
 # Our processes fork only to exec; gevent's subprocess forks in Python, and gRPC's fork
@@ -54,4 +58,5 @@ def setup() -> None:
     # reported until something else installs the handler (gevent.subprocess does): its
     # waitpid would wait forever.
     hub.loop.install_sigchld()
+    gcpolicy.tune()
     _done = True
