@@ -27,6 +27,7 @@ from peloton.api.grpc_server import ServiceHost
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.metrics import Metrics
 from peloton.core.errors import NotFound
+from peloton.core.feasibility import HostShape
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
@@ -239,6 +240,12 @@ class HostManager:
         """Every known host with capacity, allocation and connection, sorted by hostname."""
         with self._lock:
             return self.registry.summaries()
+
+    def host_shapes(self) -> list[HostShape]:
+        """What every known host could ever hold, sorted by hostname (cached until a host
+        registers, goes, or changes its maintenance state)."""
+        with self._lock:
+            return self.registry.shapes()
 
     # -- metrics ---------------------------------------------------------------------------
     def _count_update(self) -> Callable[[Offered, int], None]:

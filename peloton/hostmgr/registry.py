@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import replace
 
+from peloton.core.feasibility import HostShape
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import ZERO, Resources, from_units
 from peloton.core.ports import HostSummary
@@ -39,6 +40,8 @@ class HostRegistry:
         #: Runs seen to end, so a late non-terminal re-delivery does not book them again and a
         #: kill of a finished run needs no reconciliation.  Run ids are never reused.
         self.ended: OrderedDict[str, None] = OrderedDict()
+        #: `shapes()`, kept until a host's description, connection or state changes.
+        self._shapes: list[HostShape] | None = None
 
     # -- hosts ---------------------------------------------------------------------------
     def host(self, hostname: str) -> HostRecord:
@@ -46,6 +49,7 @@ class HostRegistry:
         rec = self.hosts.get(hostname)
         if rec is None:
             rec = self.hosts[hostname] = HostRecord(hostname)
+            self._shapes = None
             info = self.infos.get(hostname)
             if info is not None:
                 rec.state = info.state
@@ -55,6 +59,7 @@ class HostRegistry:
         """A host registered or re-registered with the backend."""
         rec = self.host(backend_host.hostname)
         rec.describe(backend_host)
+        self._shapes = None
         self.refresh(rec)
         return rec
 
@@ -63,6 +68,7 @@ class HostRegistry:
         rec = self.hosts.get(hostname)
         if rec is not None:
             rec.connected = False
+            self._shapes = None
             self.refresh(rec)
         return rec
 
@@ -87,6 +93,7 @@ class HostRegistry:
     def set_info(self, info: HostInfo) -> None:
         """Adopt a (persisted) maintenance record."""
         self.infos[info.hostname] = info
+        self._shapes = None
         if info.state is HostState.DRAINING:
             self.draining.add(info.hostname)
         else:
@@ -174,6 +181,22 @@ class HostRegistry:
         """(hostname, run id) of every run on a DRAINING host."""
         return [(name, run_id) for name in sorted(self.draining)
                 for run_id in (self.hosts[name].runs if name in self.hosts else ())]
+
+    def shapes(self) -> list[HostShape]:
+        """`shapes_of(summaries())` without the allocation, cached (see `_shapes`)."""
+        if self._shapes is None:
+            shapes = []
+            for name in sorted(set(self.hosts) | set(self.infos)):
+                rec = self.hosts.get(name)
+                info = self.infos.get(name)
+                connected = rec is not None and rec.connected
+                labels = rec.labels if connected and rec is not None else (
+                    info.labels if info is not None else ())
+                state = info.state if info is not None else HostState.UP
+                shapes.append(HostShape(name, rec.capacity if rec is not None else ZERO, labels,
+                                        up=connected and state is HostState.UP))
+            self._shapes = shapes
+        return list(self._shapes)
 
     def summaries(self) -> list[HostSummary]:
         """Every known host as `host query` shows it, sorted by name."""

@@ -95,9 +95,10 @@ class JobManager:
         self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
                                      resmgr, hostmgr, clock)
         self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue)
-        self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config)
         self.events = StatusEvents(self.cache, hostmgr.subscribe("jobmgr"), hostmgr, self.queue,
                                    config)
+        self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
+                                            events_behind=self.events.behind)
         self.evictor = Evictor(self.cache, resmgr, hostmgr, self.control, config)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)

@@ -7,12 +7,23 @@ and the run the resource manager placed is forgotten there.  Runtimes are
 written LAUNCHED *before* the host is asked to start them, so after a
 crash the launch-timeout rule finds them; a host that refuses the launch
 turns the run FAILED (a system failure, retried).
+
+Back-pressure: every launched run comes back as two or three status events, and
+applying them is most of the job manager's work.  While the status stream is
+behind (its last poll filled a whole batch), launching more only lengthens the
+queue, until the host manager's buffer is full and refuses updates, which the
+hosts then re-send only after their resend interval.  So a round waits while
+the status events are behind, and the hosts' runs finish at the pace the job
+manager records them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
+
+import gevent
 
 from peloton.common.clock import Clock
 from peloton.common.loop import Loop
@@ -28,6 +39,8 @@ from peloton.jobmgr.config import JobManagerConfig
 
 log = logging.getLogger(__name__)
 S = TaskState
+#: How long a round waits when the status events are behind (seconds).
+BEHIND_WAIT = 0.005
 LAUNCHABLE = frozenset({S.INITIALIZED, S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING})
 
 
@@ -48,8 +61,10 @@ class PlacementProcessor:
     """Takes placements from the resource manager and launches them."""
 
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
-                 clock: Clock, config: JobManagerConfig) -> None:
+                 clock: Clock, config: JobManagerConfig,
+                 events_behind: Callable[[], bool] = lambda: False) -> None:
         self.cache = cache
+        self.events_behind = events_behind
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self.clock = clock
@@ -67,6 +82,10 @@ class PlacementProcessor:
 
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
+        if self.events_behind():
+            if timeout > 0:
+                gevent.sleep(BEHIND_WAIT)  # let the status events catch up first
+            return 0
         placements = self.resmgr.get_placements(self.config.launch_batch, timeout)
         if not placements:
             return 0

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
+import gevent.lock
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
@@ -85,6 +86,13 @@ class Database:
         if threads is None:
             threads = 1 if self.memory else SQLITE_THREADS
         self._blocking = BlockingPool(threads if self.dialect == "sqlite" else 0, "sqlite")
+        # SQLite has one writer at a time, and its busy handler makes waiting writers poll
+        # with sleeps, so under a stream of write transactions one writer can be overtaken
+        # for seconds (a CreateJob behind a big job's task creation and every status wave).
+        # Our own writers therefore take turns in arrival order before they start one.
+        self._turns: AbstractContextManager[Any] = (
+            gevent.lock.Semaphore() if self._blocking.threaded and not self.memory
+            else nullcontext())
 
     def close(self) -> None:
         """Close every pooled connection and stop the SQLite threads."""
@@ -118,7 +126,10 @@ class Database:
                 if translated is exc:
                     raise
                 raise translated from exc
-        return self._blocking.call(lambda: self.options.retrier.call(attempt))
+        if not write:
+            return self._blocking.call(lambda: self.options.retrier.call(attempt))
+        with self._turns:
+            return self._blocking.call(lambda: self.options.retrier.call(attempt))
 
     def translate(self, what: str, exc: sa_exc.DBAPIError) -> Exception:
         """Map a driver error to Unavailable (retryable), SchemaMismatch, or itself."""
