@@ -46,6 +46,14 @@ FROM unnest(CAST(%b AS text[]), CAST(%b AS bigint[]), CAST(%b AS text[]),
 WHERE t.job_id = v.job_id AND t.instance = v.instance AND t.revision = v.old_rev
 RETURNING t.job_id, t.instance
 """
+_PG_CREATE = """
+INSERT INTO task_runtimes (job_id, instance, state, revision, body)
+SELECT * FROM unnest(CAST(%b AS text[]), CAST(%b AS integer[]), CAST(%b AS text[]),
+                     CAST(%b AS bigint[]), CAST(%b AS text[]))
+ON CONFLICT (job_id, instance) DO NOTHING
+"""
+_SQLITE_CREATE = ("INSERT INTO task_runtimes (job_id, instance, state, revision, body) "
+                  "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id, instance) DO NOTHING")
 _SQLITE_CAS = ("UPDATE task_runtimes SET state = ?, revision = ?, body = ? "
                "WHERE job_id = ? AND instance = ? AND revision = ?")
 
@@ -111,21 +119,29 @@ class SqlTasks:
 
     # -- runtimes ----------------------------------------------------------
     def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
-        rows = [runtime_row(job_id, i, codec.replace_field(rt, "revision", 1))
+        rows = [(job_id, i, rt.state.value, 1, codec.to_json(codec.replace_field(rt, "revision", 1)))
                 for i, rt in sorted(runtimes.items())]
         refused = AlreadyExists(f"job {job_id}: some of the task runtimes already exist")
+        insert = _PG_CREATE if self.db.dialect == "postgresql" else _SQLITE_CREATE
 
         def tx(conn: Connection) -> None:
-            # A retry of a create that did commit finds its own rows: accept those
-            # (identical bodies), refuse any other existing row, insert the rest.
+            # Insert what is not there yet; rows already there must be exactly ours (a retry
+            # of a create that did commit) or the whole create is refused.  Only the
+            # instances of this call are ever read: a job created in chunks does not
+            # re-read its earlier chunks.
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            if self.db.dialect == "postgresql":
+                cursor.execute(insert, tuple(list(c) for c in zip(*rows, strict=True)))
+            else:
+                cursor.executemany(insert, rows)
+            if cursor.rowcount == len(rows):
+                return
             c = task_runtimes.c
-            q = sa.select(c.instance, c.body).where(c.job_id == job_id)
-            stored = {r[0]: r[1] for r in conn.execute(q)}
-            if any(stored[r["instance"]] != r["body"] for r in rows if r["instance"] in stored):
-                raise refused
-            new = [r for r in rows if r["instance"] not in stored]
-            if new:
-                conn.execute(sa.insert(task_runtimes), new)
+            ours = {r[1]: r[4] for r in rows}
+            for part in chunks(sorted(ours)):
+                q = sa.select(c.instance, c.body).where(c.job_id == job_id, c.instance.in_(part))
+                if any(ours[inst] != body for inst, body in conn.execute(q)):
+                    raise refused
 
         if rows:
             self.db.run("create task runtimes", tx, duplicate=lambda: refused)
