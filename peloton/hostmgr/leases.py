@@ -82,7 +82,10 @@ class LeaseBook:
 
     # -- leases --------------------------------------------------------------------------
     def acquire(self, max_hosts: int = 0) -> HostLease:
-        """Lease offerable hosts (all of them, or the first `max_hosts`)."""
+        """Lease offerable hosts (all of them, or the first `max_hosts`).
+
+        A host leaves the offerable set while leased and rejoins it at the end when the
+        lease ends, so leases of `max_hosts` rotate through every offerable host."""
         reg = self._registry
         names = list(reg.offerable if max_hosts <= 0
                      else itertools.islice(reg.offerable, max_hosts))
@@ -91,8 +94,7 @@ class LeaseBook:
         for name in names:
             rec = reg.hosts[name]
             rec.lease_id = lease_id
-            rec.invalidate()
-            offers.append(rec.offer())
+            offers.append(rec.offer())  # the snapshot is cached until the host's books change
             del reg.offerable[name]
         if names:
             self._leases[lease_id] = _Lease(tuple(names), self._clock() + self._lease_timeout)
@@ -107,7 +109,6 @@ class LeaseBook:
             rec = self._registry.hosts.get(name)
             if rec is not None and rec.lease_id == lease_id:
                 rec.lease_id = None
-                rec.invalidate()
                 self._registry.refresh(rec)
 
     def commit(self, lease_id: str, reservations: Sequence[HostReservation]) -> list[str]:
