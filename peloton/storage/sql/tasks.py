@@ -37,6 +37,8 @@ from peloton.storage.task_store import RuntimeWrite, WriteResult
 
 #: Bound parameters per IN list (SQLite allows 32766 per statement).
 CHUNK = 900
+#: Writes of at least this many rows let small waiting writes go first (Database.run).
+BULK_ROWS = 500
 
 _PG_CAS = """
 UPDATE task_runtimes AS t SET state = v.state, revision = v.new_rev, body = v.body
@@ -144,7 +146,8 @@ class SqlTasks:
                     raise refused
 
         if rows:
-            self.db.run("create task runtimes", tx, duplicate=lambda: refused)
+            self.db.run("create task runtimes", tx, duplicate=lambda: refused,
+                        bulk=len(rows) >= BULK_ROWS)
 
     def get_task_runtime(self, job_id: str, instance: int) -> TaskRuntime:
         q = sa.select(task_runtimes.c.body).where(task_runtimes.c.job_id == job_id,
@@ -211,7 +214,7 @@ class SqlTasks:
                     insert_pod_events(self.db, conn, rows)
             return done
 
-        done = self.db.run("write task runtimes", tx)
+        done = self.db.run("write task runtimes", tx, bulk=len(params) >= BULK_ROWS)
         if len(done) == len(writes):
             return WriteResult({w.task: rt for w, rt in zip(writes, stored, strict=True)})
         written = {w.task: rt for w, rt in zip(writes, stored, strict=True)
