@@ -42,7 +42,8 @@ from peloton.storage.codec_compile import (
 
 T = TypeVar("T")
 
-__all__ = ["CodecError", "decode", "dumps", "encode", "from_json", "replace_field", "to_json"]
+__all__ = ["CodecError", "dataclass_json", "decode", "dumps", "encode", "from_json", "replace_field",
+           "to_json"]
 
 
 def encode(obj: Any) -> Any:

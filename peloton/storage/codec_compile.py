@@ -76,7 +76,7 @@ def _generate_encoder(cls: type, hints: dict[str, Any]) -> Fn:
         if not f.name.isidentifier():
             raise TypeError(f"codec: field name {f.name!r} is not an identifier")
         if isinstance(tp, type) and issubclass(tp, Enum):
-            expr = f"o.{f.name}.value"
+            expr = f"o.{f.name}._value_"  # the attribute itself: `.value` is a property call
         elif tp is float:
             # An int passed where a float is declared is stored as a float, so that one
             # value always has one spelling (checksums and fingerprints rely on it).
@@ -191,7 +191,7 @@ def value_encoder(tp: Any) -> Fn | None:
     if tp is Resources:
         return _encode_resources
     if isinstance(tp, type) and issubclass(tp, Enum):
-        return lambda v: v.value
+        return lambda v: v._value_
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return lambda v: dataclass_encoder(tp)(v)
     origin, args = typing.get_origin(tp), typing.get_args(tp)

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from peloton.core.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from peloton.core.model.evolve import evolve
 from peloton.core.model.ids import TaskId
 from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
@@ -39,6 +40,7 @@ from peloton.storage.task_store import RuntimeWrite, WriteResult
 CHUNK = 900
 #: Writes of at least this many rows let small waiting writes go first (Database.run).
 BULK_ROWS = 500
+
 
 _PG_CAS = """
 UPDATE task_runtimes AS t SET state = v.state, revision = v.new_rev, body = v.body
@@ -187,17 +189,21 @@ class SqlTasks:
     def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
         if not writes:
             return WriteResult({})
-        # One pass builds the new runtimes and the statement parameters:
-        # (state, new revision, body, job, instance, expected revision).
+        # One pass builds the keys, the new runtimes and the statement parameters:
+        # (state, new revision, body, job, instance, expected revision).  This runs for
+        # every state change of every task, so it avoids the generic helpers' overheads.
+        keys = [TaskId(w.job_id, w.instance) for w in writes]
+        if len(set(keys)) != len(keys):
+            raise InvalidArgument("a task may be written only once per batch", field="writes")
         stored: list[TaskRuntime] = []
         params: list[tuple[Any, ...]] = []
+        to_json = codec.dataclass_json(TaskRuntime)
         for w in writes:
-            rt = codec.replace_field(w.runtime, "revision", w.runtime.revision + 1)
+            old = w.runtime
+            rt = evolve(old, revision=old.revision + 1)
             stored.append(rt)
-            params.append((rt.state.value, rt.revision, codec.to_json(rt), w.job_id,
-                           w.instance, w.runtime.revision))
-        if len({(p[3], p[4]) for p in params}) != len(params):
-            raise InvalidArgument("a task may be written only once per batch", field="writes")
+            params.append((rt.state._value_, rt.revision, to_json(rt), w.job_id, w.instance,
+                           old.revision))
         cas = self._cas_postgres if self.db.dialect == "postgresql" else self._cas_sqlite
         history = [(w.job_id, w.instance, w.events) for w in writes if w.events]
         event_rows = pod_event_rows(self.db, [e for *_, evs in history for e in evs])
@@ -216,9 +222,8 @@ class SqlTasks:
 
         done = self.db.run("write task runtimes", tx, bulk=len(params) >= BULK_ROWS)
         if len(done) == len(writes):
-            return WriteResult({w.task: rt for w, rt in zip(writes, stored, strict=True)})
-        written = {w.task: rt for w, rt in zip(writes, stored, strict=True)
-                   if (w.job_id, w.instance) in done}
+            return WriteResult(dict(zip(keys, stored, strict=True)))
+        written = {key: rt for key, rt in zip(keys, stored, strict=True) if key in done}
         lost = [w for w in writes if (w.job_id, w.instance) not in done]
         present = self._existing_keys(lost)
         return WriteResult(
