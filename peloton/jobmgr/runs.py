@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from peloton.core.lifecycle.task_transitions import check_runtime_write
 from peloton.core.model.events import PodEvent
-from peloton.core.model.evolve import evolve
+from peloton.core.model.evolve import constructor, evolve
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostEvent
 from peloton.core.states import HealthState, TaskState
@@ -121,9 +121,12 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
     return new
 
 
+_new_pod_event = constructor(PodEvent)
+
+
 def pod_event(job_id: str, instance: int, rt: TaskRuntime) -> PodEvent:
     """The history record of a task runtime."""
-    return PodEvent(job_id=job_id, instance=instance, run_id=rt.run_id, state=rt.state,
+    return _new_pod_event(job_id=job_id, instance=instance, run_id=rt.run_id, state=rt.state,
                     goal_state=rt.goal_state, time=rt.update_time, prev_run_id=rt.prev_run_id,
                     desired_run_id=rt.desired_run_id, host=rt.host, agent_id=rt.agent_id,
                     config_version=rt.config_version,

@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
-from peloton.core.model.ids import RunId
+from peloton.core.model.ids import RunIdParser
 from peloton.core.model.task import TaskRuntime
 from peloton.core.ports import EventStream, HostEvent, HostManagerPort
 from peloton.core.states import JobType, TaskState
@@ -43,6 +43,7 @@ class StatusEvents:
                           log=log)
         #: The last poll returned a full batch: more events are waiting (see `behind`).
         self._full = False
+        self._run_ids = RunIdParser()
 
     def start(self) -> None:
         """Begin consuming in a greenlet."""
@@ -74,7 +75,7 @@ class StatusEvents:
         orphans: list[str] = []
         for ev in events:
             try:
-                rid = RunId.parse(ev.run_id)
+                rid = self._run_ids.parse(ev.run_id)
             except InvalidArgument:
                 log.warning("ignoring event for unparsable run id %r", ev.run_id)
                 continue

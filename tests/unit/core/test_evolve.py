@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.events import PodEvent
-from peloton.core.model.evolve import evolve
+from peloton.core.model.evolve import constructor, evolve
 from peloton.core.model.resources import PortRange
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import HealthState, TaskState
@@ -62,3 +62,17 @@ def test_other_hot_values() -> None:
     ev = PodEvent(job_id="j", instance=1, run_id=2, state=TaskState.RUNNING,
                   goal_state=TaskState.SUCCEEDED, time=1.0)
     assert evolve(ev, run_id=3) == dataclasses.replace(ev, run_id=3)
+
+
+@given(runtimes)
+def test_constructor_builds_what_the_class_builds(rt: TaskRuntime) -> None:
+    new_event = constructor(PodEvent)
+    fields = {"job_id": "j", "instance": 3, "run_id": rt.run_id, "state": rt.state,
+              "goal_state": rt.goal_state, "time": rt.update_time, "host": rt.host}
+    built = new_event(**fields)
+    assert built == PodEvent(**fields) and type(built) is PodEvent  # type: ignore[arg-type]
+    assert new_event("j", 1, 2, rt.state, rt.goal_state, 1.0) == PodEvent(
+        "j", 1, 2, rt.state, rt.goal_state, 1.0)  # positional, defaults for the rest
+    with pytest.raises(TypeError):
+        new_event(job_id="j")  # required fields stay required
+    assert constructor(PortRange) is PortRange  # __post_init__: its own constructor
