@@ -10,6 +10,11 @@ bridge, the archiver, the UI) and tests/conftest.py call it first.  It:
   That pool is enlarged because with the default 10 threads, nine or more concurrent
   in-process gRPC calls deadlock (seen on these machines).  Nothing else uses that
   pool: blocking C calls (sqlite3) go to their own `peloton.common.blocking` pool;
+* sets the garbage collector's thresholds for a process holding much long-lived
+  state (peloton.common.gcpolicy), and a shorter GIL switch interval: a SQLite
+  thread gives the GIL up around every row it steps (executemany), and each time it
+  wants it back it waits for the hub to reach a switch point; at Python's default of
+  5 ms a 20,000-row insert beside a busy hub took twice as long as at 1 ms;
 * installs gevent's SIGCHLD handling: from here on gevent reaps every child process,
   and keeps the exit status of each one it watches.  `os.posix_spawn`, `os.fork` and
   `subprocess` are gevent's (patched), which watch a child from its birth, and
@@ -21,6 +26,9 @@ bridge, the archiver, the UI) and tests/conftest.py call it first.  It:
 from __future__ import annotations
 
 import os
+import sys
+
+from peloton.common import gcpolicy
 
 # Set before gRPC starts (importing this module comes first in every daemon and in `peloton`).
 # Our processes fork only to exec; gevent's subprocess forks in Python, and gRPC's fork
@@ -31,6 +39,8 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 _done = False
 
+#: Seconds a thread may hold the GIL while another waits for it (Python's default: 0.005).
+SWITCH_INTERVAL = 0.001
 #: Threads gRPC may park blocking calls on; 64 was enough in every measurement here.
 HUB_THREADPOOL_SIZE = 64
 
@@ -54,4 +64,6 @@ def setup() -> None:
     # reported until something else installs the handler (gevent.subprocess does): its
     # waitpid would wait forever.
     hub.loop.install_sigchld()
+    gcpolicy.tune()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     _done = True

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from peloton.core.feasibility import HostShape
 from peloton.core.model.host import HostInfo
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
@@ -123,6 +124,12 @@ class HostSummary:
     slack_allocated_cpu: float = 0.0
 
 
+def shapes_of(summaries: Sequence[HostSummary]) -> list[HostShape]:
+    """Hosts as the feasibility check sees them (UP means UP and connected)."""
+    return [HostShape(s.info.hostname, s.capacity, s.info.labels,
+                      up=s.connected and s.info.state is HostState.UP) for s in summaries]
+
+
 class HostManagerPort(Protocol):
     """The host manager as the other daemons see it."""
 
@@ -174,6 +181,11 @@ class HostManagerPort(Protocol):
 
     def host_summaries(self) -> list[HostSummary]:
         """Every known host with capacity, allocation, labels, state and connection."""
+
+    def host_shapes(self) -> list[HostShape]:
+        """What every known host could ever hold (capacity, labels, UP and connected),
+        sorted by hostname: `shapes_of(host_summaries())`, which a host manager may answer
+        from a cache (the feasibility check runs on every create, over every host)."""
 
     def draining_runs(self) -> list[tuple[str, str]]:
         """(hostname, run id) of every run on a DRAINING host, for the job manager to move.

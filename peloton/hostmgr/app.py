@@ -28,6 +28,7 @@ from peloton.api.grpc_server import ServiceHost
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.metrics import Metrics
 from peloton.core.errors import NotFound
+from peloton.core.feasibility import HostShape
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
@@ -270,12 +271,18 @@ class HostManager:
         with self._lock:
             return self.leases.leased_hosts()
 
+    def host_shapes(self) -> list[HostShape]:
+        """What every known host could ever hold, sorted by hostname (cached until a host
+        registers, goes, or changes its maintenance state)."""
+        with self._lock:
+            return self.registry.shapes()
+
     # -- metrics ---------------------------------------------------------------------------
-    def _count_update(self) -> Callable[[Offered], None]:
+    def _count_update(self) -> Callable[[Offered, int], None]:
         counter = self.metrics.counter("status_updates", "Status updates by what the stream did",
                                        ["verdict"])
         children = {v: counter.labels(verdict=v.value) for v in Offered}
-        return lambda verdict: children[verdict].inc()
+        return lambda verdict, n: children[verdict].inc(n)
 
     def _export_gauges(self) -> None:
         # Read at scrape time only: nothing on the hot paths.

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
 from peloton.hostmgr.events import EventLog, Offered
@@ -33,7 +34,7 @@ class Intake:
     def __init__(self, registry: HostRegistry, leases: LeaseBook, events: EventLog,
                  router: Router, lock: threading.Lock, deferred: Deferred,
                  host_emptied: Callable[[str], None],
-                 counted: Callable[[Offered], None] = lambda verdict: None) -> None:
+                 counted: Callable[[Offered, int], None] = lambda verdict, n: None) -> None:
         self._registry = registry
         self._leases = leases
         self._events = events
@@ -62,16 +63,25 @@ class Intake:
 
     def status_update(self, update: StatusUpdate) -> None:
         """A run changed state: append it to the stream and apply it to the books."""
+        self.status_updates((update,))
+
+    def status_updates(self, updates: Sequence[StatusUpdate]) -> None:
+        """Several updates in order, under one hold of the lock (a simulated host's wave
+        of thousands, an agent's report): the same as `status_update` for each."""
+        verdicts: Counter[Offered] = Counter()
         with self._lock:
-            verdict = self._events.offer(update)
-            if verdict is Offered.ADDED:
-                self._apply(update)
-        self._counted(verdict)
-        if verdict is Offered.FULL and not self._full_logged:
+            for update in updates:
+                verdict = self._events.offer(update)
+                if verdict is Offered.ADDED:
+                    self._apply(update)
+                verdicts[verdict] += 1
+        for verdict, n in verdicts.items():
+            self._counted(verdict, n)
+        if verdicts[Offered.FULL] and not self._full_logged:
             self._full_logged = True
             log.warning("status stream full (%d events): refusing updates until consumers "
                         "acknowledge; the backend re-delivers them", self._events.capacity)
-        elif verdict is Offered.ADDED:
+        elif verdicts[Offered.ADDED]:
             self._full_logged = False
 
     def _apply(self, update: StatusUpdate) -> None:

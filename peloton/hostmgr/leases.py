@@ -86,7 +86,10 @@ class LeaseBook:
 
     # -- leases --------------------------------------------------------------------------
     def acquire(self, max_hosts: int = 0) -> HostLease:
-        """Lease offerable hosts (all of them, or the first `max_hosts`)."""
+        """Lease offerable hosts (all of them, or the first `max_hosts`).
+
+        A host leaves the offerable set while leased and rejoins it at the end when the
+        lease ends, so leases of `max_hosts` rotate through every offerable host."""
         reg = self._registry
         names = list(reg.offerable if max_hosts <= 0
                      else itertools.islice(reg.offerable, max_hosts))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import replace
 
+from peloton.core.feasibility import HostShape
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import ZERO, Resources, from_units
 from peloton.core.model.sla_policy import JOB_SLA_DRAIN, DrainRequest
@@ -44,6 +45,8 @@ class HostRegistry:
         #: maintenance state may have changed (the resource manager asks every second, and
         #: a sum over 10,000 hosts each time is what a simulated day would spend its time on).
         self._capacity: tuple[Resources, float] | None = None
+        #: `shapes()`, kept until a host's description, connection or state changes.
+        self._shapes: list[HostShape] | None = None
 
     # -- hosts ---------------------------------------------------------------------------
     def host(self, hostname: str) -> HostRecord:
@@ -51,6 +54,7 @@ class HostRegistry:
         rec = self.hosts.get(hostname)
         if rec is None:
             rec = self.hosts[hostname] = HostRecord(hostname)
+            self._shapes = None
             info = self.infos.get(hostname)
             if info is not None:
                 rec.state = info.state
@@ -61,6 +65,7 @@ class HostRegistry:
         rec = self.host(backend_host.hostname)
         rec.describe(backend_host)
         self._capacity = None
+        self._shapes = None
         self.refresh(rec)
         return rec
 
@@ -70,6 +75,7 @@ class HostRegistry:
         if rec is not None:
             rec.connected = False
             self._capacity = None
+            self._shapes = None
             self.refresh(rec)
         return rec
 
@@ -95,6 +101,7 @@ class HostRegistry:
         """Adopt a (persisted) maintenance record."""
         self.infos[info.hostname] = info
         self._capacity = None
+        self._shapes = None
         if info.state is HostState.DRAINING:
             self.draining.add(info.hostname)
         else:
@@ -194,6 +201,22 @@ class HostRegistry:
             out[name] = info.drain if info is not None and info.drain is not None \
                 else JOB_SLA_DRAIN
         return out
+
+    def shapes(self) -> list[HostShape]:
+        """`shapes_of(summaries())` without the allocation, cached (see `_shapes`)."""
+        if self._shapes is None:
+            shapes = []
+            for name in sorted(set(self.hosts) | set(self.infos)):
+                rec = self.hosts.get(name)
+                info = self.infos.get(name)
+                connected = rec is not None and rec.connected
+                labels = rec.labels if connected and rec is not None else (
+                    info.labels if info is not None else ())
+                state = info.state if info is not None else HostState.UP
+                shapes.append(HostShape(name, rec.capacity if rec is not None else ZERO, labels,
+                                        up=connected and state is HostState.UP))
+            self._shapes = shapes
+        return list(self._shapes)
 
     def summaries(self) -> list[HostSummary]:
         """Every known host as `host query` shows it, sorted by name."""

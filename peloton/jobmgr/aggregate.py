@@ -50,7 +50,7 @@ import gevent.lock
 from peloton.common.clock import Clock
 from peloton.core.errors import Conflict, NotFound
 from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
-from peloton.core.model.events import PodEvent
+from peloton.core.model.evolve import evolve
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
@@ -295,33 +295,34 @@ class CachedJob:
         pending = dict(changes)
         written: dict[int, TaskRuntime] = {}
         replaced: dict[int, TaskRuntime] = {}
+        job_id = self.job_id
         for _ in range(TASK_ROUNDS):
             writes: list[RuntimeWrite] = []
             before: dict[int, TaskRuntime] = {}
             for inst, change in pending.items():
                 cur = self._tasks.get(inst)
                 new = change(cur) if cur is not None else None
-                if cur is not None and new is not None:
-                    before[inst] = cur
-                    writes.append(RuntimeWrite(self.job_id, inst, new))
+                if cur is None or new is None:
+                    continue
+                before[inst] = cur
+                # The pod events go with the write: stored in its transaction, only if
+                # it is applied (a wave of state changes is one commit).
+                steps = passed_through.get(inst, ()) if passed_through else ()
+                events = [pod_event(job_id, inst, rt) for rt in steps[:-1]]
+                if cur.state is not new.state or cur.run_id != new.run_id or \
+                        cur.healthy is not new.healthy:
+                    events.append(pod_event(job_id, inst, new))
+                writes.append(RuntimeWrite(job_id, inst, new, tuple(events)))
             if not writes:
                 break
             # A big batch is its own transaction already; only small ones (a goal-state
             # action's single task) gain from sharing one with other callers.
             result = (deps.store.write_task_runtimes(writes) if len(writes) >= DIRECT_BATCH
                       else deps.committer.write_many(writes))
-            events: list[PodEvent] = []
             for task, stored in result.written.items():
-                inst, old = task.instance, before[task.instance]
+                inst = task.instance
                 self._put_task(inst, stored)
-                written[inst], replaced[inst] = stored, old
-                steps = (passed_through or {}).get(inst, ())
-                events.extend(pod_event(self.job_id, inst, rt) for rt in steps[:-1])
-                if old.state is not stored.state or old.run_id != stored.run_id or \
-                        old.healthy is not stored.healthy:
-                    events.append(pod_event(self.job_id, inst, stored))
-            if events:
-                deps.store.add_pod_events(events)
+                written[inst], replaced[inst] = stored, before[inst]
             lost = {t.instance for t in result.conflicts | result.missing}
             if not lost:
                 break
@@ -349,7 +350,7 @@ class CachedJob:
         deps.store.create_task_runtimes(self.job_id, runtimes)
         # Created runtimes are stored at revision 1 (the store's contract): no re-read.
         for inst, rt in runtimes.items():
-            self._put_task(inst, dataclasses.replace(rt, revision=1))
+            self._put_task(inst, evolve(rt, revision=1))
         deps.queue.tasks_changed(self.job_id)
         for inst, rt in runtimes.items():
             if _wants_look(None, rt):

@@ -101,11 +101,11 @@ class JobManager:
         self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
                                      resmgr, hostmgr, clock)
         self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue)
-        self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
-                                            self.lifecycle)
         # Orphan runs (of no known task) are killed whatever the Kill lock says.
         self.events = StatusEvents(self.cache, raw_hostmgr.subscribe("jobmgr"), raw_hostmgr,
                                    self.queue, config)
+        self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
+                                            self.lifecycle, events_behind=self.events.behind)
         self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)

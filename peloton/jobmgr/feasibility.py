@@ -3,7 +3,7 @@
 The judgement is the core's (peloton/core/feasibility.py); this asks the
 resource manager whether the pool's limits could ever admit the job's
 largest gang (`validate_pool` with the need) and the host manager what
-every host could hold (`host_summaries`).  A job labelled
+every host could hold (`host_shapes`).  A job labelled
 `peloton/queue-anyway=true` (on the job or a task; Aurora Metadata works
 too) is only checked for a valid pool and queued: hosts may join later, a
 limit may be raised.
@@ -11,29 +11,19 @@ limit may be raised.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from peloton.core.errors import InvalidArgument
 from peloton.core.feasibility import (
     QUEUE_ANYWAY,
-    HostShape,
     admission_need,
     job_asks_to_queue,
     job_never_fits,
 )
 from peloton.core.model.job import JobSpec
-from peloton.core.ports import HostManagerPort, HostSummary, ResourceManagerPort
-from peloton.core.states import HostState
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
 
 #: What every refusal adds, so the user knows the way out.
 HINT = (f"Ask for less, or label the job {QUEUE_ANYWAY}=true (peloton job create "
         "--queue-anyway) to queue it until a host that can hold it joins.")
-
-
-def host_shapes(summaries: Sequence[HostSummary]) -> list[HostShape]:
-    """Hosts as the feasibility check sees them (UP means UP and connected)."""
-    return [HostShape(s.info.hostname, s.capacity, s.info.labels,
-                      up=s.connected and s.info.state is HostState.UP) for s in summaries]
 
 
 def refuse_if_never_runs(resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
@@ -50,6 +40,6 @@ def refuse_if_never_runs(resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
         if (exc.field or "").startswith("resources."):
             raise InvalidArgument(f"{exc.message}. {HINT}", field=exc.field) from None
         raise
-    why = job_never_fits(spec, host_shapes(hostmgr.host_summaries()))
+    why = job_never_fits(spec, hostmgr.host_shapes())
     if why is not None:
         raise InvalidArgument(f"the job can never run: {why.message}. {HINT}", field=why.field)

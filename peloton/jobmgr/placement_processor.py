@@ -7,12 +7,21 @@ and the run the resource manager placed is forgotten there.  Runtimes are
 written LAUNCHED *before* the host is asked to start them, so after a
 crash the launch-timeout rule finds them; a host that refuses the launch
 turns the run FAILED (a system failure, retried).
+
+Back-pressure: every launched run comes back as two or three status events, and
+applying them is most of the job manager's work.  While the status stream is
+behind (its last poll filled a whole batch), launching more only lengthens the
+queue, until the host manager's buffer is full and refuses updates, which the
+hosts then re-send only after their resend interval.  So a round waits while
+the status events are behind, and the hosts' runs finish at the pace the job
+manager records them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 import gevent
 
@@ -31,6 +40,8 @@ from peloton.jobmgr.lifecycle_lock import LifecycleGate
 
 log = logging.getLogger(__name__)
 S = TaskState
+#: How long a round waits when the status events are behind (seconds).
+BEHIND_WAIT = 0.005
 LAUNCHABLE = frozenset({S.INITIALIZED, S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING})
 
 
@@ -52,10 +63,12 @@ class PlacementProcessor:
 
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  clock: Clock, config: JobManagerConfig,
-                 gate: LifecycleGate | None = None) -> None:
+                 gate: LifecycleGate | None = None,
+                 events_behind: Callable[[], bool] = lambda: False) -> None:
         self.cache = cache
         #: AdminService's Launch lock: while it is on, no placement is taken.
         self.gate = gate
+        self.events_behind = events_behind
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self.clock = clock
@@ -75,6 +88,10 @@ class PlacementProcessor:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
         if self.gate is not None and self.gate.launch_locked:
             gevent.sleep(timeout)  # what waiting for placements would have taken
+            return 0
+        if self.events_behind():
+            if timeout > 0:
+                gevent.sleep(BEHIND_WAIT)  # let the status events catch up first
             return 0
         placements = self.resmgr.get_placements(self.config.launch_batch, timeout)
         if not placements:

@@ -9,11 +9,11 @@ state, changes nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Collection
 
 from peloton.common.clock import Clock
+from peloton.core.model.evolve import evolve
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
@@ -90,7 +90,7 @@ class RunControl:
                   and rt.state in ON_HOST]
 
         def with_goal(rt: TaskRuntime) -> TaskRuntime:
-            return rt if goal is None else dataclasses.replace(rt, goal_state=goal)
+            return rt if goal is None else evolve(rt, goal_state=goal)
 
         if queued:
             self.resmgr.kill_tasks([TaskId(job.job_id, i) for i in queued])
@@ -127,7 +127,7 @@ class RunControl:
             term = reason if reason is not None else rt.termination
             if rt.goal_state is goal and desired == rt.desired_run_id and term is rt.termination:
                 return None
-            return dataclasses.replace(rt, goal_state=goal, desired_run_id=desired,
+            return evolve(rt, goal_state=goal, desired_run_id=desired,
                                        termination=term, update_time=now)
 
         return sorted(job.write_tasks({i: change for i in instances}))
@@ -137,7 +137,7 @@ class RunControl:
         def change(rt: TaskRuntime) -> TaskRuntime | None:
             if rt.desired_config_version == version:
                 return None
-            return dataclasses.replace(rt, desired_config_version=version, failure_count=0)
+            return evolve(rt, desired_config_version=version, failure_count=0)
 
         job.write_tasks({i: change for i in instances})
 
@@ -159,7 +159,7 @@ class RunControl:
 
 def _with_message(message: str) -> TaskChange:
     def change(rt: TaskRuntime) -> TaskRuntime:
-        return dataclasses.replace(rt, message=message)
+        return evolve(rt, message=message)
 
     return change
 
@@ -172,7 +172,7 @@ def _new_run(now: float, health_check: bool, stateful: bool) -> TaskChange:
         if stateful and cur.host:
             # A stateful task owns data on its host: its next run goes back there, never
             # silently elsewhere.
-            nxt = dataclasses.replace(nxt, desired_host=cur.host)
+            nxt = evolve(nxt, desired_host=cur.host)
         return nxt
 
     return change

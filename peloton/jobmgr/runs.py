@@ -8,10 +8,9 @@ here performs I/O; the writer persists what these functions return.
 
 from __future__ import annotations
 
-import dataclasses
-
 from peloton.core.lifecycle.task_transitions import check_runtime_write
 from peloton.core.model.events import PodEvent
+from peloton.core.model.evolve import constructor, evolve
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostEvent
 from peloton.core.states import HealthState, TaskState
@@ -37,7 +36,7 @@ def new_run(rt: TaskRuntime, now: float, *, health_check: bool = False,
             message: str = "") -> TaskRuntime:
     """Start the next run (run ids only grow), on the desired config, INITIALIZED."""
     run = max(rt.run_id + 1, rt.desired_run_id)
-    return dataclasses.replace(
+    return evolve(
         rt, state=S.INITIALIZED, run_id=run, prev_run_id=rt.run_id, desired_run_id=run,
         config_version=rt.desired_config_version, host="", agent_id="", ports=(),
         start_time=0.0, completion_time=0.0, exit_code=None, reason="", message=message,
@@ -48,7 +47,7 @@ def new_run(rt: TaskRuntime, now: float, *, health_check: bool = False,
 
 def queued(rt: TaskRuntime, now: float) -> TaskRuntime:
     """Handed to the resource manager."""
-    return dataclasses.replace(rt, state=S.PENDING, message="", update_time=now)
+    return evolve(rt, state=S.PENDING, message="", update_time=now)
 
 
 def launched(rt: TaskRuntime, hostname: str, agent_id: str, ports: tuple[tuple[str, int], ...],
@@ -56,25 +55,25 @@ def launched(rt: TaskRuntime, hostname: str, agent_id: str, ports: tuple[tuple[s
     """Placed on a host and handed to it."""
     # The desired host stays: it is cleared once the run is RUNNING, unless the task is
     # pinned to it (a daemon instance, a stateful task), see apply_event.
-    return dataclasses.replace(rt, state=S.LAUNCHED, host=hostname, agent_id=agent_id,
+    return evolve(rt, state=S.LAUNCHED, host=hostname, agent_id=agent_id,
                                ports=ports, message="", reason="", update_time=now)
 
 
 def killing(rt: TaskRuntime, now: float, reason: TerminationReason) -> TaskRuntime:
     """Asked the host to stop the run."""
-    return dataclasses.replace(rt, state=S.KILLING, termination=reason, update_time=now,
+    return evolve(rt, state=S.KILLING, termination=reason, update_time=now,
                                message="killing")
 
 
 def killed(rt: TaskRuntime, now: float, reason: TerminationReason, message: str) -> TaskRuntime:
     """Stopped before it reached a host (or the host is gone)."""
-    return dataclasses.replace(rt, state=S.KILLED, termination=reason, completion_time=now,
+    return evolve(rt, state=S.KILLED, termination=reason, completion_time=now,
                                message=message, update_time=now)
 
 
 def failed_launch(rt: TaskRuntime, now: float, message: str) -> TaskRuntime:
     """The host manager could not hand the run to its host."""
-    return dataclasses.replace(rt, state=S.FAILED, completion_time=now, message=message,
+    return evolve(rt, state=S.FAILED, completion_time=now, message=message,
                                reason="REASON_LAUNCH_FAILED", update_time=now,
                                failure_count=rt.failure_count + 1)
 
@@ -92,39 +91,48 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
     health = _HEALTH.get(event.healthy) if event.healthy else None
     if state is rt.state and health is None:
         return None  # a re-delivered event
-    new = dataclasses.replace(rt, state=state, update_time=event.timestamp,
-                              host=event.hostname or rt.host,
-                              agent_id=event.agent_id or rt.agent_id)
+    # The changed fields are gathered first and the runtime built once: this runs for
+    # every status update of every task.
+    changed: dict[str, object] = {"state": state, "update_time": event.timestamp}
+    if event.hostname:
+        changed["host"] = event.hostname
+    if event.agent_id:
+        changed["agent_id"] = event.agent_id
     if state in (S.STARTING, S.RUNNING):
         if state is S.RUNNING and not rt.start_time:
-            new = dataclasses.replace(new, start_time=event.timestamp,
-                                      desired_host=rt.desired_host if pinned else "")
+            changed["start_time"] = event.timestamp
+            changed["desired_host"] = rt.desired_host if pinned else ""
         if health is not None:
             # The watch time of an update counts from when the run turned HEALTHY.
-            since = (rt.healthy_time or event.timestamp) if health is HealthState.HEALTHY else 0.0
-            new = dataclasses.replace(new, healthy=health, healthy_time=since)
+            changed["healthy"] = health
+            changed["healthy_time"] = ((rt.healthy_time or event.timestamp)
+                                       if health is HealthState.HEALTHY else 0.0)
         if event.message:
-            new = dataclasses.replace(new, message=event.message)
+            changed["message"] = event.message
     elif state.terminal:
         failed = state in (S.FAILED, S.LOST) or (state is S.KILLED and rt.state is not S.KILLING
                                                   and rt.goal_state not in _STOP_GOALS)
         # A batch task that succeeds while its goal is RUNNING (a service) also counts.
         failed = failed or (state is S.SUCCEEDED and rt.goal_state is S.RUNNING)
-        new = dataclasses.replace(
-            new, completion_time=event.timestamp, message=event.message, reason=event.reason,
+        changed.update(
+            completion_time=event.timestamp, message=event.message, reason=event.reason,
             exit_code=event.exit_code,
             healthy=HealthState.INVALID if rt.healthy is not HealthState.DISABLED else rt.healthy,
             healthy_time=0.0,
             failure_count=rt.failure_count + (1 if failed else 0),
             desired_host="" if state in (S.FAILED, S.LOST) and not pinned else rt.desired_host)
+    new = evolve(rt, **changed)
     if check_runtime_write(rt, new) is not None:
         return None
     return new
 
 
+_new_pod_event = constructor(PodEvent)
+
+
 def pod_event(job_id: str, instance: int, rt: TaskRuntime) -> PodEvent:
     """The history record of a task runtime."""
-    return PodEvent(job_id=job_id, instance=instance, run_id=rt.run_id, state=rt.state,
+    return _new_pod_event(job_id=job_id, instance=instance, run_id=rt.run_id, state=rt.state,
                     goal_state=rt.goal_state, time=rt.update_time, prev_run_id=rt.prev_run_id,
                     desired_run_id=rt.desired_run_id, host=rt.host, agent_id=rt.agent_id,
                     config_version=rt.config_version,

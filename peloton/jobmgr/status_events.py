@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
-from peloton.core.model.ids import RunId
+from peloton.core.model.ids import RunIdParser
 from peloton.core.model.task import TaskRuntime
 from peloton.core.ports import EventStream, HostEvent, HostManagerPort
 from peloton.core.states import JobType, TaskState
@@ -41,6 +41,9 @@ class StatusEvents:
         self.config = config
         self._loop = Loop("status-events", lambda: self.process_once(self.config.poll_timeout),
                           log=log)
+        #: The last poll returned a full batch: more events are waiting (see `behind`).
+        self._full = False
+        self._run_ids = RunIdParser()
 
     def start(self) -> None:
         """Begin consuming in a greenlet."""
@@ -53,11 +56,17 @@ class StatusEvents:
     def process_once(self, timeout: float = 0.0) -> int:
         """Apply one batch of events; returns how many were taken."""
         events = self.stream.poll(self.config.event_batch, timeout)
+        self._full = len(events) >= self.config.event_batch
         if not events:
             return 0
         self.apply(events)
         self.stream.acknowledge(events[-1].offset)
         return len(events)
+
+    def behind(self) -> bool:
+        """Whether events are waiting beyond the batch being applied: launching more runs
+        now would only add to them (the placement processor waits; see its docstring)."""
+        return self._full
 
     def apply(self, events: list[HostEvent]) -> None:
         """Apply a batch of events to the cached tasks and storage."""
@@ -66,7 +75,7 @@ class StatusEvents:
         orphans: list[str] = []
         for ev in events:
             try:
-                rid = RunId.parse(ev.run_id)
+                rid = self._run_ids.parse(ev.run_id)
             except InvalidArgument:
                 log.warning("ignoring event for unparsable run id %r", ev.run_id)
                 continue

@@ -97,7 +97,7 @@ class PlacementEngine:
         tasks = sum(len(g.run_ids) for g in gangs)
         self._rounds.inc()
         try:
-            lease = self.hostmgr.acquire_hosts(self.config.max_hosts)
+            lease = self.hostmgr.acquire_hosts(self.config.lease_size(tasks))
         except Exception as exc:
             self._report(RoundResult((), tuple(fail_all(gangs, f"no host lease: {exc}")), ()))
             raise

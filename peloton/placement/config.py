@@ -23,7 +23,14 @@ class PlacementEngineConfig:
     batch_limit: int = 1000
     #: How long a round waits for ready gangs before looking again (seconds).
     dequeue_timeout: float = 0.5
-    #: Hosts leased per round; 0 leases every host with free resources.
+    #: Hosts leased per round: `hosts_per_task` for each task taken (at least `min_hosts`),
+    #: at most `max_hosts` (0: no cap); `hosts_per_task` 0 leases every host with free
+    #: resources.  Leasing, indexing and giving back ten thousand hosts took a round
+    #: 0.1-0.2 s of the hub with a thousand tasks to place; Peloton's batch placement
+    #: leases at most one host per task.  Leased hosts go to the back of the offerable
+    #: set, so successive rounds see every host.
+    hosts_per_task: int = 4
+    min_hosts: int = 1000
     max_hosts: int = 0
     #: Keep GPU hosts for tasks that use GPUs (Peloton's scarce_resource_types: [GPU]).
     scarce_gpu: bool = True
@@ -33,8 +40,16 @@ class PlacementEngineConfig:
     def __post_init__(self) -> None:
         if self.batch_limit < 1:
             raise InvalidArgument("batch_limit must be >= 1", field="batch_limit")
-        if self.max_hosts < 0:
-            raise InvalidArgument("max_hosts must be >= 0", field="max_hosts")
+        for name in ("max_hosts", "hosts_per_task", "min_hosts"):
+            if getattr(self, name) < 0:
+                raise InvalidArgument(f"{name} must be >= 0", field=name)
         for name in ("dequeue_timeout", "error_backoff"):
             if getattr(self, name) < 0:
                 raise InvalidArgument(f"{name} must be >= 0", field=name)
+
+    def lease_size(self, tasks: int) -> int:
+        """Hosts to lease for a round of `tasks` tasks (0: every offerable host)."""
+        if self.hosts_per_task == 0:
+            return self.max_hosts
+        want = max(self.min_hosts, self.hosts_per_task * tasks)
+        return min(want, self.max_hosts) if self.max_hosts else want

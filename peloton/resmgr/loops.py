@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import gevent
 
 from peloton.common.metrics import Metrics
+from peloton.core.model.ids import RunIdParser
 from peloton.core.ports import EventStream
 from peloton.core.respool.admission import reservation_due
 from peloton.resmgr.transitions import apply_event, expire
@@ -49,6 +50,7 @@ class Loops:
         self.rm = rm
         self._greenlets: list[gevent.Greenlet] = []
         self._stream: EventStream | None = None
+        self._run_ids = RunIdParser()
 
     def start(self) -> None:
         """Subscribe to the status stream (so nothing is trimmed before we read it), spawn loops."""
@@ -159,8 +161,9 @@ class Loops:
         with rm.lock:
             book = rm.book
             now = rm.clock.monotonic()
+            parse = self._run_ids.parse
             for event in events:
-                freed = apply_event(book, event, now) or freed
+                freed = apply_event(book, event, now, parse) or freed
         self._stream.acknowledge(events[-1].offset)
         if freed:
             rm.work.fire()

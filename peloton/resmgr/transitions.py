@@ -15,6 +15,8 @@ Both run under the daemon's lock, on a `TaskBook`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunId
 from peloton.core.ports import HostEvent
@@ -32,10 +34,12 @@ _TO_RUNNING: dict[TaskState, tuple[TaskState, ...]] = {
     S.PLACED: (S.LAUNCHING, S.RUNNING), S.LAUNCHING: (S.RUNNING,), S.LAUNCHED: (S.RUNNING,)}
 
 
-def apply_event(book: TaskBook, event: HostEvent, now: float) -> bool:
-    """Apply one status event; True if it freed allocation."""
+def apply_event(book: TaskBook, event: HostEvent, now: float,
+                parse: Callable[[str], RunId] = RunId.parse) -> bool:
+    """Apply one status event; True if it freed allocation.  `parse` reads the run id (a
+    consumer passes its RunIdParser's)."""
     try:
-        rid = RunId.parse(event.run_id)
+        rid = parse(event.run_id)
     except InvalidArgument:
         return False
     task_id = rid.task

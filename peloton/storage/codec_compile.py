@@ -25,9 +25,14 @@ Fn = Callable[[Any], Any]
 
 ENCODERS: dict[type, Fn] = {}
 DECODERS: dict[type, Fn] = {}
+JSONERS: dict[type, Callable[[Any], str]] = {}
+
+
 def json_encode(data: Any) -> str:
     """Compact JSON text (orjson: several times faster than the stdlib on the hot path)."""
     return orjson.dumps(data).decode()
+
+
 _MISSING = dataclasses.MISSING
 
 
@@ -71,7 +76,7 @@ def _generate_encoder(cls: type, hints: dict[str, Any]) -> Fn:
         if not f.name.isidentifier():
             raise TypeError(f"codec: field name {f.name!r} is not an identifier")
         if isinstance(tp, type) and issubclass(tp, Enum):
-            expr = f"o.{f.name}.value"
+            expr = f"o.{f.name}._value_"  # the attribute itself: `.value` is a property call
         elif tp is float:
             # An int passed where a float is declared is stored as a float, so that one
             # value always has one spelling (checksums and fingerprints rely on it).
@@ -87,6 +92,52 @@ def _generate_encoder(cls: type, hints: dict[str, Any]) -> Fn:
     source = "lambda o: {" + ", ".join(parts) + "}"
     generated: Fn = eval(source, env)  # built from field names only, never from data
     return generated
+
+
+def dataclass_json(cls: type) -> Callable[[Any], str]:
+    """The (cached) function turning a `cls` instance into its canonical JSON text.
+
+    orjson serializes a dataclass itself (fields in order, Enums by value, tuples as
+    arrays) about three times faster than building the dict first, and gives the same
+    text whenever every field is of a kind it writes as the codec does: str, int, bool,
+    None, Enum, tuples and optionals of those, and float.  A float field holding an int
+    is the one difference (the codec writes 1.0, orjson 1), so the generated function
+    checks those fields' types and takes the codec's path when one is not a float.  Any
+    other field kind (bytes, sets, mappings, nested dataclasses, Resources) always takes
+    the codec's path.
+    """
+    fn = JSONERS.get(cls)
+    if fn is not None:
+        return fn
+    encode = dataclass_encoder(cls)
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    if all(_native(hints[f.name]) or hints[f.name] is float for f in fields):
+        checks = " and ".join(f"type(o.{f.name}) is float" for f in fields
+                              if hints[f.name] is float) or "True"
+        env: dict[str, Any] = {"dumps": orjson.dumps, "encode": encode}
+        source = (f"lambda o: dumps(o).decode() if {checks} "
+                  "else dumps(encode(o)).decode()")
+        fn = eval(source, env)  # built from field names only, never from data
+    else:
+        def fn(o: Any) -> str:
+            return orjson.dumps(encode(o)).decode()
+    JSONERS[cls] = fn
+    return fn
+
+
+def _native(tp: Any) -> bool:
+    """Whether orjson writes values of type `tp` exactly as the codec's encoder does."""
+    if tp in (str, int, bool, type(None)):
+        return True
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return True
+    args = typing.get_args(tp)
+    if _is_union(tp):
+        return all(_native(a) for a in args)
+    if typing.get_origin(tp) is tuple:
+        return all(a is Ellipsis or _native(a) for a in args)
+    return False
 
 
 def dataclass_decoder(cls: type) -> Fn:
@@ -140,7 +191,7 @@ def value_encoder(tp: Any) -> Fn | None:
     if tp is Resources:
         return _encode_resources
     if isinstance(tp, type) and issubclass(tp, Enum):
-        return lambda v: v.value
+        return lambda v: v._value_
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return lambda v: dataclass_encoder(tp)(v)
     origin, args = typing.get_origin(tp), typing.get_args(tp)

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from peloton.core.model.events import PodEvent
 from peloton.core.model.ids import TaskId
 from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
@@ -22,11 +23,17 @@ from peloton.core.states import TaskState
 
 @dataclass(frozen=True, slots=True)
 class RuntimeWrite:
-    """One compare-and-set of a task runtime: `runtime.revision` is the revision read."""
+    """One compare-and-set of a task runtime: `runtime.revision` is the revision read.
+
+    `events` are the pod events the change leaves (its history): stored only if the write
+    is applied, and by SQL stores in the same transaction, so one state wave of many
+    tasks is one commit and no acknowledged state change lacks its event.
+    """
 
     job_id: str
     instance: int
     runtime: TaskRuntime
+    events: tuple[PodEvent, ...] = ()
 
     @property
     def task(self) -> TaskId:
@@ -101,9 +108,10 @@ class TaskRuntimeStore(Protocol):
 
     def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
         """Apply many CAS writes in one transaction (SQL) or one round of LWTs
-        (Cassandra).  A conflicting or missing task does not stop the others; the
-        result says which were written.  A task may appear only once per call
-        (InvalidArgument otherwise)."""
+        (Cassandra), with the pod events of the writes applied (`RuntimeWrite.events`;
+        SQL: in the same transaction; Cassandra: after them).  A conflicting or missing
+        task does not stop the others; the result says which were written.  A task may
+        appear only once per call (InvalidArgument otherwise)."""
         ...
 
     def delete_task_runtimes(self, job_id: str, instances: Collection[int] | None = None) -> None:

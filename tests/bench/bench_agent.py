@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,6 +88,10 @@ def bench_sim() -> None:
                 free.append(update.hostname)
                 finished[0] += 1
 
+        def status_updates(self, updates: Sequence[StatusUpdate]) -> None:
+            for update in updates:
+                self.status_update(update)
+
     backend.start(Listener())
     clock.run_due()
     spec = TaskSpec(command=CommandSpec("/bin/true"))
@@ -122,6 +127,10 @@ class _Counter:
 
     def host_gone(self, hostname: str, reason: str) -> None:
         print(f"host gone: {hostname}: {reason}", file=sys.stderr)
+
+    def status_updates(self, updates: Sequence[StatusUpdate]) -> None:
+        for update in updates:
+            self.status_update(update)
 
     def status_update(self, update: StatusUpdate) -> None:
         with self.cond:

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from peloton.core.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from peloton.core.model.events import PodEvent
 from peloton.core.model.ids import TaskId
 from peloton.core.states import TaskState
 from peloton.storage import RuntimeWrite, Store
@@ -106,6 +107,26 @@ def test_batched_writes_report_conflicts_and_missing(store: Store) -> None:
     assert [stored[i].state for i in range(4)] == [TaskState.RUNNING] * 3 + [TaskState.PENDING]
     assert stored[3].revision == 2
     assert store.get_task_runtime(other, 0).state is TaskState.RUNNING
+
+
+def test_batched_writes_store_the_events_of_the_writes_applied(store: Store) -> None:
+    jid = f.job_id()
+    store.create_task_runtimes(jid, {i: f.task_runtime() for i in range(3)})
+    store.update_task_runtime(jid, 2, store.get_task_runtime(jid, 2))  # now at revision 2
+    running = dataclasses.replace(f.task_runtime(TaskState.RUNNING), revision=1)
+
+    def events(i: int) -> tuple[PodEvent, ...]:
+        return tuple(PodEvent(job_id=jid, instance=i, run_id=1, state=state,
+                              goal_state=TaskState.SUCCEEDED, time=1000.0 + n)
+                     for n, state in enumerate((TaskState.STARTING, TaskState.RUNNING)))
+
+    result = store.write_task_runtimes([RuntimeWrite(jid, i, running, events(i))
+                                        for i in range(3)])
+    assert set(result.written) == {TaskId(jid, 0), TaskId(jid, 1)}
+    assert result.conflicts == {TaskId(jid, 2)}
+    for i in (0, 1):  # newest first
+        assert store.get_pod_events(jid, i) == list(reversed(events(i)))
+    assert store.get_pod_events(jid, 2) == []  # the write lost: its history did not happen
 
 
 def test_batch_may_not_repeat_a_task(store: Store) -> None:

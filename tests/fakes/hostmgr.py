@@ -29,12 +29,13 @@ import gevent.event
 
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.core.errors import NotFound, Unimplemented
+from peloton.core.feasibility import HostShape
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostInfo, HostOffer
 from peloton.core.model.resources import EPSILON, PortRange, Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
 from peloton.core.model.sla_policy import JOB_SLA_DRAIN, DrainRequest
-from peloton.core.ports import HostEvent, HostSummary
+from peloton.core.ports import HostEvent, HostSummary, shapes_of
 from peloton.core.states import HostState, TaskState
 
 
@@ -298,6 +299,9 @@ class FakeHostManager:
     def drain_requests(self) -> dict[str, DrainRequest]:
         return {h.hostname: self.drains.get(h.hostname, JOB_SLA_DRAIN)
                 for h in self.hosts.values() if h.state is HostState.DRAINING}
+
+    def host_shapes(self) -> list[HostShape]:
+        return shapes_of(self.host_summaries())
 
     def draining_runs(self) -> list[tuple[str, str]]:
         return [(h.hostname, run) for h in self.hosts.values() if h.state is HostState.DRAINING

@@ -44,6 +44,10 @@ class Recorder:
         if self.auto_ack and self.backend is not None:
             self.backend.acknowledge([update])  # type: ignore[attr-defined]
 
+    def status_updates(self, updates: Sequence[StatusUpdate]) -> None:
+        for update in updates:
+            self.status_update(update)
+
     def of(self, run_id: str) -> list[StatusUpdate]:
         """Every delivery for one run, re-deliveries included."""
         with self._lock:

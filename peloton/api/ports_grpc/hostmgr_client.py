@@ -33,10 +33,11 @@ from peloton.api.convert.private_hosts import (
 from peloton.api.convert.private_sched import enum_from_pb, resources_from_pb
 from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
+from peloton.core.feasibility import HostShape
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
 from peloton.core.model.sla_policy import DrainRequest
-from peloton.core.ports import HostEvent, HostSummary
+from peloton.core.ports import HostEvent, HostSummary, shapes_of
 from peloton.core.states import HostState
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,10 @@ class GrpcHostManager:
         reply = self.channel.call("HostSummaries", pb.HostSummariesRequest(),
                                   pb.HostSummariesResponse)
         return [summary_from_pb(h) for h in reply.hosts]
+
+    def host_shapes(self) -> list[HostShape]:
+        """What every known host could ever hold (from the summaries)."""
+        return shapes_of(self.host_summaries())
 
     def draining_runs(self) -> list[tuple[str, str]]:
         """(hostname, run id) of every run on a DRAINING host."""

@@ -90,3 +90,28 @@ class RunId:
         if not sep or not sep2 or not run.isdigit() or not inst.isdigit():
             raise InvalidArgument(f"invalid run id {text!r}", field="task_id")
         return RunId(validate_uuid(job, "task_id"), int(inst), int(run))
+
+
+class RunIdParser:
+    """`RunId.parse` with a memory of recent answers, for status-stream consumers.
+
+    Each run's id comes back in two or three status events (STARTING, RUNNING, the end),
+    and parsing validates the job's UUID each time; a consumer keeps one of these and
+    parses each id once.  Bounded: emptied when it holds `capacity` ids.
+    """
+
+    __slots__ = ("_capacity", "_known")
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._capacity = capacity
+        self._known: dict[str, RunId] = {}
+
+    def parse(self, text: str) -> RunId:
+        """`RunId.parse(text)` (InvalidArgument for a bad id, which is not remembered)."""
+        rid = self._known.get(text)
+        if rid is None:
+            rid = RunId.parse(text)
+            if len(self._known) >= self._capacity:
+                self._known.clear()
+            self._known[text] = rid
+        return rid

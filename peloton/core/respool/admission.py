@@ -204,18 +204,30 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
                                  or not fits_empty(node, held, preemption_enabled)):
             held = None  # every task of it was killed, or the pool shrank below it
         skipped: list[Gang] = []
+        # Within a pass allocation only grows (and a reservation, once held, only adds to
+        # it), so a gang shaped like one refused already is refused too: a pool full of
+        # identical tasks costs one check per pass, not one per gang looked at.
+        refused: set[tuple[object, ...]] = set()
+        refused_with = held
         while len(admitted) < limit:
             gang = _head(queue)
             if gang is None:
                 break
-            if refusal(node, gang, preemption_enabled,
-                       None if held is None or held is gang else held) is None:
+            if held is not refused_with:
+                refused.clear()
+                refused_with = held
+            shape = (gang.need.units, gang.revocable, gang.preemptible, gang.controller)
+            if (held is gang or shape not in refused) and refusal(
+                    node, gang, preemption_enabled,
+                    None if held is None or held is gang else held) is None:
                 queue.pop()
                 if held is gang:
                     held = None
                 _admit(node, gang)
                 admitted.append(gang)
                 continue
+            if held is not gang:
+                refused.add(shape)
             target = side_queue(gang, preemption_enabled) if kind is QueueKind.PENDING else None
             if target is not None:
                 queues[target].push(queue.pop())

@@ -81,6 +81,10 @@ class HostEventListener(Protocol):
     def status_update(self, update: StatusUpdate) -> None:
         """A run changed state; re-delivered until acknowledged."""
 
+    def status_updates(self, updates: Sequence[StatusUpdate]) -> None:
+        """Several updates, in order: the same as `status_update` for each, in one call (a
+        backend that learns of many changes at once saves the per-call work)."""
+
 
 class HostBackend(Protocol):
     """Launches and kills runs on hosts and reports what happens to them."""

@@ -71,8 +71,8 @@ class AgentRegistryServicer:
         if listener is None or not self.backend.agent_seen(request.hostname, request.agent_id,
                                                            identity=_identity()):
             return pb.ReportStatusResponse(reregister=True)
-        for msg in request.updates:
-            listener.status_update(update_from_pb(msg, request.hostname, request.agent_id))
+        listener.status_updates([update_from_pb(msg, request.hostname, request.agent_id)
+                                 for msg in request.updates])
         return pb.ReportStatusResponse()
 
 

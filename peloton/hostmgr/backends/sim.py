@@ -16,9 +16,11 @@ backend's lock (a listener may call back in).
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -88,6 +90,14 @@ class SimBackend:
         self._epoch = 0  # bumped by stop(): callbacks of an earlier start are ignored
         self._lock = threading.RLock()
         self.launched = 0
+        # Update ids: unique per backend object (a fresh random prefix) and cheap to make,
+        # since every simulated state change needs one (uuid4 per update cost more than the
+        # rest of the update's path through the backend).
+        self._ids = itertools.count(1)
+        self._id_prefix = uuid.uuid4().hex[:16]
+        #: Updates emitted and not yet handed to the listener, delivered in one call per
+        #: clock callback (with the epoch they were emitted in).
+        self._outbox: list[tuple[int, StatusUpdate]] = []
 
     def _default_behaviour(self, task: LaunchSpec, rng: random.Random) -> SimOutcome:
         failed = self.failure_probability > 0 and rng.random() < self.failure_probability
@@ -154,6 +164,10 @@ class SimBackend:
         if host is None:
             raise NotFound(f"no simulated host {hostname!r}")
         now = self.clock.now()
+        # Runs launched together that change state at the same moment share one timer: a
+        # wave of thousands of launches costs a few heap entries, not three per run.
+        ends: defaultdict[tuple[float, int], list[str]] = defaultdict(list)
+        started: list[str] = []
         for task in tasks:
             if task.run_id in self._runs:
                 continue
@@ -161,13 +175,16 @@ class SimBackend:
             end = now + self.start_secs + max(0.0, out.duration_secs)
             self._runs[task.run_id] = _Run(hostname, host.agent_id, TaskState.LAUNCHED, end)
             self.launched += 1
-            run_id = task.run_id
-            self._transition(run_id, TaskState.STARTING, "launched")
-            self.clock.call_at(now + self.start_secs,
-                               partial(self._transition, run_id, TaskState.RUNNING, "running"))
-            final = TaskState.SUCCEEDED if out.exit_code == 0 else TaskState.FAILED
-            self.clock.call_at(end, partial(self._transition, run_id, final,
-                                            f"exited with code {out.exit_code}", out.exit_code))
+            self._transition(task.run_id, TaskState.STARTING, "launched")
+            started.append(task.run_id)
+            ends[(end, out.exit_code)].append(task.run_id)
+        if started:
+            self.clock.call_at(now + self.start_secs, partial(
+                self._transition_many, started, TaskState.RUNNING, "running", None))
+        for (end, code), run_ids in ends.items():
+            final = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
+            self.clock.call_at(end, partial(self._transition_many, run_ids, final,
+                                            f"exited with code {code}", code))
 
     def kill(self, hostname: str, run_ids: Sequence[str], grace_secs: float) -> None:
         """Active runs end KILLED (at once; the grace is not simulated); others are ignored."""
@@ -194,11 +211,11 @@ class SimBackend:
             for run_id in (list(run_ids) if run_ids is not None else list(self._runs)):
                 run = self._runs.get(run_id)
                 if run is None:
-                    self._emit(StatusUpdate(str(uuid.uuid4()), run_id, TaskState.LOST, "", "",
+                    self._emit(StatusUpdate(self._new_id(), run_id, TaskState.LOST, "", "",
                                             self.clock.now(), "unknown to every simulated host",
                                             "REASON_RECONCILIATION"))
                 elif run.state is not TaskState.LAUNCHED:
-                    self._emit(StatusUpdate(str(uuid.uuid4()), run_id, run.state, run.hostname,
+                    self._emit(StatusUpdate(self._new_id(), run_id, run.state, run.hostname,
                                             run.agent_id, self.clock.now(), "reconciled"))
 
     def list_sandbox(self, hostname: str, run_id: str, path: str = "") -> list[tuple[str, int]]:
@@ -217,7 +234,16 @@ class SimBackend:
             raise NotFound(f"no simulated host {hostname!r}")
         return f"simulated run {run_id} on {hostname}\n".encode()
 
-    # -- events --------------------------------------------------------------
+    # -- events --------------------------------------------------------------------------
+    def _new_id(self) -> str:
+        return f"{self._id_prefix}-{next(self._ids)}"
+
+    def _transition_many(self, run_ids: Sequence[str], state: TaskState, message: str,
+                         exit_code: int | None) -> None:
+        with self._lock:
+            for run_id in run_ids:
+                self._transition(run_id, state, message, exit_code)
+
     def _transition(self, run_id: str, state: TaskState, message: str,
                     exit_code: int | None = None, reason: str = "") -> None:
         with self._lock:
@@ -226,13 +252,26 @@ class SimBackend:
                                                      and run.state is not TaskState.STARTING):
                 return  # killed or lost meanwhile: later timers of the run are moot
             run.state = state
-            self._emit(StatusUpdate(str(uuid.uuid4()), run_id, state, run.hostname, run.agent_id,
+            self._emit(StatusUpdate(self._new_id(), run_id, state, run.hostname, run.agent_id,
                                     self.clock.now(), message, reason, exit_code=exit_code))
 
     def _emit(self, update: StatusUpdate) -> None:
+        """Queue an update for the listener; the first one queued schedules the delivery of
+        everything queued until the clock runs it (under the lock)."""
         self._pending[update.uuid] = update
-        epoch = self._epoch
-        self.clock.call_at(self.clock.now(), lambda: self._deliver(epoch, update))
+        if not self._outbox:
+            self.clock.call_at(self.clock.now(), self._deliver_outbox)
+        self._outbox.append((self._epoch, update))
+
+    def _deliver_outbox(self) -> None:
+        with self._lock:
+            batch, self._outbox = self._outbox, []
+            listener = self._listener
+            epoch = self._epoch
+            # Stopped or restarted since: start() re-delivers whatever is still pending.
+            wanted = [u for e, u in batch if e == epoch and u.uuid in self._pending]
+        if wanted and listener is not None:
+            listener.status_updates(wanted)
 
     def _deliver(self, epoch: int, update: StatusUpdate) -> None:
         with self._lock:

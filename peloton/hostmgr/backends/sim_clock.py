@@ -114,8 +114,10 @@ class RealClock:
     def call_at(self, when: float, fn: Callback) -> None:
         """Schedule `fn` at monotonic time `when`."""
         with self._cond:
+            head = self._heap.next_due()
             self._heap.push(when, fn)
-            self._cond.notify()
+            if head is None or when < head:
+                self._cond.notify()  # the loop sleeps until the old head: wake it earlier
         if self._thread is None:
             self.start()
 

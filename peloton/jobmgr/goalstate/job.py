@@ -31,7 +31,7 @@ from peloton.jobmgr.runcontrol import RunControl
 log = logging.getLogger(__name__)
 S = TaskState
 #: Task runtimes created (and queued) per step of a job's creation.
-CREATE_CHUNK = 20_000
+CREATE_CHUNK = 5_000
 
 
 def derived_runtime(job: CachedJob, now: float) -> Callable[[JobRuntime], JobRuntime | None]:

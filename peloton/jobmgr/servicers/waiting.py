@@ -27,7 +27,6 @@ from peloton.core.model.job import JobSpec
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import TaskState
-from peloton.jobmgr.feasibility import host_shapes
 
 S = TaskState
 #: States of a run that has not started yet (what "waiting" means here).
@@ -64,7 +63,7 @@ def waiting_reasons(resmgr: ResourceManagerPort, hostmgr: HostManagerPort, job_i
         out[inst] = why or _held_by_job(spec_of(rt), inst, rt, rows)
     unplaced = [(i, rt) for i, rt in waiting if rt.state in UNPLACED]
     if unplaced:
-        hosts = host_shapes(hostmgr.host_summaries())
+        hosts = hostmgr.host_shapes()
         verdicts: list[tuple[TaskSpec, str | None]] = []
         for inst, rt in unplaced:
             task = spec_of(rt).task_spec(inst)

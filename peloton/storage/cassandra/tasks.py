@@ -13,12 +13,12 @@ which is what makes read-then-insert safe here.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from peloton.core.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from peloton.core.model.events import PodEvent
 from peloton.core.model.ids import TaskId
 from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
@@ -50,6 +50,9 @@ def task_entity(job_id: str, instance: int) -> str:
 
 class CassandraTasks(CassandraBase):
     """TaskConfigStore and TaskRuntimeStore over Cassandra."""
+
+    #: The history mixin's (CassandraHistory): the events of applied runtime writes.
+    add_pod_events: Callable[[Sequence[PodEvent]], None]
 
     # -- configs -----------------------------------------------------------
     def create_task_configs(self, job_id: str, version: int, default: TaskSpec,
@@ -124,7 +127,7 @@ class CassandraTasks(CassandraBase):
             raise InvalidArgument("a task may be written only once per batch", field="writes")
         pending: dict[str, list[_Cas]] = {}
         for w in writes:
-            rt = dataclasses.replace(w.runtime, revision=w.runtime.revision + 1)
+            rt = codec.replace_field(w.runtime, "revision", w.runtime.revision + 1)
             pending.setdefault(w.job_id, []).append(_Cas(w, rt, (
                 rt.revision, rt.state.value, codec.to_json(rt), w.job_id, w.instance,
                 w.runtime.revision)))
@@ -161,6 +164,9 @@ class CassandraTasks(CassandraBase):
                     pending[job] = rest
                 else:
                     del pending[job]
+        events = [e for w in writes if w.events and w.task in written for e in w.events]
+        if events:
+            self.add_pod_events(events)
         return WriteResult(written, frozenset(conflicts), frozenset(missing))
 
     @staticmethod

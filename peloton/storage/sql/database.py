@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeVar
 
+import gevent.event
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
@@ -132,6 +134,12 @@ class Database:
             raise FencedOut(f"{role}: epoch {mine} is no longer the leader's (the store has "
                             f"{stored}); a newer leader took over, so this write is refused")
 
+        # SQLite has one writer at a time, and its busy handler makes waiting writers poll
+        # with sleeps, so under a stream of write transactions one writer can be overtaken
+        # for seconds (a CreateJob behind a big job's task creation and every status wave).
+        # Our own writers therefore take turns (`WriterTurns`) before they start one.
+        self._turns = WriterTurns() if self._blocking.threaded and not self.memory else None
+
     def close(self) -> None:
         """Close every pooled connection and stop the SQLite threads."""
         self._blocking.close()
@@ -147,12 +155,15 @@ class Database:
                 yield conn
 
     def run(self, what: str, fn: Callable[[Connection], T], *, write: bool = True,
-            duplicate: Callable[[], Exception] | None = None, fenced: bool = True) -> T:
+            duplicate: Callable[[], Exception] | None = None, fenced: bool = True,
+            bulk: bool = False) -> T:
         """Run `fn` in one transaction, retrying the whole transaction on a lost
         connection; `what` names the operation in errors.  A unique-key violation
         raises `duplicate()` (e.g. AlreadyExists) if given.  On a fenced database a
         write transaction first checks the writer's epoch (FencedOut, nothing written).
-        SQLite transactions (retries included) run on the database's BlockingPool."""
+        A `bulk` write (thousands of rows nobody waits for in person) lets waiting small
+        writes go first.  SQLite transactions (retries included) run on the database's
+        BlockingPool."""
         mine = self._fence_epoch() if write and fenced and self.fence is not None else None
 
         def attempt() -> T:
@@ -171,8 +182,15 @@ class Database:
                 raise self.translate(what, exc) from None
             except sa_exc.StatementError as exc:  # a parameter the driver refused to send
                 raise classify_sql(what, self.url, exc, exc.orig, False) or exc from None
-        try:
+
+        def call() -> T:
             return self._blocking.call(lambda: self.options.retrier.call(attempt))
+
+        try:
+            if not write or self._turns is None:
+                return call()
+            with self._turns.turn(bulk):
+                return call()
         except _Refused as refused:
             raise refused.error from None
 
@@ -227,6 +245,51 @@ class Database:
                          {"v": tables.SCHEMA_VERSIONS[-1]})
             return True
         return self.run("create schema", create)
+
+
+class WriterTurns:
+    """One SQLite write transaction of this process at a time, on the hub.
+
+    Waiting writers go in arrival order, except that small writes (an API call's, a
+    goal-state action's) go before bulk ones (a wave of thousands of task runtimes, a
+    big job's creation chunk), so a CreateJob never queues behind a big job's creation.
+    The turn passes straight from one writer to the next; a waiter that is killed
+    gives its place (or its turn) back.
+    """
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._small: deque[gevent.event.Event] = deque()
+        self._bulk: deque[gevent.event.Event] = deque()
+
+    @contextmanager
+    def turn(self, bulk: bool = False) -> Iterator[None]:
+        """Hold the turn for the body of the `with`."""
+        if self._busy or self._small or self._bulk:
+            ready = gevent.event.Event()
+            queue = self._bulk if bulk else self._small
+            queue.append(ready)
+            try:
+                ready.wait()
+            except BaseException:
+                if ready.is_set():
+                    self._next()  # the turn came with the kill: pass it on
+                else:
+                    queue.remove(ready)
+                raise
+        else:
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._next()
+
+    def _next(self) -> None:
+        queue = self._small or self._bulk
+        if queue:
+            queue.popleft().set()  # still busy: the turn is handed over
+        else:
+            self._busy = False
 
 
 def _sqlite_engine(parsed: sa.URL, memory: bool, busy_timeout_ms: int) -> Engine:

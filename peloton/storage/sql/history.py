@@ -40,6 +40,22 @@ def pod_event_row(event: PodEvent, expires_at: float) -> dict[str, Any]:
             "expires_at": expires_at, "body": codec.to_json(event)}
 
 
+def pod_event_rows(db: Database, events: Sequence[PodEvent]) -> list[tuple[Any, ...]]:
+    """The pod_events rows of events written now (expiring after the retention)."""
+    expires = db.options.clock() + db.options.pod_event_ttl
+    return [(e.job_id, e.instance, e.run_id, time_key(e.time), e.state._value_, expires,
+             codec.to_json(e)) for e in events]
+
+
+def insert_pod_events(db: Database, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Upsert `pod_event_rows` in the transaction of `conn`."""
+    # Every task state change writes one of these: plain tuples through the DB-API
+    # cursor, since SQLAlchemy's per-row statement bookkeeping costs more than the insert.
+    sql = _POD_EVENT_UPSERT_PG if db.dialect == "postgresql" else _POD_EVENT_UPSERT_SQLITE
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor.executemany(sql, rows)
+
+
 def update_row(update: UpdateInfo) -> dict[str, Any]:
     """The updates row of a workflow (stored as given, revision included)."""
     return {"update_id": update.update_id, "job_id": update.job_id,
@@ -69,18 +85,8 @@ class SqlHistory:
     def add_pod_events(self, events: Sequence[PodEvent]) -> None:
         if not events:
             return
-        expires = self.db.options.clock() + self.db.options.pod_event_ttl
-        # Every task state change writes one of these: plain tuples through the DB-API
-        # cursor, since SQLAlchemy's per-row statement bookkeeping costs more than the insert.
-        rows = [(e.job_id, e.instance, e.run_id, time_key(e.time), e.state.value, expires,
-                 codec.to_json(e)) for e in events]
-        sql = _POD_EVENT_UPSERT_PG if self.db.dialect == "postgresql" else _POD_EVENT_UPSERT_SQLITE
-
-        def tx(conn: Connection) -> None:
-            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            cursor.executemany(sql, rows)
-
-        self.db.run("add pod events", tx)
+        rows = pod_event_rows(self.db, events)
+        self.db.run("add pod events", lambda conn: insert_pod_events(self.db, conn, rows))
 
     def get_pod_events(self, job_id: str, instance: int, run_id: int | None = None,
                        limit: int | None = None) -> list[PodEvent]:

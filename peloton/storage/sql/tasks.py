@@ -25,18 +25,23 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from peloton.core.errors import AlreadyExists, Conflict, InvalidArgument, NotFound
+from peloton.core.model.evolve import evolve
 from peloton.core.model.ids import TaskId
 from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.states import TaskState
 from peloton.storage import codec
 from peloton.storage.sql.database import Database
+from peloton.storage.sql.history import insert_pod_events, pod_event_rows
 from peloton.storage.sql.tables import task_configs, task_runtimes
 from peloton.storage.sql.task_rows import task_config_rows
 from peloton.storage.task_store import RuntimeWrite, WriteResult
 
 #: Bound parameters per IN list (SQLite allows 32766 per statement).
 CHUNK = 900
+#: Writes of at least this many rows let small waiting writes go first (Database.run).
+BULK_ROWS = 500
+
 
 _PG_CAS = """
 UPDATE task_runtimes AS t SET state = v.state, revision = v.new_rev, body = v.body
@@ -46,6 +51,14 @@ FROM unnest(CAST(%b AS text[]), CAST(%b AS bigint[]), CAST(%b AS text[]),
 WHERE t.job_id = v.job_id AND t.instance = v.instance AND t.revision = v.old_rev
 RETURNING t.job_id, t.instance
 """
+_PG_CREATE = """
+INSERT INTO task_runtimes (job_id, instance, state, revision, body)
+SELECT * FROM unnest(CAST(%b AS text[]), CAST(%b AS integer[]), CAST(%b AS text[]),
+                     CAST(%b AS bigint[]), CAST(%b AS text[]))
+ON CONFLICT (job_id, instance) DO NOTHING
+"""
+_SQLITE_CREATE = ("INSERT INTO task_runtimes (job_id, instance, state, revision, body) "
+                  "VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id, instance) DO NOTHING")
 _SQLITE_CAS = ("UPDATE task_runtimes SET state = ?, revision = ?, body = ? "
                "WHERE job_id = ? AND instance = ? AND revision = ?")
 
@@ -108,24 +121,33 @@ class SqlTasks:
 
     # -- runtimes ----------------------------------------------------------
     def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
-        rows = [runtime_row(job_id, i, codec.replace_field(rt, "revision", 1))
+        rows = [(job_id, i, rt.state.value, 1, codec.to_json(codec.replace_field(rt, "revision", 1)))
                 for i, rt in sorted(runtimes.items())]
         refused = AlreadyExists(f"job {job_id}: some of the task runtimes already exist")
+        insert = _PG_CREATE if self.db.dialect == "postgresql" else _SQLITE_CREATE
 
         def tx(conn: Connection) -> None:
-            # A retry of a create that did commit finds its own rows: accept those
-            # (identical bodies), refuse any other existing row, insert the rest.
+            # Insert what is not there yet; rows already there must be exactly ours (a retry
+            # of a create that did commit) or the whole create is refused.  Only the
+            # instances of this call are ever read: a job created in chunks does not
+            # re-read its earlier chunks.
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            if self.db.dialect == "postgresql":
+                cursor.execute(insert, tuple(list(c) for c in zip(*rows, strict=True)))
+            else:
+                cursor.executemany(insert, rows)
+            if cursor.rowcount == len(rows):
+                return
             c = task_runtimes.c
-            q = sa.select(c.instance, c.body).where(c.job_id == job_id)
-            stored = {r[0]: r[1] for r in conn.execute(q)}
-            if any(stored[r["instance"]] != r["body"] for r in rows if r["instance"] in stored):
-                raise refused
-            new = [r for r in rows if r["instance"] not in stored]
-            if new:
-                conn.execute(sa.insert(task_runtimes), new)
+            ours = {r[1]: r[4] for r in rows}
+            for part in chunks(sorted(ours)):
+                q = sa.select(c.instance, c.body).where(c.job_id == job_id, c.instance.in_(part))
+                if any(ours[inst] != body for inst, body in conn.execute(q)):
+                    raise refused
 
         if rows:
-            self.db.run("create task runtimes", tx, duplicate=lambda: refused)
+            self.db.run("create task runtimes", tx, duplicate=lambda: refused,
+                        bulk=len(rows) >= BULK_ROWS)
 
     def get_task_runtime(self, job_id: str, instance: int) -> TaskRuntime:
         q = sa.select(task_runtimes.c.body).where(task_runtimes.c.job_id == job_id,
@@ -165,23 +187,41 @@ class SqlTasks:
     def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
         if not writes:
             return WriteResult({})
-        # One pass builds the new runtimes and the statement parameters:
-        # (state, new revision, body, job, instance, expected revision).
+        # One pass builds the keys, the new runtimes and the statement parameters:
+        # (state, new revision, body, job, instance, expected revision).  This runs for
+        # every state change of every task, so it avoids the generic helpers' overheads.
+        keys = [TaskId(w.job_id, w.instance) for w in writes]
+        if len(set(keys)) != len(keys):
+            raise InvalidArgument("a task may be written only once per batch", field="writes")
         stored: list[TaskRuntime] = []
         params: list[tuple[Any, ...]] = []
+        to_json = codec.dataclass_json(TaskRuntime)
         for w in writes:
-            rt = codec.replace_field(w.runtime, "revision", w.runtime.revision + 1)
+            old = w.runtime
+            rt = evolve(old, revision=old.revision + 1)
             stored.append(rt)
-            params.append((rt.state.value, rt.revision, codec.to_json(rt), w.job_id,
-                           w.instance, w.runtime.revision))
-        if len({(p[3], p[4]) for p in params}) != len(params):
-            raise InvalidArgument("a task may be written only once per batch", field="writes")
+            params.append((rt.state._value_, rt.revision, to_json(rt), w.job_id, w.instance,
+                           old.revision))
         cas = self._cas_postgres if self.db.dialect == "postgresql" else self._cas_sqlite
-        done = self.db.run("write task runtimes", lambda conn: cas(conn, params))
+        history = [(w.job_id, w.instance, w.events) for w in writes if w.events]
+        event_rows = pod_event_rows(self.db, [e for *_, evs in history for e in evs])
+
+        def tx(conn: Connection) -> set[Any]:
+            done = cas(conn, params)
+            if event_rows:
+                # The events of the writes applied, in the same transaction.
+                rows: Sequence[tuple[Any, ...]] = event_rows
+                if len(done) < len(params):
+                    keep = [(job, inst) in done for job, inst, evs in history for _ in evs]
+                    rows = [r for r, k in zip(event_rows, keep, strict=True) if k]
+                if rows:
+                    insert_pod_events(self.db, conn, rows)
+            return done
+
+        done = self.db.run("write task runtimes", tx, bulk=len(params) >= BULK_ROWS)
         if len(done) == len(writes):
-            return WriteResult({w.task: rt for w, rt in zip(writes, stored, strict=True)})
-        written = {w.task: rt for w, rt in zip(writes, stored, strict=True)
-                   if (w.job_id, w.instance) in done}
+            return WriteResult(dict(zip(keys, stored, strict=True)))
+        written = {key: rt for key, rt in zip(keys, stored, strict=True) if key in done}
         lost = [w for w in writes if (w.job_id, w.instance) not in done]
         present = self._existing_keys(lost)
         return WriteResult(

@@ -10,6 +10,7 @@ from peloton.core.model.host import HostOffer
 from peloton.core.model.resources import PortRange, Resources
 from peloton.core.states import TaskState
 from peloton.hostmgr.app import HostManager
+from peloton.placement.config import PlacementEngineConfig
 from tests.harness.fake_host_backend import FakeBackend
 from tests.unit.hostmgr.conftest import reservation, rid, spec
 
@@ -179,3 +180,26 @@ def test_a_kill_missed_while_the_host_was_away_is_sent_when_it_returns(
     backend.listener.host_up(h1)  # type: ignore[union-attr]
     hm.settle()
     assert backend.killed == [("h1", [rid(0)], 5.0)]
+
+
+def test_partial_leases_rotate_through_every_offerable_host(hm: HostManager,
+                                                            backend: FakeBackend) -> None:
+    for i in range(3, 8):
+        backend.add_host(f"h{i}")
+    seen: list[list[str]] = []
+    for _ in range(4):
+        lease = hm.acquire_hosts(3)
+        seen.append(sorted(o.hostname for o in lease.offers))
+        hm.release_lease(lease.lease_id)
+    assert all(len(names) == 3 for names in seen)
+    # 7 hosts, 3 per lease: after three leases every host was offered at least once.
+    assert set().union(*seen[:3]) == {f"h{i}" for i in range(1, 8)}
+    assert seen[0] != seen[1]
+
+
+def test_lease_size_follows_the_round() -> None:
+    config = PlacementEngineConfig()
+    assert config.lease_size(10) == config.min_hosts
+    assert config.lease_size(1000) == 4000
+    assert PlacementEngineConfig(max_hosts=1500).lease_size(1000) == 1500
+    assert PlacementEngineConfig(hosts_per_task=0).lease_size(1000) == 0  # every host

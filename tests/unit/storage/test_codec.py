@@ -19,12 +19,14 @@ from peloton.core.model.constraints import (
     LabelKind,
     OrConstraint,
 )
+from peloton.core.model.events import PodEvent
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.resources import PortRange, Resources
 from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.states import HealthState, JobState, TaskState
 from peloton.storage import codec
+from peloton.storage.codec_compile import dataclass_encoder, json_encode
 from tests.contract import factories as f
 
 TEXT = st.text(max_size=20)
@@ -151,3 +153,22 @@ def test_unsupported_types_are_refused_when_compiled() -> None:
         codec.to_json(Odd(1))
     with pytest.raises(TypeError, match="unsupported union"):  # not cached half-built
         codec.to_json(Odd(1))
+
+
+def _codec_text(obj: object) -> str:
+    """What the codec's generic encoder writes (dict first, then JSON)."""
+    return json_encode(dataclass_encoder(type(obj))(obj))
+
+
+@given(runtimes, st.sampled_from([0, 7, -3]), st.sampled_from(["start_time", "update_time"]))
+def test_orjson_fast_path_writes_the_codecs_text(rt: TaskRuntime, whole: int, name: str) -> None:
+    # orjson serializes flat dataclasses itself; the text must be the codec's, including
+    # for an int stored in a float field (the codec writes 7.0, orjson alone would write 7).
+    assert codec.to_json(rt) == _codec_text(rt)
+    with_int = codec.replace_field(rt, name, whole)
+    assert codec.to_json(with_int) == _codec_text(with_int)
+    assert json.loads(codec.to_json(with_int))[name] == float(whole)
+    event = PodEvent(job_id="j", instance=rt.run_id % 7, run_id=rt.run_id, state=rt.state,
+                     goal_state=rt.goal_state, time=rt.update_time, host=rt.host,
+                     message=rt.message, healthy=rt.healthy)
+    assert codec.to_json(event) == _codec_text(event)
