@@ -100,6 +100,11 @@ class Database:
         self._blocking = BlockingPool(threads if self.dialect == "sqlite" else 0, "sqlite")
         #: (role, the writer's current epoch) when writes are fenced (leader_store.py).
         self.fence: tuple[str, Callable[[], int | None]] | None = None
+        # SQLite has one writer at a time, and its busy handler makes waiting writers poll
+        # with sleeps, so under a stream of write transactions one writer can be overtaken
+        # for seconds (a CreateJob behind a big job's task creation and every status wave).
+        # Our own writers therefore take turns (`WriterTurns`) before they start one.
+        self._turns = WriterTurns() if self._blocking.threaded and not self.memory else None
 
     def with_fence(self, role: str, epoch: Callable[[], int | None]) -> Database:
         """This database (same engine, same lock) with every write transaction fenced."""
@@ -133,12 +138,6 @@ class Database:
         if stored is None or int(stored) != mine:
             raise FencedOut(f"{role}: epoch {mine} is no longer the leader's (the store has "
                             f"{stored}); a newer leader took over, so this write is refused")
-
-        # SQLite has one writer at a time, and its busy handler makes waiting writers poll
-        # with sleeps, so under a stream of write transactions one writer can be overtaken
-        # for seconds (a CreateJob behind a big job's task creation and every status wave).
-        # Our own writers therefore take turns (`WriterTurns`) before they start one.
-        self._turns = WriterTurns() if self._blocking.threaded and not self.memory else None
 
     def close(self) -> None:
         """Close every pooled connection and stop the SQLite threads."""
