@@ -139,9 +139,13 @@ def test_bad_update_rolls_back_to_the_old_config(services: UpCluster, tmp_path: 
     old = version(services, job_id).split("-")[0]
     old_pods = {p.pod_name.value: p.status.version.value for p in pods(services, job_id)}
     assert all(v.split("-")[0] == old for v in old_pods.values())
+    # As on Peloton, an instance seen RUNNING on the new config counts as updated at once,
+    # so whether a run that exits at once fails the update would depend on whether its
+    # RUNNING event is seen before its exit; a watch time (our extension, Aurora's
+    # minWaitInInstanceRunningMs) makes every early exit count against the instance.
     replace(services, job_id, spec_file(tmp_path, "api", "exit 1", count=4), 2,
             "--rollbackOnFailure", "--maxInstanceRetries", "2",
-            "--maxTolerableInstanceFailures", "1")
+            "--maxTolerableInstanceFailures", "1", "--watch-time", "5")
     eventually(lambda: wf_state(services, job_id) == "WORKFLOW_STATE_ROLLED_BACK", 180,
                "the failing update rolled back")
     eventually(lambda: running_on(services, job_id) == 4, 90, "all instances running again")
