@@ -78,6 +78,7 @@ class Executor:
         """Start runs; returns the ids this agent already had (not started again)."""
         duplicates, requests, started = [], [], []
         with self._lock:
+            in_use = self._uids_in_use()
             for spec in specs:
                 if spec.run_id in self.runs:
                     duplicates.append(spec.run_id)
@@ -88,7 +89,7 @@ class Executor:
                     duplicates.append(spec.run_id)
                     continue
                 try:
-                    spec = self._with_identity(spec)
+                    spec = self._with_identity(spec, in_use)
                     requests.append(self._request(spec))
                 except PelotonError as exc:
                     self._fail_launch(spec, str(exc))
@@ -123,14 +124,19 @@ class Executor:
         run = self.runs.setdefault(spec.run_id, Run(spec, TaskState.STARTING, time.monotonic()))
         self._publish(run, spec.run_id, TaskState.FAILED, message, outcome.REASON_LAUNCH_FAILED)
 
-    def _with_identity(self, spec: RunSpec) -> RunSpec:
-        """The spec with the identity its task runs as (peloton/agent/identity.py)."""
+    def _uids_in_use(self) -> set[int]:
+        """The uids of this agent's live runs (a dynamic uid is never shared)."""
+        return {r.spec.uid for r in self.runs.values()
+                if r.spec is not None and r.spec.uid >= 0 and not r.state.terminal}
+
+    def _with_identity(self, spec: RunSpec, in_use: set[int]) -> RunSpec:
+        """The spec with the identity its task runs as (peloton/agent/identity.py); the uid
+        it takes joins `in_use` (built once per launch batch, not once per run)."""
         if not self.identities.can_switch:
             self.identities.resolve(spec.command.user, ())  # refuses a user it cannot be
             return spec
-        in_use = {r.spec.uid for r in self.runs.values()
-                  if r.spec is not None and r.spec.uid >= 0 and not r.state.terminal}
         who = self.identities.resolve(spec.command.user, in_use)
+        in_use.add(who.uid)
         return dataclasses.replace(spec, uid=who.uid, gid=who.gid, groups=who.groups,
                                    run_as=who.name, home=who.home)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import pwd
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -106,7 +107,7 @@ class IdentityPolicy:
 
     def _dynamic(self, in_use: Collection[int]) -> TaskIdentity:
         first, last = self.dynamic_uids
-        taken = set(in_use)
+        taken = in_use if isinstance(in_use, (set, frozenset)) else set(in_use)
         for uid in range(first, last + 1):
             if uid in taken or _uid_known(uid):
                 continue
@@ -122,9 +123,24 @@ def _account(name: str) -> pwd.struct_passwd | None:
         return None
 
 
+#: How long an answer of `_uid_known` is reused.  The lookup goes through NSS (for
+#: "files", a parse of /etc/passwd: a sixth of the agent's CPU per launched task when asked
+#: per task); an account added inside the dynamic range is seen within this time.
+UID_LOOKUP_TTL_SECS = 30.0
+_uid_answers: dict[int, tuple[bool, float]] = {}
+
+
 def _uid_known(uid: int) -> bool:
+    now = time.monotonic()
+    cached = _uid_answers.get(uid)
+    if cached is not None and now - cached[1] < UID_LOOKUP_TTL_SECS:
+        return cached[0]
     try:
         pwd.getpwuid(uid)
+        known = True
     except KeyError:
-        return False
-    return True
+        known = False
+    if len(_uid_answers) > 100_000:
+        _uid_answers.clear()
+    _uid_answers[uid] = (known, now)
+    return known

@@ -455,17 +455,33 @@ static void signal_task(pid_t leader, int sig)
         kill(kids[i], sig);
 }
 
+/* Whether we have no child at all, alive or not yet reaped.  We are the task's
+ * subreaper, so every process it left (in its group or daemonized out of it)
+ * is a child of ours or of one of them: none means nothing is left. */
+static int childless(void)
+{
+    int ignored;
+    return waitpid(-1, &ignored, WNOHANG) < 0 && errno == ECHILD;
+}
+
 /* Kill whatever the task left behind until no child of ours remains: each
  * round kills our children, whose own children are then re-parented to us
- * (we are a subreaper) and killed in the next round. */
+ * (we are a subreaper) and killed in the next round.  The /proc scan that
+ * finds our children reads every process's stat file, so it runs only when
+ * some child is left: a task that leaves nothing (the usual case) costs a
+ * waitpid, not two scans of the machine's process table. */
 static void sweep(pid_t leader)
 {
     int ignored;
+    if (leader > 0)
+        kill(-leader, SIGKILL);
     for (int round = 0; round < 2000; round++) {
-        pid_t kids[1024];
-        signal_task(round == 0 ? leader : 0, SIGKILL);
         reap(-1, &ignored);
-        if (children_of_self(kids, 1024) == 0 && waitpid(-1, &ignored, WNOHANG) < 0)
+        if (childless())
+            return;
+        signal_task(0, SIGKILL);
+        reap(-1, &ignored);
+        if (childless())
             return;
         sleep_ms(1);
     }
