@@ -166,7 +166,7 @@ def bench_restart(base: Path) -> None:
            f"{got_job:.1f} s, a new 1-task job's task RUNNING {served:.1f} s after the spawn; "
            f"{again:,} stored tasks RUNNING then; runs go back to the resource manager in "
            f"RecoverTasks calls of 1,000 ({served / total * 1000:.2f} ms per stored task "
-           f"here: loading jobs and runtimes from the store, rebuilding the cache); {load()}")
+           f"here); {load()}")
     report("recovery.jobmgr_restart_ms_per_task", served / total * 1000, "ms",
            note=f"the restart above over the {total:,} tasks stored; x 1,000,000 = "
                 f"{served / total * 1e6:,.0f} s for Peloton's 1M-task shape if it stays linear")
