@@ -13,20 +13,30 @@ during the run, so after the first (cold) call, which `5k_single_ms`
 reports, the bridge still asks the fake for all 5,000 pods per shared
 computation but rebuilds nothing (aurorabridge/task_answers.py): the
 loaded numbers are those of a job polled while steady.
+
+The churn case (`5k_churn`) polls the same job while a driver in the fake's
+process gives a different tenth of its pods a new run every second (new pod
+id, start time, an earlier run in its history: a rolling restart that never
+ends), after every pod has restarted once.  A 17th client checks freshness:
+after each change it sends one request, which must list the new run of a
+changed pod (the bridge's coalescing promises state read after the request
+arrived); how long after the change that reply came back is the lag.
 """
 
 from __future__ import annotations
 
 import http.client
 import multiprocessing
+import queue
 import random
+import struct
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.bench.common import percentile, report
+from tests.bench.common import load, percentile, report, scaled
 
 CLIENTS = 16
 ROLES = 100
@@ -34,10 +44,32 @@ JOBS_PER_ROLE = 10
 BIG_TASKS = 5000
 BINARY = "application/vnd.apache.thrift.binary"
 NOTE = "bridge over fake backend"
+CHURN_SHARE = 10  # every second, 1/CHURN_SHARE of the big job's pods get a new run
+CHURN_WARM_S = scaled(11.0, smoke=2.0)  # every pod has restarted once before measuring
+CHURN_S = scaled(10.0, smoke=2.0)
 
 
-def _populate_and_serve(port_out: Any, stop: Any) -> None:
-    """Child process: build the fake cluster with the bridge's converters and serve it."""
+def _churn(fake: Any, job_id: str, churning: Any, stop: Any, marks: Any) -> None:
+    """Child thread: while `churning` is set, every second relaunch the next tenth of the big
+    job's pods and put (wall time after the change, a changed pod's new id, pods changed)."""
+    per_tick = BIG_TASKS // CHURN_SHARE
+    tick = 0
+    while not stop.is_set():
+        if not churning.wait(0.2):
+            continue
+        due = time.monotonic()
+        while churning.is_set() and not stop.is_set():
+            first = (tick * per_tick) % BIG_TASKS
+            ids = fake.relaunch_pods(job_id, list(range(first, first + per_tick)))
+            marks.put((time.time(), ids[per_tick // 2], per_tick))
+            tick += 1
+            due += 1.0
+            time.sleep(max(0.0, due - time.monotonic()))
+
+
+def _populate_and_serve(port_out: Any, stop: Any, churning: Any, marks: Any) -> None:
+    """Child process: build the fake cluster with the bridge's converters and serve it (and
+    churn the big job's pods while `churning` is set)."""
     from aurorabridge import validation
     from aurorabridge.atop.job_spec import job_spec
     from aurorabridge.atop.pod_spec import pod_spec
@@ -60,6 +92,8 @@ def _populate_and_serve(port_out: Any, stop: Any) -> None:
     add("big", "big", BIG_TASKS)
     fake.record = lambda method, **kwargs: None  # type: ignore[method-assign]  # no call log in a bench
     server = serve(fake)
+    big = fake.job_by_name("big/devel/big")
+    threading.Thread(target=_churn, args=(fake, big.job_id, churning, stop, marks), daemon=True).start()
     port_out.put(server.port)
     stop.wait()
     server.stop(0)
@@ -124,12 +158,93 @@ def _load(port: int, bodies: Callable[[], bytes], seconds: float,
     return len(flat), flat, sum(failures)
 
 
+class Freshness:
+    """The 17th client: after each pod change, one request that must list a changed pod's new
+    run (see the module docstring); lags in seconds, stale replies, pods changed."""
+
+    def __init__(self, port: int, body: bytes, marks: Any) -> None:
+        self.lags: list[float] = []
+        self.stale = 0
+        self.changed = 0
+        self._port, self._body, self._marks = port, body, marks
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Freshness:
+        while True:  # changes made before the measured window are not its to count
+            try:
+                self._marks.get_nowait()
+            except queue.Empty:
+                break
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _take(self) -> list[tuple[float, str, int]]:
+        """The changes reported since the last call (waits up to 0.5 s for one)."""
+        try:
+            marks = [self._marks.get(timeout=0.5)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                marks.append(self._marks.get_nowait())
+            except queue.Empty:
+                return marks
+
+    def _run(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=60)
+        headers = {"Content-Type": BINARY, "Accept": BINARY}
+        while not self._stop.is_set():
+            marks = self._take()
+            if not marks:
+                continue
+            self.changed += sum(count for _, _, count in marks)
+            changed_at, pod_id, _ = marks[-1]  # the newest change (more came while the last ran)
+            conn.request("POST", "/api", self._body, headers)  # sent after the change was made
+            data = conn.getresponse().read()
+            self.lags.append(time.time() - changed_at)
+            wanted = pod_id.encode()
+            if struct.pack(">i", len(wanted)) + wanted not in data:  # the taskId string field
+                self.stale += 1
+        conn.close()
+
+
+def _churn_case(port: int, big: bytes, churning: Any, marks: Any) -> None:
+    """getTasksWithoutConfigs of the big job under 16 clients while its pods keep changing."""
+    churning.set()
+    try:
+        time.sleep(CHURN_WARM_S)
+        with Freshness(port, big, marks) as fresh:
+            t0 = time.monotonic()
+            done_n, lat, failed = _load(port, lambda: big, CHURN_S, CLIENTS)
+            took = time.monotonic() - t0
+    finally:
+        churning.clear()
+    per_s = fresh.changed / took
+    worst = max(fresh.lags, default=float("nan"))
+    note = (f"{NOTE}; 16 binary clients; {per_s:.0f} pods/s got a new run ({100 // CHURN_SHARE} % "
+            f"of 5,000 each second); freshness: {len(fresh.lags)} requests sent after a change, "
+            f"{fresh.stale} stale, reply at most {worst * 1000:.0f} ms after the change; "
+            f"{failed} failed; {load()}")
+    report("aurorabridge.getTasksWithoutConfigs.5k_churn.req_per_s", done_n / CHURN_S, "req/s", "", note)
+    report("aurorabridge.getTasksWithoutConfigs.5k_churn.p99_ms", percentile(lat, 99) * 1000, "ms",
+           "<=200", note)
+    report("aurorabridge.getTasksWithoutConfigs.5k_churn.p50_ms", percentile(lat, 50) * 1000, "ms", "",
+           NOTE)
+    report("aurorabridge.getTasksWithoutConfigs.5k_churn.stale_replies", fresh.stale, "replies", "<=0",
+           f"requests sent after a change whose reply lacked it, of {len(fresh.lags)}")
+
+
 def main() -> None:
     from tests.harness.procs import PELOTON, OutputTail, free_port, stop
 
     ctx = multiprocessing.get_context("spawn")
-    port_q, done = ctx.Queue(), ctx.Event()
-    backend = ctx.Process(target=_populate_and_serve, args=(port_q, done), daemon=True)
+    port_q, done, churning, marks = ctx.Queue(), ctx.Event(), ctx.Event(), ctx.Queue()
+    backend = ctx.Process(target=_populate_and_serve, args=(port_q, done, churning, marks), daemon=True)
     t0 = time.monotonic()
     backend.start()
     grpc_port = port_q.get(timeout=120)
@@ -169,7 +284,8 @@ def main() -> None:
         report("aurorabridge.getTasksWithoutConfigs.5k.req_per_s", done_n / 10.0, "req/s", "",
                f"{NOTE}; 16 binary clients; 5,000 tasks per reply; {failed} failed")
         report("aurorabridge.getTasksWithoutConfigs.5k.p99_ms", percentile(lat, 99) * 1000, "ms", "<=200",
-               f"{NOTE}; steady job, cached replies")
+               f"{NOTE}; steady job, cached replies; {load()}")
+        _churn_case(port, big, churning, marks)
         report("aurorabridge.setup_s", setup_s, "s", "", "1,000 jobs + a 5,000-task job built and served")
         conn.close()
     finally:
