@@ -29,12 +29,11 @@ import http.client
 import multiprocessing
 import queue
 import random
-import struct
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.bench.common import load, percentile, report, scaled
 
@@ -44,15 +43,20 @@ JOBS_PER_ROLE = 10
 BIG_TASKS = 5000
 BINARY = "application/vnd.apache.thrift.binary"
 NOTE = "bridge over fake backend"
-CHURN_SHARE = 10  # every second, 1/CHURN_SHARE of the big job's pods get a new run
+CHURN_SHARE = 10  # every second, 1/CHURN_SHARE of the big job's pods change
+RESTART_SHARE = 10  # and 1/RESTART_SHARE of those get a new run (the others a new state)
 CHURN_WARM_S = scaled(11.0, smoke=2.0)  # every pod has restarted once before measuring
 CHURN_S = scaled(10.0, smoke=2.0)
 
 
 def _churn(fake: Any, job_id: str, churning: Any, stop: Any, marks: Any) -> None:
-    """Child thread: while `churning` is set, every second relaunch the next tenth of the big
-    job's pods and put (wall time after the change, a changed pod's new id, pods changed)."""
+    """Child thread: while `churning` is set, every second change the next tenth of the big
+    job's pods (one in RESTART_SHARE of them gets a new run, the others a new state and start
+    time) and put a Mark of the change on `marks`."""
+    from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+
     per_tick = BIG_TASKS // CHURN_SHARE
+    restarts = per_tick // RESTART_SHARE
     tick = 0
     while not stop.is_set():
         if not churning.wait(0.2):
@@ -60,8 +64,14 @@ def _churn(fake: Any, job_id: str, churning: Any, stop: Any, marks: Any) -> None
         due = time.monotonic()
         while churning.is_set() and not stop.is_set():
             first = (tick * per_tick) % BIG_TASKS
-            ids = fake.relaunch_pods(job_id, list(range(first, first + per_tick)))
-            marks.put((time.time(), ids[per_tick // 2], per_tick))
+            # The first pass moves every pod to STARTING, the next back to RUNNING, ...
+            state = (pod_pb2.POD_STATE_STARTING if (tick // CHURN_SHARE) % 2 == 0
+                     else pod_pb2.POD_STATE_RUNNING)
+            ids = fake.relaunch_pods(job_id, list(range(first, first + restarts)))
+            moved = list(range(first + restarts, first + per_tick))
+            fake.move_pods(job_id, moved, state)
+            # A plain tuple: this module is __main__ in one process and __mp_main__ in the other.
+            marks.put((time.time(), ids[-1], moved[-1], pod_pb2.PodState.Name(state), per_tick))
             tick += 1
             due += 1.0
             time.sleep(max(0.0, due - time.monotonic()))
@@ -158,6 +168,16 @@ def _load(port: int, bodies: Callable[[], bytes], seconds: float,
     return len(flat), flat, sum(failures)
 
 
+class Mark(NamedTuple):
+    """One second's change to the big job, as the churn driver reports it."""
+
+    changed_at: float  # wall clock, just after the change
+    new_run: str  # the pod id of one pod's new run
+    moved: int  # the instance of one pod whose run changed state
+    state: str  # that state (PodState name)
+    pods: int  # pods changed
+
+
 class Freshness:
     """The 17th client: after each pod change, one request that must list a changed pod's new
     run (see the module docstring); lags in seconds, stale replies, pods changed."""
@@ -183,32 +203,38 @@ class Freshness:
         self._stop.set()
         self._thread.join(60)
 
-    def _take(self) -> list[tuple[float, str, int]]:
+    def _take(self) -> list[Mark]:
         """The changes reported since the last call (waits up to 0.5 s for one)."""
         try:
-            marks = [self._marks.get(timeout=0.5)]
+            marks = [Mark(*self._marks.get(timeout=0.5))]
         except queue.Empty:
             return []
         while True:
             try:
-                marks.append(self._marks.get_nowait())
+                marks.append(Mark(*self._marks.get_nowait()))
             except queue.Empty:
                 return marks
 
     def _run(self) -> None:
+        from aurorabridge.thrift_api import api
+
         conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=60)
         headers = {"Content-Type": BINARY, "Accept": BINARY}
         while not self._stop.is_set():
             marks = self._take()
             if not marks:
                 continue
-            self.changed += sum(count for _, _, count in marks)
-            changed_at, pod_id, _ = marks[-1]  # the newest change (more came while the last ran)
+            self.changed += sum(m.pods for m in marks)
+            mark = marks[-1]  # the newest change (more may have come while the last request ran)
             conn.request("POST", "/api", self._body, headers)  # sent after the change was made
             data = conn.getresponse().read()
-            self.lags.append(time.time() - changed_at)
-            wanted = pod_id.encode()
-            if struct.pack(">i", len(wanted)) + wanted not in data:  # the taskId string field
+            self.lags.append(time.time() - mark.changed_at)
+            tasks = _decode("getTasksWithoutConfigs", data).result.scheduleStatusResult.tasks
+            ids = {t.assignedTask.taskId for t in tasks}
+            # Tasks come by instance, newest run first: the first of an instance is its current run.
+            moved = next((t for t in tasks if t.assignedTask.instanceId == mark.moved), None)
+            expected = api.ScheduleStatus._NAMES_TO_VALUES[mark.state.removeprefix("POD_STATE_")]
+            if mark.new_run not in ids or moved is None or moved.status != expected:
                 self.stale += 1
         conn.close()
 
@@ -226,8 +252,10 @@ def _churn_case(port: int, big: bytes, churning: Any, marks: Any) -> None:
         churning.clear()
     per_s = fresh.changed / took
     worst = max(fresh.lags, default=float("nan"))
-    note = (f"{NOTE}; 16 binary clients; {per_s:.0f} pods/s got a new run ({100 // CHURN_SHARE} % "
-            f"of 5,000 each second); freshness: {len(fresh.lags)} requests sent after a change, "
+    note = (f"{NOTE}; 16 binary clients; {per_s:.0f} pods changed per second ({100 // CHURN_SHARE} % "
+            f"of 5,000; {100 // RESTART_SHARE} % of those a new run, the others a new state and "
+            f"start time); freshness (new run and state listed): {len(fresh.lags)} requests sent "
+            f"after a change, "
             f"{fresh.stale} stale, reply at most {worst * 1000:.0f} ms after the change; "
             f"{failed} failed; {load()}")
     report("aurorabridge.getTasksWithoutConfigs.5k_churn.req_per_s", done_n / CHURN_S, "req/s", "", note)

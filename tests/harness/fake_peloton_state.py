@@ -138,6 +138,16 @@ class FakeState:
                 self._launch(job, instance, job.spec)
             return [job.pods[i].status.pod_id.value for i in instances]
 
+    def move_pods(self, job_id: str, instances: list[int], state: int) -> None:
+        """Put each instance's current run in `state` with a new start time (a pod that
+        flapped, or restarted in place), as the job manager's status updates would."""
+        with self._lock:
+            job = self.jobs[job_id]
+            started = now()
+            for instance in instances:
+                status = job.pods[instance].status
+                status.state, status.start_time = state, started
+
     # -- internals ------------------------------------------------------------------------------
     def _job(self, job_id: str) -> FakeJob:
         job = self.jobs.get(job_id)
