@@ -9,18 +9,22 @@ enveloped TBinaryProtocol calls (the Aurora CLI's form): getJobSummary for a
 random role (10 jobs per reply), then getTasksWithoutConfigs for the big
 job.  Numbers are "bridge over fake backend": they measure the bridge's own
 cost plus one in-process fake, not a real job manager.  No pod changes
-during the run, so after the first (cold) call, which `5k_single_ms`
+in the steady case, so after the first (cold) call, which `5k_single_ms`
 reports, the bridge still asks the fake for all 5,000 pods per shared
 computation but rebuilds nothing (aurorabridge/task_answers.py): the
 loaded numbers are those of a job polled while steady.
 
 The churn case (`5k_churn`) polls the same job while a driver in the fake's
-process gives a different tenth of its pods a new run every second (new pod
-id, start time, an earlier run in its history: a rolling restart that never
-ends), after every pod has restarted once.  A 17th client checks freshness:
-after each change it sends one request, which must list the new run of a
-changed pod (the bridge's coalescing promises state read after the request
-arrived); how long after the change that reply came back is the lag.
+process changes a different tenth of its pods every second: one in ten of
+them gets a new run (new pod id and start time, the old run becomes an
+earlier run the listing shows), the others a new state (STARTING, on the
+next pass RUNNING again) and start time.  Measuring starts after 11 s of
+churn.  A 17th client checks freshness: after each change it sends one
+request, whose reply must list that change's new run and new state (the
+bridge's coalescing promises state read after the request arrived); how long
+after the change that reply came back is the lag.  Were every change a new
+run (500 a second), each would cost one GetPod for its earlier runs: p99
+about 5 s on this machine (one Peloton call per new run is the limit).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ BINARY = "application/vnd.apache.thrift.binary"
 NOTE = "bridge over fake backend"
 CHURN_SHARE = 10  # every second, 1/CHURN_SHARE of the big job's pods change
 RESTART_SHARE = 10  # and 1/RESTART_SHARE of those get a new run (the others a new state)
-CHURN_WARM_S = scaled(11.0, smoke=2.0)  # every pod has restarted once before measuring
+CHURN_WARM_S = scaled(11.0, smoke=2.0)  # every pod has changed once before measuring
 CHURN_S = scaled(10.0, smoke=2.0)
 
 
@@ -239,7 +243,7 @@ class Freshness:
         conn.close()
 
 
-def _churn_case(port: int, big: bytes, churning: Any, marks: Any) -> None:
+def _churn_case(port: int, big: bytes, churning: Any, marks: Any, steady_p99_ms: float) -> None:
     """getTasksWithoutConfigs of the big job under 16 clients while its pods keep changing."""
     churning.set()
     try:
@@ -259,8 +263,11 @@ def _churn_case(port: int, big: bytes, churning: Any, marks: Any) -> None:
             f"{fresh.stale} stale, reply at most {worst * 1000:.0f} ms after the change; "
             f"{failed} failed; {load()}")
     report("aurorabridge.getTasksWithoutConfigs.5k_churn.req_per_s", done_n / CHURN_S, "req/s", "", note)
+    limit = (f"; limit: every request still reads all 5,000 pods (steady p99 {steady_p99_ms:.0f} ms "
+             "in this run), and a request that arrives while a changed reply is being rebuilt "
+             "(earlier runs, conversions, a new 1.6 MB encoding) waits for it and the next read")
     report("aurorabridge.getTasksWithoutConfigs.5k_churn.p99_ms", percentile(lat, 99) * 1000, "ms",
-           "<=200", note)
+           "<=200", note + limit)
     report("aurorabridge.getTasksWithoutConfigs.5k_churn.p50_ms", percentile(lat, 50) * 1000, "ms", "",
            NOTE)
     report("aurorabridge.getTasksWithoutConfigs.5k_churn.stale_replies", fresh.stale, "replies", "<=0",
@@ -311,9 +318,10 @@ def main() -> None:
         done_n, lat, failed = _load(port, lambda: big, 10.0, CLIENTS)
         report("aurorabridge.getTasksWithoutConfigs.5k.req_per_s", done_n / 10.0, "req/s", "",
                f"{NOTE}; 16 binary clients; 5,000 tasks per reply; {failed} failed")
-        report("aurorabridge.getTasksWithoutConfigs.5k.p99_ms", percentile(lat, 99) * 1000, "ms", "<=200",
+        steady_p99_ms = percentile(lat, 99) * 1000
+        report("aurorabridge.getTasksWithoutConfigs.5k.p99_ms", steady_p99_ms, "ms", "<=200",
                f"{NOTE}; steady job, cached replies; {load()}")
-        _churn_case(port, big, churning, marks)
+        _churn_case(port, big, churning, marks, steady_p99_ms)
         report("aurorabridge.setup_s", setup_s, "s", "", "1,000 jobs + a 5,000-task job built and served")
         conn.close()
     finally:
