@@ -190,6 +190,7 @@ class Freshness:
         self.lags: list[float] = []
         self.stale = 0
         self.changed = 0
+        self._replies: list[tuple[Mark, bytes]] = []
         self._port, self._body, self._marks = port, body, marks
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -206,6 +207,7 @@ class Freshness:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(60)
+        self._check()
 
     def _take(self) -> list[Mark]:
         """The changes reported since the last call (waits up to 0.5 s for one)."""
@@ -220,8 +222,6 @@ class Freshness:
                 return marks
 
     def _run(self) -> None:
-        from aurorabridge.thrift_api import api
-
         conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=60)
         headers = {"Content-Type": BINARY, "Accept": BINARY}
         while not self._stop.is_set():
@@ -233,6 +233,15 @@ class Freshness:
             conn.request("POST", "/api", self._body, headers)  # sent after the change was made
             data = conn.getresponse().read()
             self.lags.append(time.time() - mark.changed_at)
+            self._replies.append((mark, data))
+        conn.close()
+
+    def _check(self) -> None:
+        """Count the replies that miss their change (decoded after the load: a 5,000-task decode
+        holds this process's GIL long enough to delay the measured clients)."""
+        from aurorabridge.thrift_api import api
+
+        for mark, data in self._replies:
             tasks = _decode("getTasksWithoutConfigs", data).result.scheduleStatusResult.tasks
             ids = {t.assignedTask.taskId for t in tasks}
             # Tasks come by instance, newest run first: the first of an instance is its current run.
@@ -240,7 +249,6 @@ class Freshness:
             expected = api.ScheduleStatus._NAMES_TO_VALUES[mark.state.removeprefix("POD_STATE_")]
             if mark.new_run not in ids or moved is None or moved.status != expected:
                 self.stale += 1
-        conn.close()
 
 
 def _churn_case(port: int, big: bytes, churning: Any, marks: Any, steady_p99_ms: float) -> None:
