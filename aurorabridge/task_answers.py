@@ -9,9 +9,16 @@ Three layers keep a repeated query of a 5,000-task job cheap:
   fixed by its config version, which the status carries, so equal bytes mean
   an equal task; any change to the pod (state, host, ports, message, run)
   changes the bytes, and the run is converted afresh.
+* `earlier_runs(key)`: the earlier runs of a pod (GetPod), keyed by
+  its current run: a run that has a successor is finished and its record
+  no longer changes, so they are read once per run of the pod, not once per
+  request (a job whose pods all restarted once would otherwise cost one
+  GetPod per instance per listing).  A purge of a finished run's events
+  (DeletePodEvents) shows once the pod runs again or its entry is evicted.
 * `reply(key, fingerprint, make)`: the previous Response of the same query
   when everything it was computed from (the caller's fingerprint: jobs and
-  the bytes of their QueryPods replies) is unchanged; the processor then also
+  the bytes of their QueryPods replies, which name every current run and so
+  every cached earlier run) is unchanged; the processor then also
   reuses its encoding (processor.ThriftProcessor).
 * `shared(key, fn)`: overlapping identical queries share one computation that
   started after each of them arrived (coalesce.Coalescer), so answers are as
@@ -30,6 +37,7 @@ from aurorabridge.coalesce import Coalescer
 
 MAX_TASKS = 50_000  # about 1.2 KB each: ~60 MB at most
 MAX_REPLIES = 64
+MAX_EARLIER = 10_000  # pods; up to pod_runs_depth - 1 runs each, with their specs
 
 
 def _trim(cache: dict[Any, Any], limit: int) -> None:
@@ -42,10 +50,13 @@ def _trim(cache: dict[Any, Any], limit: int) -> None:
 class TaskAnswers:
     """The caches of the task handlers (one per BridgeContext)."""
 
-    def __init__(self, max_tasks: int = MAX_TASKS, max_replies: int = MAX_REPLIES) -> None:
+    def __init__(self, max_tasks: int = MAX_TASKS, max_replies: int = MAX_REPLIES,
+                 max_earlier: int = MAX_EARLIER) -> None:
         self._max_tasks = max_tasks
         self._max_replies = max_replies
+        self._max_earlier = max_earlier
         self._tasks: dict[tuple[str, str, bool, bytes], Any] = {}
+        self._earlier: dict[tuple[str, str, str, int], tuple[Any, ...]] = {}
         self._replies: dict[Hashable, tuple[Hashable, Any]] = {}
         self._coalescer: Coalescer[Any] = Coalescer()
 
@@ -59,6 +70,16 @@ class TaskAnswers:
             _trim(self._tasks, self._max_tasks)
             self._tasks[key] = hit
         return hit
+
+    def earlier_runs(self, key: tuple[str, str, str, int]) -> tuple[Any, ...] | None:
+        """The remembered earlier runs of a pod as of its current run, `key` = (job id, pod
+        name, current pod id, runs asked for), or None."""
+        return self._earlier.get(key)
+
+    def remember_earlier_runs(self, key: tuple[str, str, str, int], runs: tuple[Any, ...]) -> None:
+        """Remember the earlier runs read for `key` (see `earlier_runs`)."""
+        _trim(self._earlier, self._max_earlier)
+        self._earlier[key] = runs
 
     def reply(self, key: Hashable, fingerprint: Hashable, make: Callable[[], tuple[Any, bool]]) -> Any:
         """The last Response for `key` if it was made from an equal `fingerprint`, else the

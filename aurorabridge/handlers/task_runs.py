@@ -5,7 +5,7 @@ state, name and host); `runs` re-applies every filter, since an older jobmgr
 may ignore one, and, with `pod_runs_depth` > 1, adds earlier runs of each
 instance, as Peloton's bridge did (GetPod per instance; only for instances
 whose current run is not their first, so a job whose pods never restarted
-costs no extra call).  A run's spec is
+costs no extra call; and once per run of the pod: task_answers.earlier_runs).  A run's spec is
 looked up only when the run must be converted: a cached task
 (task_answers) needs none, and thousands of pods share a few specs, fetched
 once per config version and request.
@@ -101,9 +101,7 @@ def runs(ctx: BridgeContext, target: Target, query: Any, pods: Any) -> list[Run]
         found = [r for r in found if r.instance in instance_ids]
     depth = ctx.handlers.pod_runs_depth
     if depth > 1 and any(has_previous(r.status) for r in found):
-        nested = fanout(lambda r: _with_previous(ctx, target, r, depth) if has_previous(r.status) else [r],
-                        found, ctx.handlers.workers)
-        found = [r for rs in nested for r in rs]
+        found = _with_earlier(ctx, target, found, depth)
     return [r for r in found
             if (not statuses or states.schedule_status(r.status.state) in statuses)
             and (not hosts or r.status.host in hosts)
@@ -120,15 +118,35 @@ def job_runs(ctx: BridgeContext, target: Target, query: Any) -> list[Run]:
     return runs(ctx, target, query, fetch(ctx, target, query))
 
 
-def _with_previous(ctx: BridgeContext, target: Target, run: Run, depth: int) -> list[Run]:
+def _with_earlier(ctx: BridgeContext, target: Target, found: list[Run], depth: int) -> list[Run]:
+    """`found` with each run followed by its pod's earlier runs, newest first: remembered per
+    current run (task_answers.earlier_runs), else one GetPod per pod, concurrently."""
+    keys = [(target.job_id, r.name, r.status.pod_id.value, depth) if has_previous(r.status) else None
+            for r in found]
+    known = [ctx.answers.earlier_runs(k) if k is not None else () for k in keys]
+    missing = [i for i, got in enumerate(known) if got is None]
+    for i, got in zip(missing, fanout(lambda i: _earlier(ctx, found[i], depth), missing,
+                                      ctx.handlers.workers), strict=True):
+        known[i] = got
+        key = keys[i]
+        if got is not None and key is not None:
+            ctx.answers.remember_earlier_runs(key, got)
+    # An earlier run without a spec had its config version's spec; the current run's would
+    # describe the wrong config after an update.
+    return [r for run, earlier in zip(found, known, strict=True)
+            for r in (run, *(_run(target, status, spec, run.specs) for status, spec in earlier or ()))]
+
+
+def _earlier(ctx: BridgeContext, run: Run, depth: int) -> tuple[tuple[Any, Any], ...] | None:
+    """(status, spec or None) of each earlier run of `run`'s pod, newest first (GetPod); None if
+    the pod is gone.  Runs from `run` on are left out: the pod may have moved on since it was
+    listed, and the entry is kept for `run`."""
     try:
         resp = ctx.port.get_pod(run.name, limit=depth)
     except NotFound:
-        return [run]
-    # An earlier run without a spec had its config version's spec; the current run's would
-    # describe the wrong config after an update.
-    return [run] + [_run(target, p.status, p.spec if p.HasField("spec") else None, run.specs)
-                    for p in resp.previous]
+        return None
+    return tuple((p.status, p.spec if p.HasField("spec") else None) for p in resp.previous
+                 if basics.run_of(p.status.pod_id.value) < run.run)
 
 
 def events(ctx: BridgeContext, run: Run) -> list[Any]:

@@ -11,7 +11,8 @@ Big answers are served through task_answers: identical queries that overlap
 share one computation; an answer whose inputs (jobs and QueryPods replies)
 are byte-identical to the last one's is the last Response again (and the
 processor reuses its encoding); otherwise a run whose PodStatus is
-unchanged keeps its converted ScheduledTask, and its spec is not fetched.
+unchanged keeps its converted ScheduledTask, and its spec is not fetched,
+and a pod's earlier runs are read once per current run.
 
 getPendingReason reports, for PENDING tasks, the reason the pod status
 carries: the placement engine's explanation of why the pod does not fit.
@@ -27,7 +28,7 @@ from aurorabridge import thrift_util
 from aurorabridge.atop.job_key import JobKey, check_identifier, job_key
 from aurorabridge.fanout import fanout
 from aurorabridge.handlers.context import BridgeContext, HandlerFn
-from aurorabridge.handlers.task_runs import Target, convert, events, fetch, has_previous, job_runs, runs
+from aurorabridge.handlers.task_runs import Target, convert, events, fetch, job_runs, runs
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
 from peloton.core.errors import InvalidArgument
@@ -69,7 +70,7 @@ def _fetch(ctx: BridgeContext, query: Any) -> Fetched:
 
 def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched) -> tuple[list[Any], bool]:
     """The ScheduledTasks matching a TaskQuery, sorted by job and instance (newest run first),
-    paged; and whether they follow from `fetched` alone (no event history, no earlier runs)."""
+    paged; and whether they follow from `fetched` alone (not with event history)."""
     found = fanout(lambda f: runs(ctx, f[0], query, f[1]), fetched, ctx.handlers.workers)
     listed = sorted((r for rs in found for r in rs), key=lambda r: (r.job, r.instance, -r.run))
     offset = query.offset or 0
@@ -80,8 +81,9 @@ def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched
     # Big listings carry no event history, so a run's task depends on its status alone.
     tasks = [ctx.answers.task(r.job, r.name, with_executor, r.status,
                               partial(convert, ctx, r, with_executor, None)) for r in listed]
-    first_runs = all(not has_previous(pods.status) for _, resp in fetched for pods in resp.pods)
-    return tasks, ctx.handlers.pod_runs_depth == 1 or first_runs
+    # Earlier runs are read once per current run (task_answers.earlier_runs), and `fetched`
+    # names every current run: the reply follows from it.
+    return tasks, True
 
 
 def _fingerprint(fetched: Fetched) -> tuple[tuple[Target, ...], bytes]:

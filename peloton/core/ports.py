@@ -36,6 +36,16 @@ from peloton.core.respool.records import RmTask
 from peloton.core.states import HostState, TaskState
 
 
+@dataclass(frozen=True, slots=True)
+class RecoveredRun:
+    """A run already placed, launched or running, handed back after a job manager restart."""
+
+    pool_id: str
+    task: RmTask
+    state: TaskState
+    hostname: str = ""
+
+
 class ResourceManagerPort(Protocol):
     """The resource manager as the job manager and the placement engine see it."""
 
@@ -63,6 +73,10 @@ class ResourceManagerPort(Protocol):
 
     def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
         """After a restart: re-track a run already placed/launched/running (allocation held)."""
+
+    def recover_tasks(self, runs: Sequence[RecoveredRun]) -> None:
+        """`recover_task` for many runs at once (one call, one lock: a restart hands back
+        every run of every job)."""
 
     def take_victims(self, limit: int) -> list[Victim]:
         """Running tasks the preemptor wants stopped to free resources (each given once)."""

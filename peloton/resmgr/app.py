@@ -47,7 +47,7 @@ from peloton.core.model.sched import (
     PlacementGang,
     Victim,
 )
-from peloton.core.ports import HostManagerPort
+from peloton.core.ports import HostManagerPort, RecoveredRun
 from peloton.core.respool.entitlement import compute_entitlements
 from peloton.core.respool.records import RmTask
 from peloton.core.states import TaskState
@@ -249,6 +249,13 @@ class ResourceManager:
         """Re-track a run already placed, launched or running, with its allocation."""
         with self.lock:
             self.book.recover(pool_id, task, state, hostname, self.clock.monotonic())
+
+    def recover_tasks(self, runs: Sequence[RecoveredRun]) -> None:
+        """`recover_task` for each run, under one lock."""
+        with self.lock:
+            now = self.clock.monotonic()
+            for run in runs:
+                self.book.recover(run.pool_id, run.task, run.state, run.hostname, now)
 
     def take_victims(self, limit: int) -> list[Victim]:
         """Running tasks to stop so their pools get back within entitlement (each once)."""

@@ -34,6 +34,7 @@ from peloton.core.model.sched import (
     PlacementGang,
     Victim,
 )
+from peloton.core.ports import RecoveredRun
 from peloton.core.respool.records import RmTask
 from peloton.core.states import HostState, TaskState
 from tests.fakes.hostmgr import FakeHostManager
@@ -126,6 +127,9 @@ class FakeResourceManager:
 
     def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
         self.recovered.append(task.task_id)
+
+    def recover_tasks(self, runs: Sequence[RecoveredRun]) -> None:
+        self.recovered.extend(run.task.task_id for run in runs)
 
     def take_victims(self, limit: int) -> list[Victim]:
         out, self.victims = self.victims[:limit], self.victims[limit:]

@@ -129,6 +129,25 @@ class FakeState:
             status = self.jobs[job_id].pods[instance].status
             status.state, status.message, status.reason = state, message, reason
 
+    def relaunch_pods(self, job_id: str, instances: list[int]) -> list[str]:
+        """Give each instance a new run (new pod id, start time; the old run becomes its
+        history), as a restart would; the new pod ids, in order."""
+        with self._lock:
+            job = self.jobs[job_id]
+            for instance in instances:
+                self._launch(job, instance, job.spec)
+            return [job.pods[i].status.pod_id.value for i in instances]
+
+    def move_pods(self, job_id: str, instances: list[int], state: int) -> None:
+        """Put each instance's current run in `state` with a new start time (a pod that
+        flapped, or restarted in place), as the job manager's status updates would."""
+        with self._lock:
+            job = self.jobs[job_id]
+            started = now()
+            for instance in instances:
+                status = job.pods[instance].status
+                status.state, status.start_time = state, started
+
     # -- internals ------------------------------------------------------------------------------
     def _job(self, job_id: str) -> FakeJob:
         job = self.jobs.get(job_id)

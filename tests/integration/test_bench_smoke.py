@@ -19,6 +19,8 @@ from tests.bench.run import parse
 REPO = Path(__file__).resolve().parents[2]
 #: Modules with a smoke scale, and a line each must print.
 SMOKE_MODULES = {
+    # The failover part needs ZooKeeper (BENCH_SKIP without it); the restart always runs.
+    "bench_recovery": ("recovery.jobmgr_restart_s", "recovery.jobmgr_restart_rss_mb"),
     "bench_scaling": ("scaling.placement_us_per_task.exponent", "scaling.entitlement_ms.exponent",
                       "scaling.admission_us_per_task.exponent", "scaling.cluster_s.exponent"),
 }

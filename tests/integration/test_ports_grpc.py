@@ -280,3 +280,28 @@ def test_a_fenced_store_refuses_writes_once_the_term_is_over(store: Store) -> No
         make_pool(rm, "b")
     assert pool in [p.pool_id for p in guarded.get_resource_pools()]  # reads still work
     assert guarded.url == store.url
+
+
+# -- recovery in batches --------------------------------------------------------------------------
+def test_recovered_runs_travel_in_one_call_and_hold_their_allocation(store: Store) -> None:
+    """RecoverTasks (what a restarted job manager sends, RECOVER_CHUNK runs at a time) tracks
+    every run with its state, host and allocation, as RecoverTask does for one."""
+    from peloton.core.ports import RecoveredRun
+    from tests.unit.resmgr.helpers import state_of, tasks
+
+    rm = make_rm(store, FakeHostManager(), FakeClock())
+    pool = make_pool(rm, "a", cpu=(0, 8))
+    running, launched = tasks(3), tasks(2, cpu=0.5)
+    wired = over_grpc(rm)
+    try:
+        wired.recover_tasks([RecoveredRun(pool, t, S.RUNNING, "host-1") for t in running]
+                            + [RecoveredRun(pool, t, S.STARTING, "host-2") for t in launched])
+        wired.recover_tasks([])  # nothing to send: no call
+        assert rm.pools.get(pool).allocation.cpu == 4
+        assert {state_of(rm, t) for t in running} == {S.RUNNING}
+        assert {state_of(rm, t) for t in launched} == {S.LAUNCHED}
+        with pytest.raises(InvalidArgument):
+            wired.recover_tasks([RecoveredRun(pool, tasks(1)[0], S.PENDING)])
+        assert rm.pools.get(pool).allocation.cpu == 4
+    finally:
+        wired.close()

@@ -38,6 +38,7 @@ from peloton.core.model.sched import (
     PlacementGang,
     Victim,
 )
+from peloton.core.ports import RecoveredRun
 from peloton.core.respool.records import RmTask
 from peloton.core.states import TaskState
 
@@ -101,6 +102,18 @@ class GrpcResourceManager:
         self.channel.call("RecoverTask", pb.RecoverTaskRequest(
             pool_id=pool_id, needs=table.messages, task=msg, state=state.value,
             hostname=hostname), pb.RecoverTaskResponse)
+
+    def recover_tasks(self, runs: Sequence[RecoveredRun]) -> None:
+        """Re-track many runs in one call."""
+        if not runs:
+            return
+        request = pb.RecoverTasksRequest()
+        for run in runs:
+            table = NeedsTable()
+            msg = rm_task_to_pb(run.task, table)
+            request.runs.add(pool_id=run.pool_id, needs=table.messages, task=msg,
+                             state=run.state.value, hostname=run.hostname)
+        self.channel.call("RecoverTasks", request, pb.RecoverTasksResponse)
 
     def take_victims(self, limit: int) -> list[Victim]:
         """Running tasks the preemptor wants stopped."""

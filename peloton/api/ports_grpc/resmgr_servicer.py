@@ -29,11 +29,14 @@ from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
 from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
-from peloton.core.ports import ResourceManagerPort
+from peloton.core.errors import InvalidArgument
+from peloton.core.ports import RecoveredRun, ResourceManagerPort
 from peloton.core.states import TaskState
 
 #: Longest a long poll may hold a server thread, whatever the caller asked (seconds).
 MAX_WAIT = 30.0
+#: Runs in one RecoverTasks call (the job manager sends chunks of RECOVER_CHUNK).
+MAX_RECOVERED_PER_CALL = 10_000
 
 
 class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: ignore[misc]
@@ -72,6 +75,17 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
         self.port.recover_task(request.pool_id, task,
                                enum_from_pb(TaskState, request.state, "state"), request.hostname)
         return pb.RecoverTaskResponse()
+
+    def RecoverTasks(self, request: pb.RecoverTasksRequest,
+                     context: Any) -> pb.RecoverTasksResponse:
+        if len(request.runs) > MAX_RECOVERED_PER_CALL:
+            raise InvalidArgument(f"at most {MAX_RECOVERED_PER_CALL} runs per call, got "
+                                  f"{len(request.runs)}", field="runs")
+        self.port.recover_tasks([
+            RecoveredRun(r.pool_id, rm_task_from_pb(r.task, needs_from_pb(r.needs)),
+                         enum_from_pb(TaskState, r.state, "state"), r.hostname)
+            for r in request.runs])
+        return pb.RecoverTasksResponse()
 
     def TakeVictims(self, request: pb.TakeVictimsRequest, context: Any) -> pb.TakeVictimsResponse:
         return pb.TakeVictimsResponse(

@@ -52,6 +52,35 @@ def test_an_unchanged_big_listing_is_the_same_reply_and_a_change_shows(call: Cal
     assert tasks[0].assignedTask.task.executorConfig is None
 
 
+def test_earlier_runs_are_read_once_per_run_and_every_change_shows(call: Call, fake: FakePeloton) -> None:
+    """A big listing of pods with earlier runs: one GetPod per pod and run (not per request),
+    the reply reused while nothing changed, and a new run or a new state listed at once."""
+    deploy(call, 30)
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    fake.finish_workflow(job_id)
+    fake.relaunch_pods(job_id, [3, 4])
+
+    def runs_of(resp: Any, instance: int) -> list[tuple[str, int]]:
+        return [(t.assignedTask.taskId, t.status) for t in resp.result.scheduleStatusResult.tasks
+                if t.assignedTask.instanceId == instance]
+
+    first = listing(call)
+    assert [r for r, _ in runs_of(first, 3)] == [f"{job_id}-3-2", f"{job_id}-3-1"]
+    assert len(fake.calls_of("get_pod")) == 2, "one GetPod per pod that has earlier runs"
+    assert listing(call) is first, "nothing changed: the same reply"
+    assert len(fake.calls_of("get_pod")) == 2, "earlier runs are not read again"
+
+    fake.relaunch_pods(job_id, [3])
+    fake.move_pods(job_id, [5], pod_pb2.POD_STATE_STARTING)
+    changed = listing(call)
+    assert changed is not first
+    assert [r for r, _ in runs_of(changed, 3)] == [f"{job_id}-3-3", f"{job_id}-3-2", f"{job_id}-3-1"]
+    assert runs_of(changed, 5) == [(f"{job_id}-5-1", api.ScheduleStatus.STARTING)]
+    assert runs_of(changed, 4) == runs_of(first, 4)
+    assert runs_of(changed, 4)[0] == (f"{job_id}-4-2", api.ScheduleStatus.RUNNING)
+    assert len(fake.calls_of("get_pod")) == 3, "only the pod with a new run is read again"
+
+
 def test_small_listings_are_not_reused(call: Call, fake: FakePeloton) -> None:
     deploy(call, 2)  # event history is fetched, and may change without the pod status changing
     assert listing(call) is not listing(call)
