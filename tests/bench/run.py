@@ -30,7 +30,7 @@ LINE = re.compile(r"^BENCH (\S+) ([-0-9.eE+]+) (\S+)(.*)$")
 #: A benchmark that could not run says so: `BENCH_SKIP <name> <why>`.
 SKIP = re.compile(r"^BENCH_SKIP (\S+) (.*)$")
 #: Whole-suite budget; each module gets what is left, at most its own cap.
-TOTAL_BUDGET_S = 840
+TOTAL_BUDGET_S = 900
 MODULE_CAP_S = 240
 #: Long modules: only with BENCH_SCALE=full or when named in BENCH_ONLY, after the others,
 #: each with its own cap, outside the suite budget (one simulated day of a 10,000-host
