@@ -129,12 +129,19 @@ def _with_earlier(ctx: BridgeContext, target: Target, found: list[Run], depth: i
                                       ctx.handlers.workers), strict=True):
         known[i] = got
         key = keys[i]
-        if got is not None and key is not None:
+        # Only finished runs are remembered: an earlier run still stopping (KILLING while
+        # the pod's next run exists) changes, and is read again until it has ended.
+        if got is not None and key is not None and all(final(status) for status, _ in got):
             ctx.answers.remember_earlier_runs(key, got)
     # An earlier run without a spec had its config version's spec; the current run's would
     # describe the wrong config after an update.
     return [r for run, earlier in zip(found, known, strict=True)
             for r in (run, *(_run(target, status, spec, run.specs) for status, spec in earlier or ()))]
+
+
+def final(status: Any) -> bool:
+    """Whether a run has ended (its record no longer changes)."""
+    return status.state in states.TERMINAL_POD_STATES
 
 
 def _earlier(ctx: BridgeContext, run: Run, depth: int) -> tuple[tuple[Any, Any], ...] | None:

@@ -28,7 +28,7 @@ from aurorabridge import thrift_util
 from aurorabridge.atop.job_key import JobKey, check_identifier, job_key
 from aurorabridge.fanout import fanout
 from aurorabridge.handlers.context import BridgeContext, HandlerFn
-from aurorabridge.handlers.task_runs import Target, convert, events, fetch, job_runs, runs
+from aurorabridge.handlers.task_runs import Target, convert, events, fetch, final, job_runs, runs
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
 from peloton.core.errors import InvalidArgument
@@ -81,9 +81,11 @@ def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched
     # Big listings carry no event history, so a run's task depends on its status alone.
     tasks = [ctx.answers.task(r.job, r.name, with_executor, r.status,
                               partial(convert, ctx, r, with_executor, None)) for r in listed]
-    # Earlier runs are read once per current run (task_answers.earlier_runs), and `fetched`
-    # names every current run: the reply follows from it.
-    return tasks, True
+    # `fetched` names every current run, and an earlier run listed is remembered per current
+    # run once it has ended: the reply follows from `fetched` unless it lists an earlier run
+    # that has not ended yet (read afresh each time, it may change while `fetched` does not).
+    current = {p.status.pod_id.value for _, resp in fetched for p in resp.pods}
+    return tasks, all(final(r.status) or r.status.pod_id.value in current for r in listed)
 
 
 def _fingerprint(fetched: Fetched) -> tuple[tuple[Target, ...], bytes]:

@@ -38,6 +38,10 @@ TERMINAL_WORKFLOWS = {
     sl.WORKFLOW_STATE_ROLLED_BACK,
 }
 
+#: Pod states of a run that has ended.
+_ENDED = frozenset({pod_pb2.POD_STATE_SUCCEEDED, pod_pb2.POD_STATE_FAILED, pod_pb2.POD_STATE_LOST,
+                    pod_pb2.POD_STATE_KILLED, pod_pb2.POD_STATE_DELETED})
+
 
 def now() -> str:
     """The current time as an RFC 3339 string with microseconds.  The clock is read once: the
@@ -164,6 +168,9 @@ class FakeState:
         run = 1
         if old is not None:
             run = int(old.status.pod_id.value.rsplit("-", 1)[1]) + 1
+            if old.status.state not in _ENDED:
+                # A run ends before the pod's next one starts (Peloton kills it first).
+                old.status.state = pod_pb2.POD_STATE_KILLED
             job.history.setdefault(instance, []).insert(0, old)
         pod_spec = pod_pb2.PodSpec()
         pod_spec.CopyFrom(job.pod_spec(spec, instance))

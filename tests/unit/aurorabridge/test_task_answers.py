@@ -81,6 +81,31 @@ def test_earlier_runs_are_read_once_per_run_and_every_change_shows(call: Call, f
     assert len(fake.calls_of("get_pod")) == 3, "only the pod with a new run is read again"
 
 
+def test_an_earlier_run_still_stopping_is_read_again_until_it_has_ended(
+        call: Call, fake: FakePeloton) -> None:
+    """An earlier run that has not ended (KILLING while the pod's next run exists) is neither
+    remembered nor a reason to reuse the reply: its end shows in the next listing."""
+    deploy(call, 30)
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    fake.finish_workflow(job_id)
+    fake.relaunch_pods(job_id, [3])
+    fake.jobs[job_id].history[3][0].status.state = pod_pb2.POD_STATE_KILLING
+
+    def earlier(resp: Any) -> list[tuple[str, int]]:
+        return [(t.assignedTask.taskId, t.status) for t in resp.result.scheduleStatusResult.tasks
+                if t.assignedTask.instanceId == 3][1:]
+
+    first = listing(call)
+    assert earlier(first) == [(f"{job_id}-3-1", api.ScheduleStatus.KILLING)]
+    fake.jobs[job_id].history[3][0].status.state = pod_pb2.POD_STATE_KILLED
+    second = listing(call)
+    assert second is not first
+    assert earlier(second) == [(f"{job_id}-3-1", api.ScheduleStatus.KILLED)]
+    assert len(fake.calls_of("get_pod")) == 2, "read again while it was stopping"
+    assert listing(call) is second, "ended: remembered, and the reply reused"
+    assert len(fake.calls_of("get_pod")) == 2
+
+
 def test_small_listings_are_not_reused(call: Call, fake: FakePeloton) -> None:
     deploy(call, 2)  # event history is fetched, and may change without the pod status changing
     assert listing(call) is not listing(call)
