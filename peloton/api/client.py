@@ -96,7 +96,8 @@ class PelotonClient(V0Calls, V1Calls, CronCalls, MaintenanceCalls):
                                   normalize_address(hostmgr))
         self.endpoints = endpoints
         self.timeout = timeout
-        self._bind(Transport(caller=caller, timeout=timeout, headers=headers, tls=tls))
+        self._bind(Transport(caller=caller, timeout=timeout, headers=headers, tls=tls,
+                             await_leader=bool(zk_servers)))
 
     def _bind(self, transport: Transport) -> None:
         self._transport = transport

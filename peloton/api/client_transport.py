@@ -11,6 +11,7 @@ callers (the CLI, the Aurora bridge, the archiver) map one error tree.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -31,9 +32,13 @@ CHANNEL_OPTIONS = [
 ]
 
 M = TypeVar("M", bound=Message)
+#: What a standby answers (Peloton's LeaderCheckInboundMiddleware).
+NON_LEADER = "call to non-leader node"
 #: UNAVAILABLE details that a server sent, not a failed connection (AdminService lockdown,
 #: a standby's leader check).
-SERVER_SAID = ("locked down", "call to non-leader node")
+SERVER_SAID = ("locked down", NON_LEADER)
+#: Pause between attempts while a just-elected leader recovers (see Transport.await_leader).
+LEADER_RETRY_DELAY = 0.1
 
 
 class DeadlineExceeded(Unavailable):
@@ -57,11 +62,23 @@ def _to_error(err: grpc.RpcError, where: str, address: str, timeout: float | Non
     return error_for(code, details or f"{where} failed with {code.name}")
 
 
+def _non_leader(err: grpc.RpcError) -> bool:
+    """Did a standby (or a leader still recovering) refuse the call?"""
+    return (hasattr(err, "code") and err.code() == grpc.StatusCode.UNAVAILABLE
+            and NON_LEADER in ((err.details() if hasattr(err, "details") else "") or ""))
+
+
 class Transport:
     """Owns one channel per address (TLS with `tls`) and the metadata every call carries."""
 
     def __init__(self, *, caller: str, timeout: float, headers: Mapping[str, str] | None = None,
-                 tls: TlsFiles | None = None) -> None:
+                 tls: TlsFiles | None = None, await_leader: bool = False) -> None:
+        # With `await_leader` (addresses read from ZooKeeper leader znodes), a "call to
+        # non-leader node" answer is retried within the call's deadline: the znode names a
+        # candidate as soon as it is elected, and it answers so until its recovery is done.
+        # The gate refuses before any handler runs, so a retry never applies a call twice.
+        # Fixed addresses fail at once, as Peloton's clients do.
+        self.await_leader = await_leader
         self.caller = caller
         self.timeout = timeout
         self.headers = dict(headers or {})
@@ -80,7 +97,8 @@ class Transport:
 
     def derive(self, headers: Mapping[str, str]) -> Transport:
         """A transport sharing these channels that sends `headers` instead."""
-        other = Transport(caller=self.caller, timeout=self.timeout, headers=headers, tls=self.tls)
+        other = Transport(caller=self.caller, timeout=self.timeout, headers=headers, tls=self.tls,
+                          await_leader=self.await_leader)
         other._channels, other._lock = self._channels, self._lock
         return other
 
@@ -131,12 +149,19 @@ class ServiceHandle:
             rpc = channel.unary_unary(f"/{self.name}/{method}", request_serializer=_serialize,
                                       response_deserializer=response_type.FromString)
             self._unary[method] = (channel, rpc)
-        try:
-            response: M = rpc(request, timeout=deadline,
-                              metadata=(*self.transport.metadata(self.rpc_service), *metadata))
-        except grpc.RpcError as err:
-            raise _to_error(err, self._where(method), self.address, deadline) from None
-        return response
+        give_up = time.monotonic() + deadline if deadline else None
+        while True:
+            left = None if give_up is None else max(give_up - time.monotonic(), 0.001)
+            try:
+                response: M = rpc(request, timeout=left,
+                                  metadata=(*self.transport.metadata(self.rpc_service), *metadata))
+            except grpc.RpcError as err:
+                if (self.transport.await_leader and _non_leader(err) and give_up is not None
+                        and time.monotonic() + LEADER_RETRY_DELAY < give_up):
+                    time.sleep(LEADER_RETRY_DELAY)
+                    continue
+                raise _to_error(err, self._where(method), self.address, deadline) from None
+            return response
 
     def stream(self, method: str, request: Message, response_type: type[M],
                *, timeout: float | None = None) -> Iterator[M]:

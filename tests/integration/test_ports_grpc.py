@@ -11,6 +11,7 @@ host manager restart, and the fence that stops a lost leader's writes.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from peloton.api.client_transport import NON_LEADER, ServiceHandle, Transport
 from peloton.api.convert.private_hosts import (
     event_from_pb,
     event_to_pb,
@@ -29,8 +31,9 @@ from peloton.api.convert.private_hosts import (
     summary_to_pb,
 )
 from peloton.api.convert.private_sched import NeedsTable, needs_from_pb, rm_task_from_pb, rm_task_to_pb
+from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as resmgr_pb
 from peloton.api.grpc_server import GrpcServer
-from peloton.api.ports_grpc.channel import NON_LEADER, StaticTarget
+from peloton.api.ports_grpc.channel import StaticTarget
 from peloton.api.ports_grpc.hostmgr_client import GrpcHostManager
 from peloton.api.ports_grpc.leader_gate import LeaderGate, ServiceRecorder
 from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
@@ -305,3 +308,28 @@ def test_recovered_runs_travel_in_one_call_and_hold_their_allocation(store: Stor
         assert rm.pools.get(pool).allocation.cpu == 4
     finally:
         wired.close()
+
+
+def test_a_client_that_found_the_leader_in_zookeeper_waits_for_its_recovery(
+        gated: tuple[LeaderGate, ServiceRecorder, str]) -> None:
+    """The leader znode names a candidate as soon as it is elected; it answers "non-leader"
+    until its recovery is done.  A client that read the address from ZooKeeper retries within
+    its deadline; one given a fixed address is told at once (as Peloton's clients are)."""
+    gate, recorder, address = gated
+    service = "pelotonpy.internal.resmgr.ResourceManagerService"
+    request = resmgr_pb.PoolIdForPathRequest(path="/a")
+    fixed = ServiceHandle(Transport(caller="test", timeout=10), address, "peloton-resmgr", service)
+    started = time.monotonic()
+    with pytest.raises(Unavailable, match=NON_LEADER):
+        fixed.call("PoolIdForPath", request, resmgr_pb.PoolIdForPathResponse)
+    assert time.monotonic() - started < 5  # not held for the deadline
+    brief = ServiceHandle(Transport(caller="test", timeout=0.5, await_leader=True), address,
+                          "peloton-resmgr", service)
+    with pytest.raises(Unavailable, match=NON_LEADER):  # still refused when the deadline ends
+        brief.call("PoolIdForPath", request, resmgr_pb.PoolIdForPathResponse)
+    found = ServiceHandle(Transport(caller="test", timeout=30, await_leader=True), address,
+                          "peloton-resmgr", service)
+    threading.Timer(0.5, gate.open, ("term-1", recorder)).start()  # its recovery ends
+    assert found.call("PoolIdForPath", request, resmgr_pb.PoolIdForPathResponse).pool_id
+    for handle in (fixed, brief, found):
+        handle.transport.close()

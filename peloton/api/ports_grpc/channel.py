@@ -52,8 +52,6 @@ M = TypeVar("M", bound=Message)
 
 #: Trailer naming the leader term that answered (see the module docstring).
 TERM_KEY = "peloton-term"
-#: What a standby answers (Peloton's LeaderCheckInboundMiddleware).
-NON_LEADER = "call to non-leader node"
 
 PEER_CHANNEL_OPTIONS = [
     *CHANNEL_OPTIONS,

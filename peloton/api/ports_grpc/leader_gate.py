@@ -24,8 +24,9 @@ from typing import Any
 
 import grpc
 
+from peloton.api.client_transport import NON_LEADER
 from peloton.api.grpc_server import GrpcServer
-from peloton.api.ports_grpc.channel import NON_LEADER, TERM_KEY
+from peloton.api.ports_grpc.channel import TERM_KEY
 
 #: Services whose answers carry the term trailer (our daemon-to-daemon services).
 PRIVATE_PREFIX = "pelotonpy.internal."
