@@ -43,7 +43,7 @@ import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gevent.lock
 
@@ -57,6 +57,7 @@ from peloton.core.model.update import UpdateInfo, WorkflowEvent
 from peloton.core.states import TaskState, WorkflowState
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.runs import pod_event
+from peloton.jobmgr.task_locks import TaskWriteLocks
 from peloton.storage import GroupCommitter, RuntimeWrite, Store
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class JobDeps:
     queue: GoalStateQueue
     clock: Clock
     listeners: Listeners
+    task_locks: TaskWriteLocks = field(default_factory=TaskWriteLocks)
 
 
 def _decision_inputs(rt: TaskRuntime) -> tuple[object, ...]:
@@ -119,8 +121,8 @@ def _wants_look(old: TaskRuntime | None, new: TaskRuntime) -> bool:
 class CachedJob:
     """One job: its config versions, runtime, task runtimes and workflow; the only writer."""
 
-    __slots__ = ("_counts", "_deps", "_runtime", "_spec", "_specs", "_tasks", "_update",
-                 "job_id", "lock")
+    __slots__ = ("__weakref__", "_counts", "_deps", "_retired", "_runtime", "_spec", "_specs",
+                 "_tasks", "_update", "job_id", "lock")
 
     def __init__(self, deps: JobDeps, job_id: str, spec: JobSpec, runtime: JobRuntime, *,
                  tasks: Mapping[int, TaskRuntime] | None = None,
@@ -136,6 +138,8 @@ class CachedJob:
         self._update = update
         #: Serialises job-level changes and the multi-step operations built from them.
         self.lock = gevent.lock.RLock()
+        #: Set while the job is out of the cache (untracked): how it gets back in.
+        self._retired: Callable[[CachedJob], None] | None = None
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -201,6 +205,22 @@ class CachedJob:
             raise Conflict(f"unexpected entity version {version!r}: job {self.job_id} is at "
                            f"{self._runtime.entity_version()}")
 
+    # -- leaving and re-entering the cache ---------------------------------------------
+    def retire(self, back_in: Callable[[CachedJob], None] | None) -> None:
+        """The job left the cache; `back_in(self)` puts it back before its next write
+        (None: nothing to do, it is cached again or dropped for good).
+
+        Whoever still holds this object (a call that read it from the cache just before
+        the job engine untracked it) writes through it: the write brings the job back
+        into the cache and the active set, so the engines see it, and no second object
+        of the same job ever exists to go stale (JobCache keeps retired ones weakly)."""
+        self._retired = back_in
+
+    def _back_in(self) -> None:
+        back_in, self._retired = self._retired, None
+        if back_in is not None:
+            back_in(self)
+
     # -- the job runtime and its configs ----------------------------------------------
     def change_runtime(self, change: RuntimeChange, *, spec: JobSpec | None = None,
                        workflow: UpdateInfo | None = None) -> JobRuntime:
@@ -213,6 +233,7 @@ class CachedJob:
         evaluated (and the workflow, if one was given).
         """
         store = self._deps.store
+        self._back_in()
         with self.lock:
             now = self._deps.clock.wall()
             for _ in range(RUNTIME_ROUNDS):
@@ -292,9 +313,31 @@ class CachedJob:
         it went through, the written one last) adds one for each step before the last.
         """
         deps = self._deps
+        self._back_in()
         pending = dict(changes)
         written: dict[int, TaskRuntime] = {}
         replaced: dict[int, TaskRuntime] = {}
+        job_id = self.job_id
+        # One writer per task at a time in this process: a change is computed from the
+        # runtime the previous writer stored, so it wins its compare-and-set.  Without this,
+        # a write (a kill's goal) kept losing to the run's own progress (a new run queued,
+        # placed, launched), each reload a step behind, and was given up.
+        held = deps.task_locks.hold(job_id, pending)
+        try:
+            self._write_rounds(pending, passed_through, written, replaced)
+        finally:
+            deps.task_locks.release(held)
+        if written:
+            deps.queue.tasks_changed(self.job_id)
+            for inst, rt in written.items():
+                if _wants_look(replaced[inst], rt):
+                    deps.queue.enqueue_task(self.job_id, inst)
+        return written
+
+    def _write_rounds(self, pending: dict[int, TaskChange],
+                      passed_through: Mapping[int, Sequence[TaskRuntime]] | None,
+                      written: dict[int, TaskRuntime], replaced: dict[int, TaskRuntime]) -> None:
+        deps = self._deps
         job_id = self.job_id
         for _ in range(TASK_ROUNDS):
             writes: list[RuntimeWrite] = []
@@ -331,12 +374,6 @@ class CachedJob:
         else:
             log.warning("job %s: gave up writing instances %s after %d rounds",
                         self.job_id, sorted(pending), TASK_ROUNDS)
-        if written:
-            deps.queue.tasks_changed(self.job_id)
-            for inst, rt in written.items():
-                if _wants_look(replaced[inst], rt):
-                    deps.queue.enqueue_task(self.job_id, inst)
-        return written
 
     def write_task(self, instance: int, change: TaskChange) -> TaskRuntime | None:
         """`write_tasks` for a single instance."""
@@ -347,6 +384,7 @@ class CachedJob:
         if not runtimes:
             return
         deps = self._deps
+        self._back_in()
         deps.store.create_task_runtimes(self.job_id, runtimes)
         # Created runtimes are stored at revision 1 (the store's contract): no re-read.
         for inst, rt in runtimes.items():
@@ -366,6 +404,21 @@ class CachedJob:
             if old is not None:
                 self._counts[old.state] -= 1
         self._deps.queue.tasks_changed(self.job_id)
+
+    def reload(self) -> None:
+        """Re-read the runtime, every task and the workflow from storage (RefreshJob)."""
+        store = self._deps.store
+        with self.lock:
+            self._runtime = store.get_job_runtime(self.job_id)
+            if self._runtime.update_id:
+                try:
+                    self._update = store.get_update(self._runtime.update_id)
+                except NotFound:
+                    log.warning("job %s: workflow %s is gone", self.job_id,
+                                self._runtime.update_id)
+            self.reload_tasks(set(self._tasks) | set(store.get_task_runtimes(self.job_id)))
+            self._tell_job()
+        self._deps.queue.enqueue_job(self.job_id)
 
     def reload_tasks(self, instances: Collection[int]) -> None:
         """Re-read task runtimes from storage (an instance with none is forgotten)."""
@@ -397,6 +450,7 @@ class CachedJob:
         (`change_runtime(..., workflow=stored)`), never before: until then the job's
         current workflow, if active, still owns the job.
         """
+        self._back_in()
         now = self._deps.clock.wall()
         stored = self._deps.store.create_update(
             dataclasses.replace(update, creation_time=now, update_time=now))
@@ -411,6 +465,7 @@ class CachedJob:
         """
         if opaque_data is not None:
             update = dataclasses.replace(update, opaque_data=opaque_data)
+        self._back_in()
         with self.lock:
             old_state = self._update.state if self._update is not None else None
             stored = self._deps.store.update_update(

@@ -9,7 +9,10 @@ module only finds, loads and forgets jobs and asks the aggregate for the rest.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator
+
+import gevent.lock
 
 from peloton.core.errors import NotFound
 from peloton.core.model.job import JobRuntime, JobSpec
@@ -33,6 +36,13 @@ class JobCache:
     def __init__(self, deps: JobDeps) -> None:
         self.deps = deps
         self._jobs: dict[str, CachedJob] = {}
+        # Untracked jobs someone may still hold (a call that read one just before the job
+        # engine untracked it).  Weak: a job nobody holds is gone, and the next `track`
+        # loads it afresh; one still held is taken back, so a job never has two objects.
+        self._retired: weakref.WeakValueDictionary[str, CachedJob] = \
+            weakref.WeakValueDictionary()
+        # Loading yields (store reads): two calls tracking one job must not both load it.
+        self._loading = gevent.lock.RLock()
 
     @property
     def listeners(self) -> Listeners:
@@ -99,26 +109,63 @@ class JobCache:
     def track(self, job_id: str) -> CachedJob:
         """The cached job, loading it (and marking it active again) if it is not cached."""
         job = self._jobs.get(job_id)
-        if job is None:
-            job = self.add(self.load(job_id))
-            job.activate()
+        if job is not None:
+            return job
+        with self._loading:
+            job = self._jobs.get(job_id)
+            if job is None:
+                job = self._retired.pop(job_id, None)
+                if job is None:
+                    job = self.load(job_id)
+                else:
+                    job.retire(None)  # back in now, not on its next write
+                self._jobs[job_id] = job
+                job.activate()
         return job
 
     def untrack(self, job: CachedJob) -> None:
-        """A finished job leaves the active set and the cache (it stays in storage)."""
-        job.deactivate()
-        self.forget(job.job_id)
-        self.deps.queue.forget_job(job.job_id, job.instances())
+        """A finished job leaves the active set and the cache (it stays in storage).
+
+        A holder of the object that writes to it later brings it back (CachedJob.retire)."""
+        with self._loading:
+            if self._jobs.get(job.job_id) is not job:
+                return
+            del self._jobs[job.job_id]
+            self._retired[job.job_id] = job
+            job.retire(self._take_back)
+            # Under the lock: a write taking the job back waits, so its activate and
+            # enqueue come after this deactivate and forget, never before.
+            job.deactivate()
+            self.deps.queue.forget_job(job.job_id, job.instances())
+
+    def _take_back(self, job: CachedJob) -> None:
+        """A retired job is written to again: cached, active and evaluated once more."""
+        with self._loading:
+            current = self._jobs.get(job.job_id)
+            if current is job:
+                return
+            if current is not None:  # cannot happen while every load goes through track
+                log.error("job %s: two cached objects; keeping the newer", job.job_id)
+                return
+            self._retired.pop(job.job_id, None)
+            self._jobs[job.job_id] = job
+            job.activate()
+        log.info("job %s: written to after it was untracked; tracked again", job.job_id)
+        self.deps.queue.enqueue_job(job.job_id)
 
     def forget(self, job_id: str) -> None:
-        """Drop a job from the cache only (the next `track` reads it again)."""
-        self._jobs.pop(job_id, None)
+        """Drop a job from the cache only, for good (the next `track` reads it again)."""
+        with self._loading:
+            job = self._jobs.pop(job_id, None) or self._retired.pop(job_id, None)
+            if job is not None:
+                job.retire(None)  # a later write through it does not bring it back
 
     def delete(self, job_id: str) -> None:
         """Remove every trace of a job (untracking it first if it is cached)."""
         job = self._jobs.get(job_id)
         if job is not None:
             self.untrack(job)
+        self.forget(job_id)
         delete_job(self.deps.store, job_id)
 
     def drop_active(self, job_id: str) -> None:

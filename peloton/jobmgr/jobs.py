@@ -23,6 +23,7 @@ from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.update import UpdateInfo, UpdateSpec
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
+from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.feasibility import refuse_if_never_runs
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
@@ -126,10 +127,30 @@ class JobOps:
     def stop(self, job_id: str) -> None:
         """Kill every task of the job (goal KILLED)."""
         job = self.cache.track(validate_uuid(job_id, "id"))
-        job.change_runtime(lambda rt: None if rt.goal_state is JobState.KILLED else
-                           dataclasses.replace(rt, goal_state=JobState.KILLED,
-                                               desired_state_version=rt.desired_state_version + 1))
+        with job.lock:
+            self._end_workflow_for_stop(job)
+            job.change_runtime(lambda rt: None if rt.goal_state is JobState.KILLED else
+                               dataclasses.replace(
+                                   rt, goal_state=JobState.KILLED,
+                                   desired_state_version=rt.desired_state_version + 1))
         self.queue.enqueue_job(job.job_id)
+
+    def _end_workflow_for_stop(self, job: CachedJob) -> None:
+        """A job being stopped ends its active workflow (ABORTED), so no later step of a
+        restart or update runs an instance again after the kill.
+
+        Peloton lets the workflow go on, and a restart step that comes after StopJob
+        starts the instances it had not reached yet: the job then runs with goal KILLED.
+        Aurora's end state is what users expect: after a kill, nothing is active (Aurora
+        refuses killTasks during an update; its restartShards is synchronous).  The job
+        lock is held, so a step either ran before (the kill then stops what it started)
+        or never runs.
+        """
+        update = job.update
+        if update is not None and update.state.active:
+            job.save_workflow(dataclasses.replace(
+                update, state=WorkflowState.ABORTED, prev_state=update.state,
+                message="aborted: the job was stopped", completion_time=self.clock.wall()))
 
     def change_goal(self, job_id: str, goal: JobState, version: str = "") -> str:
         """v1alpha StartJob / StopJob: set the goal (RUNNING or KILLED) and bump the desired
@@ -148,6 +169,8 @@ class JobOps:
                     update.spec.start_tasks:
                 raise Conflict("job has active update with start_pods set, cannot stop the "
                                "job now")
+            if goal is JobState.KILLED:
+                self._end_workflow_for_stop(job)
             job.change_runtime(lambda rt: dataclasses.replace(
                 rt, goal_state=goal, desired_state_version=rt.desired_state_version + 1))
         return job.runtime.entity_version()
@@ -164,19 +187,20 @@ class JobOps:
             # engine kills the tasks, then deletes the job.  Tracked first: a job that is
             # not cached (recovered lazily) must be killed too, not just forgotten.
             job = self.cache.track(job_id)
-            job.change_runtime(lambda rt: None if rt.goal_state is JobState.DELETED else
-                               dataclasses.replace(
-                                   rt, goal_state=JobState.DELETED,
-                                   desired_state_version=rt.desired_state_version + 1))
+            with job.lock:
+                self._end_workflow_for_stop(job)
+                job.change_runtime(lambda rt: None if rt.goal_state is JobState.DELETED else
+                                   dataclasses.replace(
+                                       rt, goal_state=JobState.DELETED,
+                                       desired_state_version=rt.desired_state_version + 1))
             return
         self.cache.delete(job_id)
 
     def refresh(self, job_id: str) -> None:
         """Reload a job from storage into the cache and re-evaluate it and its tasks."""
         job_id = validate_uuid(job_id, "id")
-        self.cache.forget(job_id)
         job = self.cache.track(job_id)
-        self.queue.enqueue_job(job_id)
+        job.reload()  # in place: a second object of the job could go stale
         for inst in job.instances():
             self.queue.enqueue_task(job_id, inst)
 

@@ -109,7 +109,18 @@ func (d *driver) gone() {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	d.fail("instances of %s still active after %v", d.name, d.timeout)
+	// Say which runs stay active and what happened to them: a red test names its cause.
+	tasks, _ := d.client.GetTasksWithoutConfigs(&aurora.TaskQuery{JobKeys: []*aurora.JobKey{d.key()},
+		Statuses: activeStates()})
+	var seen []string
+	for _, t := range tasks {
+		var events []string
+		for _, e := range t.GetTaskEvents() {
+			events = append(events, fmt.Sprintf("%v@%d", e.GetStatus(), e.GetTimestamp()))
+		}
+		seen = append(seen, fmt.Sprintf("%s %v %v", t.GetAssignedTask().GetTaskId(), t.GetStatus(), events))
+	}
+	d.fail("instances of %s still active after %v: %v", d.name, d.timeout, seen)
 }
 
 func activeStates() []aurora.ScheduleStatus {

@@ -34,6 +34,10 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
+class PageScriptError(AssertionError):
+    """A script run in the tab threw."""
+
+
 def chromium() -> str | None:
     """The Chromium binary, if installed."""
     return shutil.which("chromium") or shutil.which("chromium-browser")
@@ -214,18 +218,26 @@ class Browser:
         result = self.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
                                                 "returnByValue": True}, session)
         if "exceptionDetails" in result:
-            raise AssertionError(f"page script failed: {result['exceptionDetails']}")
+            raise PageScriptError(f"page script failed: {result['exceptionDetails']}")
         return result["result"].get("value")
 
     def wait_for(self, session: str, predicate: str, timeout: float) -> Any:
-        """Poll a JavaScript expression in the tab until it is truthy; returns its value."""
+        """Poll a JavaScript expression in the tab until it is truthy; returns its value.
+
+        A predicate that throws counts as not yet: the page's own refresh replaces the
+        elements it reads (querySelector is null for a moment).  The last error is
+        reported if the deadline passes."""
         deadline = time.monotonic() + timeout
+        error = ""
         while True:
-            value = self.evaluate(session, predicate)
+            try:
+                value = self.evaluate(session, predicate)
+            except PageScriptError as exc:
+                value, error = None, f" (last: {exc})"
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+                raise AssertionError(f"timed out after {timeout}s waiting for {predicate}{error}")
             time.sleep(0.2)
 
     def close(self) -> None:

@@ -9,10 +9,14 @@ job's state version up to its desired state version, so bringing the job back
 starts only the workflow's instances; StartJob (desired state version bumped)
 starts every task; an update that starts pods while the job is still being killed
 is refused (ABORTED "job is being terminated, cannot update with start_pods set
-now").  Each test drives the whole job manager in the deterministic harness.
+now").  Ours differs in one rule: a stop ends the job's active workflow (ABORTED), so a
+restart or update step that comes after it never runs an instance again.  Each test
+drives the whole job manager in the deterministic harness.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -123,4 +127,94 @@ def test_replace_with_a_new_name_runs_the_update(h: Harness) -> None:
                                    new_spec=job_spec(2, name="new/name", command="run --v2"))
     assert finished(h, update.update_id) is W.SUCCEEDED
     assert h.job(jid).spec.name == "new/name"
+    assert h.states(jid) == [S.RUNNING, S.RUNNING]
+
+
+def _stop(h: Harness, jid: str, how: str) -> None:
+    if how == "v1":
+        h.jm.jobs.change_goal(jid, JobState.KILLED)  # v1alpha StopJob, Aurora killTasks
+    else:
+        h.jm.jobs.stop(jid)  # v0
+
+
+@pytest.mark.parametrize("how", ["v1", "v0"])
+def test_a_stop_right_after_a_restart_leaves_nothing_running(h: Harness, how: str) -> None:
+    """Aurora's restartShards then killTasks (gorealis's redeploy scenario): the restart's
+    first step, had it come after the stop, would have run every instance again."""
+    jid = h.create(job_spec(2))
+    h.settle(5.0)
+    update = h.jm.workflows.create(jid, WorkflowType.RESTART, UpdateSpec(batch_size=0))
+    _stop(h, jid, how)
+    # The kill is evaluated before the workflow's first step (what happens under load).
+    h.jm.engines.job.run_due()
+    h.jm.engines.task.run_due()
+    h.settle(60.0)
+    assert h.states(jid) == [S.KILLED, S.KILLED]
+    assert h.run_ids(jid) == []  # nothing left on any host
+    assert h.store.get_update(update.update_id).state is W.ABORTED
+    runtime = h.store.get_job_runtime(jid)
+    assert (runtime.state, runtime.goal_state) == (JobState.KILLED, JobState.KILLED)
+
+
+@pytest.mark.parametrize("how", ["v1", "v0"])
+def test_a_stop_in_the_middle_of_a_rolling_update_keeps_later_batches_stopped(
+        h: Harness, how: str) -> None:
+    jid = h.create(job_spec(3))
+    h.settle(5.0)
+    update = h.jm.workflows.create(jid, WorkflowType.UPDATE, UpdateSpec(batch_size=1),
+                                   new_spec=job_spec(3, command="run --v2"))
+    h.hosts.auto_run = False  # the first batch's new run stays LAUNCHED: still under way
+    h.run_due()
+    assert h.store.get_update(update.update_id).state is W.ROLLING_FORWARD
+    h.hosts.auto_run = True
+    _stop(h, jid, how)
+    h.jm.engines.job.run_due()
+    h.jm.engines.task.run_due()
+    h.settle(120.0)
+    assert h.states(jid) == [S.KILLED] * 3
+    assert h.run_ids(jid) == []
+    assert h.store.get_update(update.update_id).state is W.ABORTED
+
+
+# -- one object per job, even across untracking ---------------------------------------------
+def test_a_job_held_while_it_is_untracked_is_taken_back_by_its_next_write(h: Harness) -> None:
+    """A call that read the job from the cache just before the engine untracked it writes
+    through that object: the job is cached, active and evaluated again, and no second
+    object of it (which would go stale: the engine then saw goal RUNNING while storage said
+    KILLED) is ever loaded."""
+    jid = killed_job(h)
+    held = h.jm.cache.track(jid)  # a call reads it ... and the engine untracks it
+    h.jm.queue.enqueue_job(jid)
+    h.settle(5.0)
+    assert h.jm.cache.get(jid) is None and jid not in h.store.get_active_jobs()
+    assert h.jm.cache.track(jid) is held  # still held: taken back, not loaded again
+    h.jm.cache.untrack(held)
+    assert h.jm.cache.get(jid) is None
+    update = h.jm.workflows.create(jid, WorkflowType.RESTART, UpdateSpec(batch_size=0))
+    assert h.jm.cache.get(jid) is held and jid in h.store.get_active_jobs()
+    assert finished(h, update.update_id) is W.SUCCEEDED
+    assert h.states(jid) == [S.RUNNING, S.RUNNING]
+
+
+def test_a_write_through_an_untracked_job_brings_it_back(h: Harness) -> None:
+    jid = killed_job(h)
+    held = h.jm.cache.track(jid)
+    h.jm.queue.enqueue_job(jid)
+    h.settle(5.0)
+    assert h.jm.cache.get(jid) is None
+    held.change_runtime(lambda rt: dataclasses.replace(
+        rt, goal_state=JobState.RUNNING, desired_state_version=rt.desired_state_version + 1))
+    assert h.jm.cache.get(jid) is held and jid in h.store.get_active_jobs()
+    h.settle(30.0)  # evaluated again: StartJob's semantics, every task runs
+    assert h.states(jid) == [S.RUNNING, S.RUNNING]
+
+
+def test_untrack_is_decided_again_under_the_job_lock(h: Harness) -> None:
+    """The engine chose to untrack a killed job; a StartJob came first: it stays."""
+    jid = killed_job(h)
+    job = h.jm.cache.track(jid)
+    h.jm.jobs.change_goal(jid, JobState.RUNNING)
+    h.jm.job_actions.untrack(job)
+    assert h.jm.cache.get(jid) is job
+    h.settle(30.0)
     assert h.states(jid) == [S.RUNNING, S.RUNNING]
