@@ -121,6 +121,9 @@ class JobCache:
                     job.retire(None)  # back in now, not on its next write
                 self._jobs[job_id] = job
                 job.activate()
+        # Evaluated once: a job tracked by a call that then changed nothing (refused, say)
+        # is untracked again instead of staying cached and active.
+        self.deps.queue.enqueue_job(job_id)
         return job
 
     def untrack(self, job: CachedJob) -> None:

@@ -84,7 +84,8 @@ class JobActions:
         rt = job.runtime
         names = job_actions(rt.goal_state, rt.state, state_version=rt.state_version,
                             desired_state_version=rt.desired_state_version)
-        return [Action(name.value, _bind(ACTIONS[name], self, job)) for name in names]
+        return [Action(name.value, _bind(ACTIONS[name], self, job) if name in FOLLOW_UPS
+                       else _bind_main(ACTIONS[name], self, job, name)) for name in names]
 
     def create_tasks(self, job: CachedJob) -> None:
         """Create the runtimes a job is missing (PENDING, run 1) and queue them all."""
@@ -231,6 +232,34 @@ class JobActions:
 def _bind(fn: Callable[[JobActions, CachedJob], None], actions: JobActions,
           job: CachedJob) -> Callable[[], None]:
     return lambda: fn(actions, job)
+
+
+#: Peloton's follow-up actions: harmless to run on a runtime that moved on.
+FOLLOW_UPS = frozenset({JobAction.DELETE_FROM_ACTIVE_JOBS, JobAction.ENQUEUE_JOB_UPDATE,
+                        JobAction.RUNTIME_UPDATE, JobAction.EVALUATE_SLA})
+
+
+def _bind_main(fn: Callable[[JobActions, CachedJob], None], actions: JobActions,
+               job: CachedJob, name: JobAction) -> Callable[[], None]:
+    """The main action, run only if the job's runtime still calls for it.
+
+    It was chosen from the runtime when the key was resolved; a call may have changed the
+    goal since (a StartJob just after the engine chose to kill and untrack a stopped job:
+    the kill would then undo the start).  Under the job lock the choice is made again; a
+    changed one is left to the next evaluation."""
+    def run() -> None:
+        with job.lock:
+            rt = job.runtime
+            now = main_job_action(rt.goal_state, rt.state, state_version=rt.state_version,
+                                  desired_state_version=rt.desired_state_version)
+            if now is not name:
+                log.info("job %s: %s no longer called for (now %s)", job.job_id, name.value,
+                         now.value)
+                actions.queue.enqueue_job(job.job_id)
+                return
+            fn(actions, job)
+
+    return run
 
 
 #: Every action the job table names (NOOP is never asked to run).

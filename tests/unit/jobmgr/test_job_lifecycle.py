@@ -218,3 +218,19 @@ def test_untrack_is_decided_again_under_the_job_lock(h: Harness) -> None:
     assert h.jm.cache.get(jid) is job
     h.settle(30.0)
     assert h.states(jid) == [S.RUNNING, S.RUNNING]
+
+
+def test_an_action_chosen_before_a_start_job_is_not_run_after_it(h: Harness) -> None:
+    """The engine resolved a stopped job to kill-and-untrack; StartJob came before the
+    actions ran.  The kill would have set every task's goal KILLED and caught the state
+    version up, so the start never happened; chosen again under the lock, it is skipped."""
+    jid = killed_job(h, 3)
+    h.jm.cache.track(jid)
+    actions = h.jm.job_actions.resolve(jid)
+    assert actions[0].name == "kill_untrack"
+    h.jm.jobs.change_goal(jid, JobState.RUNNING)
+    for action in actions:
+        action.run()
+    h.settle(30.0)
+    assert h.states(jid) == [S.RUNNING] * 3
+    assert h.store.get_job_runtime(jid).goal_state is JobState.RUNNING
