@@ -32,7 +32,9 @@ fails the build if one does).  Every change takes the same four steps:
 
 Locking: `CachedJob.lock` serialises job-level changes (runtime, configs,
 workflow) and the multi-step operations callers build from them; task
-runtimes are per-task compare-and-sets and need no job lock.  Task state
+runtimes are per-task compare-and-sets under the task's write lock
+(task_locks.py), never the job lock.  A job has one object at a time (see
+`retire`).  Task state
 counts are kept incrementally (O(1) per change): a job's state is derived
 from them after every batch of events.
 """

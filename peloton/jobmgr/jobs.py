@@ -126,14 +126,17 @@ class JobOps:
 
     def stop(self, job_id: str) -> None:
         """Kill every task of the job (goal KILLED)."""
-        job = self.cache.track(validate_uuid(job_id, "id"))
+        self._stop_for_good(self.cache.track(validate_uuid(job_id, "id")), JobState.KILLED)
+
+    def _stop_for_good(self, job: CachedJob, goal: JobState) -> None:
+        """Give a job the terminal `goal` (a new desired state version, unless it has it
+        already), ending its active workflow first; the job engine then kills the tasks."""
         with job.lock:
             self._end_workflow_for_stop(job)
-            job.change_runtime(lambda rt: None if rt.goal_state is JobState.KILLED else
+            job.change_runtime(lambda rt: None if rt.goal_state is goal else
                                dataclasses.replace(
-                                   rt, goal_state=JobState.KILLED,
+                                   rt, goal_state=goal,
                                    desired_state_version=rt.desired_state_version + 1))
-        self.queue.enqueue_job(job.job_id)
 
     def _end_workflow_for_stop(self, job: CachedJob) -> None:
         """A job being stopped ends its active workflow (ABORTED), so no later step of a
@@ -186,13 +189,7 @@ class JobOps:
             # As Peloton's DeleteJob: goal DELETED (a new desired state version); the job
             # engine kills the tasks, then deletes the job.  Tracked first: a job that is
             # not cached (recovered lazily) must be killed too, not just forgotten.
-            job = self.cache.track(job_id)
-            with job.lock:
-                self._end_workflow_for_stop(job)
-                job.change_runtime(lambda rt: None if rt.goal_state is JobState.DELETED else
-                                   dataclasses.replace(
-                                       rt, goal_state=JobState.DELETED,
-                                       desired_state_version=rt.desired_state_version + 1))
+            self._stop_for_good(self.cache.track(job_id), JobState.DELETED)
             return
         self.cache.delete(job_id)
 
