@@ -171,21 +171,11 @@ class JobActions:
     def untrack(self, job: CachedJob) -> None:
         """A finished job leaves the active set and the cache (it stays in storage), unless a
         workflow is still active on it (an update of a stopped job): the workflow needs the
-        cached job, and the job is evaluated again when the workflow ends.
-
-        Decided again under the job lock: a call may have brought the job back (a restart,
-        StartJob) since the engine chose to untrack it."""
-        with job.lock:
-            rt = job.runtime
-            if main_job_action(rt.goal_state, rt.state, state_version=rt.state_version,
-                               desired_state_version=rt.desired_state_version) not in \
-                    (JobAction.UNTRACK, JobAction.KILL_AND_UNTRACK):
-                self.queue.enqueue_job(job.job_id)
-                return
-            if job.update is not None and job.update.state.active:
-                self.refresh_runtime(job)
-                return
-            self.cache.untrack(job)
+        cached job, and the job is evaluated again when the workflow ends."""
+        if job.update is not None and job.update.state.active:
+            self.refresh_runtime(job)
+            return
+        self.cache.untrack(job)
 
     def kill_and_untrack(self, job: CachedJob) -> None:
         """Kill what still runs; untrack once nothing does."""

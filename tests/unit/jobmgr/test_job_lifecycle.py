@@ -209,17 +209,6 @@ def test_a_write_through_an_untracked_job_brings_it_back(h: Harness) -> None:
     assert h.states(jid) == [S.RUNNING, S.RUNNING]
 
 
-def test_untrack_is_decided_again_under_the_job_lock(h: Harness) -> None:
-    """The engine chose to untrack a killed job; a StartJob came first: it stays."""
-    jid = killed_job(h)
-    job = h.jm.cache.track(jid)
-    h.jm.jobs.change_goal(jid, JobState.RUNNING)
-    h.jm.job_actions.untrack(job)
-    assert h.jm.cache.get(jid) is job
-    h.settle(30.0)
-    assert h.states(jid) == [S.RUNNING, S.RUNNING]
-
-
 def test_an_action_chosen_before_a_start_job_is_not_run_after_it(h: Harness) -> None:
     """The engine resolved a stopped job to kill-and-untrack; StartJob came before the
     actions ran.  The kill would have set every task's goal KILLED and caught the state
