@@ -24,7 +24,7 @@ fails the build if one does).  Every change takes the same four steps:
      within `runtime_update_interval` (its state is derived from its tasks:
      many changes, one evaluation), and a written task is evaluated now when
      the inputs of its goal-state decision changed and the decision is one the
-     engine takes (`_wants_look`);
+     engine takes (`goalstate.queue.wants_look`);
    - a workflow was saved: it is evaluated now if still active, else (it just
      ended) the job is.
    Goal-state actions still schedule their own delayed re-looks (a launch or
@@ -45,22 +45,19 @@ import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import gevent.lock
 
-from peloton.common.clock import Clock
 from peloton.core.errors import Conflict, NotFound
-from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
 from peloton.core.model.evolve import evolve
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
 from peloton.core.states import TaskState, WorkflowState
-from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.goalstate.queue import wants_look
+from peloton.jobmgr.job_deps import JobDeps
 from peloton.jobmgr.runs import pod_event
-from peloton.jobmgr.task_locks import TaskWriteLocks
-from peloton.storage import GroupCommitter, RuntimeWrite, Store
+from peloton.storage import RuntimeWrite, Store
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +65,6 @@ log = logging.getLogger(__name__)
 TaskChange = Callable[[TaskRuntime], TaskRuntime | None]
 #: A change to the job runtime: current -> new, or None for "nothing to write".
 RuntimeChange = Callable[[JobRuntime], JobRuntime | None]
-#: Told (job, instance, runtime) after a cached job takes on a task runtime.
-TaskListener = Callable[["CachedJob", int, TaskRuntime], None]
-#: Told (job) after a cached job's runtime or workflow changed.
-JobListener = Callable[["CachedJob"], None]
 
 #: Compare-and-set rounds of task writes before a change is given up (each reloads the losers).
 TASK_ROUNDS = 5
@@ -79,45 +72,6 @@ TASK_ROUNDS = 5
 RUNTIME_ROUNDS = 3
 #: Task writes at least this many go straight to storage, smaller ones through group commit.
 DIRECT_BATCH = 64
-#: Task decisions a write never schedules: nothing to do; waiting for an event or a timeout
-#: that an action schedules itself (a launch or a kill in flight); or work the bulk paths
-#: already did (an INITIALIZED run is queued by whoever created it).
-_PASSIVE = frozenset({TaskAction.NOOP, TaskAction.START, TaskAction.LAUNCH_RETRY,
-                      TaskAction.EXECUTOR_SHUTDOWN})
-
-
-class Listeners:
-    """Callbacks of the jobs in one cache; called on the job manager's hub, must not block."""
-
-    __slots__ = ("job", "task")
-
-    def __init__(self) -> None:
-        self.task: list[TaskListener] = []
-        self.job: list[JobListener] = []
-
-
-@dataclass(frozen=True, slots=True)
-class JobDeps:
-    """What every cached job writes to, tells and reads the time from (one per job manager)."""
-
-    store: Store
-    committer: GroupCommitter
-    queue: GoalStateQueue
-    clock: Clock
-    listeners: Listeners
-    task_locks: TaskWriteLocks = field(default_factory=TaskWriteLocks)
-
-
-def _decision_inputs(rt: TaskRuntime) -> tuple[object, ...]:
-    return (rt.goal_state, rt.state, rt.run_id, rt.desired_run_id, rt.config_version,
-            rt.desired_config_version, rt.healthy)
-
-
-def _wants_look(old: TaskRuntime | None, new: TaskRuntime) -> bool:
-    """Whether a write of `new` over `old` asks the task goal-state engine for a decision."""
-    if old is not None and _decision_inputs(old) == _decision_inputs(new):
-        return False
-    return action_for(new) not in _PASSIVE
 
 
 class CachedJob:
@@ -332,7 +286,7 @@ class CachedJob:
         if written:
             deps.queue.tasks_changed(self.job_id)
             for inst, rt in written.items():
-                if _wants_look(replaced[inst], rt):
+                if wants_look(replaced[inst], rt):
                     deps.queue.enqueue_task(self.job_id, inst)
         return written
 
@@ -393,7 +347,7 @@ class CachedJob:
             self._put_task(inst, evolve(rt, revision=1))
         deps.queue.tasks_changed(self.job_id)
         for inst, rt in runtimes.items():
-            if _wants_look(None, rt):
+            if wants_look(None, rt):
                 deps.queue.enqueue_task(self.job_id, inst)
 
     def delete_tasks(self, instances: Collection[int]) -> None:

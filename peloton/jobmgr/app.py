@@ -35,7 +35,6 @@ from peloton.api.service_registry import register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.components import FunctionComponent, Lifecycle
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
-from peloton.jobmgr.aggregate import JobDeps, Listeners
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.cron import CronScheduler, FunctionActions
@@ -46,6 +45,7 @@ from peloton.jobmgr.goalstate.job import JobActions
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.goalstate.task import TaskActions
 from peloton.jobmgr.goalstate.update import UpdateActions
+from peloton.jobmgr.job_deps import JobDeps, Listeners
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.lifecycle_lock import LifecycleGate
 from peloton.jobmgr.peers import PeerResync

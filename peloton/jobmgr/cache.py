@@ -19,13 +19,12 @@ from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.update import UpdateInfo
 from peloton.jobmgr.aggregate import (
     CachedJob,
-    JobDeps,
-    Listeners,
     create_job,
     delete_history,
     delete_job,
     drop_active,
 )
+from peloton.jobmgr.job_deps import JobDeps, Listeners
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,29 @@ from collections.abc import Collection
 
 from peloton.common.clock import Clock
 from peloton.common.goalstate import Schedule
+from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
+from peloton.core.model.task import TaskRuntime
 
 #: A task's key in the task schedule.
 TaskKey = tuple[str, int]
+#: Task decisions a write never schedules: nothing to do; waiting for an event or a timeout
+#: that an action schedules itself (a launch or a kill in flight); or work the bulk paths
+#: already did (an INITIALIZED run is queued by whoever created it).
+_PASSIVE = frozenset({TaskAction.NOOP, TaskAction.START, TaskAction.LAUNCH_RETRY,
+                      TaskAction.EXECUTOR_SHUTDOWN})
+
+
+def _decision_inputs(rt: TaskRuntime) -> tuple[object, ...]:
+    return (rt.goal_state, rt.state, rt.run_id, rt.desired_run_id, rt.config_version,
+            rt.desired_config_version, rt.healthy)
+
+
+def wants_look(old: TaskRuntime | None, new: TaskRuntime) -> bool:
+    """Whether a write of `new` over `old` asks the task goal-state engine for a decision:
+    the inputs of its decision changed and the decision is one the engine takes."""
+    if old is not None and _decision_inputs(old) == _decision_inputs(new):
+        return False
+    return action_for(new) not in _PASSIVE
 
 
 class GoalStateQueue:

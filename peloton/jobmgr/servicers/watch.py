@@ -39,7 +39,8 @@ from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc as 
 from peloton.core.errors import Conflict, InvalidArgument, NotFound, ResourceExhausted
 from peloton.core.model.constraints import Label
 from peloton.core.model.task import TaskRuntime
-from peloton.jobmgr.aggregate import CachedJob, Listeners
+from peloton.jobmgr.aggregate import CachedJob
+from peloton.jobmgr.job_deps import Listeners
 from peloton.jobmgr.servicers.common import job_summary
 
 log = logging.getLogger(__name__)
