@@ -24,14 +24,14 @@ SUPERVISOR_SRC := peloton/agent/supervisor/supervisor.c
 REALIS_DRIVER := $(VENV)/bin/realis-driver
 REALIS_SRC := $(wildcard tests/gorealis/*.go) tests/gorealis/go.mod tests/gorealis/go.sum
 
-.PHONY: run test test-asan gen lint bench clean setup system-packages fuzz lock gorealis
+.PHONY: run test test-asan gen lint bench clean setup system-packages fuzz lock gorealis k8s-binaries
 
 setup: $(INSTALLED) $(GEN_STAMP) $(SUPERVISOR)
 
 # Exactly the versions of requirements.lock (every package, with hashes: pip refuses anything
 # else), then this project itself without dependencies and without build isolation (the
 # locked setuptools builds it), then `pip check`.  The lock holds the extras the tests need
-# (dev, mesos, cassandra).  `make lock` regenerates it (and the Maven lock) on purpose.
+# (dev, mesos, cassandra, k8s).  `make lock` regenerates it (and the Maven lock) on purpose.
 LOCK := requirements.lock
 UV_VERSION := 0.13.9
 $(INSTALLED): pyproject.toml $(LOCK)
@@ -49,7 +49,7 @@ lock:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q "uv==$(UV_VERSION)"
 	$(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
-	  --python-platform x86_64-unknown-linux-gnu --extra dev --extra mesos --extra cassandra \
+	  --python-platform x86_64-unknown-linux-gnu --extra dev --extra mesos --extra cassandra --extra k8s \
 	  --custom-compile-command "make lock" -o $(LOCK) pyproject.toml requirements/build.in
 	$(PY) scripts/maven_deps.py lock
 	@for mod in $$(find tests -name go.mod -not -path '*/vendor/*' 2>/dev/null); do \
@@ -81,6 +81,12 @@ gorealis: $(REALIS_DRIVER)
 
 $(REALIS_DRIVER): $(REALIS_SRC) | $(INSTALLED)
 	@cd tests/gorealis && go build -o $(abspath $@) .
+
+# A real Kubernetes control plane for tests/k8s (kube-apiserver, etcd, kwok, kubectl), built once
+# from pinned versions through the Go module proxy into a cache outside the repository
+# (~/.cache/pelotonpy/k8s, or $$PELOTON_K8S_CACHE); a second run only prints the bin directory.
+k8s-binaries:
+	@scripts/k8s_binaries.sh
 
 gen: $(INSTALLED)
 	@$(PY) scripts/gen_code.py

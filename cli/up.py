@@ -6,10 +6,14 @@ import errno
 import re
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cli.params import security_options
+
+if TYPE_CHECKING:
+    from peloton.cluster.allinone import KubeConfig
 
 
 @click.command("up")
@@ -46,8 +50,15 @@ from cli.params import security_options
 @click.option("--backend", default="local", show_default=True,
               help='"local" (real processes), "sim:N[:TASK_S[:CPUS[:START_S]]]" (N simulated '
               'hosts of CPUS cpus whose tasks run START_S after launch and end TASK_S later) '
-              'or "mesos:URL" (an Apache Mesos master, e.g. mesos:http://master:5050 or '
-              'mesos:zk://zk:2181/mesos).')
+              '"mesos:URL" (an Apache Mesos master, e.g. mesos:http://master:5050 or '
+              'mesos:zk://zk:2181/mesos), or "k8s:KUBECONFIG" / "k8s:in-cluster" (a Kubernetes '
+              'cluster\'s nodes; docs/deploy/kubernetes.md).')
+@click.option("--k8s-namespace", default="", metavar="NAME",
+              help="With --backend k8s:...: the namespace of the pods (default pelotonpy).")
+@click.option("--k8s-config", default="", metavar="FILE",
+              help="With --backend k8s:...: a YAML file of the Kubernetes backend's settings "
+                   "(the host manager config's `kubernetes:` section: namespace, default_image, "
+                   "pool_namespaces, node_selector, ...).")
 @click.option("--archive", default="", metavar="URL",
               help="Also run the archiver into this archive (dir:///path, sqlite:///file.db, ...).")
 @click.option("--aurora-environments", default="", metavar="REGEX",
@@ -69,7 +80,8 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
        agent_disk_mb: float, agent_gpus: float, agent_revocable_cpus: float,
        agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_ports: str, backend: str,
-       archive: str, aurora_environments: str, ui_port: int, keep_tasks: bool,
+       k8s_namespace: str, k8s_config: str, archive: str, aurora_environments: str, ui_port: int,
+       keep_tasks: bool,
        orphan_secs: float, allow_root_tasks: bool, auth: str, insecure: bool, tls_cert: str,
        tls_key: str, tls_ca: str) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C, which stops its
@@ -82,6 +94,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
       peloton up --agent-revocable-cpus 2   # slack for revocable jobs
       peloton up --store postgresql://peloton@127.0.0.1/peloton
       peloton up --auth users.yaml --host 0.0.0.0   # README, Security
+      peloton up --backend k8s:$HOME/.kube/config   # pods on a Kubernetes cluster
     """
     ports = {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
              "--hostmgr-port": hostmgr_port, "--aurora-port": aurora_port, "--ui-port": ui_port}
@@ -95,9 +108,11 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
     from peloton.core.model.resources import Resources
 
     try:
+        kubernetes = _kube_settings(k8s_config, k8s_namespace)
         run(UpConfig(host=host, jobmgr_port=jobmgr_port, resmgr_port=resmgr_port,
                      hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
-                     data_dir=Path(data_dir), agents=agents, backend=backend, archive=archive,
+                     data_dir=Path(data_dir), agents=agents, backend=backend,
+                     kubernetes=kubernetes, archive=archive,
                      ui_port=ui_port, keep_tasks=keep_tasks, orphan_secs=orphan_secs,
                      aurora_environments=aurora_environments,
                      agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb,
@@ -118,6 +133,18 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
             raise
         flag = next((f for f, p in ports.items() if p == clash), "")
         raise click.ClickException(_in_use(host, clash, flag)) from None
+
+
+def _kube_settings(path: str, namespace: str) -> KubeConfig:
+    """The Kubernetes backend's settings: the file (strict: unknown keys and wrong types are
+    errors naming the key), then --k8s-namespace."""
+    from dataclasses import replace
+
+    from peloton.cluster.allinone import KubeConfig
+    from peloton.common.config import from_mapping, read_yaml_files
+
+    settings = from_mapping(KubeConfig, read_yaml_files([path]), "kubernetes") if path else KubeConfig()
+    return replace(settings, namespace=namespace) if namespace else settings
 
 
 def _non_negative(value: float, hint: str) -> float:

@@ -15,11 +15,13 @@ geventsetup.setup()  # before anything below imports socket, threading, grpc use
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from tests.harness.cassandra import CassandraServer, CassandraUnavailable
+from tests.harness.kube import KubeControlPlane, running_control_plane
 from tests.harness.postgres import PostgresServer
 from tests.harness.zookeeper import ZooKeeperServer, running_zookeeper
 
@@ -99,3 +101,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep(
             "!", f"CASSANDRA TESTS SKIPPED ({len(skipped)} tests): "
             "PELOTON_TEST_CASSANDRA=off", red=True, bold=True)
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeControlPlane]:
+    """A real Kubernetes control plane for the whole run (tests/harness/kube.py): etcd,
+    kube-apiserver with RBAC on, kwok for fake nodes; on 127.0.0.1, stopped by PID.
+
+    Its binaries are built from pinned versions the first time (scripts/k8s_binaries.sh, into a
+    cache outside the repository); a machine without Go fails here naming what to install.
+    """
+    with running_control_plane(tmp_path_factory.mktemp("kube")) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kube_scheduler(kube: KubeControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kubeconfig signed in as the scheduler's service account, bound to exactly the role of
+    docs/deploy/kubernetes/rbac.yaml (which this applies, with the namespace)."""
+    from tests.k8s.manifests import scheduler_kubeconfig
+
+    return scheduler_kubeconfig(kube, tmp_path_factory.mktemp("kube-scheduler"))

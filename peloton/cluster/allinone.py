@@ -48,6 +48,7 @@ from peloton.common.tls import TlsFiles
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 from peloton.hostmgr.backends.base import HostBackend
+from peloton.hostmgr.backends.k8s_config import KubeConfig as KubeConfig
 from peloton.storage import Store, StoreOptions, check_schema, open_store
 
 if TYPE_CHECKING:
@@ -86,9 +87,11 @@ class UpConfig:
     agent_ports: tuple[int, int] = (31000, 32999)
     #: "local" (real processes), "sim:<hosts>[:<task secs>[:<cpus>[:<start secs>]]]" (virtual
     #: hosts whose tasks are RUNNING <start secs> after launch and succeed <task secs> later;
-    #: for demos and benchmarks) or "mesos:<master>" (an Apache Mesos master: http://host:port,
-    #: host:port or zk://host:port/mesos).
+    #: for demos and benchmarks), "mesos:<master>" (an Apache Mesos master: http://host:port,
+    #: host:port or zk://host:port/mesos) or "k8s:<kubeconfig>" / "k8s:in-cluster" (a
+    #: Kubernetes cluster's nodes, with `kubernetes` for the rest of its settings).
     backend: str = "local"
+    kubernetes: KubeConfig = KubeConfig()
     extra_ports: tuple[int, ...] = field(default_factory=tuple)
     #: Archive URL (dir:///path, sqlite:///file.db, postgresql://...); empty: no archiver.
     archive: str = ""
@@ -203,7 +206,8 @@ class AllInOne:
         # manager's fenced view, as every host manager write.
         return open_backend(self.config.backend, BackendEnv(
             grpc=self.grpc, frameworks=hostmgr_store,
-            sim_revocable_cpus=self.config.agent_revocable_cpus, tls=self.config.tls))
+            sim_revocable_cpus=self.config.agent_revocable_cpus, tls=self.config.tls,
+            kubernetes=self.config.kubernetes))
 
     # -- agents ------------------------------------------------------------------------
     def _start_agents(self) -> None:

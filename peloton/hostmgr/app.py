@@ -35,7 +35,7 @@ from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, 
 from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.ports import HostSummary
 from peloton.core.states import HostState
-from peloton.hostmgr.backends.base import HostBackend
+from peloton.hostmgr.backends.base import CordoningBackend, HostBackend
 from peloton.hostmgr.config import HostManagerConfig
 from peloton.hostmgr.events import ConsumerStream, EventLog, Offered
 from peloton.hostmgr.intake import Intake
@@ -71,7 +71,7 @@ class HostManager:
         self.acker = Acker(backend, self.deferred)
         self.events = EventLog(cfg.event_buffer_size, cfg.consumers, self.acker)
         self.maintenance = Maintenance(self.registry, self.leases, store, self._lock, clock,
-                                       cfg.recovery_grace)
+                                       cfg.recovery_grace, on_state=self._maintenance_state)
         self.router = Router(self.registry, self.leases, backend, self._lock, self.deferred,
                              clock.monotonic, cfg.pending_kill_ttl)
         self.intake = Intake(self.registry, self.leases, self.events, self.router, self._lock,
@@ -83,6 +83,14 @@ class HostManager:
         self._export_gauges()
         if grpc_server is not None:
             serve_host_service(grpc_server, self)
+
+    def _maintenance_state(self, hostname: str, state: HostState) -> None:
+        """A host's maintenance state was written: a cordoning backend follows it (off the
+        caller's path, since it is a call to the cluster)."""
+        backend = self.backend
+        if isinstance(backend, CordoningBackend):
+            unschedulable = state is not HostState.UP
+            self.deferred.defer(lambda: backend.cordon(hostname, unschedulable))
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:

@@ -84,7 +84,8 @@ class HostRecord:
 
     __slots__ = ("_offer", "address", "agent_id", "allocated", "capacity", "connected", "file_address",
                  "hostname", "labels", "lease_id", "port_ranges", "reserved", "revocable_units",
-                 "revocable_used_units", "runs", "state", "task_labels", "used_ports")
+                 "revocable_used_units", "runs", "schedulable", "state", "task_labels",
+                 "used_ports")
 
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
@@ -98,6 +99,8 @@ class HostRecord:
         self.labels: tuple[Label, ...] = ()
         #: False until the backend reports the host, and again after it is gone.
         self.connected = False
+        #: False while the backend says the host takes no new runs (a cordoned node).
+        self.schedulable = True
         self.state = HostState.UP
         self.lease_id: str | None = None
         self.allocated = ZERO
@@ -117,6 +120,7 @@ class HostRecord:
         self.revocable_units = to_units(host.revocable_cpu)
         self.port_ranges = host.ports
         self.labels = host.labels
+        self.schedulable = host.schedulable
         self.connected = True
         self._offer = None
 

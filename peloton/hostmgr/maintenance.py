@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import StrEnum
 
@@ -77,8 +77,12 @@ class Maintenance:
 
     def __init__(self, registry: HostRegistry, leases: LeaseBook, store: HostStore,
                  lock: threading.Lock, clock: Clock,
-                 recovery_grace: float = 0.0) -> None:
+                 recovery_grace: float = 0.0,
+                 on_state: Callable[[str, HostState], None] | None = None) -> None:
         self._registry = registry
+        #: Told every host state written (after it is stored): a backend that marks its
+        #: machines for maintenance (a Kubernetes cordon) follows the states from here.
+        self._on_state = on_state
         self._leases = leases
         self._store = store
         self._lock = lock
@@ -178,6 +182,8 @@ class Maintenance:
             self._registry.set_info(info)
             if info.state is not S.UP:
                 self._leases.drop_host(info.hostname)
+        if self._on_state is not None:
+            self._on_state(info.hostname, info.state)
         return info
 
     # -- the table -------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 It owns three indexes that keep the hot paths free of scans over all hosts:
 - `runs`: run id -> RunRecord, so a status update or a kill finds its host in O(1);
-- `offerable`: hosts that are connected, UP, not leased and have room, in the order they
+- `offerable`: hosts that are connected, schedulable, UP, not leased and have room, in the
+  order they
   became so (first fit), so a lease walks only hosts it can hand out;
 - `draining`: DRAINING hosts, whose runs the job manager must move.
 Every change to a host goes through `refresh`, which keeps `offerable` exact.
@@ -114,8 +115,8 @@ class HostRegistry:
 
     def refresh(self, rec: HostRecord) -> None:
         """Re-decide whether the host can be offered (call after any change to it)."""
-        if (rec.connected and rec.state is HostState.UP and rec.lease_id is None
-                and rec.has_room()):
+        if (rec.connected and rec.schedulable and rec.state is HostState.UP
+                and rec.lease_id is None and rec.has_room()):
             self.offerable.setdefault(rec.hostname, None)
         else:
             self.offerable.pop(rec.hostname, None)

@@ -193,6 +193,8 @@ def _host_problem(rec: HostRecord | None) -> str:
         return "unknown host"
     if not rec.connected:
         return f"host {rec.hostname} is not connected"
+    if not rec.schedulable:
+        return f"host {rec.hostname} takes no new runs (cordoned)"
     if rec.state is not HostState.UP:
         return f"host {rec.hostname} is {rec.state.value} (maintenance)"
     return ""

@@ -116,7 +116,7 @@ class PlacementProcessor:
                 spec = job.task_spec(inst, rt.config_version)
                 per_host[placement.hostname].append(
                     LaunchSpec(run_id=str(RunId(job_id, inst, rt.run_id)), spec=spec,
-                               ports=rt.ports))
+                               ports=rt.ports, pool=job.spec.respool_id))
         if stale:
             self.resmgr.kill_tasks(stale)
         count = 0

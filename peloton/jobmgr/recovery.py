@@ -140,7 +140,8 @@ class _HandBack:
                 self.alive.append(run_id)
                 if rt.host:
                     self.adopted.setdefault(rt.host, []).append(
-                        LaunchSpec(run_id=run_id, spec=spec.task_spec(inst), ports=rt.ports))
+                        LaunchSpec(run_id=run_id, spec=spec.task_spec(inst), ports=rt.ports,
+                                   pool=spec.respool_id))
             elif rt.state in _QUEUED:
                 queued.append(inst)
         # The job's held runs are back in the resource manager before its queued ones (or

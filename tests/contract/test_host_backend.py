@@ -1,12 +1,15 @@
-"""One contract, every host backend: local agents (real processes), simulated hosts, and
+"""One contract, every host backend: local agents (real processes), simulated hosts,
 Mesos (our HTTP client against the fake master of tests/harness/fake_mesos.py, whose agents run
-real processes).
+real processes), and Kubernetes (a real kube-apiserver and etcd, kwok's fake nodes, the backend
+signed in as the least-privilege service account of docs/deploy/kubernetes/rbac.yaml).
 
 Each test gets a `rig`: a started backend with one host, a Recorder as its
 listener, and `settle(predicate)`, which waits (local, mesos: polls real time;
 sim: advances a manual clock) until the predicate holds.  Task commands
 are shell lines; the simulated backend is given a behaviour that reads
-`exit N` and `sleep N` from them, so all run the same tests.
+`exit N` and `sleep N` from them, and on Kubernetes the same words become the
+annotations kwok's stages end a pod by (tests/harness/kwok_stages.yaml), so all run
+the same tests.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -26,15 +29,19 @@ from peloton.agent.app import AgentApp
 from peloton.agent.config import AgentConfig
 from peloton.api.grpc_server import GrpcServer
 from peloton.core.errors import NotFound
+from peloton.core.model.constraints import Label
 from peloton.core.model.sched import LaunchSpec
 from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import HostBackend, StatusUpdate
+from peloton.hostmgr.backends.k8s import KubeBackend
+from peloton.hostmgr.backends.k8s_config import KubeConfig
 from peloton.hostmgr.backends.local import LocalBackend
 from peloton.hostmgr.backends.mesos import MesosBackend, MesosConfig
 from peloton.hostmgr.backends.sim import SimBackend, SimOutcome
 from peloton.hostmgr.backends.sim_clock import ManualClock
 from tests.harness.agents import Recorder, run_id, task
 from tests.harness.fake_mesos import FakeMesosMaster
+from tests.harness.kube import KubeControlPlane
 from tests.harness.procs import wait_for
 
 RESEND_SECS = 0.3
@@ -133,16 +140,66 @@ def _mesos_rig(tmp_path: Path, auto_ack: bool) -> Iterator[Rig]:
         master.stop()
 
 
+class _KwokCommands(KubeBackend):
+    """The Kubernetes backend, with each run's `exit N` / `sleep N` told to kwok as the
+    annotations its stages end a pod by (what the command would do on a real node)."""
+
+    def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
+        told = []
+        for launch in tasks:
+            cmd = launch.spec.command.value
+            code = re.search(r"exit (\d+)", cmd)
+            sleep = re.search(r"sleep (\d+)", cmd)
+            fake = (Label("pelotonpy.dev/fake-exit-code", code.group(1) if code else "0"),
+                    Label("pelotonpy.dev/fake-run-secs", sleep.group(1) if sleep else "0"))
+            told.append(replace(launch, spec=replace(launch.spec,
+                                                     labels=(*launch.spec.labels, *fake))))
+        super().launch(hostname, told)
+
+
+def _k8s_rig(kube: KubeControlPlane, kubeconfig: Path, auto_ack: bool) -> Iterator[Rig]:
+    # Nodes and pods of this rig alone: its own node label and its own cluster name.
+    tag = uuid.uuid4().hex[:8]
+    names = kube.add_nodes(3, prefix=f"contract-{tag}-", labels={"contract": tag})
+    backend = _KwokCommands(KubeConfig(source=str(kubeconfig), node_selector=f"contract={tag}",
+                                       cluster_name=f"contract-{tag}", resend_secs=RESEND_SECS,
+                                       finished_pod_ttl_secs=0.0))
+    recorder = Recorder(backend, auto_ack)
+    backend.start(recorder)
+
+    def settle(predicate: Callable[[], bool], what: str) -> None:
+        wait_for(predicate, 30, what)
+
+    def quiesce() -> None:
+        wait_for(lambda: backend.pending_count() == 0, 10, "nothing left unacknowledged")
+        time.sleep(RESEND_SECS * 3)
+
+    try:
+        settle(lambda: len(recorder.hosts) == 3, "nodes reported as hosts")
+        yield Rig(backend, recorder, names[1], settle, quiesce)
+    finally:
+        backend.stop()
+        for name in names:
+            kube.delete_node(name)
+
+
 RIGS = {"local": _local_rig, "sim": lambda _, auto_ack: _sim_rig(auto_ack), "mesos": _mesos_rig}
 
 
-@pytest.fixture(params=sorted(RIGS))
+@pytest.fixture(params=[*sorted(RIGS), "k8s"])
 def make_rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[bool], Rig]]:
     """A factory: make_rig(auto_ack) -> Rig, torn down after the test."""
     gens: list[Iterator[Rig]] = []
+    if request.param == "k8s":
+        # Asked for only here, so the other backends' runs start no control plane.
+        kube = request.getfixturevalue("kube")
+        kubeconfig = request.getfixturevalue("kube_scheduler")
 
     def make(auto_ack: bool = True) -> Rig:
-        gen = RIGS[request.param](tmp_path, auto_ack)
+        if request.param == "k8s":
+            gen = _k8s_rig(kube, kubeconfig, auto_ack)
+        else:
+            gen = RIGS[request.param](tmp_path, auto_ack)
         gens.append(gen)
         return next(gen)
 
@@ -252,6 +309,9 @@ def test_launch_on_unknown_host_is_not_found(rig: Rig) -> None:
 
 
 def test_sandbox_holds_the_task_output(rig: Rig) -> None:
+    if rig.backend.name == "k8s":
+        pytest.skip("kwok's fake nodes have no kubelet to serve a pod's log; the k8s backend reads "
+                    "it through pods/log (tests/k8s/test_backend.py checks the call)")
     launch = task("echo $PELOTON_TASK_ID")
     rig.backend.launch(rig.hostname, [launch])
     rig.settle(lambda: rig.recorder.has(launch.run_id, TaskState.SUCCEEDED), "SUCCEEDED")

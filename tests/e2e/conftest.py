@@ -52,7 +52,7 @@ defaultconfig:
   command:
     shell: true
     value: '{command}'
-{extra}"""
+{task_labels}{extra}"""
 
 
 def write_pool(base: Path, name: str, *, cpu_res: float = 0, cpu_limit: float = 100,
@@ -66,14 +66,16 @@ def write_pool(base: Path, name: str, *, cpu_res: float = 0, cpu_limit: float = 
 
 def write_job(base: Path, name: str, command: str, *, count: int = 1, cpu: float = 0.1,
               mem: float = 32, gpu: float = 0, priority: int = 0, preemptible: bool = True,
-              max_failures: int = 0, extra: str = "") -> Path:
-    """A batch job YAML file in Peloton's format."""
+              max_failures: int = 0, extra: str = "", task_labels: str = "") -> Path:
+    """A batch job YAML file in Peloton's format; `task_labels` is a YAML list of
+    `- key: .../value: ...` items indented by two (tests/harness/kube_cluster.fake_labels)."""
     path = base / f"{name}.job.yaml"
     path.write_text(JOB_YAML.format(name=name, count=count, cpu=cpu, mem=mem, gpu=gpu,
                                     priority=priority,
                                     preemptible="true" if preemptible else "false",
                                     max_failures=max_failures,
-                                    command=command.replace("'", "''"), extra=extra))
+                                    command=command.replace("'", "''"), extra=extra,
+                                    task_labels=f"  labels:\n{task_labels}\n" if task_labels else ""))
     return path
 
 

@@ -179,7 +179,7 @@ class SpecTable:
 def launches_to_pb(tasks: Sequence[LaunchSpec]) -> tuple[list[pb.TaskSpec], list[pb.LaunchSpec]]:
     """Launches -> (spec table, launch messages)."""
     table = SpecTable()
-    out = [pb.LaunchSpec(run_id=t.run_id, spec=table.ref(t.spec),
+    out = [pb.LaunchSpec(run_id=t.run_id, spec=table.ref(t.spec), pool=t.pool,
                          ports=[pb.NamedPort(name=n, port=p) for n, p in t.ports]) for t in tasks]
     return table.messages, out
 
@@ -193,7 +193,8 @@ def launches_from_pb(specs: Sequence[pb.TaskSpec],
         if t.spec >= len(decoded):
             raise InvalidArgument(f"run {t.run_id}: spec index {t.spec} outside a table of "
                                   f"{len(decoded)}", field="spec")
-        out.append(LaunchSpec(t.run_id, decoded[t.spec], tuple((p.name, p.port) for p in t.ports)))
+        out.append(LaunchSpec(t.run_id, decoded[t.spec], tuple((p.name, p.port) for p in t.ports),
+                              pool=t.pool))
     return out
 
 

@@ -30,8 +30,9 @@ Every daemon's file has the same common sections, as Peloton's
       tls_ca: ""
     resmgr: {...}             # ResourceManagerConfig (peloton/resmgr/config.py)
 
-The host manager also has `backend:` (local | sim:... | mesos:MASTER, as `peloton up
---backend`; `peloton hostmgr --backend` overrides it) and `mesos:` (MesosSection).
+The host manager also has `backend:` (local | sim:... | mesos:MASTER | k8s:KUBECONFIG |
+k8s:in-cluster, as `peloton up --backend`; `peloton hostmgr --backend` overrides it),
+`mesos:` (MesosSection) and `kubernetes:` (KubeConfig: namespace, default_image, ...).
 
 The own sections are the daemons' config dataclasses: `jobmgr`
 (JobManagerConfig), `resmgr` (ResourceManagerConfig), `hostmgr`
@@ -52,6 +53,7 @@ from typing import TypeVar
 from peloton.common.config import load_config
 from peloton.common.leader import ElectionConfig
 from peloton.core.errors import InvalidArgument
+from peloton.hostmgr.backends.k8s_config import KubeConfig
 from peloton.hostmgr.config import HostManagerConfig
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.placement.config import PlacementEngineConfig
@@ -175,7 +177,7 @@ class ResmgrProcessConfig(DaemonConfig):
 @dataclass(frozen=True)
 class HostmgrProcessConfig(DaemonConfig):
     """`peloton hostmgr`: `backend` names the host backend (peloton/hostmgr/backends/registry.py:
-    local - agents register with the leader -, sim:..., or mesos:MASTER)."""
+    local - agents register with the leader -, sim:..., mesos:MASTER, or k8s:KUBECONFIG)."""
 
     grpc: GrpcConfig = GrpcConfig(port=DEFAULT_PORTS["hostmgr"])
     hostmgr: HostManagerConfig = field(
@@ -183,6 +185,8 @@ class HostmgrProcessConfig(DaemonConfig):
     backend: str = "local"
     agents: AgentsConfig = AgentsConfig()
     mesos: MesosSection = MesosSection()
+    #: The Kubernetes backend's settings (`backend: k8s:KUBECONFIG` or `k8s:in-cluster`).
+    kubernetes: KubeConfig = KubeConfig()
 
     def __post_init__(self) -> None:
         from peloton.hostmgr.backends.registry import BackendSpec

@@ -22,11 +22,13 @@ from peloton.core.states import TaskState
 
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
-    """One run to start: its id `<job>-<instance>-<run>`, its spec and assigned ports."""
+    """One run to start: its id `<job>-<instance>-<run>`, its spec and assigned ports, and the
+    id of its job's resource pool (a backend may place the run by it: a Kubernetes namespace)."""
 
     run_id: str
     spec: TaskSpec
     ports: tuple[tuple[str, int], ...] = ()
+    pool: str = ""
 
 
 @dataclass(frozen=True, slots=True)

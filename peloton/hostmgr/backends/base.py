@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
@@ -39,6 +39,9 @@ class BackendHost:
     #: "host:port" of the host's HTTP file server (Mesos-style `/files/download?path=`),
     #: which `task logs` reads sandboxes from; empty if the host has none.
     file_address: str = ""
+    #: False while the host takes no new runs but keeps (and can still kill) the ones it has:
+    #: a cordoned Kubernetes node.  Not offered to placement, launches on it are refused.
+    schedulable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +124,13 @@ class HostBackend(Protocol):
     def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
                      length: int = 1 << 20) -> bytes:
         """Bytes of a sandbox file (e.g. stdout, stderr)."""
+
+
+@runtime_checkable
+class CordoningBackend(Protocol):
+    """A backend whose machines can be marked to take no new work while the host manager
+    drains them for maintenance (Kubernetes: cordon), so other schedulers sharing them keep
+    away too.  Backends whose hosts only we use need not be told."""
+
+    def cordon(self, hostname: str, unschedulable: bool) -> None:
+        """Mark the host (un)schedulable for everyone; failures are logged, not raised."""

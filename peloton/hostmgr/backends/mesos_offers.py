@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from peloton.core.model.sched import LaunchSpec
-from peloton.hostmgr.backends.mesos_wire import Json, task_ports, usable, value_of
+from peloton.hostmgr.backends.mesos_wire import Json, usable, value_of
+from peloton.hostmgr.backends.task_env import task_ports
 
 #: Scalars are compared with Mesos' precision (it keeps three decimals).
 _PRECISION = 0.0005

@@ -18,14 +18,13 @@ import socket
 import uuid
 from typing import Any
 
-from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
-from peloton.core.model.ids import RunId
 from peloton.core.model.resources import PortRange, Resources
 from peloton.core.model.sched import LaunchSpec
 from peloton.core.model.task import HealthCheckSpec, HealthCheckType
 from peloton.core.states import HealthState, TaskState
 from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
+from peloton.hostmgr.backends.task_env import environment
 
 Json = dict[str, Any]
 
@@ -168,39 +167,6 @@ def host_from_agent_json(agent: Json, role: str) -> BackendHost:
 
 
 # -- launches -----------------------------------------------------------------------------
-def task_ports(task: LaunchSpec) -> list[tuple[str, int, str]]:
-    """(name, number, env name) of every port the run gets: static ones keep their value,
-    assigned numbers win (as for our own agent)."""
-    assigned = dict(task.ports)
-    out = []
-    for port in task.spec.ports:
-        number = assigned.pop(port.name, port.value)
-        if number:
-            out.append((port.name, number, port.env_name))
-    return out + [(name, number, "") for name, number in assigned.items()]
-
-
-def environment(task: LaunchSpec) -> dict[str, str]:
-    """What the run sees besides Mesos' own variables: PELOTON_*, the ports (PORT0.., PORT_<NAME>,
-    the spec's env name, PORT), then the spec's environment, which wins."""
-    env: dict[str, str] = {}
-    try:
-        run = RunId.parse(task.run_id)
-        env.update(PELOTON_JOB_ID=run.job_id, PELOTON_INSTANCE_ID=str(run.instance))
-    except InvalidArgument:
-        pass  # not a Peloton run id (tools, tests): the other variables still apply
-    env["PELOTON_TASK_ID"] = task.run_id
-    ports = task_ports(task)
-    for i, (name, number, env_name) in enumerate(ports):
-        env[f"PORT{i}"] = env[f"PORT_{name.upper().replace('-', '_')}"] = str(number)
-        if env_name:
-            env[env_name] = str(number)
-    if ports:
-        env.setdefault("PORT", str(ports[0][1]))
-    env.update(task.spec.command.environment)
-    return env
-
-
 def _health_check_to_json(hc: HealthCheckSpec) -> Json:
     out: Json = {"type": _HEALTH_CHECK_TYPE[hc.type], "delay_seconds": hc.initial_interval_secs,
                  "interval_seconds": hc.interval_secs, "timeout_seconds": hc.timeout_secs,

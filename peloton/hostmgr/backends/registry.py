@@ -8,6 +8,8 @@ the host manager's config (`backend:`):
                                             and succeed TASK_S later (demos, benchmarks)
     mesos:MASTER                            an Apache Mesos master: http://host:port, host:port
                                             or zk://host:port,.../mesos
+    k8s:KUBECONFIG | k8s:in-cluster         a Kubernetes cluster's nodes (a kubeconfig file, or
+                                            the service account of the pod we run in)
 
 `open_backend` builds a fresh backend for one host manager term from a
 `BackendEnv` (what the process offers it).  The Mesos backend keeps its
@@ -21,6 +23,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from peloton.common.tls import TlsFiles
@@ -28,8 +31,9 @@ from peloton.core.errors import InvalidArgument
 from peloton.core.model.resources import Resources
 from peloton.core.model.storage_records import FrameworkInfo
 from peloton.hostmgr.backends.base import HostBackend
+from peloton.hostmgr.backends.k8s_config import KubeConfig
 
-KINDS = ("local", "sim", "mesos")
+KINDS = ("local", "sim", "mesos", "k8s")
 
 
 class FrameworkRecords(Protocol):
@@ -61,6 +65,9 @@ class BackendEnv:
     sim_revocable_cpus: float = 0.0
     #: TLS of the local backend's calls to agents (None: plain; README, Security).
     tls: TlsFiles | None = None
+    #: Settings of the Kubernetes backend beyond its credentials (its `source` is replaced by
+    #: what follows `k8s:` in the backend's name).
+    kubernetes: KubeConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -76,11 +83,14 @@ class BackendSpec:
         kind, _, arg = text.strip().partition(":")
         if kind not in KINDS:
             raise InvalidArgument(f"unknown host backend {text!r}: expected local, "
-                                  "sim[:HOSTS[:TASK_S[:CPUS[:START_S]]]] or mesos:MASTER",
-                                  field="backend")
+                                  "sim[:HOSTS[:TASK_S[:CPUS[:START_S]]]], mesos:MASTER, "
+                                  "k8s:KUBECONFIG or k8s:in-cluster", field="backend")
         if kind == "mesos" and not arg:
             raise InvalidArgument("the mesos backend needs a master: mesos:http://host:5050 "
                                   "or mesos:zk://host:2181/mesos", field="backend")
+        if kind == "k8s" and not arg:
+            raise InvalidArgument("the k8s backend needs credentials: k8s:/path/to/kubeconfig "
+                                  "or k8s:in-cluster", field="backend")
         if kind == "local" and arg:
             raise InvalidArgument(f"the local backend takes no argument, got {text!r}",
                                   field="backend")
@@ -149,6 +159,21 @@ def _mesos(master: str, env: BackendEnv) -> HostBackend:
     return MesosBackend(config, load_framework_id=load, save_framework_id=save)
 
 
+def _k8s(source: str, env: BackendEnv) -> HostBackend:
+    try:
+        import kubernetes  # noqa: F401  (the optional extra)
+    except ImportError:
+        raise InvalidArgument("Kubernetes support is not installed: pip install 'peloton-py[k8s]'",
+                              field="backend") from None
+    from peloton.hostmgr.backends.k8s import KubeBackend
+
+    config = replace(env.kubernetes or KubeConfig(), source=source)
+    if config.source != "in-cluster" and not Path(config.source).expanduser().is_file():
+        raise InvalidArgument(f"no kubeconfig file {config.source!r} (k8s:PATH or k8s:in-cluster)",
+                              field="backend")
+    return KubeBackend(config)
+
+
 _FACTORIES: dict[str, Callable[[str, BackendEnv], HostBackend]] = {
-    "local": _local, "sim": _sim, "mesos": _mesos,
+    "local": _local, "sim": _sim, "mesos": _mesos, "k8s": _k8s,
 }
