@@ -51,9 +51,13 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 go_minor=$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
 if [ -z "$go_minor" ] || [ "$go_minor" -lt "$GO_MIN_MINOR" ]; then
-  echo "ERROR: $(go env GOVERSION) is too old to build Kubernetes ${K8S_VERSION};" \
-    "install Go 1.${GO_MIN_MINOR} or newer (https://go.dev/dl/)" >&2
-  exit 1
+  if [ "$(go env GOTOOLCHAIN)" = local ]; then
+    echo "ERROR: $(go env GOVERSION) is too old for kwok ${KWOK_VERSION} and GOTOOLCHAIN=local forbids" \
+      "fetching a newer one; install Go 1.${GO_MIN_MINOR} or newer (https://go.dev/dl/)" >&2
+    exit 1
+  fi
+  echo "note: $(go env GOVERSION) is older than 1.${GO_MIN_MINOR}; Go will fetch a newer toolchain" \
+    "through the module proxy (GOTOOLCHAIN=$(go env GOTOOLCHAIN))"
 fi
 
 mkdir -p "$CACHE_ROOT"
@@ -67,6 +71,14 @@ if all_present; then
   echo "$BIN_DIR"
   exit 0
 fi
+# A build killed outright (SIGKILL, power cut) leaves its temporary directory; we hold the lock,
+# so no other build of this key is using one.
+for stale in "$CACHE_ROOT/.build-$KEY".*; do
+  [ -e "$stale" ] || continue
+  echo "removing an interrupted build's leftovers: $stale"
+  chmod -R u+w "$stale" 2>/dev/null || true
+  rm -rf "$stale"
+done
 
 # Under the cache root, so the final `mv` is a rename on one filesystem (atomic).
 WORK=$(mktemp -d "$CACHE_ROOT/.build-$KEY.XXXXXX")
@@ -78,6 +90,9 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# Make SIGINT/SIGTERM exit through the EXIT trap too, so an interrupted build cleans up.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 export GOPATH=$WORK/gopath
 export GOMODCACHE=$WORK/gopath/pkg/mod
@@ -152,6 +167,13 @@ done
 
 step "kubernetes: go mod tidy"
 (cd "$K8S" && run go mod tidy)
+# Reproducible only while every import is provided by a pinned requirement: a "finding module
+# for package" line means tidy looked up a latest version, which can change from day to day.
+if grep -q "finding module for package" "$LOG"; then
+  echo "ERROR: go mod tidy resolved a dependency to its latest version (not reproducible):" >&2
+  grep "finding module for package" "$LOG" >&2
+  exit 1
+fi
 
 # What `kubectl version` and /version report (hack/lib/version.sh sets the same variables).
 version_flags=""

@@ -33,13 +33,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from peloton.core.errors import InvalidArgument, NotFound
-from peloton.core.model.resources import Resources
 from peloton.core.model.sched import LaunchSpec
-from peloton.core.states import HealthState, TaskState
-from peloton.hostmgr.backends.base import BackendHost, HostEventListener, StatusUpdate
+from peloton.core.states import TaskState
+from peloton.hostmgr.backends.base import HostEventListener, StatusUpdate
 from peloton.hostmgr.backends.k8s_api import (
     Conflict,
     Gone,
@@ -50,52 +48,10 @@ from peloton.hostmgr.backends.k8s_api import (
     Refused,
 )
 from peloton.hostmgr.backends.k8s_config import KubeConfig
-from peloton.hostmgr.backends.k8s_wire import (
-    Json,
-    NodeFacts,
-    PodStatus,
-    host_of,
-    is_ours,
-    node_facts,
-    pod_manifest,
-    pod_name,
-    pod_node,
-    pod_requests,
-    pod_status,
-    pod_terminal,
-    run_id_of,
-)
+from peloton.hostmgr.backends.k8s_view import ClusterView, Outbox, Run
+from peloton.hostmgr.backends.k8s_wire import Json, pod_manifest, pod_name
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Run:
-    """One run as the backend knows it."""
-
-    node: str
-    namespace: str
-    name: str
-    #: The pod's uid once it exists ("" while its creation is queued or in flight).
-    uid: str = ""
-    #: The last state reported (LAUNCHED: nothing reported yet).
-    state: TaskState = TaskState.LAUNCHED
-    healthy: HealthState | None = None
-    was_healthy: bool = False
-    #: The grace of a kill asked for (None: not killed).
-    kill_grace: float | None = None
-    #: When its end was acknowledged (0: not yet); the finished pod is deleted a TTL later.
-    acked_at: float = 0.0
-    gone: bool = False
-
-
-@dataclass(slots=True)
-class _Outbox:
-    """What to tell the listener once the lock is released."""
-
-    updates: list[StatusUpdate] = field(default_factory=list)
-    hosts_up: list[BackendHost] = field(default_factory=list)
-    hosts_gone: list[tuple[str, str]] = field(default_factory=list)
 
 
 class KubeBackend:
@@ -113,14 +69,9 @@ class KubeBackend:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watches: set[KubeWatch] = set()
-        self._nodes: dict[str, NodeFacts] = {}
-        self._announced: dict[str, BackendHost] = {}
-        #: node -> pod uid -> requests of live pods that are not ours.
-        self._foreign: dict[str, dict[str, Resources]] = {}
-        self._foreign_node: dict[str, str] = {}
-        self._runs: dict[str, _Run] = {}
-        self._pending: dict[str, tuple[StatusUpdate, float]] = {}
         self._work: queue.Queue[tuple[str, str, Json | None]] = queue.Queue()
+        self._view = ClusterView(config, lambda run_id: self._work.put(("delete", run_id, None)),
+                                 clock)
         self._pods_synced = threading.Event()
         self._nodes_synced = threading.Event()
         self._deferred_reconcile: list[Sequence[str] | None] = []
@@ -132,7 +83,7 @@ class KubeBackend:
         with self._lock:
             self._listener = listener
             self._stopping.clear()
-            pending = [u for u, _ in self._pending.values()]
+            pending = [u for u, _ in self._view.pending.values()]
         loops: list[tuple[str, Callable[[], None]]] = [
             ("k8s-nodes", self._node_loop), ("k8s-pods", self._pod_loop),
             ("k8s-sweeper", self._sweep_loop),
@@ -163,7 +114,7 @@ class KubeBackend:
     def pending_count(self) -> int:
         """Updates not yet acknowledged."""
         with self._lock:
-            return len(self._pending)
+            return len(self._view.pending)
 
     def wait_synced(self, timeout: float) -> bool:
         """True once nodes and pods have been listed (tests and tools)."""
@@ -172,20 +123,20 @@ class KubeBackend:
     # -- HostBackend -------------------------------------------------------------------------
     def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
         """Queue a pod per run, bound to `hostname`; a run already known is not started twice."""
-        out = _Outbox()
+        out = Outbox()
         with self._lock:
-            node = self._nodes.get(hostname)
+            node = self._view.nodes.get(hostname)
             if node is None:
                 raise NotFound(f"no Kubernetes node {hostname!r}")
             for task in tasks:
-                if task.run_id in self._runs:
+                if task.run_id in self._view.runs:
                     continue
                 namespace = self.config.namespace_of(task.pool)
-                run = self._runs[task.run_id] = _Run(hostname, namespace, pod_name(task.run_id))
+                run = self._view.runs[task.run_id] = Run(hostname, namespace, pod_name(task.run_id))
                 try:
                     manifest = pod_manifest(task, node, namespace, self.config)
                 except InvalidArgument as exc:
-                    self._end(out, task.run_id, run, TaskState.FAILED, f"pod not created: {exc}",
+                    self._view.end(out, task.run_id, run, TaskState.FAILED, f"pod not created: {exc}",
                               "REASON_CONTAINER_LAUNCH_FAILED")
                     continue
                 self._work.put(("create", task.run_id, manifest))
@@ -194,10 +145,10 @@ class KubeBackend:
     def kill(self, hostname: str, run_ids: Sequence[str], grace_secs: float) -> None:
         """Delete the runs' pods with the grace; each run ends KILLED once its pod is gone."""
         with self._lock:
-            if hostname not in self._nodes:
+            if hostname not in self._view.nodes:
                 raise NotFound(f"no Kubernetes node {hostname!r}")
             for run_id in run_ids:
-                run = self._runs.get(run_id)
+                run = self._view.runs.get(run_id)
                 if run is None or run.state.terminal or run.kill_grace is not None:
                     continue
                 run.kill_grace = max(0.0, grace_secs)
@@ -210,13 +161,13 @@ class KubeBackend:
         now = self._clock()
         with self._lock:
             for update in updates:
-                if self._pending.pop(update.uuid, None) is None or not update.state.terminal:
+                if self._view.pending.pop(update.uuid, None) is None or not update.state.terminal:
                     continue
-                run = self._runs.get(update.run_id)
+                run = self._view.runs.get(update.run_id)
                 if run is None or not run.state.terminal:
                     continue
                 if run.gone or not run.uid:
-                    del self._runs[update.run_id]
+                    del self._view.runs[update.run_id]
                 else:
                     run.acked_at = now
 
@@ -227,16 +178,16 @@ class KubeBackend:
             with self._lock:
                 self._deferred_reconcile.append(None if run_ids is None else list(run_ids))
             return
-        out = _Outbox()
+        out = Outbox()
         with self._lock:
-            for run_id in (list(self._runs) if run_ids is None else run_ids):
-                run = self._runs.get(run_id)
+            for run_id in (list(self._view.runs) if run_ids is None else run_ids):
+                run = self._view.runs.get(run_id)
                 if run is None:
-                    out.updates.append(self._update(
+                    out.updates.append(self._view.update(
                         str(uuid.uuid4()), run_id, TaskState.LOST, "", "",
                         "no pod of this run exists", "REASON_RECONCILIATION"))
                 elif run.state is not TaskState.LAUNCHED:
-                    update = self._current_update(run_id, run)
+                    update = self._view.current_update(run_id, run)
                     if update is not None:
                         out.updates.append(update)
         self._flush(out)
@@ -250,7 +201,7 @@ class KubeBackend:
                      length: int = 1 << 20) -> bytes:
         """Bytes of the pod's log (`stdout`); `stderr` is empty (merged into stdout)."""
         with self._lock:
-            run = self._runs.get(run_id)
+            run = self._view.runs.get(run_id)
             namespace = run.namespace if run else self.config.namespace
         if path.lstrip("/") != "stdout":
             return b""
@@ -273,50 +224,7 @@ class KubeBackend:
                         hostname, exc)
 
     # -- updates -----------------------------------------------------------------------------
-    def _update(self, update_id: str, run_id: str, state: TaskState, node: str, agent: str,
-                message: str, reason: str = "", exit_code: int | None = None,
-                healthy: HealthState | None = None) -> StatusUpdate:
-        update = StatusUpdate(update_id, run_id, state, node, agent, time.time(), message, reason,
-                              exit_code=exit_code, healthy=healthy)
-        self._pending[update_id] = (update, self._clock())
-        return update
-
-    def _agent(self, node: str) -> str:
-        facts = self._nodes.get(node)
-        return facts.uid if facts is not None and facts.uid else node
-
-    def _current_update(self, run_id: str, run: _Run) -> StatusUpdate | None:
-        """The update that says the run's current state (the same uuid as when it was first
-        said, so a repeat is recognised)."""
-        pending = next((u for u, _ in self._pending.values() if u.run_id == run_id
-                        and u.state is run.state and u.healthy is run.healthy), None)
-        if pending is not None:
-            return pending
-        update_id = f"k8s:{run.uid or run.name}:{run.state.value}:{run.healthy or ''}"
-        return self._update(update_id, run_id, run.state, run.node, self._agent(run.node),
-                            "reconciled", healthy=run.healthy)
-
-    def _report(self, out: _Outbox, run_id: str, run: _Run, status: PodStatus) -> None:
-        """Say the run's new state, if it is new (never back from an end, nor RUNNING ->
-        STARTING)."""
-        if run.state.terminal:
-            return
-        if status.state is TaskState.STARTING and run.state is TaskState.RUNNING:
-            return
-        if status.state is run.state and status.healthy is run.healthy:
-            return
-        run.state, run.healthy = status.state, status.healthy
-        run.was_healthy |= status.healthy is HealthState.HEALTHY
-        update_id = f"k8s:{run.uid or run.name}:{status.state.value}:{status.healthy or ''}"
-        out.updates.append(self._update(update_id, run_id, status.state, run.node,
-                                        self._agent(run.node), status.message, status.reason,
-                                        status.exit_code, status.healthy))
-
-    def _end(self, out: _Outbox, run_id: str, run: _Run, state: TaskState, message: str,
-             reason: str = "") -> None:
-        self._report(out, run_id, run, PodStatus(state, message, reason))
-
-    def _flush(self, out: _Outbox) -> None:
+    def _flush(self, out: Outbox) -> None:
         """Tell the listener, outside the lock (it may call back in)."""
         listener = self._listener
         if listener is None:
@@ -329,140 +237,18 @@ class KubeBackend:
             listener.status_updates(out.updates)
 
     # -- pods --------------------------------------------------------------------------------
-    def _pod_event(self, out: _Outbox, kind: str, pod: Json) -> None:
-        if is_ours(pod, self.config):
-            self._our_pod(out, kind, pod)
-        else:
-            self._foreign_pod(out, kind, pod)
-
-    def _our_pod(self, out: _Outbox, kind: str, pod: Json) -> None:
-        run_id = run_id_of(pod)
-        meta = pod.get("metadata", {})
-        run = self._runs.get(run_id)
-        if run is None:
-            if kind == "DELETED":
-                return
-            # A pod from before this backend started: adopt it.
-            run = self._runs[run_id] = _Run(pod_node(pod), meta.get("namespace", ""),
-                                            meta.get("name", ""))
-        if run.uid and meta.get("uid") and meta["uid"] != run.uid:
-            return  # an older pod of the same name, already gone for us
-        run.uid = run.uid or meta.get("uid", "")
-        if kind == "DELETED":
-            run.gone = True
-            if not run.state.terminal:
-                if run.kill_grace is not None:
-                    self._end(out, run_id, run, TaskState.KILLED, "killed on request")
-                else:
-                    self._end(out, run_id, run, TaskState.LOST, "pod deleted outside the scheduler",
-                              "REASON_TASK_UNKNOWN")
-            if run.acked_at or (run.state.terminal and not any(
-                    u.run_id == run_id for u, _ in self._pending.values())):
-                self._runs.pop(run_id, None)
-            return
-        deleting = bool(meta.get("deletionTimestamp"))
-        if deleting and run.kill_grace is None and not pod_terminal(pod):
-            return  # deleted by someone else: LOST once it is gone
-        status = pod_status(pod, killed=run.kill_grace is not None, was_healthy=run.was_healthy)
-        self._report(out, run_id, run, status)
-        if (status.state is TaskState.FAILED and status.reason == "REASON_CONTAINER_LAUNCH_FAILED"
-                and not deleting):
-            # The kubelet would retry the image for ever; the job manager decides instead.
-            run.kill_grace = 0.0
-            self._work.put(("delete", run_id, None))
-
-    def _foreign_pod(self, out: _Outbox, kind: str, pod: Json) -> None:
-        uid = pod.get("metadata", {}).get("uid", "")
-        node = pod_node(pod)
-        old = self._foreign_node.pop(uid, "")
-        if old:
-            self._foreign.get(old, {}).pop(uid, None)
-        if kind != "DELETED" and node and not pod_terminal(pod):
-            self._foreign.setdefault(node, {})[uid] = pod_requests(pod, self.config.gpu_resources)
-            self._foreign_node[uid] = node
-        for changed in {old, node} - {""}:
-            self._announce(out, changed)
-
     def _pod_loop(self) -> None:
         self._follow("/api/v1/pods", [("fieldSelector", "spec.nodeName!=")],
-                     self._pods_listed, self._pod_event, self._pods_synced)
+                     self._view.pods_listed, self._view.pod_event, self._pods_synced)
 
-    def _pods_listed(self, out: _Outbox, pods: list[Json]) -> None:
-        """A full list: compare with what we knew (pods gone meanwhile are DELETED)."""
-        ours = {run_id_of(p): p for p in pods if is_ours(p, self.config)}
-        for run_id, run in list(self._runs.items()):
-            if run.uid and not run.gone and run_id not in ours:
-                self._our_pod(out, "DELETED", {"metadata": {"uid": run.uid, "annotations": {}}})
-                self._forget_gone(run_id)
-        self._foreign.clear()
-        self._foreign_node.clear()
-        for pod in pods:
-            self._pod_event(out, "ADDED", pod)
-        for node in list(self._announced):
-            self._announce(out, node)
-
-    def _forget_gone(self, run_id: str) -> None:
-        run = self._runs.get(run_id)
-        if run is not None:
-            run.gone = True
-
-    # -- nodes -------------------------------------------------------------------------------
     def _node_loop(self) -> None:
         query = [("labelSelector", self.config.node_selector)] if self.config.node_selector else []
-        self._follow("/api/v1/nodes", query, self._nodes_listed, self._node_event,
+        self._follow("/api/v1/nodes", query, self._view.nodes_listed, self._view.node_event,
                      self._nodes_synced)
 
-    def _nodes_listed(self, out: _Outbox, nodes: list[Json]) -> None:
-        names = {n.get("metadata", {}).get("name", "") for n in nodes}
-        for name in list(self._nodes):
-            if name not in names:
-                self._node_deleted(out, name)
-        for node in nodes:
-            self._node_event(out, "ADDED", node)
-
-    def _node_event(self, out: _Outbox, kind: str, node: Json) -> None:
-        name = node.get("metadata", {}).get("name", "")
-        if kind == "DELETED":
-            self._node_deleted(out, name)
-            return
-        self._nodes[name] = node_facts(node, self.config)
-        self._announce(out, name)
-
-    def _announce(self, out: _Outbox, name: str) -> None:
-        """Tell the listener the node's host if it changed; a NotReady node is gone."""
-        facts = self._nodes.get(name)
-        if facts is None:
-            return
-        if not facts.ready:
-            if self._announced.pop(name, None) is not None:
-                out.hosts_gone.append((name, "node is not Ready"))
-            return
-        foreign = Resources()
-        for amount in self._foreign.get(name, {}).values():
-            foreign = foreign + amount
-        host = host_of(facts, foreign, self.config)
-        if self._announced.get(name) != host:
-            self._announced[name] = host
-            out.hosts_up.append(host)
-
-    def _node_deleted(self, out: _Outbox, name: str) -> None:
-        if self._nodes.pop(name, None) is None:
-            return
-        self._announced.pop(name, None)
-        out.hosts_gone.append((name, "node deleted"))
-        for run_id, run in self._runs.items():
-            if run.node == name and not run.state.terminal:
-                self._end(out, run_id, run, TaskState.LOST, f"node {name} was deleted",
-                          "REASON_AGENT_REMOVED")
-                if run.uid and not run.gone:
-                    # Nothing may keep running there once the run may run again elsewhere.
-                    run.kill_grace = 0.0
-                    self._work.put(("delete", run_id, None))
-
-    # -- list + watch ------------------------------------------------------------------------
     def _follow(self, path: str, query: list[tuple[str, str]],
-                listed: Callable[[_Outbox, list[Json]], None],
-                event: Callable[[_Outbox, str, Json], None], synced: threading.Event) -> None:
+                listed: Callable[[Outbox, list[Json]], None],
+                event: Callable[[Outbox, str, Json], None], synced: threading.Event) -> None:
         """List, then watch from the list's resourceVersion; re-watch when a watch ends,
         list again when it fails."""
         backoff = 0.2
@@ -471,7 +257,7 @@ class KubeBackend:
             try:
                 if not version:
                     items, version = self._api.list(path, query)
-                    out = _Outbox()
+                    out = Outbox()
                     with self._lock:
                         listed(out, items)
                     self._flush(out)
@@ -487,7 +273,7 @@ class KubeBackend:
                         version = obj.get("metadata", {}).get("resourceVersion") or version
                         if ev.get("type") == "BOOKMARK":
                             continue
-                        out = _Outbox()
+                        out = Outbox()
                         with self._lock:
                             event(out, str(ev.get("type")), obj)
                         self._flush(out)
@@ -533,14 +319,14 @@ class KubeBackend:
                 log.exception("%s of the pod of run %s failed", what, run_id)
 
     def _create(self, run_id: str, manifest: Json) -> None:
-        out = _Outbox()
+        out = Outbox()
         with self._lock:
-            run = self._runs.get(run_id)
+            run = self._view.runs.get(run_id)
             if run is None or run.state.terminal:
                 return
             killed_early = run.kill_grace is not None
             if killed_early:
-                self._end(out, run_id, run, TaskState.KILLED, "killed before its pod was created")
+                self._view.end(out, run_id, run, TaskState.KILLED, "killed before its pod was created")
                 run.gone = True
         if killed_early:
             self._flush(out)
@@ -561,7 +347,7 @@ class KubeBackend:
                 break
             except Refused as exc:
                 with self._lock:
-                    self._end(out, run_id, run, TaskState.FAILED,
+                    self._view.end(out, run_id, run, TaskState.FAILED,
                               f"the API server refused the pod: {exc.message}",
                               "REASON_CONTAINER_LAUNCH_FAILED")
                 self._flush(out)
@@ -569,7 +355,7 @@ class KubeBackend:
             except KubeError as exc:
                 if self._clock() >= deadline or self._stopping.is_set():
                     with self._lock:
-                        self._end(out, run_id, run, TaskState.FAILED,
+                        self._view.end(out, run_id, run, TaskState.FAILED,
                                   f"could not create the pod: {exc}", "REASON_CONTAINER_LAUNCH_FAILED")
                         run.kill_grace = 0.0  # in case the creation did happen after all
                         run.uid = run.uid or "unknown"
@@ -579,7 +365,7 @@ class KubeBackend:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, self.config.max_backoff_secs)
         with self._lock:
-            self._our_pod(out, "ADDED", pod)
+            self._view.our_pod(out, "ADDED", pod)
             killed = run.kill_grace is not None and not run.gone
         self._flush(out)
         if killed:
@@ -587,7 +373,7 @@ class KubeBackend:
 
     def _delete(self, run_id: str) -> None:
         with self._lock:
-            run = self._runs.get(run_id)
+            run = self._view.runs.get(run_id)
             if run is None or run.gone:
                 return
             grace = round(run.kill_grace or 0.0)
@@ -595,13 +381,13 @@ class KubeBackend:
         try:
             self._api.call("DELETE", path, [("gracePeriodSeconds", str(grace))])
         except KubeNotFound:
-            out = _Outbox()
+            out = Outbox()
             with self._lock:
                 if run.kill_grace is not None and not run.state.terminal:
-                    self._end(out, run_id, run, TaskState.KILLED, "killed on request")
+                    self._view.end(out, run_id, run, TaskState.KILLED, "killed on request")
                 run.gone = True
                 if run.acked_at:
-                    self._runs.pop(run_id, None)
+                    self._view.runs.pop(run_id, None)
             self._flush(out)
         except KubeError as exc:
             log.warning("deleting pod %s failed: %s (the sweeper tries again)", path, exc)
@@ -619,18 +405,18 @@ class KubeBackend:
         now = self._clock()
         with self._lock:
             listener = self._listener
-            due = [u for u, at in self._pending.values() if now - at >= self.config.resend_secs]
+            due = [u for u, at in self._view.pending.values() if now - at >= self.config.resend_secs]
             for update in due:
-                self._pending[update.uuid] = (update, now)
+                self._view.pending[update.uuid] = (update, now)
             ttl = self.config.finished_pod_ttl_secs
-            expired = [run_id for run_id, run in self._runs.items()
+            expired = [run_id for run_id, run in self._view.runs.items()
                        if run.acked_at and not run.gone and now - run.acked_at >= ttl
                        and run.kill_grace is None]
-            retry = [run_id for run_id, run in self._runs.items()
+            retry = [run_id for run_id, run in self._view.runs.items()
                      if run.kill_grace is not None and run.uid and not run.gone
                      and not run.state.terminal]
             for run_id in expired:
-                self._runs[run_id].kill_grace = 0.0
+                self._view.runs[run_id].kill_grace = 0.0
         for run_id in expired:
             self._work.put(("delete", run_id, None))
         if now - self._last_kill_retry >= 10.0:  # kills whose delete call failed
