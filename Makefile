@@ -24,7 +24,8 @@ SUPERVISOR_SRC := peloton/agent/supervisor/supervisor.c
 REALIS_DRIVER := $(VENV)/bin/realis-driver
 REALIS_SRC := $(wildcard tests/gorealis/*.go) tests/gorealis/go.mod tests/gorealis/go.sum
 
-.PHONY: run test test-asan gen lint bench clean setup system-packages fuzz lock gorealis k8s-binaries
+.PHONY: run test test-asan gen lint bench clean setup system-packages fuzz lock gorealis k8s-binaries \
+	k8s-up
 
 setup: $(INSTALLED) $(GEN_STAMP) $(SUPERVISOR)
 
@@ -88,6 +89,11 @@ $(REALIS_DRIVER): $(REALIS_SRC) | $(INSTALLED)
 k8s-binaries:
 	@scripts/k8s_binaries.sh
 
+# A local control plane with kwok nodes for the README's "On Kubernetes" tour (Ctrl-C stops it).
+K8S_NODES ?= 3
+k8s-up: setup k8s-binaries
+	$(PY) scripts/k8s_up.py --nodes $(K8S_NODES)
+
 gen: $(INSTALLED)
 	@$(PY) scripts/gen_code.py
 	@touch $(GEN_STAMP)
@@ -108,7 +114,9 @@ $(CASSANDRA_CP): $(MAVEN_DEPS) | $(INSTALLED) system-packages
 	else rm -f $@ $@.tmp; echo "WARNING: no Cassandra server for the tests:"; \
 	  cat $(VENV)/cassandra.unavailable; fi
 
-test: setup system-packages $(CASSANDRA_CP) $(SUPERVISOR_ASAN) $(REALIS_DRIVER)
+# The linters first (what they refuse, CI refuses), then every test, against real servers.
+test: setup system-packages $(CASSANDRA_CP) $(SUPERVISOR_ASAN) $(REALIS_DRIVER) k8s-binaries
+	@$(MAKE) --no-print-directory lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-asan
 

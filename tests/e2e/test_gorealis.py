@@ -119,6 +119,14 @@ def test_watch_time_failure_rolls_back(up: UpCluster, transport: str) -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_watched_update_rolls_forward(up: UpCluster, transport: str) -> None:
+    # Groups of one, each new run RUNNING for the 4 s watch time before the next group starts.
+    seen = drive(up, transport, "watchupdate", timeout_s=60).observed
+    assert seen["update_status"] == "ROLLED_FORWARD" and seen["watch_ms"] == 4000, seen
+    assert seen["update_ms"] >= 8000, seen
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_sla_drain(up: UpCluster, transport: str) -> None:
     seen = drive(up, transport, "sladrain", timeout_s=60).observed
     first = next(iter(seen["draining"]))

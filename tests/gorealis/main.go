@@ -441,6 +441,60 @@ func (d *driver) watchTime() {
 	d.must(err, "KillJob")
 }
 
+// watchupdate: create a service by update, update it to a new command one instance at a time
+// with a watch time that its runs outlive (the update rolls forward, and takes at least one
+// watch time per group), then kill it.  The observations carry the task ids before and after
+// and the update's duration, so a caller that watches the hosts (tests/k8s) can match them.
+func (d *driver) watchUpdate() {
+	const instances, watchMs = 2, 4000
+	_, result, err := d.client.CreateService(d.job("sleep 1000", instances, true), d.settings(instances))
+	d.must(err, "CreateService")
+	if ok, err := d.rolledForward(result.GetKey()); !ok {
+		d.fail("creating update did not roll forward: %v", err)
+	}
+	d.running(instances)
+	before := d.taskIds(aurora.ScheduleStatus_RUNNING)
+
+	update := realis.NewUpdateJob(d.job("sleep 1004", instances, true).TaskConfig(), d.settings(1))
+	update.InstanceCount(instances).WatchTime(watchMs).RollbackOnFail(true)
+	update.BatchUpdateStrategy(aurora.BatchJobUpdateStrategy{GroupSize: 1})
+	began := time.Now()
+	resp, err := d.client.StartJobUpdate(update, "new command, watched")
+	d.must(err, "StartJobUpdate")
+	key := resp.GetResult_().GetStartJobUpdateResult_().GetKey()
+	ok, err := d.rolledForward(key)
+	took := time.Since(began)
+	details := d.updateDetails(key)
+	status := details.GetUpdate().GetSummary().GetState().GetStatus()
+	if !ok || status != aurora.JobUpdateStatus_ROLLED_FORWARD {
+		d.fail("the watched update ended %v (monitor: %v %v), not ROLLED_FORWARD", status, ok, err)
+	}
+	// One group after the other, each instance's new run RUNNING for the watch time.
+	if took < instances*watchMs*time.Millisecond {
+		d.fail("the watched update of %d instances in groups of 1 took %v, under %d x %d ms",
+			instances, took, instances, watchMs)
+	}
+	d.running(instances)
+	after := d.taskIds(aurora.ScheduleStatus_RUNNING)
+	for i, id := range after {
+		if before[i] == id {
+			d.fail("instance %d still runs its old task %s after the update", i, id)
+		}
+	}
+	d.out["update_status"] = status.String()
+	d.out["watch_ms"] = details.GetUpdate().GetInstructions().GetSettings().GetMinWaitInInstanceRunningMs()
+	d.out["update_ms"] = took.Milliseconds()
+	d.out["before"] = before
+	d.out["after"] = after
+
+	_, err = d.client.KillJob(d.key())
+	d.must(err, "KillJob")
+	d.gone()
+	if cfg := d.listedJob(); cfg != nil {
+		d.fail("GetJobs still lists the killed job %s", d.name)
+	}
+}
+
 // cron: schedule, listed with its schedule, start now (tasks run), replace the template,
 // deschedule (no longer listed as cron), bad schedules refused.
 func (d *driver) cron() {
@@ -732,6 +786,7 @@ var scenarios = map[string]func(*driver){
 	"redeploy":    (*driver).redeploy,
 	"varbatch":    (*driver).varBatch,
 	"watchtime":   (*driver).watchTime,
+	"watchupdate": (*driver).watchUpdate,
 	"cron":        (*driver).cron,
 	"maintenance": (*driver).maintenance,
 	"sladrain":    (*driver).slaDrain,

@@ -40,7 +40,6 @@ import signal
 import ssl
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -298,7 +297,8 @@ class KubeControlPlane:
                              f"{log_path}:\n{_log_tail(log_path)}")
 
     def _start_etcd(self) -> None:
-        assert self.bin_dir is not None
+        bin_dir = self.bin_dir
+        assert bin_dir is not None
         data_dir = self.base_dir / "etcd-data"
 
         def argv() -> list[str]:
@@ -306,7 +306,7 @@ class KubeControlPlane:
             shutil.rmtree(data_dir, ignore_errors=True)
             self.etcd_port, self.etcd_peer_port = free_port(), free_port()
             peer = f"http://127.0.0.1:{self.etcd_peer_port}"
-            return [str(self.bin_dir / "etcd"), "--name=test", f"--data-dir={data_dir}",
+            return [str(bin_dir / "etcd"), "--name=test", f"--data-dir={data_dir}",
                     f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
                     f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
                     f"--initial-cluster=test={peer}", "--initial-cluster-state=new",
@@ -322,14 +322,15 @@ class KubeControlPlane:
             return False
 
     def _start_apiserver(self, *, fixed_port: bool) -> None:
-        assert self.bin_dir is not None
+        bin_dir = self.bin_dir
+        assert bin_dir is not None
         pki = self.base_dir / "pki"
 
         def argv() -> list[str]:
             if not fixed_port:
                 self.apiserver_port = free_port()
             return [
-                str(self.bin_dir / "kube-apiserver"),
+                str(bin_dir / "kube-apiserver"),
                 f"--etcd-servers={self.etcd_url}",
                 "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
                 f"--secure-port={self.apiserver_port}",
@@ -369,11 +370,12 @@ class KubeControlPlane:
             return False
 
     def _start_kwok(self) -> None:
-        assert self.bin_dir is not None
+        bin_dir = self.bin_dir
+        assert bin_dir is not None
 
         def argv() -> list[str]:
             self.kwok_port = free_port()
-            return [str(self.bin_dir / "kwok"), f"--kubeconfig={self.admin_kubeconfig}",
+            return [str(bin_dir / "kwok"), f"--kubeconfig={self.admin_kubeconfig}",
                     # Only our explicit config: no ~/.kwok/kwok.yaml from the machine.
                     f"--config={STAGES}",
                     "--manage-all-nodes=false",
@@ -468,11 +470,12 @@ class KubeControlPlane:
                   threads: int = 8) -> list[str]:
         """Create `count` kwok-managed Nodes named `<prefix><n>` and return their names.
 
-        Capacity and allocatable are both set (cpu, memory, pods, and `nvidia.com/gpu` when
-        gpus > 0); `labels` are added to the usual kubernetes.io/hostname, os and arch ones;
-        `taints` are dicts like {"key": ..., "value": ..., "effect": "NoSchedule"}.  kwok then
-        makes them Ready (see `wait_nodes_ready`).  Numbering starts at `start`.  Requests go
-        out on `threads` threads with undecoded replies: 5,000 nodes take about a minute.
+        Capacity and allocatable are both set (cpu, memory, pods, ephemeral-storage, and
+        `nvidia.com/gpu` when gpus > 0); each node gets its own InternalIP; `labels` are added
+        to the usual kubernetes.io/hostname, os and arch ones; `taints` are dicts like
+        {"key": ..., "value": ..., "effect": "NoSchedule"}.  kwok then makes them Ready (see
+        `wait_nodes_ready`).  Numbering starts at `start`.  Requests go out on `threads`
+        threads with undecoded replies: 5,000 nodes were created in 11 s and Ready in 20 s here.
         """
         from kubernetes import client
 

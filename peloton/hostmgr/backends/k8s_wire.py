@@ -191,7 +191,7 @@ def _limits(spec: LaunchSpec, node: NodeFacts) -> Json:
     return out
 
 
-def _probe(hc: HealthCheckSpec, port_by_number: Mapping[int, int]) -> Json:
+def _probe(hc: HealthCheckSpec, first_port: int) -> Json:
     probe: Json = {"initialDelaySeconds": max(0, math.ceil(hc.initial_interval_secs)),
                    "periodSeconds": max(1, math.ceil(hc.interval_secs)),
                    "timeoutSeconds": max(1, math.ceil(hc.timeout_secs)),
@@ -199,10 +199,11 @@ def _probe(hc: HealthCheckSpec, port_by_number: Mapping[int, int]) -> Json:
     if hc.type is HealthCheckType.COMMAND:
         probe["exec"] = {"command": ["/bin/sh", "-c", hc.command]}
     elif hc.type is HealthCheckType.HTTP:
-        probe["httpGet"] = {"port": port_by_number.get(hc.http_port, hc.http_port),
-                            "path": hc.http_path or "/", "scheme": (hc.http_scheme or "http").upper()}
+        # Port 0 is the task's first port, as on our agent.
+        probe["httpGet"] = {"port": hc.http_port or first_port, "path": hc.http_path or "/",
+                            "scheme": (hc.http_scheme or "http").upper()}
     else:
-        probe["grpc"] = {"port": port_by_number.get(hc.http_port, hc.http_port)}
+        probe["grpc"] = {"port": hc.http_port or first_port}
     return probe
 
 
@@ -251,11 +252,11 @@ def pod_manifest(spec: LaunchSpec, node: NodeFacts, namespace: str, config: Kube
                               for i, (name, number, _) in enumerate(ports)]
     hc = spec.spec.health_check
     if hc is not None and hc.enabled and hc.type in _PROBE_TYPES:
-        by_number = {number: number for _, number, _ in ports}
+        first = ports[0][1] if ports else 0
         # Liveness kills the container after the failures in a row (the run then fails, as
         # on our agent); readiness says HEALTHY / UNHEALTHY meanwhile.
-        container["livenessProbe"] = _probe(hc, by_number)
-        container["readinessProbe"] = _probe(hc, by_number)
+        container["livenessProbe"] = _probe(hc, first)
+        container["readinessProbe"] = _probe(hc, first)
     pod_spec: Json = {
         "nodeName": node.name, "schedulerName": config.scheduler_name, "restartPolicy": "Never",
         "terminationGracePeriodSeconds": max(0, math.ceil(spec.spec.kill_grace_period_secs)),

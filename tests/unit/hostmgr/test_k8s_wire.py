@@ -247,3 +247,10 @@ def test_config_refuses_bad_names_and_ranges() -> None:
         KubeConfig(port_range=(10, 5))
     assert KubeConfig(pool_namespaces={"p1": "team-a"}).namespace_of("p1") == "team-a"
     assert KubeConfig().namespace_of("other") == "pelotonpy"
+
+
+def test_an_http_check_on_port_zero_probes_the_tasks_first_port() -> None:
+    hc = HealthCheckSpec(type=HealthCheckType.HTTP, http_port=0, http_path="/")
+    container = pod_manifest(_launch(health_check=hc, ports=(PortSpec("http"),)),
+                             node_facts(_node(), CONFIG), "ns", CONFIG)["spec"]["containers"][0]
+    assert container["livenessProbe"]["httpGet"]["port"] == 31005
