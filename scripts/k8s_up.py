@@ -4,9 +4,10 @@ Starts the same real control plane the tests use (etcd, kube-apiserver with RBAC
 fake nodes; tests/harness/kube.py) on 127.0.0.1, adds NODES kwok nodes, applies the
 namespace and the scheduler's role (docs/deploy/kubernetes/), writes two kubeconfigs into
 .k8s/ (`admin.kubeconfig` for you and kubectl, `scheduler.kubeconfig` for peloton, bound to
-exactly the scheduler's role) and a `kubectl` of the same version, prints what to run next and serves until Ctrl-C, which stops
-every process it started.  kwok's nodes run nothing: a pod runs until it is deleted, unless
-its task labels say how it ends (see tests/harness/kwok_stages.yaml).
+exactly the scheduler's role) and a `kubectl` of the same version, prints what to run next
+and serves until Ctrl-C, which stops every process it started.  kwok's nodes run nothing: a
+pod runs until it is deleted, unless its task labels say how it ends (see
+tests/harness/kwok_stages.yaml).
 """
 
 from __future__ import annotations

@@ -18,18 +18,21 @@ Each test has its own `KubeCluster` (kwok nodes and cluster name of its own).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from peloton.api.gen.peloton.api.v0.task import task_pb2
 from tests.e2e.conftest import write_job, write_pool
 from tests.e2e.test_batch_jobs import create, task_states
 from tests.harness.cluster import UpCluster, eventually
-from tests.harness.kube import KubeControlPlane
+from tests.harness.kube import KubeControlPlane, reply_json
 from tests.harness.kube_cluster import KubeCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
 
 def host_label(key: str, value: str) -> str:
     """A defaultconfig constraint: the host carries label `key=value` (HOST, EQUAL 1)."""
@@ -87,8 +90,6 @@ def running(k8s: KubeCluster, job_id: str, count: int) -> dict[str, str]:
 def waiting_reasons(up: UpCluster, job_id: str) -> dict[int, str]:
     """instance -> runtime reason of the tasks that are not RUNNING."""
     tasks = up.client.list_tasks(job_id).result.value
-    from peloton.api.gen.peloton.api.v0.task import task_pb2
-
     return {i: t.runtime.reason for i, t in tasks.items()
             if t.runtime.state != task_pb2.TaskState.RUNNING}
 
@@ -106,8 +107,6 @@ def placement_failed(up: UpCluster, job_id: str, instances: set[int]) -> dict[in
 
 def node_patch(kube: KubeControlPlane, name: str, body: dict[str, Any]) -> None:
     from kubernetes import client
-
-    from tests.harness.kube import reply_json
 
     reply_json(client.CoreV1Api(kube.api()).patch_node(name, body, _preload_content=False))
 
@@ -131,8 +130,6 @@ def test_a_gang_places_all_or_nothing(kube: KubeControlPlane, kube_scheduler: Pa
         assert len(set(pods.values())) == 3 and new[0] in pods.values()
         # Placed together: the pods were created within a moment of each other.
         created = sorted(p["metadata"]["creationTimestamp"] for p in k8s.pods(job_id))
-        from datetime import datetime
-
         first, last = (datetime.fromisoformat(t.replace("Z", "+00:00"))
                        for t in (created[0], created[-1]))
         assert (last - first).total_seconds() <= 3, created
@@ -233,11 +230,18 @@ def test_a_pool_at_its_limit_keeps_tasks_pending_with_the_reason_until_room_appe
                 return why
             return None
         why = eventually(pending, 60, "2 tasks PENDING with a reason")
+        # The pool's entitlement is its limit here (the cluster has 12 cpus): the reason says
+        # it is all in use, and `job explain` names the limit.
         for reason in why.values():
             assert "waiting for admission in pool /k8s" in reason, reason
-            assert "1 cpu" in reason, reason
-        shown = up.cli("task", "get", job_id, str(min(why))).stdout
-        assert "PENDING" in shown and "waiting for admission in pool /k8s" in shown, shown
+            assert "needs 0.5 cpu, 1 of its 1 cpu entitled in use" in reason, reason
+        inst = min(why)
+        message = up.client.get_task(job_id, inst).result.runtime.message
+        assert message.startswith("waiting for admission in pool /k8s"), message
+        shown = " ".join(up.cli("task", "get", job_id, str(inst)).stdout.split())
+        assert "PENDING" in shown and "the pool is at its entitlement" in shown, shown
+        explained = " ".join(up.cli("job", "explain", job_id).stdout.split())
+        assert "limit 1 cpu" in explained and "Waiting, instances" in explained, explained
         assert len(k8s.pods(job_id)) == 2, "no pod for a task the pool has no room for"
         # Room appears: the pool's limit is raised, the waiting tasks run too.
         up.cli("respool", "update", "/k8s", str(write_pool(tmp_path, "k8s", cpu_limit=2)))
@@ -290,8 +294,10 @@ def test_a_not_ready_node_is_not_offered(kube: KubeControlPlane, kube_scheduler:
         # 4 x 1 cpu: the Ready node holds 2, the NotReady one would hold the others.
         job_id = create(up, "/k8s", write_job(tmp_path, "ready", "serve", count=4, cpu=1))
         assert set(running(k8s, job_id, 2).values()) == {node1}
-        placement_failed(up, job_id, {i for i in range(4)
-                                      if f"{job_id}-{i}-1" not in k8s.running_pods(job_id)})
+        # The cluster is the Ready node alone: the others wait for room, with no pod.
+        waiting = eventually(lambda: (w := waiting_reasons(up, job_id)) and len(w) == 2
+                             and all(w.values()) and w, 60, "2 tasks waiting with a reason")
+        assert all("waiting for admission" in r for r in waiting.values()), waiting
         assert all(p["spec"]["nodeName"] == node1 for p in k8s.pods(job_id))
         kube.set_node_ready(node0, True)
         pods = running(k8s, job_id, 4)

@@ -177,13 +177,16 @@ class HostConstraintFilter:
 
 
 def _with_hostname(host: HostRecord) -> Callable[[Label], int]:
-    """Label counts of a host's own labels plus `hostname=<name>` (Peloton adds it)."""
+    """Label counts of a host's own labels plus `hostname=<name>` (Peloton adds it), counted
+    once even when the backend reports it as a label too (Kubernetes nodes do), as the
+    feasibility check counts it."""
     counts = host.cls.label_counts
     name = host.hostname
 
     def count(lb: Label) -> int:
-        extra = 1 if lb.key == HOSTNAME_LABEL_KEY and lb.value == name else 0
-        return counts.get(lb, 0) + extra
+        if lb.key == HOSTNAME_LABEL_KEY and lb.value == name:
+            return max(counts.get(lb, 0), 1)
+        return counts.get(lb, 0)
     return count
 
 

@@ -47,9 +47,12 @@ from peloton.hostmgr.backends.k8s_api import (
     KubeWatch,
     Refused,
 )
-from peloton.hostmgr.backends.k8s_config import KubeConfig
+from peloton.hostmgr.backends.k8s_config import PREFIX, KubeConfig
 from peloton.hostmgr.backends.k8s_view import ClusterView, Outbox, Run
 from peloton.hostmgr.backends.k8s_wire import Json, pod_manifest, pod_name
+
+#: On a node we cordoned for maintenance: which of our clusters did (so only we lift it).
+CORDON_ANNOTATION = f"{PREFIX}/cordoned-by"
 
 log = logging.getLogger(__name__)
 
@@ -214,11 +217,21 @@ class KubeBackend:
 
     def cordon(self, hostname: str, unschedulable: bool) -> None:
         """Mark a node (un)schedulable, for host maintenance (kube-scheduler then keeps its
-        own pods away too); off with `cordon_on_maintenance: false`."""
+        own pods away too); off with `cordon_on_maintenance: false`.  Only a cordon we made is
+        lifted: a node an administrator cordoned stays cordoned."""
         if not self.config.cordon_on_maintenance:
             return
+        path = f"/api/v1/nodes/{hostname}"
         try:
-            self._api.patch(f"/api/v1/nodes/{hostname}", {"spec": {"unschedulable": unschedulable}})
+            node = self._api.call("GET", path)
+            ours = (node.get("metadata", {}).get("annotations") or {}).get(CORDON_ANNOTATION)
+            cordoned = bool(node.get("spec", {}).get("unschedulable"))
+            if unschedulable and not cordoned:
+                self._api.patch(path, {"metadata": {"annotations": {
+                    CORDON_ANNOTATION: self.config.cluster_name}}, "spec": {"unschedulable": True}})
+            elif not unschedulable and ours == self.config.cluster_name:
+                self._api.patch(path, {"metadata": {"annotations": {CORDON_ANNOTATION: None}},
+                                       "spec": {"unschedulable": False}})
         except KubeError as exc:
             log.warning("could not %s node %s: %s", "cordon" if unschedulable else "uncordon",
                         hostname, exc)

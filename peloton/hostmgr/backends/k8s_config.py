@@ -47,8 +47,9 @@ class KubeConfig:
     node_selector: str = ""
     #: Extended resources that count as GPUs (the first a node has is the one requested).
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "amd.com/gpu")
-    #: Ports offered to tasks on every node (hostPort), first..last inclusive.
-    port_range: tuple[int, int] = (31000, 32000)
+    #: Ports offered to tasks on every node (hostPort), first..last inclusive: below
+    #: Kubernetes' NodePort range (30000-32767) and Linux's ephemeral ports (32768-).
+    port_range: tuple[int, int] = (28000, 29999)
     #: Mark a node unschedulable (cordon) while the host manager drains it for maintenance.
     cordon_on_maintenance: bool = True
     #: A finished pod is deleted this long after its end was acknowledged (its logs with it).
@@ -74,6 +75,9 @@ class KubeConfig:
         if not 0 < low <= high <= 65535:
             raise InvalidArgument(f"port_range must be 1 <= first <= last <= 65535, got "
                                   f"{self.port_range}", field="port_range")
+        if not 1 <= self.watch_timeout_secs <= 3600:
+            raise InvalidArgument("watch_timeout_secs must be in 1..3600, got "
+                                  f"{self.watch_timeout_secs}", field="watch_timeout_secs")
         if self.create_concurrency < 1 or self.create_concurrency > 256:
             raise InvalidArgument("create_concurrency must be in 1..256, got "
                                   f"{self.create_concurrency}", field="create_concurrency")

@@ -17,12 +17,14 @@ from peloton.core.states import HealthState, TaskState
 from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
 from peloton.hostmgr.backends.k8s_config import KubeConfig
 from peloton.hostmgr.backends.k8s_wire import (
+    RUN_ID_ANNOTATION,
     Json,
     NodeFacts,
     PodStatus,
     host_of,
     is_ours,
     node_facts,
+    pod_host_ports,
     pod_node,
     pod_requests,
     pod_status,
@@ -72,7 +74,7 @@ class ClusterView:
         #: The host last announced for each Ready node.
         self.announced: dict[str, BackendHost] = {}
         #: node -> pod uid -> requests of live pods that are not ours.
-        self.foreign: dict[str, dict[str, Resources]] = {}
+        self.foreign: dict[str, dict[str, tuple[Resources, tuple[int, ...]]]] = {}
         self.foreign_node: dict[str, str] = {}
         self.runs: dict[str, Run] = {}
         #: update uuid -> (update, when last delivered).
@@ -170,7 +172,8 @@ class ClusterView:
         if old:
             self.foreign.get(old, {}).pop(uid, None)
         if kind != "DELETED" and node and not pod_terminal(pod):
-            self.foreign.setdefault(node, {})[uid] = pod_requests(pod, self.config.gpu_resources)
+            self.foreign.setdefault(node, {})[uid] = (pod_requests(pod, self.config.gpu_resources),
+                                                      pod_host_ports(pod))
             self.foreign_node[uid] = node
         for changed in {old, node} - {""}:
             self.announce(out, changed)
@@ -180,7 +183,8 @@ class ClusterView:
         ours = {run_id_of(p): p for p in pods if is_ours(p, self.config)}
         for run_id, run in list(self.runs.items()):
             if run.uid and not run.gone and run_id not in ours:
-                self.our_pod(out, "DELETED", {"metadata": {"uid": run.uid, "annotations": {}}})
+                self.our_pod(out, "DELETED", {"metadata": {
+                    "uid": run.uid, "annotations": {RUN_ID_ANNOTATION: run_id}}})
                 self.forget_gone(run_id)
         self.foreign.clear()
         self.foreign_node.clear()
@@ -221,9 +225,11 @@ class ClusterView:
                 out.hosts_gone.append((name, "node is not Ready"))
             return
         foreign = Resources()
-        for amount in self.foreign.get(name, {}).values():
+        taken: set[int] = set()
+        for amount, ports in self.foreign.get(name, {}).values():
             foreign = foreign + amount
-        host = host_of(facts, foreign, self.config)
+            taken.update(ports)
+        host = host_of(facts, foreign, self.config, frozenset(taken))
         if self.announced.get(name) != host:
             self.announced[name] = host
             out.hosts_up.append(host)

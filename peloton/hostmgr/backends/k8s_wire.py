@@ -144,14 +144,36 @@ def node_facts(node: Json, config: KubeConfig) -> NodeFacts:
         address=addresses.get("InternalIP") or addresses.get("Hostname") or "")
 
 
-def host_of(facts: NodeFacts, foreign: Resources, config: KubeConfig) -> BackendHost:
-    """The host a node is: allocatable minus what pods that are not ours request."""
+def host_of(facts: NodeFacts, foreign: Resources, config: KubeConfig,
+            taken_ports: frozenset[int] = frozenset()) -> BackendHost:
+    """The host a node is: allocatable minus what pods that are not ours request, and our port
+    range minus the host ports those pods hold."""
     labels = {*facts.labels, Label("hostname", facts.name), *(t.label for t in facts.taints)}
     low, high = config.port_range
     return BackendHost(hostname=facts.name, agent_id=facts.uid or facts.name,
                        capacity=facts.allocatable.minus_clamped(foreign),
-                       ports=(PortRange(low, high),), labels=tuple(sorted(labels)),
-                       address=facts.address, schedulable=facts.schedulable)
+                       ports=port_ranges_without(low, high, taken_ports),
+                       labels=tuple(sorted(labels)), address=facts.address,
+                       schedulable=facts.schedulable)
+
+
+def port_ranges_without(low: int, high: int, taken: frozenset[int]) -> tuple[PortRange, ...]:
+    """low..high (inclusive) as ranges, leaving out the `taken` ports."""
+    out: list[PortRange] = []
+    start = low
+    for port in sorted(p for p in taken if low <= p <= high):
+        if port > start:
+            out.append(PortRange(start, port - 1))
+        start = port + 1
+    if start <= high:
+        out.append(PortRange(start, high))
+    return tuple(out)
+
+
+def pod_host_ports(pod: Json) -> tuple[int, ...]:
+    """The host ports a pod's containers hold on its node."""
+    return tuple(int(p["hostPort"]) for c in pod.get("spec", {}).get("containers") or ()
+                 for p in c.get("ports") or () if p.get("hostPort"))
 
 
 # -- pods: what we create -----------------------------------------------------------------

@@ -76,6 +76,13 @@ def test_every_host_has_its_hostname_as_a_label() -> None:
     assert report.hosts_fit == 0 and "hostname" in str(report)
 
 
+def test_a_hostname_label_the_backend_reports_too_is_counted_once() -> None:
+    # Kubernetes nodes carry `hostname=<name>` among their labels already.
+    hosts = [host(name, labels=(Label("hostname", name),)) for name in ("h1", "h2")]
+    on_h2 = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("hostname", "h2"), 1)
+    assert _where(Placer(hosts), task(needs(1, constraint=on_h2))) == ["h2"]
+
+
 def test_resources_debited_within_a_batch() -> None:
     placer = Placer([host("h", cpu=4, mem=1000)])
     n = needs(1, mem=400)

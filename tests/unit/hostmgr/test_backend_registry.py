@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from peloton.cluster.daemons.config import HostmgrProcessConfig, load
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.storage_records import FrameworkInfo
+from peloton.hostmgr.backends.k8s import KubeBackend
+from peloton.hostmgr.backends.k8s_config import KubeConfig
 from peloton.hostmgr.backends.local import LocalBackend
 from peloton.hostmgr.backends.mesos import MesosBackend
 from peloton.hostmgr.backends.registry import BackendEnv, BackendSpec, open_backend
@@ -27,7 +31,7 @@ class Records:
 
 
 @pytest.mark.parametrize("text", ["", "kubernetes", "mesos", "mesos:", "local:x", "sim:a",
-                                  "sim:1:2:3:4:5", "sim:-1"])
+                                  "sim:1:2:3:4:5", "sim:-1", "k8s", "k8s:"])
 def test_bad_names_are_refused_naming_the_field(text: str) -> None:
     with pytest.raises(InvalidArgument) as err:
         BackendSpec.parse(text)
@@ -74,3 +78,37 @@ def test_without_the_extras_the_error_says_what_to_install(
         open_backend("mesos:127.0.0.1:5050", BackendEnv())
     with pytest.raises(InvalidArgument, match=r"pip install 'peloton-py\[cassandra\]'"):
         open_store("cassandra://127.0.0.1:9042/peloton")
+
+
+def test_the_k8s_backend_takes_a_kubeconfig_and_its_settings(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument, match="no kubeconfig file"):
+        open_backend(f"k8s:{tmp_path / 'missing'}", BackendEnv())
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    backend = open_backend(f"k8s:{kubeconfig}", BackendEnv(
+        kubernetes=KubeConfig(namespace="team-a", default_image="repo/base:1")))
+    assert isinstance(backend, KubeBackend)
+    assert (backend.config.source, backend.config.namespace) == (str(kubeconfig), "team-a")
+    assert backend.config.default_image == "repo/base:1"
+
+
+def test_the_host_manager_config_has_a_strict_kubernetes_section(tmp_path: Path) -> None:
+    good = tmp_path / "hostmgr.yaml"
+    good.write_text("backend: k8s:in-cluster\nkubernetes:\n  namespace: batch\n"
+                    "  pool_namespaces: {pool-1: team-a}\n  port_range: [30000, 30999]\n")
+    config = load(HostmgrProcessConfig, [good])
+    assert config.kubernetes.namespace == "batch"
+    assert config.kubernetes.namespace_of("pool-1") == "team-a"
+    assert config.kubernetes.port_range == (30000, 30999)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kubernetes:\n  namespace: Not_A_Label\n")
+    with pytest.raises(InvalidArgument, match=r"kubernetes\.namespace"):
+        load(HostmgrProcessConfig, [bad])
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("kubernetes:\n  namspace: batch\n")
+    with pytest.raises(InvalidArgument, match=r"kubernetes\.namspace"):
+        load(HostmgrProcessConfig, [unknown])

@@ -19,6 +19,7 @@ from peloton.hostmgr.backends.k8s_wire import (
     host_of,
     is_ours,
     node_facts,
+    pod_host_ports,
     pod_manifest,
     pod_name,
     pod_requests,
@@ -254,3 +255,10 @@ def test_an_http_check_on_port_zero_probes_the_tasks_first_port() -> None:
     container = pod_manifest(_launch(health_check=hc, ports=(PortSpec("http"),)),
                              node_facts(_node(), CONFIG), "ns", CONFIG)["spec"]["containers"][0]
     assert container["livenessProbe"]["httpGet"]["port"] == 31005
+
+
+def test_ports_held_by_other_pods_are_not_offered() -> None:
+    host = host_of(node_facts(_node(), CONFIG), Resources(), CONFIG, frozenset({28000, 28005, 1}))
+    assert [(r.begin, r.end) for r in host.ports] == [(28001, 28004), (28006, 29999)]
+    assert pod_host_ports({"spec": {"containers": [{"ports": [{"containerPort": 80, "hostPort": 8080},
+                                                              {"containerPort": 81}]}]}}) == (8080,)
