@@ -21,7 +21,7 @@ import pytest
 from hypothesis import settings
 
 from tests.harness.cassandra import CassandraServer, CassandraUnavailable
-from tests.harness.kube import KubeControlPlane, running_control_plane
+from tests.harness.kube import KubeControlPlane, cache_bin_dir, ensure_binaries, running_control_plane
 from tests.harness.postgres import PostgresServer
 from tests.harness.zookeeper import ZooKeeperServer, running_zookeeper
 
@@ -101,6 +101,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep(
             "!", f"CASSANDRA TESTS SKIPPED ({len(skipped)} tests): "
             "PELOTON_TEST_CASSANDRA=off", red=True, bold=True)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the Kubernetes binaries before any test runs when a selected test needs the control
+    plane (tests/k8s, the k8s host-backend contract): a first build takes minutes, and inside
+    the `kube` fixture it would count against the per-test timeout.  `make test` builds them
+    before pytest starts; this covers a plain `pytest`."""
+    if not any("kube" in getattr(item, "fixturenames", ()) or "[k8s" in item.nodeid
+               for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not (cache_bin_dir() / "kube-apiserver").exists():
+        reporter.write_line(f"building the Kubernetes test binaries into {cache_bin_dir()} "
+                            "(scripts/k8s_binaries.sh, about 6 minutes, once)")
+    ensure_binaries()
 
 
 @pytest.fixture(scope="session")

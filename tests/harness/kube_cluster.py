@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tests.harness.cluster import UpCluster
-from tests.harness.kube import KubeControlPlane
+from tests.harness.kube import KubeControlPlane, reply_json
 
 
 def fake_labels(exit_code: int | None = None, run_secs: float | None = None, reason: str = "",
@@ -52,12 +52,18 @@ class KubeCluster:
         self.node_label = {"pelotonpy-test": self.tag}
         self.nodes: list[str] = []
         self.add_nodes(nodes, cpu=cpu, memory=memory, gpus=gpus, labels=labels)
-        config = {"node_selector": f"pelotonpy-test={self.tag}", "cluster_name": self.name,
-                  "finished_pod_ttl_secs": 5.0, "resend_secs": 2.0, **(settings or {})}
-        settings_file = base / "kubernetes.yaml"
-        settings_file.write_text(yaml.safe_dump(config))
+        self.settings: dict[str, Any] = {
+            "node_selector": f"pelotonpy-test={self.tag}", "cluster_name": self.name,
+            "finished_pod_ttl_secs": 5.0, "resend_secs": 2.0, **(settings or {})}
+        self.settings_file = base / "kubernetes.yaml"
+        self.settings_file.write_text(yaml.safe_dump(self.settings))
         self.up = UpCluster(base, agents=0, extra=["--backend", f"k8s:{kubeconfig}",
-                                                   "--k8s-config", str(settings_file), *extra])
+                                                   "--k8s-config", str(self.settings_file), *extra])
+
+    def configure(self, **settings: Any) -> None:
+        """Change backend settings (the `kubernetes:` section) for the next `start()`."""
+        self.settings.update(settings)
+        self.settings_file.write_text(yaml.safe_dump(self.settings))
 
     def add_nodes(self, count: int, *, cpu: str = "4", memory: str = "16Gi", gpus: int = 0,
                   labels: dict[str, str] | None = None,
@@ -80,11 +86,20 @@ class KubeCluster:
         try:
             self.up.close()
         finally:
+            from kubernetes.client.exceptions import ApiException
+
             core = self._core()
             for pod in self.pods():
                 meta = pod["metadata"]
-                core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
-                                           _preload_content=False).release_conn()
+                try:
+                    # The reply is read before the connection goes back to the pool (an unread
+                    # body would be taken for the next reply's status line).
+                    reply_json(core.delete_namespaced_pod(meta["name"], meta["namespace"],
+                                                          grace_period_seconds=0,
+                                                          _preload_content=False))
+                except ApiException as exc:
+                    if exc.status != 404:  # gone meanwhile (its finished-pod TTL ran out)
+                        raise
             for name in self.nodes:
                 self.kube.delete_node(name)
 

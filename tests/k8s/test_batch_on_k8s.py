@@ -87,3 +87,59 @@ def test_an_image_that_cannot_be_pulled_fails_the_run_and_its_pod_goes(
     runtime = up.client.get_task(job_id, 0).result.runtime
     assert "ErrImagePull" in runtime.message
     eventually(lambda: not k8s.pods(job_id), 60, "the pod deleted")
+
+
+def test_a_pool_mapped_to_a_namespace_runs_its_pods_there_and_a_refused_pod_says_why(
+        kube: KubeControlPlane, kube_scheduler: Path, tmp_path: Path) -> None:
+    from tests.k8s.manifests import MANIFESTS, apply, load_manifests
+
+    k8s = KubeCluster(kube, kube_scheduler, tmp_path)
+    namespace = f"{k8s.name}-team"
+    admin = kube.api()
+    # The team's namespace, with the scheduler's namespaced role bound there too.
+    roles = [obj for obj in load_manifests(MANIFESTS / "rbac.yaml")
+             if obj["kind"] in ("Role", "RoleBinding")]
+    for obj in roles:
+        obj["metadata"]["namespace"] = namespace
+    apply(admin, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                  *roles], dry_run=False)
+    try:
+        k8s.start()
+        up = k8s.up
+        up.cli("respool", "create", "/team", str(write_pool(tmp_path, "team")))
+        pool_id = up.cli("respool", "lookup", "/team").stdout.strip().split()[-1]
+        k8s.up.stop()
+        k8s.configure(pool_namespaces={pool_id: namespace})
+        k8s.start()
+        job_id = create(up, "/team", write_job(tmp_path, "team-job", "true", count=2,
+                                               task_labels=fake_labels(exit_code=0, run_secs=30)))
+        eventually(lambda: len(k8s.running_pods(job_id)) == 2, 120, "two pods running")
+        assert {p["metadata"]["namespace"] for p in k8s.pods(job_id)} == {namespace}
+
+        # A namespace whose LimitRange refuses the task's size: the run fails saying why (a
+        # launch failure is the system's, so it is tried again, as any launch failure), and an
+        # event says so.
+        apply(admin, [{"apiVersion": "v1", "kind": "LimitRange",
+                       "metadata": {"name": "small", "namespace": namespace},
+                       "spec": {"limits": [{"type": "Container", "max": {"cpu": "50m"}}]}}],
+              dry_run=False)
+        refused = create(up, "/team", write_job(tmp_path, "refused", "true", count=1))
+
+        def refusal() -> str:
+            events = up.cli("pod", "events", refused, "0", check=False).stdout
+            return events if "refused the pod" in events else ""
+
+        events = eventually(refusal, 120, "a run failed with the API server's refusal")
+        assert "maximum cpu usage per Container is 50m" in " ".join(events.split()), events
+        assert not k8s.pods(refused)
+
+        def failed_create_events() -> list[str]:
+            from tests.k8s.manifests import call
+
+            _, events = call(admin, "GET", f"/api/v1/namespaces/{namespace}/events")
+            return [e["message"] for e in events.get("items", []) if e.get("reason") == "FailedCreate"]
+
+        eventually(lambda: any(refused in m for m in failed_create_events()), 60,
+                   "a FailedCreate event for the refused run")
+    finally:
+        k8s.close()

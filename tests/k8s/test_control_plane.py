@@ -201,8 +201,8 @@ def test_run_secs_keeps_the_pod_running_that_long(node: str, core: client.CoreV1
     running_seen = time.monotonic()
     wait_pod(core, namespace, "timed", phase_is("Succeeded"), "Succeeded", timeout=30)
     ran = time.monotonic() - running_seen
-    # The end is startedAt (whole seconds) + 3 s, so between 2 and 3 s after Running, plus latency.
-    assert 1.5 <= ran <= 10, ran
+    # 3 s after kwok made it Running (at most 1 s more had kwok seen an update), plus latency.
+    assert 2.8 <= ran <= 10, ran
 
 
 def test_waiting_reason_keeps_the_pod_pending(node: str, core: client.CoreV1Api, namespace: str) -> None:

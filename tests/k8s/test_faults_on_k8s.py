@@ -6,9 +6,11 @@
   no second pod per instance, tasks still RUNNING) and a later kill deletes them;
 - the API server restarted mid-job: the batch job still ends SUCCEEDED, each instance run once.
 
-A watch that expires (410 Gone) is not forced here: after any broken watch the backend lists
-again, so a real API server never answers it with a 410; tests/unit/hostmgr/
-test_k8s_backend.py drives that path with an in-process API.
+A watch that expires (410 Gone) is not forced here: the API server answers 410 only when a
+watch it ended on its own is re-opened from a resourceVersion its watch cache no longer holds
+(etcd compaction does not reach that cache), and after a broken watch (the restart below) the
+backend lists again without re-watching.  tests/unit/hostmgr/test_k8s_backend.py plays the
+410 with an in-process API.
 
 `restart_apiserver` affects every test on the shared control plane: fine, tests run one at a time.
 """

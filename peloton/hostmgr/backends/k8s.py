@@ -361,9 +361,10 @@ class KubeBackend:
             except Refused as exc:
                 with self._lock:
                     self._view.end(out, run_id, run, TaskState.FAILED,
-                              f"the API server refused the pod: {exc.message}",
-                              "REASON_CONTAINER_LAUNCH_FAILED")
+                                   f"the API server refused the pod: {exc.message}",
+                                   "REASON_CONTAINER_LAUNCH_FAILED")
                 self._flush(out)
+                self._event(manifest, "FailedCreate", f"run {run_id}: {exc.message}")
                 return
             except KubeError as exc:
                 if self._clock() >= deadline or self._stopping.is_set():
@@ -383,6 +384,24 @@ class KubeBackend:
         self._flush(out)
         if killed:
             self._delete(run_id)
+
+    def _event(self, manifest: Json, reason: str, message: str) -> None:
+        """A Warning event about a pod we could not create, so `kubectl get events` shows why
+        a run never appeared (events are best effort: a refusal is only logged)."""
+        meta = manifest["metadata"]
+        namespace = meta["namespace"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"generateName": f"{meta['name'][:200]}.", "namespace": namespace},
+                 "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                    "namespace": namespace},
+                 "reason": reason, "message": message[:1000], "type": "Warning",
+                 "source": {"component": self.config.scheduler_name},
+                 "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        try:
+            self._api.call("POST", f"/api/v1/namespaces/{namespace}/events", body=event)
+        except KubeError as exc:
+            log.warning("could not record event %s for pod %s: %s", reason, meta["name"], exc)
 
     def _delete(self, run_id: str) -> None:
         with self._lock:

@@ -1,9 +1,10 @@
 """The Kubernetes backend's list + watch loop against an in-process API (no server).
 
-A real API server never answers our backend with a 410: after any broken watch it lists again
-rather than re-watching from an old resourceVersion.  So the expired watch is played here: the
-pod watch stream carries the API server's ERROR event with code 410, and the backend must list
-again and compare, so a pod that vanished meanwhile is LOST and one that ended is SUCCEEDED.
+A real API server answers 410 only when a watch it ended on its own is re-opened from a
+resourceVersion its watch cache no longer holds, which a test cannot bring about on demand.  So
+the expired watch is played here: the pod watch stream carries the API server's ERROR event with
+code 410 (read by the real `KubeWatch`), and the backend must list again and compare, so a pod
+that vanished meanwhile is LOST and one that ended meanwhile is SUCCEEDED.
 """
 
 from __future__ import annotations
