@@ -165,6 +165,10 @@ class PodWatch:
         span = seen[-1] - seen[0]
         return (len(seen) - 1) / span if span > 0 else 0.0, span
 
+    def problems(self) -> str:
+        """What went wrong with the watch, for a note ("" if nothing)."""
+        return f", watch failed {len(self.errors)} times: {self.errors[0]}" if self.errors else ""
+
     def create_to_running(self) -> list[float]:
         return [p.running - p.seen for p in self.pods.values() if p.running is not None]
 
@@ -285,11 +289,24 @@ class RawClient:
         return time.perf_counter() - t0
 
     def delete_all(self) -> None:
-        """Delete the namespace's pods at once (grace 0, one call) and wait until none is left."""
-        PodWatch._call(self.core.delete_collection_namespaced_pod(
-            RAW_NAMESPACE, grace_period_seconds=0, _preload_content=False))
-        wait_until(lambda: not PodWatch._call(self.core.list_namespaced_pod(
-            RAW_NAMESPACE, limit=1, _preload_content=False))["items"], RUN_TIMEOUT)
+        """Delete the namespace's pods (grace 0, one call for all) and wait until none is left.
+
+        On a busy machine the call can outlast the API server's 60 s request timeout (504)
+        with part of the pods deleted: it is made again until none is left."""
+        from kubernetes.client.exceptions import ApiException
+
+        def left() -> bool:
+            return bool(PodWatch._call(self.core.list_namespaced_pod(
+                RAW_NAMESPACE, limit=1, _preload_content=False))["items"])
+
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while left() and time.monotonic() < deadline:
+            try:
+                PodWatch._call(self.core.delete_collection_namespaced_pod(
+                    RAW_NAMESPACE, grace_period_seconds=0, _preload_content=False))
+            except ApiException as exc:
+                if exc.status not in (429, 500, 503, 504):
+                    raise
 
     def close(self) -> None:
         self._api.close()
@@ -324,7 +341,8 @@ def bench_raw(kube: Any, nodes: list[str], sampler: Sampler) -> float:
                     f"`kubernetes` client, {THREADS} threads, undecoded replies: first to last "
                     f"creation seen by a watch in {span:.1f} s ({PODS / calls:.0f}/s by the client's "
                     f"clock; {len(failures)} refused{', ' + failures[0] if failures else ''}"
-                    f"{'' if all_running else ', NOT all seen Running'}); {load()}")
+                    f"{'' if all_running else ', NOT all seen Running'}{watch.problems()}); "
+                    f"{load()}")
         report("k8s.raw.create_to_running_p50_ms", percentile(latencies, 50) * 1000, "ms",
                note=f"pod first seen -> first seen Running (kwok's stage and the API server); "
                     f"p99 {percentile(latencies, 99) * 1000:.0f} ms")
@@ -405,7 +423,7 @@ def bench_ours(kube: Any, cluster: Any, sampler: Sampler, raw_rate: float) -> No
                 f"{NODES:,} nodes: {len(watch.pods):,} pods, first to last creation seen by a watch in "
                 f"{span:.1f} s; first pod {first:.2f} s after CreateJob (answered in {answered:.2f} s); "
                 f"the job's tasks then: {tasks}"
-                f"{'' if all_running else ', NOT all seen Running'}; {load()}")
+                f"{'' if all_running else ', NOT all seen Running'}{watch.problems()}; {load()}")
     report("k8s.launch_ratio", rate / raw_rate if raw_rate else 0.0, "x", target=">=0.9",
            note="k8s.ours.launches_per_s over k8s.raw.pods_per_s, same control plane and nodes")
     report("k8s.ours.submit_to_running_p50_s", percentile(to_running, 50), "s",
