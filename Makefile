@@ -136,7 +136,7 @@ fuzz: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy --strict peloton aurorabridge cli migrations archiver ui
+	$(VENV)/bin/mypy --strict peloton aurorabridge announcer cli migrations archiver ui
 	$(VENV)/bin/lint-imports
 
 bench: setup $(CASSANDRA_CP)

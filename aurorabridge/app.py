@@ -9,7 +9,10 @@ in this order and stopped in reverse:
 2. the HTTP server on `host:port` (`/api`, `/health`);
 3. with ZooKeeper, the ServerSet `member_` node under `zk_path`, so an
    Aurora clusters.json entry with `zk` and `scheduler_zk_path` finds us
-   (registered last: clients are sent here only once we serve).
+   (registered last: clients are sent here only once we serve);
+4. with `announcer.ensemble`, the announcer (announcer/app.py): the running
+   instances of announced jobs in ZooKeeper ServerSets, as Aurora's executor
+   registers them (its own ZooKeeper session).
 
 `run(config)` is the process entry point used by `peloton aurorabridge`.
 """
@@ -24,6 +27,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
+from announcer.app import Announcer
 from aurorabridge import responses
 from aurorabridge.config import BridgeConfig
 from aurorabridge.handlers import handler_table, updates
@@ -71,6 +75,8 @@ class AuroraBridge:
         ]
         if zk_client is not None:
             components += _serverset_components(zk_client, config, self.http.port)
+        if config.announcer.enabled:
+            components.append(Announcer(config.announcer, port))
         self._lifecycle = Lifecycle(components, name="aurorabridge", log=log)
 
     @property

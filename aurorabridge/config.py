@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from announcer.config import AnnouncerConfig
+
 DEFAULT_PORT = 5396
 #: Aurora's DEFAULT_ALLOWED_JOB_ENVIRONMENTS (its scheduler's `-allowed_job_environments`).
 AURORA_ENVIRONMENTS = r"^(prod|devel|test|staging\d*)$"
@@ -126,3 +128,6 @@ class BridgeConfig:
     respool: RespoolSettings = field(default_factory=RespoolSettings)
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     handlers: HandlerSettings = field(default_factory=HandlerSettings)
+    #: Service discovery: with an ensemble, the bridge also runs the announcer (announcer/),
+    #: which registers the running instances of announced jobs in ServerSets.
+    announcer: AnnouncerConfig = field(default_factory=AnnouncerConfig)

@@ -48,17 +48,27 @@ from cli.params import security_options
 @click.option("--sla-aware-kill-non-prod", is_flag=True,
               help="slaDrainHosts checks non-production tasks too (Aurora's "
               "-sla_aware_kill_non_prod); by default only the preferred tier is checked.")
+@click.option("--announcer-ensemble", default="", metavar="H:P[,H:P]",
+              help="ZooKeeper to announce running instances of jobs with an Announcer in (Aurora's "
+              "executor flag of that name); empty: no announcements.")
+@click.option("--announcer-serverset-path", default="/aurora", show_default=True,
+              help="Root of the ServerSets: <root>/<role>/<env>/<job> (Aurora's executor flag).")
+@click.option("--announcer-use-ip", is_flag=True,
+              help="Announce each host's address instead of its name.")
 @security_options
 def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str,
                  zk_root: str, zk_path: str, advertise_host: str, cluster_name: str, respool_path: str,
                  gpu_respool_path: str, max_tasks_per_job: int, pulse_check_interval: float,
                  allowed_environments: str, concurrent_updates: str, pod_runs_depth: int,
-                 sla_min_instances: int, sla_aware_kill_non_prod: bool,
-                 auth: str, insecure: bool, tls_cert: str, tls_key: str, tls_ca: str) -> None:
+                 sla_min_instances: int, sla_aware_kill_non_prod: bool, announcer_ensemble: str,
+                 announcer_serverset_path: str, announcer_use_ip: bool, auth: str, insecure: bool,
+                 tls_cert: str, tls_key: str, tls_ca: str) -> None:
     """Serve Aurora's scheduler API (Thrift over HTTP at /api) backed by Peloton.
 
     Aurora clients reach it through `scheduler_uri` in clusters.json, or
     through ZooKeeper (`zk` and `scheduler_zk_path`) when --zkservers is set.
+    With --announcer-ensemble, running instances of jobs with an Announcer
+    are registered in ServerSets there, as Aurora's executor does.
 
     \b
     Example:
@@ -71,6 +81,7 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
     geventsetup.setup()  # before anything imports grpc or kazoo
     from dataclasses import replace
 
+    from announcer.config import AnnouncerConfig
     from aurorabridge.app import run
     from aurorabridge.config import BridgeConfig, HandlerSettings, RespoolSettings, ValidationSettings
 
@@ -84,5 +95,7 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
         handlers=replace(HandlerSettings(), pulse_check_interval_s=pulse_check_interval,
                          concurrent_updates=concurrent_updates, pod_runs_depth=pod_runs_depth,
                          sla_min_instances=sla_min_instances,
-                         sla_aware_kill_non_prod=sla_aware_kill_non_prod))
+                         sla_aware_kill_non_prod=sla_aware_kill_non_prod),
+        announcer=AnnouncerConfig(ensemble=announcer_ensemble, root=announcer_serverset_path,
+                                  use_ip=announcer_use_ip, election_root=zk_root))
     run(config)

@@ -7,6 +7,7 @@ import click
 from cli.agent import agent
 from cli.archive import archive
 from cli.archiver import archiver
+from cli.aurora.group import aurora
 from cli.aurorabridge import aurorabridge
 from cli.auth import auth, login, logout
 from cli.commands import API_GROUPS
@@ -35,6 +36,7 @@ cli.add_command(up)
 cli.add_command(agent)
 cli.add_command(migrate)
 cli.add_command(aurorabridge)
+cli.add_command(aurora)
 cli.add_command(jobmgr)
 cli.add_command(resmgr)
 cli.add_command(hostmgr)

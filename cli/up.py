@@ -75,6 +75,18 @@ if TYPE_CHECKING:
                    "supervisor (0: never).")
 @click.option("--allow-root-tasks", is_flag=True,
               help="Let jobs naming user root run as root on the local agents.")
+@click.option("--zk", default="", metavar="H:P[,H:P]",
+              help="ZooKeeper: announce the daemons (leader nodes under --zk-root) and the Aurora "
+                   "endpoint (a ServerSet at --aurora-zk-path) there, and register the running "
+                   "instances of announced jobs in their ServerSets.")
+@click.option("--zk-root", default="/peloton", show_default=True,
+              help="With --zk: Peloton's election root (leader nodes <root>/<role>/leader).")
+@click.option("--aurora-zk-path", default="/aurora/scheduler", show_default=True,
+              help="With --zk: the Aurora clients' scheduler_zk_path.")
+@click.option("--announcer-serverset-path", default="/aurora", show_default=True,
+              help="With --zk: root of the ServerSets of announced jobs (<root>/<role>/<env>/<job>).")
+@click.option("--announcer-use-ip", is_flag=True,
+              help="With --zk: announce hosts by address instead of by name.")
 @security_options
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
@@ -82,7 +94,8 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
        agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_ports: str, backend: str,
        k8s_namespace: str, k8s_config: str, archive: str, aurora_environments: str, ui_port: int,
        keep_tasks: bool,
-       orphan_secs: float, allow_root_tasks: bool, auth: str, insecure: bool, tls_cert: str,
+       orphan_secs: float, allow_root_tasks: bool, zk: str, zk_root: str, aurora_zk_path: str,
+       announcer_serverset_path: str, announcer_use_ip: bool, auth: str, insecure: bool, tls_cert: str,
        tls_key: str, tls_ca: str) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C, which stops its
     tasks too (unless --keep-tasks).
@@ -95,6 +108,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
       peloton up --store postgresql://peloton@127.0.0.1/peloton
       peloton up --auth users.yaml --host 0.0.0.0   # README, Security
       peloton up --backend k8s:$HOME/.kube/config   # pods on a Kubernetes cluster
+      peloton up --zk 127.0.0.1:2181   # daemons, Aurora endpoint, announced jobs in ZooKeeper
     """
     ports = {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
              "--hostmgr-port": hostmgr_port, "--aurora-port": aurora_port, "--ui-port": ui_port}
@@ -124,7 +138,9 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
                      agent_enforce_fd_limit=agent_enforce_fd_limit,
                      auth=auth, insecure=insecure,
                      tls=TlsFiles.from_options(tls_cert, tls_key, tls_ca),
-                     allow_root_tasks=allow_root_tasks))
+                     allow_root_tasks=allow_root_tasks, zk=zk, zk_root=zk_root, aurora_zk_path=aurora_zk_path,
+                     announcer_root=announcer_serverset_path,
+                     announcer_use_ip=announcer_use_ip))
     except PelotonError as exc:
         raise click.ClickException(str(exc)) from None
     except (RuntimeError, OSError) as exc:

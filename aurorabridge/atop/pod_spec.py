@@ -3,11 +3,13 @@
 The pod has one container: resources (cpu, mem, disk, gpu limits), one
 dynamic port per named port (exposed to the task as `$PORT_<NAME>`), the
 image (Docker `name:tag` or DockerContainer.image; appc images rejected),
-host-path volumes, and the command from the Thermos processes as the
-container entrypoint with `mesos_spec.shell` set, so the agent runs it with
-`sh -c`.  Labels carry the bridge marker, the job key, Aurora metadata and the
-task's SLA (its slaPolicy and whether its tier is production, for SLA-aware
-host drains: atop/sla.py).
+host-path volumes, and the command running the Thermos processes (atop/thermos.py) as
+the container entrypoint with `mesos_spec.shell` set, so the agent runs it with
+`sh -c`; a Thermos task's kill grace period is its finalization_wait plus a margin.
+Labels carry the bridge marker, the job key, Aurora metadata and the task's SLA (its
+slaPolicy and whether its tier is production, for SLA-aware host drains: atop/sla.py)
+and, for a task with an Announcer, the labels that ask for service discovery
+(atop/announce.py).
 
 The whole canonical TaskConfig, Thrift-binary encoded, rides in
 `mesos_spec.executor_spec.data` (where Peloton's bridge put it): reads give
@@ -24,6 +26,7 @@ from typing import Any
 
 from aurorabridge import labels, thrift_util
 from aurorabridge.atop import constraints, thermos
+from aurorabridge.atop.announce import announce_labels
 from aurorabridge.atop.job_key import JobKey
 from aurorabridge.atop.resources import TaskResources
 from aurorabridge.atop.sla import sla_label
@@ -117,7 +120,7 @@ def pod_spec(task: Any, key: JobKey, res: TaskResources, thermos_path: str = "",
     sla = sla_label(canonical)
     spec = pod_pb2.PodSpec(
         labels=[labels.label(*labels.BRIDGE_POD), key_label, *labels.metadata_labels(metadata),
-                labels.label(sla.key, sla.value)],
+                labels.label(sla.key, sla.value), *announce_labels(canonical, key)],
         containers=[container], revocable=canonical.tier == REVOCABLE_TIER, volumes=volumes,
         mesos_spec=_mesos_spec(canonical.container, canonical, blob, thermos_path, docker))
     if user:
@@ -130,4 +133,7 @@ def pod_spec(task: Any, key: JobKey, res: TaskResources, thermos_path: str = "",
         spec.constraint.CopyFrom(constraint)
     if not canonical.isService and (canonical.maxTaskFailures or 0) > 0:
         spec.restart_policy.max_failures = canonical.maxTaskFailures
+    grace = thermos.kill_grace_secs(canonical)
+    if grace is not None:
+        spec.kill_grace_period_seconds = grace
     return spec

@@ -10,7 +10,8 @@ separate ones would, so an agent started elsewhere with `peloton agent
 
 Start order: storage (schema checked), host manager (agents can
 register), resource manager, placement engine, job manager (recovery
-needs the other three), agents, Aurora bridge, web UI.  Stop is the reverse;
+needs the other three), agents, Aurora bridge, with `zk` the ZooKeeper
+presence and the announcer (peloton/cluster/zk_presence.py), archiver, web UI.  Stop is the reverse;
 then, unless `keep_tasks`, the local agents' tasks are stopped too
 (peloton/agent/reap.py), so Ctrl-C leaves no process behind.  Kept tasks
 run on in their supervisors and are adopted on the next start; one that
@@ -54,6 +55,7 @@ from peloton.storage import Store, StoreOptions, check_schema, open_store
 if TYPE_CHECKING:
     from archiver.app import Archiver
     from aurorabridge.app import AuroraBridge
+    from peloton.cluster.zk_presence import ClusterPresence
     from ui.server import UiServer
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,15 @@ class UpConfig:
     tls: TlsFiles | None = None
     #: Agents may run tasks as root (a job naming user root); off by default.
     allow_root_tasks: bool = False
+    #: ZooKeeper servers (`h1:2181,...`): announce the daemons (leader nodes under `zk_root`)
+    #: and the Aurora endpoint (`aurora_zk_path`) there, and run the announcer (service
+    #: discovery of announced jobs under `announcer_root`); empty: none of that.
+    zk: str = ""
+    zk_root: str = "/peloton"
+    aurora_zk_path: str = "/aurora/scheduler"
+    announcer_root: str = "/aurora"
+    #: Announce hosts by address instead of by name.
+    announcer_use_ip: bool = False
 
 
 class AllInOne:
@@ -132,6 +143,7 @@ class AllInOne:
         self.bridge: AuroraBridge | None = None
         self.archiver: Archiver | None = None
         self.ui: UiServer | None = None
+        self.presence: ClusterPresence | None = None
 
     def store_url(self) -> str:
         """The storage URL in use."""
@@ -179,6 +191,8 @@ class AllInOne:
         ]
         if self.config.aurora_port >= 0:
             parts.append(FunctionComponent("aurorabridge", self._start_bridge, self._stop_bridge))
+        if self.config.zk:
+            parts += self._zookeeper_parts()
         if self.config.archive:
             parts.append(FunctionComponent("archiver", self._start_archiver, self._stop_archiver))
         if self.config.ui_port >= 0:
@@ -270,6 +284,24 @@ class AllInOne:
             self.bridge.stop()
             self.bridge = None
 
+    # -- ZooKeeper: leader nodes, the bridge's ServerSet member, the announcer ----------------
+    def _zookeeper_parts(self) -> list[Component]:
+        from announcer.app import Announcer
+        from announcer.config import AnnouncerConfig
+        from peloton.api.client import PelotonClient
+        from peloton.cluster.zk_presence import ClusterPresence, ZkPresence
+
+        cfg = self.config
+        self.presence = ClusterPresence(ZkPresence(cfg.zk, cfg.zk_root, cfg.aurora_zk_path), cfg.host,
+                                        self.ports, lambda: self.bridge.port if self.bridge else None)
+        client = PelotonClient(jobmgr=f"127.0.0.1:{self.ports['jobmgr']}",
+                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}", caller="peloton-announcer",
+                               headers=dict(self.security.internal), tls=cfg.tls)
+        announcer = Announcer(AnnouncerConfig(ensemble=cfg.zk, root=cfg.announcer_root,
+                                              use_ip=cfg.announcer_use_ip, election_root=cfg.zk_root),
+                              client)
+        return [self.presence, announcer, FunctionComponent("announcer-client", lambda: None, client.close)]
+
     # -- archiver (talks to the job manager over gRPC, like a separate one) ---------------
     def _start_archiver(self) -> None:
         from archiver.app import Archiver
@@ -340,6 +372,9 @@ class AllInOne:
         for agent in self.agents:
             lines.append(f"agent         {agent.config.name} gRPC {agent.address}  "  # type: ignore[attr-defined]
                          f"work dir {agent.work_dir}")  # type: ignore[attr-defined]
+        if self.presence is not None:
+            lines.append(self.presence.describe())
+            lines.append(f"announcer     ServerSets of announced jobs under {self.config.announcer_root}")
         if self.archiver is not None:
             lines.append(f"archiver      into {self.archiver.sink.url}")
         if self.ui is not None:

@@ -82,7 +82,7 @@ class KubeCluster:
         return self
 
     def close(self) -> None:
-        """Stop `peloton up`, delete this cluster's pods and nodes."""
+        """Stop `peloton up`, delete this cluster's pods, Services and nodes."""
         try:
             self.up.close()
         finally:
@@ -99,6 +99,14 @@ class KubeCluster:
                                                           _preload_content=False))
                 except ApiException as exc:
                     if exc.status != 404:  # gone meanwhile (its finished-pod TTL ran out)
+                        raise
+            for service in self.services():
+                meta = service["metadata"]
+                try:
+                    reply_json(core.delete_namespaced_service(meta["name"], meta["namespace"],
+                                                              _preload_content=False))
+                except ApiException as exc:
+                    if exc.status != 404:
                         raise
             for name in self.nodes:
                 self.kube.delete_node(name)
@@ -121,6 +129,11 @@ class KubeCluster:
             return list(json.loads(resp.data)["items"])
         finally:
             resp.release_conn()
+
+    def services(self) -> list[dict[str, Any]]:
+        """This cluster's Services (those of announced jobs), as the API server's JSON."""
+        return list(reply_json(self._core().list_service_for_all_namespaces(
+            label_selector=f"pelotonpy.dev/cluster={self.name}", _preload_content=False))["items"])
 
     def running_pods(self, job_id: str = "") -> dict[str, str]:
         """Pod name -> node of this cluster's Running pods not being deleted."""

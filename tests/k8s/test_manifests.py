@@ -217,7 +217,8 @@ def _granted(namespace: str, group: str, resource: str, subresource: str, verb: 
         return False
     return (group, resource, subresource, verb) in {
         ("", "pods", "", "create"), ("", "pods", "", "delete"), ("", "pods", "binding", "create"),
-        ("", "pods", "log", "get"), ("", "events", "", "create")}
+        ("", "pods", "log", "get"), ("", "events", "", "create"),
+        *(("", "services", "", verb) for verb in ("create", "get", "delete", "list"))}
 
 
 def test_the_scheduler_account_may_do_exactly_what_rbac_yaml_grants(scheduler: Any) -> None:
@@ -251,6 +252,11 @@ def test_the_scheduler_accounts_real_calls_get_those_answers(scheduler: Any) -> 
     # Authorization comes before the lookup: a 403 here is the refusal, not a missing object.
     assert call(scheduler, "DELETE", "/api/v1/nodes/no-such-node", dry)[0] == 403
     assert call(scheduler, "GET", f"/api/v1/namespaces/{OTHER}/pods/no-such-pod/log")[0] == 403
+    # An announced job's Service: in our namespace yes, elsewhere no.
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "rbac-probe"},
+               "spec": {"selector": {"app": "x"}, "ports": [{"port": 80, "targetPort": "http"}]}}
+    assert call(scheduler, "POST", f"/api/v1/namespaces/{NAMESPACE}/services", dry, service)[0] == 201
+    assert call(scheduler, "POST", f"/api/v1/namespaces/{OTHER}/services", dry, service)[0] == 403
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "rbac-probe"},
               "stringData": {"x": "y"}}
     assert call(scheduler, "POST", f"/api/v1/namespaces/{NAMESPACE}/secrets", dry, secret)[0] == 403

@@ -13,7 +13,8 @@ Threads (greenlets under the daemons' gevent):
   their node's capacity);
 - `create_concurrency` workers that create and delete pods;
 - a sweeper that re-delivers unacknowledged updates and deletes finished pods
-  `finished_pod_ttl_secs` after their end was acknowledged.
+  `finished_pod_ttl_secs` after their end was acknowledged;
+- the Service keeper: a Service per announced job (k8s_services.py).
 A watch that ends is re-opened from its last resourceVersion; one that fails (410 Gone,
 the API server restarted) lists again and compares, so a pod or node that changed or
 vanished meanwhile is seen.
@@ -48,6 +49,7 @@ from peloton.hostmgr.backends.k8s_api import (
     Refused,
 )
 from peloton.hostmgr.backends.k8s_config import PREFIX, KubeConfig
+from peloton.hostmgr.backends.k8s_services import ServiceKeeper, live_jobs
 from peloton.hostmgr.backends.k8s_view import ClusterView, Outbox, Run
 from peloton.hostmgr.backends.k8s_wire import Json, pod_manifest, pod_name
 
@@ -79,6 +81,7 @@ class KubeBackend:
         self._nodes_synced = threading.Event()
         self._deferred_reconcile: list[Sequence[str] | None] = []
         self._last_kill_retry = 0.0
+        self._services = ServiceKeeper(config, self._api, self._live_jobs, clock)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, listener: HostEventListener) -> None:
@@ -95,6 +98,7 @@ class KubeBackend:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        self._services.start()
         if pending:
             listener.status_updates(pending)
 
@@ -111,6 +115,7 @@ class KubeBackend:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads = []
+        self._services.stop()
         self._pods_synced.clear()
         self._nodes_synced.clear()
 
@@ -118,6 +123,13 @@ class KubeBackend:
         """Updates not yet acknowledged."""
         with self._lock:
             return len(self._view.pending)
+
+    def _live_jobs(self) -> set[tuple[str, str]] | None:
+        """Jobs with a run not ended, once the pods were listed (k8s_services.py)."""
+        if not self._pods_synced.is_set():
+            return None
+        with self._lock:
+            return live_jobs(self._view.runs)
 
     def wait_synced(self, timeout: float) -> bool:
         """True once nodes and pods have been listed (tests and tools)."""
@@ -143,6 +155,7 @@ class KubeBackend:
                               "REASON_CONTAINER_LAUNCH_FAILED")
                     continue
                 self._work.put(("create", task.run_id, manifest))
+                self._services.note_launch(task, namespace)
         self._flush(out)
 
     def kill(self, hostname: str, run_ids: Sequence[str], grace_secs: float) -> None:

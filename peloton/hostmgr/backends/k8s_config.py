@@ -62,6 +62,9 @@ class KubeConfig:
     watch_timeout_secs: int = 300
     call_timeout_secs: float = 30.0
     max_backoff_secs: float = 10.0
+    #: An announced job's Service is deleted once no run of the job has been live this long
+    #: (k8s_services.py; long enough for a one-instance rolling update to start its new run).
+    service_linger_secs: float = 30.0
 
     def __post_init__(self) -> None:
         for name in (self.namespace, *self.pool_namespaces.values()):
@@ -81,7 +84,8 @@ class KubeConfig:
         if self.create_concurrency < 1 or self.create_concurrency > 256:
             raise InvalidArgument("create_concurrency must be in 1..256, got "
                                   f"{self.create_concurrency}", field="create_concurrency")
-        for name in ("finished_pod_ttl_secs", "resend_secs", "call_timeout_secs", "max_backoff_secs"):
+        for name in ("finished_pod_ttl_secs", "resend_secs", "call_timeout_secs", "max_backoff_secs",
+                     "service_linger_secs"):
             value = getattr(self, name)
             if not 0 <= value < 1e9:
                 raise InvalidArgument(f"{name} must be a non-negative number of seconds, got {value}",

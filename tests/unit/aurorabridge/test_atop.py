@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any
 
 import pytest
@@ -23,6 +25,12 @@ from tests.unit.aurorabridge import builders as b
 
 LIMITS = ValidationSettings()
 KEY = JobKey("www", "devel", "hello")
+
+
+def runner_task(command: str) -> dict[str, Any]:
+    """The task JSON a runner command carries (after `--json`, shell-quoted)."""
+    doc: dict[str, Any] = json.loads(shlex.split(command.rsplit(" --json ", 1)[1])[0])
+    return doc
 
 
 def build(task: Any, count: int = 2) -> Any:
@@ -53,7 +61,10 @@ def test_pod_spec_carries_resources_ports_labels_and_the_command() -> None:
         ("admin-port", pod_pb2.PortSpec.PORT_TYPE_DYNAMIC_ENV_VAR, "PORT_ADMIN_PORT"),
         ("http", pod_pb2.PortSpec.PORT_TYPE_DYNAMIC_ENV_VAR, "PORT_HTTP"),
     ]
-    assert c.entrypoint.value == "(\n./setup\n) && (\n./serve --port ${PORT_HTTP}\n)"
+    assert c.entrypoint.value.startswith('p=/usr/bin/python3; [ -x "$p" ]')
+    assert [(p["name"], p["cmdline"]) for p in runner_task(c.entrypoint.value)["processes"]] == [
+        ("p0", "./setup"), ("p1", "./serve --port ${PORT_HTTP}")]
+    assert spec.kill_grace_period_seconds == 30 + 2  # finalization_wait + the runner's margin
     assert spec.mesos_spec.shell and spec.mesos_spec.type == apachemesos_pb2.PodSpec.CONTAINER_TYPE_MESOS
     assert spec.mesos_spec.executor_spec.type == apachemesos_pb2.PodSpec.ExecutorSpec.EXECUTOR_TYPE_DEFAULT
     assert [(lab.key, lab.value) for lab in spec.labels] == [
@@ -142,8 +153,12 @@ def test_constraints_limit_value_and_negated_value() -> None:
 
 
 def test_thermos_order_finals_and_templates() -> None:
-    data = b.thermos_data("run", "fetch", "cleanup", order=["p1", "p0"], final=("p2",))
-    assert thermos_command(data) == "(\nfetch\n) && (\nrun\n) && (\ncleanup\n)"
+    data = b.thermos_data("run {{mesos.instance}}", "fetch", "cleanup", order=["p1", "p0"],
+                          final=("p2",))
+    task = runner_task(thermos_command(data))
+    assert [(p["name"], p["cmdline"], p["final"]) for p in task["processes"]] == [
+        ("p0", "run ${PELOTON_INSTANCE_ID}", False), ("p1", "fetch", False), ("p2", "cleanup", True)]
+    assert task["constraints"] == [{"order": ["p1", "p0"]}] and task["finalization_wait"] == 30
     assert (
         bind_templates("x {{mesos.instance}} {{ thermos.ports[http] }} {{unknown}}")
         == "x ${PELOTON_INSTANCE_ID} ${PORT_HTTP} {{unknown}}"
@@ -158,6 +173,21 @@ def test_thermos_order_finals_and_templates() -> None:
     for bad in ("{not json", '{"task": {"processes": []}}', '{"task": {"processes": [{"name": "x"}]}}'):
         with pytest.raises(InvalidArgument, match=r"executorConfig\.data|Thermos"):
             thermos_command(bad)
+
+
+def test_thermos_checks_name_the_field_and_finalization_wait_sets_the_kill_grace() -> None:
+    mixed = b.thermos_data("run", "save", order=["p0", "p1"], final=("p1",))
+    with pytest.raises(InvalidArgument, match="mixes final and regular") as err:
+        thermos_command(mixed)
+    assert err.value.field == "executorConfig.data.task.constraints[0].order"
+    task = b.task_config(cmdlines=("serve",))
+    task.executorConfig.data = task.executorConfig.data.replace('"finalization_wait": 30',
+                                                                '"finalization_wait": 300')
+    assert runner_task(task_command(task) or "")["finalization_wait"] == 60  # Aurora's cap
+    assert build(task).kill_grace_period_seconds == 60 + 2
+    plain = b.task_config(cmdlines=())
+    plain.executorConfig = api.ExecutorConfig(name="command", data="sleep 60")
+    assert build(plain).kill_grace_period_seconds == 0  # not Thermos: Peloton's default applies
 
 
 def test_a_plain_command_or_an_image_also_runs_and_nothing_else_does() -> None:

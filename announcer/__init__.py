@@ -1,0 +1,1 @@
+"""The announcer: ZooKeeper ServerSet members for the running instances of announced jobs."""
