@@ -311,7 +311,7 @@ def test_launch_on_unknown_host_is_not_found(rig: Rig) -> None:
 def test_sandbox_holds_the_task_output(rig: Rig) -> None:
     if rig.backend.name == "k8s":
         pytest.skip("kwok's fake nodes have no kubelet to serve a pod's log; the k8s backend reads "
-                    "it through pods/log (tests/k8s/test_backend.py checks the call)")
+                    "it through pods/log (tests/unit/hostmgr/test_k8s_backend.py checks the call)")
     launch = task("echo $PELOTON_TASK_ID")
     rig.backend.launch(rig.hostname, [launch])
     rig.settle(lambda: rig.recorder.has(launch.run_id, TaskState.SUCCEEDED), "SUCCEEDED")

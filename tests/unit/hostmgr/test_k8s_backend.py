@@ -20,6 +20,7 @@ from typing import Any, cast
 import orjson
 import pytest
 
+from peloton.core.errors import NotFound
 from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
 from peloton.hostmgr.backends.k8s import KubeBackend
@@ -65,6 +66,7 @@ class FakeApi:
         self.lists: Counter[str] = Counter()
         self.streams: dict[str, list[FakeStream]] = {NODES: [], PODS: []}
         self.deleted: list[str] = []
+        self.log_calls: list[tuple[str, tuple[tuple[str, str], ...]]] = []
         self._lock = threading.Lock()
 
     def list(self, path: str, query: Sequence[tuple[str, str]] = ()) -> tuple[list[Json], str]:
@@ -85,6 +87,17 @@ class FakeApi:
         if method == "DELETE":
             with self._lock:
                 self.deleted.append(path)
+            raise KubeNotFound(404, f"{path} not found")
+        raise AssertionError(f"unexpected call {method} {path}")
+
+    def raw(self, method: str, path: str, query: Sequence[tuple[str, str]] = (),
+            body: Json | None = None) -> bytes:
+        """Pod logs: what a kubelet would send through the API server's pods/log."""
+        if method == "GET" and path.endswith("/log"):
+            with self._lock:
+                self.log_calls.append((path, tuple(query)))
+            if f"{JOB}-0-1" in path:
+                return b"hello from 0\nbye\n"
             raise KubeNotFound(404, f"{path} not found")
         raise AssertionError(f"unexpected call {method} {path}")
 
@@ -205,3 +218,18 @@ def test_an_expired_pod_watch_lists_again_and_reports_what_changed_meanwhile(
     # The relisted state is followed on: a later event on the new watch is seen.
     api.send(PODS, {"type": "ADDED", "object": pod(2, "Running")})
     wait(lambda: listener.states(f"{JOB}-2-1") == [TaskState.RUNNING], "run 2 adopted")
+
+
+def test_task_logs_are_the_pods_log_read_through_pods_log(
+        api: FakeApi, started: tuple[KubeBackend, Listener]) -> None:
+    backend, listener = started
+    assert backend.wait_synced(10)
+    run0 = f"{JOB}-0-1"
+    wait(lambda: listener.states(run0) == [TaskState.RUNNING], "run 0 adopted")
+    assert backend.list_sandbox("n1", run0) == [("stderr", 0), ("stdout", 17)]
+    assert backend.read_sandbox("n1", run0, "stdout", offset=6, length=4) == b"from"
+    assert backend.read_sandbox("n1", run0, "stderr") == b""  # merged into the one log
+    assert api.log_calls[-1] == (f"/api/v1/namespaces/pelotonpy/pods/{run0}/log",
+                                 (("container", "task"),))
+    with pytest.raises(NotFound):
+        backend.read_sandbox("n1", f"{JOB}-1-1", "stdout")
