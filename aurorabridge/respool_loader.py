@@ -1,7 +1,9 @@
 """The resource pool bridge jobs run in, looked up once and created when missing.
 
-Jobs go to `path` (default `/AuroraBridge`), GPU jobs to `gpu_path`.  The
-first use looks the pool up (v0 ResourceManager.LookupResourcePoolID); if it
+Jobs go to their role's pool `path/<role>` (default `/AuroraBridge/<role>`), GPU
+jobs to `gpu_path/<role>`: a pool per role, as Aurora keeps a quota per role.  A
+role's pool is created on first use under the bridge's pool with the bridge pool's
+limits and no reservation; setQuota changes its limits.  The first use looks the pool up (v0 ResourceManager.LookupResourcePoolID); if it
 does not exist it is created under the root from the configured default
 spec (Peloton's development pool spec unless configured), and the id is
 cached for the life of the process.  Lookups that fail for transient reasons
@@ -37,20 +39,22 @@ class RespoolLoader:
         self._clock = clock
         self._ids: dict[str, str] = {}
 
-    def path(self, gpu: bool) -> str:
-        """The pool path for a job."""
-        return self._settings.gpu_path if gpu and self._settings.gpu_path else self._settings.path
+    def path(self, gpu: bool, role: str = "") -> str:
+        """The pool path for a job (of `role`: the role's pool under the bridge's)."""
+        base = self._settings.gpu_path if gpu and self._settings.gpu_path else self._settings.path
+        return f"{base.rstrip('/')}/{role}" if role else base
 
-    def load(self, gpu: bool = False) -> str:
-        """The pool id for a job, creating the pool if needed."""
-        path = self.path(gpu)
+    def load(self, gpu: bool = False, role: str = "") -> str:
+        """The pool id for a job, creating the pool (and the bridge's, for a role's) if needed."""
+        path = self.path(gpu, role)
         cached = self._ids.get(path)
         if cached:
             return cached
         deadline = self._clock() + self._settings.retry_for_s
         while True:
             try:
-                pool_id = self._lookup(path) or self._create(path)
+                pool_id = self._lookup(path) or (self._create_role(gpu, role) if role
+                                                 else self._create(path))
                 self._ids[path] = pool_id
                 return pool_id
             except (Unavailable, AlreadyExists) as exc:  # AlreadyExists: another bridge won the race
@@ -85,6 +89,21 @@ class RespoolLoader:
         config.parent.value = self._parent_id(path, root)
         resp = self._port.create_respool(config)
         log.info("created resource pool %s (%s)", path, resp.result.value)
+        return str(resp.result.value)
+
+    def _create_role(self, gpu: bool, role: str) -> str:
+        parent_id = self.load(gpu)
+        parent = self.get(parent_id).config
+        config = respool_pb2.ResourcePoolConfig(
+            name=role, owningTeam=self._settings.owning_team,
+            description=f"Pool of role {role}'s jobs created through the Aurora bridge (its quota)",
+            resources=[respool_pb2.ResourceConfig(kind=r.kind, reservation=0.0, limit=r.limit, share=1.0)
+                       for r in parent.resources],
+            policy=respool_pb2.PriorityFIFO, controllerLimit=parent.controllerLimit,
+            slackLimit=parent.slackLimit)
+        config.parent.value = parent_id
+        resp = self._port.create_respool(config)
+        log.info("created resource pool %s (%s)", self.path(gpu, role), resp.result.value)
         return str(resp.result.value)
 
     def _parent_id(self, path: str, root: str) -> str:

@@ -66,6 +66,9 @@ if TYPE_CHECKING:
               "Peloton's bridge; Aurora's default is '^(prod|devel|test|staging\\d*)$'.")
 @click.option("--ui-port", default=5292, show_default=True, type=int,
               help="Web UI HTTP port (0 picks a free port, -1 disables the UI).")
+@click.option("--ui-allowed-host", "ui_allowed_hosts", multiple=True, metavar="NAME[:PORT]",
+              help="Another name browsers reach the UI by (a Kubernetes Service, a proxy); "
+                   "the UI refuses Host headers naming anything else (DNS rebinding).")
 @click.option("--keep-tasks", is_flag=True,
               help="On exit, leave the tasks running for the next `peloton up` with the same "
                    "--data-dir to adopt (default: stop them; unadopted kept tasks stop after "
@@ -93,7 +96,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
        agent_disk_mb: float, agent_gpus: float, agent_revocable_cpus: float,
        agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_ports: str, backend: str,
        k8s_namespace: str, k8s_config: str, archive: str, aurora_environments: str, ui_port: int,
-       keep_tasks: bool,
+       ui_allowed_hosts: tuple[str, ...], keep_tasks: bool,
        orphan_secs: float, allow_root_tasks: bool, zk: str, zk_root: str, aurora_zk_path: str,
        announcer_serverset_path: str, announcer_use_ip: bool, auth: str, insecure: bool, tls_cert: str,
        tls_key: str, tls_ca: str) -> None:
@@ -127,7 +130,8 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
                      hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
                      data_dir=Path(data_dir), agents=agents, backend=backend,
                      kubernetes=kubernetes, archive=archive,
-                     ui_port=ui_port, keep_tasks=keep_tasks, orphan_secs=orphan_secs,
+                     ui_port=ui_port, ui_allowed_hosts=ui_allowed_hosts, keep_tasks=keep_tasks,
+                     orphan_secs=orphan_secs,
                      aurora_environments=aurora_environments,
                      agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb,
                                                agent_gpus),

@@ -106,8 +106,8 @@ class BridgeContext:
         return None
 
     def job_spec(self, checked: CheckedTask, pool: str = "") -> Any:
-        """The Peloton JobSpec of a validated task; `pool` defaults to the bridge's (made if missing)."""
-        pool = pool or self.respools.load(checked.resources.wants_gpu)
+        """The Peloton JobSpec of a validated task; `pool` defaults to its role's (made if missing)."""
+        pool = pool or self.respools.load(checked.resources.wants_gpu, checked.key.role)
         pod = pod_spec(checked.task, checked.key, checked.resources, self.handlers.thermos_executor_path,
                        user=checked.key.role if self.handlers.run_as_role else "")
         return job_spec(checked.task, checked.key, checked.instance_count, pool, pod)

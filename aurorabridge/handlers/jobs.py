@@ -167,7 +167,7 @@ def create_job(ctx: BridgeContext, args: Any) -> Any:
     if (existing is not None and not is_gone(existing.status, existing.spec.instance_count)) \
             or cron.cron_job(ctx, checked.key) is not None:
         return invalid_request(f"Job {checked.key} already exists")
-    spec = ctx.job_spec(checked)
+    spec = ctx.job_spec(checked, pool=existing.spec.respool_id.value if existing is not None else "")
     if existing is None:
         ctx.port.create_stateless_job(spec)
         return ok()

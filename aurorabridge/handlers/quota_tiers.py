@@ -1,9 +1,14 @@
 """Quota and tiers: getQuota, setQuota (AuroraAdmin), getTierConfigs.
 
-Aurora keeps a quota per role; Peloton budgets resource pools.  All bridge
-jobs share one pool, so a role's quota is the pool's limit (cpu cores,
-memory MB, disk MB, GPUs) and setQuota changes that limit (lowering
-reservations above it), for every role at once: the reply says so.
+Aurora keeps a quota per role; Peloton budgets resource pools.  Each role's
+jobs run in the role's own pool (`/AuroraBridge/<role>`, created on first
+use: respool_loader.py), so a role's quota is its pool's limit (cpu cores,
+memory MB, disk MB, GPUs): getQuota reads it (zero for a role that has no
+pool yet; reads create nothing), setQuota creates the pool if needed and sets
+its limits (lowering reservations above them; raising the bridge pool's limit
+when a role's would exceed it, as a child pool's limit may not), and the
+same limits on the role's GPU pool when it has one.  The resource manager
+enforces them: a role's tasks beyond its quota wait in its pool.
 Consumption is computed per role from its live jobs (instances x task
 resources), production tasks apart from the others; Peloton has no
 dedicated hosts, so dedicated consumption is empty.
@@ -52,7 +57,7 @@ def _task_amounts(task: Any) -> dict[str, float]:
 def get_quota(ctx: BridgeContext, args: Any) -> Any:
     role = check_identifier(args.ownerRole, "ownerRole")
     limits: dict[str, float] = {}
-    pool_id = ctx.respools.lookup(ctx.respools.path(False))
+    pool_id = ctx.respools.lookup(ctx.respools.path(False, role))
     if pool_id is not None:
         by_kind = {r.kind: r.limit for r in ctx.respools.get(pool_id).config.resources}
         limits = {field: by_kind.get(kind, 0.0) for field, kind in KINDS}
@@ -69,19 +74,17 @@ def get_quota(ctx: BridgeContext, args: Any) -> Any:
     return ok(api.Result(getQuotaResult=result))
 
 
-def set_quota(ctx: BridgeContext, args: Any) -> Any:
-    check_identifier(args.ownerRole, "ownerRole")
-    if args.quota is None:
-        raise InvalidArgument("quota is required", field="quota")
-    wanted = _task_amounts(args.quota)
-    for field, value in wanted.items():
-        if not math.isfinite(value) or value < 0:
-            raise InvalidArgument(f"quota {field} must be >= 0, got {value:g}", field=field)
-    if not wanted:
-        raise InvalidArgument("quota names no resources", field="quota")
-    pool_id = ctx.respools.load(False)
+def _set_limits(ctx: BridgeContext, pool_id: str, wanted: dict[str, float]) -> None:
+    """Set the limits of `pool_id` to `wanted` (its parent's raised first when below them)."""
     config = respool_pb2.ResourcePoolConfig()
     config.CopyFrom(ctx.respools.get(pool_id).config)
+    parent_id = config.parent.value
+    if parent_id and parent_id != "root":
+        parent_limits = {r.kind: r.limit for r in ctx.respools.get(parent_id).config.resources}
+        higher = {field: value for field, kind in KINDS if (value := wanted.get(field)) is not None
+                  and value > parent_limits.get(kind, 0.0)}
+        if higher:
+            _set_limits(ctx, parent_id, higher)
     existing = {r.kind: r for r in config.resources}
     for field, kind in KINDS:
         if field not in wanted:
@@ -90,8 +93,25 @@ def set_quota(ctx: BridgeContext, args: Any) -> Any:
         res.limit = wanted[field]
         res.reservation = min(res.reservation, wanted[field])
     ctx.respools.update(pool_id, config)
-    return ok(None, f"quota set on resource pool {ctx.respools.path(False)}, shared by every role "
-                    "of the Aurora bridge")
+
+
+def set_quota(ctx: BridgeContext, args: Any) -> Any:
+    role = check_identifier(args.ownerRole, "ownerRole")
+    if args.quota is None:
+        raise InvalidArgument("quota is required", field="quota")
+    wanted = _task_amounts(args.quota)
+    for field, value in wanted.items():
+        if not math.isfinite(value) or value < 0:
+            raise InvalidArgument(f"quota {field} must be >= 0, got {value:g}", field=field)
+    if not wanted:
+        raise InvalidArgument("quota names no resources", field="quota")
+    _set_limits(ctx, ctx.respools.load(False, role), wanted)
+    paths = [ctx.respools.path(False, role)]
+    gpu_path = ctx.respools.path(True, role)
+    if gpu_path not in paths and (gpu_pool := ctx.respools.lookup(gpu_path)) is not None:
+        _set_limits(ctx, gpu_pool, wanted)
+        paths.append(gpu_path)
+    return ok(None, f"quota of role {role} set on resource pool {' and '.join(paths)}")
 
 
 def get_tier_configs(ctx: BridgeContext, args: Any) -> Any:

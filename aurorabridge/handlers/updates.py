@@ -86,7 +86,8 @@ def start_job_update(ctx: BridgeContext, args: Any) -> Any:
     metadata = tuple(sorted({(m.key, m.value) for m in request.metadata or ()}))
     data = opaque_data.OpaqueData.new(metadata, args.message or "", settings.blockIfNoPulsesAfterMs or 0,
                                       stored_settings.to_doc(settings))
-    spec = ctx.job_spec(checked)
+    # An existing job keeps its pool (Peloton refuses a change; jobs made before pools per role).
+    spec = ctx.job_spec(checked, pool=job.spec.respool_id.value if job is not None else "")
     options = update_options(settings)
     if job is None:
         ctx.port.create_stateless_job(spec, create_spec=create_spec(settings), opaque_data=data.to_json(),

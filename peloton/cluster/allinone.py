@@ -99,6 +99,8 @@ class UpConfig:
     archive: str = ""
     #: Web UI HTTP port; -1 disables the UI.
     ui_port: int = 5292
+    #: More names the UI's Host header may carry (a Kubernetes Service, a proxy, a DNS name).
+    ui_allowed_hosts: tuple[str, ...] = ()
     #: Job environments the Aurora bridge accepts (a regular expression; empty: any).
     aurora_environments: str = ""
     #: On exit, leave the local agents' tasks running for the next start to adopt (a task
@@ -334,7 +336,8 @@ class AllInOne:
                                hostmgr=f"127.0.0.1:{self.ports['hostmgr']}", caller="peloton-ui",
                                tls=self.config.tls)
         self.ui = UiServer(client, self.config.host, self.config.ui_port,
-                           auth=self.security.enabled, tls=self.config.tls)
+                           auth=self.security.enabled, tls=self.config.tls,
+                           allowed_hosts=self.config.ui_allowed_hosts)
         self.ui.start()
         self._ui_client = client
 

@@ -166,7 +166,7 @@ def test_a_job_lifecycle_maps_onto_peloton(aurora: tuple[Any, Any, str], cluster
         ("aurora_job_key_name", name),
         ("aurora_bridge", "com.uber.peloton.internal.aurorabridge"),
     }
-    pool = next(p for p in fake.pools.values() if p.path.value == "/AuroraBridge")
+    pool = next(p for p in fake.pools.values() if p.path.value == "/AuroraBridge/www")  # the role's pool
     assert spec.respool_id.value == pool.id.value
     container = spec.default_spec.containers[0]
     assert (

@@ -23,7 +23,7 @@ from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from tests.e2e.conftest import write_job, write_pool
 from tests.e2e.test_batch_jobs import create as create_v0
 from tests.e2e.test_batch_jobs import task_states
-from tests.e2e.test_services import create, pods, replace, running_on, version, wf_state
+from tests.e2e.test_services import STATEFUL_JOB, create, pods, replace, running_on, version, wf_state
 from tests.harness.cluster import UpCluster, eventually
 from tests.harness.kube import KubeControlPlane
 from tests.harness.kube_cluster import KubeCluster, fake_labels
@@ -169,26 +169,6 @@ def test_a_failing_update_rolls_back_and_the_old_pods_run_again(k8s: KubeCluster
 
 
 # -- 2. a stateful instance stays on its node, with its volume --------------------------------
-STATEFUL_JOB = """\
-name: database
-owningteam: e2e
-instancecount: 1
-type: 1
-sla:
-  priority: 1
-  preemptible: false
-defaultconfig:
-  resource:
-    cpulimit: 0.1
-    memlimitmb: 16
-    disklimitmb: 10
-  volume:
-    containerpath: /data
-    sizemb: 10
-  command:
-    shell: true
-    value: 'run database'
-"""
 
 
 def test_a_stateful_instance_comes_back_on_its_node_with_its_volume(k8s: KubeCluster,

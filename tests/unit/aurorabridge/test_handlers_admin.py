@@ -55,12 +55,38 @@ def test_quota_is_the_pool_limit_and_consumption_is_per_role(call: Call, fake: F
 
     quota = api.ResourceAggregate(resources=[api.Resource(numCpus=40.0), api.Resource(ramMb=4096)])
     resp = call("setQuota", ownerRole="www", quota=quota)
-    assert resp.responseCode == OK and "shared by every role" in messages(resp)
-    config = fake.calls_of("update_respool")[-1]["config"]
+    assert resp.responseCode == OK and "/AuroraBridge/www" in messages(resp)
+    parent, config = (c["config"] for c in fake.calls_of("update_respool")[-2:])
+    assert {r.kind: r.limit for r in parent.resources}["cpu"] == 40  # the bridge pool makes room
     limits = {r.kind: (r.reservation, r.limit) for r in config.resources}
-    assert limits["cpu"] == (12, 40) and limits["memory"] == (4096, 4096) and limits["disk"] == (10240, 20480)
+    assert limits["cpu"] == (0, 40) and limits["memory"] == (0, 4096) and limits["disk"] == (0, 20480)
     negative = api.ResourceAggregate(resources=[api.Resource(numCpus=-1.0)])
     assert call("setQuota", ownerRole="www", quota=negative).responseCode == INVALID
+
+
+def test_quota_is_per_role_each_role_its_own_pool_made_on_first_use(call: Call, fake: FakePeloton) -> None:
+    def quota(role: str) -> tuple[float, int]:
+        got = call("getQuota", ownerRole=role)
+        assert got.responseCode == OK, messages(got)
+        return got.result.getQuotaResult.quota.numCpus, got.result.getQuotaResult.quota.ramMb
+
+    four = api.ResourceAggregate(resources=[api.Resource(numCpus=4.0), api.Resource(ramMb=1024)])
+    assert call("setQuota", ownerRole="www", quota=four).responseCode == OK
+    assert quota("www") == (4.0, 1024) and quota("ads") == (0.0, 0)  # ads has no pool yet
+    two = api.ResourceAggregate(resources=[api.Resource(numCpus=2.0)])
+    assert call("setQuota", ownerRole="ads", quota=two).responseCode == OK
+    assert quota("ads") == (2.0, 6144) and quota("www") == (4.0, 1024)  # www's quota unchanged
+    paths = {p.path.value: p for p in fake.pools.values()}
+    assert {"/AuroraBridge", "/AuroraBridge/www", "/AuroraBridge/ads"} <= paths.keys()
+    assert paths["/AuroraBridge/www"].config.parent.value == paths["/AuroraBridge"].id.value
+    # jobs of a role run in the role's pool; an update keeps the pool the job has
+    assert call("createJob", description=b.job_configuration(b.task_config())).responseCode == OK
+    job = next(j for j in fake.jobs.values() if j.spec.name == "www/devel/hello")
+    assert job.spec.respool_id.value == paths["/AuroraBridge/www"].id.value
+    job.spec.respool_id.value = paths["/AuroraBridge"].id.value  # a job made before pools per role
+    resp = call("startJobUpdate", request=b.update_request(b.task_config(cpus=2.0), 1), message="")
+    assert resp.responseCode == OK, messages(resp)
+    assert fake.calls_of("replace_job")[-1]["spec"].respool_id.value == paths["/AuroraBridge"].id.value
 
 
 def test_maintenance_maps_onto_peloton_host_states(call: Call, fake: FakePeloton) -> None:
@@ -163,6 +189,10 @@ def test_pool_loader_creates_once_caches_and_uses_the_gpu_pool(fake: FakePeloton
         loader.load(gpu=True) != first and fake.pools[loader.load(gpu=True)].path.value == "/GPUAuroraBridge"
     )
     assert RespoolLoader(fake, RespoolSettings()).load() == first  # a second bridge finds the pool
+    role = loader.load(role="www")
+    assert fake.pools[role].path.value == "/AuroraBridge/www" and fake.pools[role].config.parent.value == first
+    assert {r.kind: r.reservation for r in fake.pools[role].config.resources}["cpu"] == 0
+    assert loader.load(role="www") == role and len(fake.calls_of("create_respool")) == 3
 
 
 def test_pool_loader_retries_transient_failures_then_gives_up(fake: FakePeloton) -> None:
