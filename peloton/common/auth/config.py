@@ -38,7 +38,7 @@ each error names the entry at fault.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ import yaml
 from peloton.common.auth.passwords import BadHash, parse_hash
 from peloton.common.auth.policy import MATCH_ALL, Role, Rule
 from peloton.common.auth.tokens import DEFAULT_TTL_SECS, check_private
+from peloton.common.config import from_mapping
 from peloton.core.errors import InvalidArgument
 
 
@@ -95,82 +96,103 @@ class AuthConfig:
         return secret
 
 
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InvalidArgument(f"{where}: expected a list of strings", field=where)
-    return tuple(str(v) for v in value)
+@dataclass(frozen=True, slots=True)
+class _RoleDoc:
+    """A role as written (the strict reader refuses unknown keys and wrong types)."""
+
+    role: str = ""
+    accept: tuple[str, ...] = ()
+    reject: tuple[str, ...] = ()
+    pools: tuple[str, ...] | None = None
+    owners: tuple[str, ...] | None = None
+    task_users: tuple[str, ...] = ()
 
 
-def _role(doc: Any, i: int) -> Role:
-    where = f"roles[{i}]"
-    if not isinstance(doc, Mapping) or not doc.get("role"):
-        raise InvalidArgument(f"{where}: every role needs a name (`role:`)", field=where)
-    name = str(doc["role"])
-    where = f"roles[{name}]"
-    unknown = set(doc) - {"role", "accept", "reject", "pools", "owners", "task_users"}
-    if unknown:
-        raise InvalidArgument(f"{where}: unknown keys {sorted(unknown)}", field=where)
-    accept = tuple(Rule.parse(r, f"{where}.accept") for r in _strings(doc.get("accept"), f"{where}.accept"))
-    reject = tuple(Rule.parse(r, f"{where}.reject") for r in _strings(doc.get("reject"), f"{where}.reject"))
-    return Role(name=name, accept=accept, reject=reject,
-                pools=_strings(doc.get("pools", [MATCH_ALL]), f"{where}.pools"),
-                owners=_strings(doc.get("owners", ["self"]), f"{where}.owners"),
-                task_users=_strings(doc.get("task_users"), f"{where}.task_users"))
+@dataclass(frozen=True, slots=True)
+class _UserDoc:
+    """A user as written."""
+
+    username: str = ""
+    password_hash: str = ""
+    role: str = ""
+    certificate: bool = False
 
 
-def _user(doc: Any, i: int, roles: Mapping[str, Role]) -> UserEntry:
-    where = f"users[{i}]"
-    if not isinstance(doc, Mapping):
-        raise InvalidArgument(f"{where}: expected a mapping", field=where)
-    name = str(doc.get("username") or "")
-    if name:
-        where = f"users[{name}]"
-    if "password" in doc:
-        raise InvalidArgument(
-            f"{where}: passwords are not stored in clear; replace `password:` with "
-            "`password_hash:` and the output of `peloton auth hash-password`", field=where)
-    unknown = set(doc) - {"username", "password_hash", "role", "certificate"}
-    if unknown:
-        raise InvalidArgument(f"{where}: unknown keys {sorted(unknown)}", field=where)
-    role = str(doc.get("role") or "")
-    if not role:
+@dataclass(frozen=True, slots=True)
+class _UsersFile:
+    """The whole file as written (see the module docstring)."""
+
+    users: tuple[_UserDoc, ...] = ()
+    roles: tuple[_RoleDoc, ...] = ()
+    internal_user: str = ""
+    internal_password_file: str = ""
+    token_key_file: str = ""
+    token_ttl_secs: float = DEFAULT_TTL_SECS
+    audit_log: str = ""
+
+
+def _role(doc: _RoleDoc, i: int) -> Role:
+    if not doc.role:
+        raise InvalidArgument(f"roles[{i}]: every role needs a name (`role:`)", field=f"roles[{i}]")
+    where = f"roles[{doc.role}]"
+    return Role(name=doc.role,
+                accept=tuple(Rule.parse(r, f"{where}.accept") for r in doc.accept),
+                reject=tuple(Rule.parse(r, f"{where}.reject") for r in doc.reject),
+                pools=doc.pools if doc.pools is not None else (MATCH_ALL,),
+                owners=doc.owners if doc.owners is not None else ("self",),
+                task_users=doc.task_users)
+
+
+def _user(doc: _UserDoc, i: int, roles: Mapping[str, Role]) -> UserEntry:
+    where = f"users[{doc.username}]" if doc.username else f"users[{i}]"
+    if not doc.role:
         raise InvalidArgument(f"{where}: no role specified for user", field=where)
-    if role not in roles:
-        raise InvalidArgument(f"{where}: undefined role {role!r}", field=where)
-    hashed = str(doc.get("password_hash") or "")
-    certificate = bool(doc.get("certificate", False))
-    if hashed and not name:
+    if doc.role not in roles:
+        raise InvalidArgument(f"{where}: undefined role {doc.role!r}", field=where)
+    if doc.password_hash and not doc.username:
         raise InvalidArgument(f"{where}: no username specified for user", field=where)
-    if name and not hashed and not certificate:
+    if doc.username and not doc.password_hash and not doc.certificate:
         raise InvalidArgument(f"{where}: no password_hash specified for user (or "
                               "`certificate: true` for a client-certificate-only user)", field=where)
-    if hashed:
+    if doc.password_hash:
         try:
-            parse_hash(hashed)
+            parse_hash(doc.password_hash)
         except BadHash as exc:
             raise InvalidArgument(f"{where}: password_hash: {exc}", field=where) from None
-    return UserEntry(name, role, hashed, certificate)
+    return UserEntry(doc.username, doc.role, doc.password_hash, doc.certificate)
+
+
+def _read(doc: Any, source: str) -> _UsersFile:
+    """The file through the strict reader: a wrong type, an unknown key or a bad value is an
+    error naming the file, the key and the value (`certificate: "false"` is not true, a
+    `token_ttl_secs` of "abc" is no number)."""
+    if not isinstance(doc, Mapping):
+        raise InvalidArgument(f"{source}: expected a mapping with users and roles", field="auth")
+    for i, user in enumerate(doc.get("users") or ()):
+        if isinstance(user, Mapping) and "password" in user:
+            where = f"users[{user.get('username') or i}]"
+            raise InvalidArgument(
+                f"{source}: {where}: passwords are not stored in clear; replace `password:` with "
+                "`password_hash:` and the output of `peloton auth hash-password`", field=where)
+    cleaned = {k: v for k, v in doc.items() if v is not None}
+    try:
+        return from_mapping(_UsersFile, cleaned)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{source}: {exc.message}", field=exc.field or "auth") from None
 
 
 def parse(doc: Any, *, base: Path = Path("."), source: str = "<auth config>") -> AuthConfig:
     """Check and convert a loaded users document (see the module docstring)."""
-    if not isinstance(doc, Mapping):
-        raise InvalidArgument(f"{source}: expected a mapping with users and roles", field="auth")
-    unknown = set(doc) - {"users", "roles", "internal_user", "internal_password_file",
-                          "token_key_file", "token_ttl_secs", "audit_log"}
-    if unknown:
-        raise InvalidArgument(f"{source}: unknown keys {sorted(unknown)}", field="auth")
+    raw = _read(doc, source)
     roles: dict[str, Role] = {}
-    for i, r in enumerate(doc.get("roles") or []):
+    for i, r in enumerate(raw.roles):
         role = _role(r, i)
         if role.name in roles:
             raise InvalidArgument(f"{source}: same role defined more than once: {role.name}",
                                   field=f"roles[{role.name}]")
         roles[role.name] = role
     users: list[UserEntry] = []
-    for i, u in enumerate(doc.get("users") or []):
+    for i, u in enumerate(raw.users):
         entry = _user(u, i, roles)
         if any(x.username == entry.username for x in users):
             what = entry.username or "default user"
@@ -178,7 +200,7 @@ def parse(doc: Any, *, base: Path = Path("."), source: str = "<auth config>") ->
                        else "more than one default user specified")
             raise InvalidArgument(f"{source}: {problem}", field=f"users[{what}]")
         users.append(entry)
-    internal = str(doc.get("internal_user") or "")
+    internal = raw.internal_user
     if internal:
         found = next((u for u in users if u.username == internal), None)
         if found is None:
@@ -187,17 +209,16 @@ def parse(doc: Any, *, base: Path = Path("."), source: str = "<auth config>") ->
             raise InvalidArgument(f"{source}: role for internal user must accept * and reject no "
                                   "method", field="internal_user")
 
-    def path(key: str) -> Path | None:
-        value = doc.get(key)
-        return None if not value else (base / str(value))
+    def path(value: str) -> Path | None:
+        return None if not value else (base / value)
 
-    ttl = float(doc.get("token_ttl_secs") or DEFAULT_TTL_SECS)
-    if ttl <= 0:
-        raise InvalidArgument(f"{source}: token_ttl_secs must be > 0", field="token_ttl_secs")
+    if not 0 < raw.token_ttl_secs <= 366 * 86400:
+        raise InvalidArgument(f"{source}: token_ttl_secs must be more than 0 and at most a year, "
+                              f"got {raw.token_ttl_secs}", field="token_ttl_secs")
     return AuthConfig(users=tuple(users), roles=roles, internal_user=internal,
-                      internal_password_file=path("internal_password_file"),
-                      token_key_file=path("token_key_file"), token_ttl_secs=ttl,
-                      audit_log=path("audit_log"), source=source)
+                      internal_password_file=path(raw.internal_password_file),
+                      token_key_file=path(raw.token_key_file), token_ttl_secs=raw.token_ttl_secs,
+                      audit_log=path(raw.audit_log), source=source)
 
 
 def load(path: str | Path) -> AuthConfig:

@@ -140,7 +140,14 @@ def test_the_users_file_parses() -> None:
     ({"roles": [{"role": "r"}, {"role": "r"}]}, "more than once"),
     ({"internal_user": "alice"}, r"must accept \* and reject no method"),
     ({"internal_user": "ghost"}, "undefined internal user"),
-    ({"extra": 1}, "unknown keys"),
+    ({"extra": 1}, "unknown config key extra"),
+    # The strict reader (issue 23): wrong types and unknown keys name the key and the value.
+    ({"users": [{"username": "agent-1", "role": "root", "certificate": "false"}]},
+     r"users\[0\]\.certificate: expected true or false, got 'false'"),
+    ({"token_ttl_secs": 0}, "token_ttl_secs must be more than 0"),
+    ({"token_ttl_secs": "abc"}, r"token_ttl_secs: expected a number, got 'abc'"),
+    ({"users": [{"role": "root", "nickname": "x"}]}, r"unknown config key users\[0\]\.nickname"),
+    ({"roles": [{"role": "r", "accept": {"a": 1}}]}, r"roles\[0\]\.accept: expected a list"),
 ])
 def test_bad_users_files_are_refused_naming_the_entry(change: dict[str, Any], message: str) -> None:
     doc = users_file(**change)
