@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import re
 import sqlite3
 import time
@@ -124,14 +125,21 @@ def test_a_task_cannot_read_another_tasks_sandbox_by_path_or_through_the_file_se
 
 
 def test_escaped_processes_are_killed_with_their_task(secure: SecureCluster) -> None:
-    command = "id -u; (setsid sh -c \"exec sleep 600\" &); sleep 1"
+    # A sleep of a duration no other process on the machine has: the test looks only at the
+    # process its own task started (other clusters' tasks may run as the same dynamic uid).
+    mark = f"600.{random.randrange(10**8, 10**9)}"
+    command = f"id -u; (setsid sh -c \"exec sleep {mark}\" &); sleep 1"
     job_id, client = run_job(secure, "alice", "escaper", command)
     uid = int(stdout_of(client, job_id).split()[0])
 
-    def none_left() -> bool:
-        return not [p for p in psutil.process_iter(["uids"]) if p.info["uids"].real == uid]
+    def ours() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["uids", "cmdline"]):
+            if proc.info["uids"] and proc.info["uids"].real == uid and mark in (proc.info["cmdline"] or ()):
+                found.append(proc)
+        return found
 
-    eventually(none_left, 20, f"no process of uid {uid} once the task ended")
+    eventually(lambda: not ours(), 20, f"the escaped sleep {mark} gone once the task ended")
 
 
 def test_a_job_may_not_run_its_tasks_as_root(secure: SecureCluster) -> None:

@@ -42,6 +42,8 @@ INSTANCES = 10_000
 PEAK_MB = 400
 LEFT_MB = 90
 GROWTH_MB = 30
+#: How long the RSS may take to come back after a job ends, on a loaded machine.
+SETTLE_SECS = 60.0
 
 JOB = """\
 name: {name}
@@ -116,12 +118,22 @@ def test_a_job_at_the_maxima_is_bounded_and_its_memory_comes_back(
     def rss() -> int:
         return int(proc.memory_info().rss >> 20)
 
+    def settled(limit: int) -> int:
+        """The RSS once it is below `limit`, or as it is at the deadline: on a loaded machine
+        the end of a job (events, caches, the allocator) takes a while to be given back, so
+        the bound is checked once the process had the time, not at the first sample."""
+        try:
+            eventually(lambda: rss() < limit, SETTLE_SECS, f"RSS below {limit} MB", interval=0.5)
+        except AssertionError:
+            pass  # the assertions below report the figures
+        return rss()
+
     run_and_delete(client, proc, "warm-up", 1000)  # code paths, caches, allocator arenas
     baseline = rss()
     after = []
     for i in range(3):
         peak = run_and_delete(client, proc, f"big-{i}", INSTANCES)
         assert peak - baseline < PEAK_MB, (baseline, peak)
-        after.append(rss())
+        after.append(settled(baseline + LEFT_MB))
     assert max(after) - baseline < LEFT_MB, (baseline, after)
     assert after[-1] - after[0] < GROWTH_MB, (baseline, after)  # nothing accumulates per job
