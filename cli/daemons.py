@@ -34,7 +34,8 @@ def _daemon(role: str) -> click.Command:
                   help="YAML config file (repeatable; later files override earlier ones).")
     @click.option("--backend", default="", hidden=role != "hostmgr",
                   help='Host backend, overriding the config\'s `backend:`: "local", '
-                  '"sim:N[:TASK_S[:CPUS[:START_S]]]" or "mesos:URL".')
+                  '"sim:N[:TASK_S[:CPUS[:START_S]]]", "mesos:URL", "k8s:KUBECONFIG" or '
+                  '"k8s:in-cluster".')
     def command(files: tuple[str, ...], backend: str) -> None:
         from peloton.common import geventsetup
 
