@@ -2,8 +2,10 @@
 
 Jobs go to their role's pool `path/<role>` (default `/AuroraBridge/<role>`), GPU
 jobs to `gpu_path/<role>`: a pool per role, as Aurora keeps a quota per role.  A
-role's pool is created on first use under the bridge's pool with the bridge pool's
-limits and no reservation; setQuota changes its limits.  The first use looks the pool up (v0 ResourceManager.LookupResourcePoolID); if it
+role's pool is created on first use under the bridge's pool with the configured
+resources (the bridge's pool grows to hold it: children's reservations sum within
+their parent's); setQuota sets its reservation and limit.  The first use of the
+bridge's pool looks it up (v0 ResourceManager.LookupResourcePoolID); if it
 does not exist it is created under the root from the configured default
 spec (Peloton's development pool spec unless configured), and the id is
 cached for the life of the process.  Lookups that fail for transient reasons
@@ -94,17 +96,57 @@ class RespoolLoader:
     def _create_role(self, gpu: bool, role: str) -> str:
         parent_id = self.load(gpu)
         parent = self.get(parent_id).config
+        s = self._settings
         config = respool_pb2.ResourcePoolConfig(
-            name=role, owningTeam=self._settings.owning_team,
+            name=role, owningTeam=s.owning_team,
             description=f"Pool of role {role}'s jobs created through the Aurora bridge (its quota)",
-            resources=[respool_pb2.ResourceConfig(kind=r.kind, reservation=0.0, limit=r.limit, share=1.0)
-                       for r in parent.resources],
+            resources=[respool_pb2.ResourceConfig(kind=r.kind, reservation=r.reservation, limit=r.limit,
+                                                  share=r.share) for r in s.resources],
             policy=respool_pb2.PriorityFIFO, controllerLimit=parent.controllerLimit,
             slackLimit=parent.slackLimit)
         config.parent.value = parent_id
+        self._make_room(parent_id, "", {r.kind: (r.reservation, r.limit) for r in config.resources})
         resp = self._port.create_respool(config)
         log.info("created resource pool %s (%s)", self.path(gpu, role), resp.result.value)
         return str(resp.result.value)
+
+    def set_limits(self, pool_id: str, wanted: dict[str, float]) -> None:
+        """Reserve and limit `pool_id` to `wanted` (kind -> amount), its parent grown to hold it."""
+        config = respool_pb2.ResourcePoolConfig()
+        config.CopyFrom(self.get(pool_id).config)
+        existing = {r.kind: r for r in config.resources}
+        for kind, amount in wanted.items():
+            res = existing.get(kind) or config.resources.add(kind=kind, share=1.0)
+            res.reservation = res.limit = amount
+        self._make_room(config.parent.value, pool_id,
+                        {r.kind: (r.reservation, r.limit) for r in config.resources})
+        self.update(pool_id, config)
+
+    def _make_room(self, parent_id: str, child_id: str, new: dict[str, tuple[float, float]]) -> None:
+        """Grow the bridge's pool so its child `child_id` ("" for a new one) fits with `new`
+        (kind -> (reservation, limit)): children's reservations may not sum above their
+        parent's, nor a child's limit exceed its.  The bridge's pool is never shrunk."""
+        if not parent_id or parent_id == "root":
+            return
+        info = self.get(parent_id)
+        siblings: dict[str, float] = {}
+        for other in info.children:
+            if other.value != child_id:
+                for r in self.get(other.value).config.resources:
+                    siblings[r.kind] = siblings.get(r.kind, 0.0) + r.reservation
+        config = respool_pb2.ResourcePoolConfig()
+        config.CopyFrom(info.config)
+        existing = {r.kind: r for r in config.resources}
+        changed = False
+        for kind, (reservation, limit) in new.items():
+            res = existing.get(kind) or config.resources.add(kind=kind, share=1.0)
+            needed = siblings.get(kind, 0.0) + reservation
+            if needed > res.reservation or limit > res.limit:
+                res.reservation = max(res.reservation, needed)
+                res.limit = max(res.limit, limit, res.reservation)
+                changed = True
+        if changed:
+            self.update(parent_id, config)
 
     def _parent_id(self, path: str, root: str) -> str:
         parent = path.strip("/").rsplit("/", 1)

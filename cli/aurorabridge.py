@@ -27,7 +27,7 @@ from cli.params import security_options
 @click.option("--cluster-name", default="peloton", show_default=True,
               help="Cluster name reported to Aurora clients (ServerInfo).")
 @click.option("--respool-path", default="/AuroraBridge", show_default=True,
-              help="Resource pool of bridge jobs (created when missing).")
+              help="Parent of the bridge jobs' per-role pools <path>/<role> (created when missing).")
 @click.option("--gpu-respool-path", default="/GPUAuroraBridge", show_default=True,
               help="Resource pool of jobs that ask for GPUs.")
 @click.option("--max-tasks-per-job", default=4000, show_default=True, type=int,

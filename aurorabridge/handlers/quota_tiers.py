@@ -5,10 +5,11 @@ jobs run in the role's own pool (`/AuroraBridge/<role>`, created on first
 use: respool_loader.py), so a role's quota is its pool's limit (cpu cores,
 memory MB, disk MB, GPUs): getQuota reads it (zero for a role that has no
 pool yet; reads create nothing), setQuota creates the pool if needed and sets
-its limits (lowering reservations above them; raising the bridge pool's limit
-when a role's would exceed it, as a child pool's limit may not), and the
-same limits on the role's GPU pool when it has one.  The resource manager
-enforces them: a role's tasks beyond its quota wait in its pool.
+its reservation and limit to the quota (Aurora's quota is a guarantee, and
+Peloton runs non-preemptible tasks only within a reservation), growing the
+bridge's pool to hold it, and the same on the role's GPU pool when it has one.
+The resource manager enforces them: a role's tasks beyond its quota wait
+PENDING in its pool, with the reason in getPendingReason.
 Consumption is computed per role from its live jobs (instances x task
 resources), production tasks apart from the others; Peloton has no
 dedicated hosts, so dedicated consumption is empty.
@@ -27,7 +28,6 @@ from aurorabridge.handlers.context import BridgeContext, HandlerFn
 from aurorabridge.handlers.jobs import listed_jobs
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
-from peloton.api.gen.peloton.api.v0.respool import respool_pb2
 from peloton.core.errors import InvalidArgument
 
 #: Aurora resource field -> Peloton respool kind.
@@ -74,27 +74,6 @@ def get_quota(ctx: BridgeContext, args: Any) -> Any:
     return ok(api.Result(getQuotaResult=result))
 
 
-def _set_limits(ctx: BridgeContext, pool_id: str, wanted: dict[str, float]) -> None:
-    """Set the limits of `pool_id` to `wanted` (its parent's raised first when below them)."""
-    config = respool_pb2.ResourcePoolConfig()
-    config.CopyFrom(ctx.respools.get(pool_id).config)
-    parent_id = config.parent.value
-    if parent_id and parent_id != "root":
-        parent_limits = {r.kind: r.limit for r in ctx.respools.get(parent_id).config.resources}
-        higher = {field: value for field, kind in KINDS if (value := wanted.get(field)) is not None
-                  and value > parent_limits.get(kind, 0.0)}
-        if higher:
-            _set_limits(ctx, parent_id, higher)
-    existing = {r.kind: r for r in config.resources}
-    for field, kind in KINDS:
-        if field not in wanted:
-            continue
-        res = existing.get(kind) or config.resources.add(kind=kind, share=1.0)
-        res.limit = wanted[field]
-        res.reservation = min(res.reservation, wanted[field])
-    ctx.respools.update(pool_id, config)
-
-
 def set_quota(ctx: BridgeContext, args: Any) -> Any:
     role = check_identifier(args.ownerRole, "ownerRole")
     if args.quota is None:
@@ -105,11 +84,12 @@ def set_quota(ctx: BridgeContext, args: Any) -> Any:
             raise InvalidArgument(f"quota {field} must be >= 0, got {value:g}", field=field)
     if not wanted:
         raise InvalidArgument("quota names no resources", field="quota")
-    _set_limits(ctx, ctx.respools.load(False, role), wanted)
+    wanted = {kind: wanted[field] for field, kind in KINDS if field in wanted}
+    ctx.respools.set_limits(ctx.respools.load(False, role), wanted)
     paths = [ctx.respools.path(False, role)]
     gpu_path = ctx.respools.path(True, role)
     if gpu_path not in paths and (gpu_pool := ctx.respools.lookup(gpu_path)) is not None:
-        _set_limits(ctx, gpu_pool, wanted)
+        ctx.respools.set_limits(gpu_pool, wanted)
         paths.append(gpu_path)
     return ok(None, f"quota of role {role} set on resource pool {' and '.join(paths)}")
 

@@ -301,3 +301,49 @@ def test_unsupported_methods_answer_invalid_request(up: UpCluster,
         assert "snapshot" in resp.details[0].message
     finally:
         client._iprot.trans.close()
+
+
+def test_quota_is_per_role_and_holds_a_roles_tasks(up: UpCluster, apache: tuple[Any, Any]) -> None:
+    """Issue 22 item 4: setQuota/getQuota are per role (a pool per role, made on first use),
+    and a role's tasks beyond its quota wait PENDING while another role's run."""
+    admin, t = apache
+    client = connect(admin, f"http://127.0.0.1:{up.aurora_port}/api", "binary")
+
+    def cpus(role: str) -> float:
+        resp = client.getQuota(role)
+        assert resp.responseCode == t.ResponseCode.OK, resp.details
+        return resp.result.getQuotaResult.quota.numCpus
+
+    def job_of(role: str) -> Any:
+        task = task_config(t, "quota", "sleep 1000")
+        task.job = t.JobKey(role=role, environment="devel", name="quota")
+        task.owner = t.Identity(user=role)
+        task.constraints = []
+        config = t.JobConfiguration(key=task.job, owner=task.owner, instanceCount=2, taskConfig=task)
+        assert client.createJob(config).responseCode == t.ResponseCode.OK
+        return task.job
+
+    def statuses(job: Any) -> list[int]:
+        return sorted(tk.status for tk in tasks(client, t, job))
+
+    try:
+        tight = t.ResourceAggregate(resources=[t.Resource(numCpus=0.15)])
+        assert client.setQuota("tight", tight).responseCode == t.ResponseCode.OK
+        assert cpus("tight") == pytest.approx(0.15) and cpus("roomy") == 0.0
+        roomy = t.ResourceAggregate(resources=[t.Resource(numCpus=4.0)])
+        assert client.setQuota("roomy", roomy).responseCode == t.ResponseCode.OK
+        assert cpus("roomy") == 4.0 and cpus("tight") == pytest.approx(0.15)
+
+        held, free = job_of("tight"), job_of("roomy")
+        eventually(lambda: len(running(client, t, free)) == 2, 90, "both roomy instances RUNNING")
+        eventually(lambda: statuses(held) == sorted([t.ScheduleStatus.PENDING,
+                                                     t.ScheduleStatus.RUNNING]), 60,
+                   "one tight instance RUNNING, the other PENDING within the role's quota")
+        assert client.setQuota("tight", roomy).responseCode == t.ResponseCode.OK
+        eventually(lambda: len(running(client, t, held)) == 2, 90,
+                   "the second tight instance runs once the quota allows it")
+        for job in (held, free):
+            assert client.killTasks(job, None, "done").responseCode == t.ResponseCode.OK
+            eventually(lambda job=job: not running(client, t, job), 60, "every instance stopped")
+    finally:
+        client._iprot.trans.close()

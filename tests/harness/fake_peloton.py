@@ -336,6 +336,7 @@ class FakePeloton(FakeCron, FakeState):
                 parent=config.parent,
                 path=respool_pb2.ResourcePoolPath(value=path),
             )
+            parent.children.add(value=pool_id)
             return respool_pb2.CreateResponse(result=v0_peloton.ResourcePoolID(value=pool_id))
 
     def get_respool(self, respool_id: str, *, include_children: bool = False) -> Any:

@@ -57,9 +57,9 @@ def test_quota_is_the_pool_limit_and_consumption_is_per_role(call: Call, fake: F
     resp = call("setQuota", ownerRole="www", quota=quota)
     assert resp.responseCode == OK and "/AuroraBridge/www" in messages(resp)
     parent, config = (c["config"] for c in fake.calls_of("update_respool")[-2:])
-    assert {r.kind: r.limit for r in parent.resources}["cpu"] == 40  # the bridge pool makes room
+    assert {r.kind: (r.reservation, r.limit) for r in parent.resources}["cpu"] == (40, 40)  # made room
     limits = {r.kind: (r.reservation, r.limit) for r in config.resources}
-    assert limits["cpu"] == (0, 40) and limits["memory"] == (0, 4096) and limits["disk"] == (0, 20480)
+    assert limits["cpu"] == (40, 40) and limits["memory"] == (4096, 4096) and limits["disk"] == (10240, 20480)
     negative = api.ResourceAggregate(resources=[api.Resource(numCpus=-1.0)])
     assert call("setQuota", ownerRole="www", quota=negative).responseCode == INVALID
 
@@ -190,8 +190,10 @@ def test_pool_loader_creates_once_caches_and_uses_the_gpu_pool(fake: FakePeloton
     )
     assert RespoolLoader(fake, RespoolSettings()).load() == first  # a second bridge finds the pool
     role = loader.load(role="www")
-    assert fake.pools[role].path.value == "/AuroraBridge/www" and fake.pools[role].config.parent.value == first
-    assert {r.kind: r.reservation for r in fake.pools[role].config.resources}["cpu"] == 0
+    assert fake.pools[role].path.value == "/AuroraBridge/www"
+    assert fake.pools[role].config.parent.value == first
+    assert {r.kind: r.reservation for r in fake.pools[role].config.resources}["cpu"] == 12
+    assert {r.kind: r.reservation for r in fake.pools[first].config.resources}["cpu"] == 12  # it fits
     assert loader.load(role="www") == role and len(fake.calls_of("create_respool")) == 3
 
 
