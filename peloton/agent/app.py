@@ -81,7 +81,7 @@ class AgentApp:
             log.warning("agent %s: its work dir %s is closed to other users, so tasks could not "
                         "reach their sandboxes there; sandboxes are in %s", config.name, work,
                         self.sandboxes.root)
-        self.isolation = detect(config.name)
+        self.isolation = detect(config.name, work_dir=work)
         self.spawner = Spawner(supervisor_command(work / "bin"), work / "supervisor.log")
         self.fifo = work / "notify"
         self.call_token = new_call_token()

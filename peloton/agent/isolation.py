@@ -26,6 +26,7 @@ cgroup would do (to exercise that path, or where cgroups are shared).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -145,8 +146,13 @@ def requested_mode(environ: Mapping[str, str] = os.environ) -> str:
     return mode
 
 
-def detect(agent_name: str, mode: str | None = None) -> MemoryIsolation:
+def detect(agent_name: str, mode: str | None = None, work_dir: Path | None = None) -> MemoryIsolation:
     """The mechanism to use here (`mode`, default from the environment); logs which and why.
+
+    The parent cgroup is named after the agent and, with `work_dir`, a digest of it: two
+    agents of one name on one machine (every `peloton up` names its agent after the host)
+    then never share a parent, so one stopping cannot remove the parent the other's tasks
+    are being put under.
 
     Raises InvalidArgument for an unknown mode and FailedPrecondition when `cgroup`
     is required but no writable cgroup memory controller exists.
@@ -159,6 +165,8 @@ def detect(agent_name: str, mode: str | None = None) -> MemoryIsolation:
         log.info("memory limits enforced with RLIMIT_AS (%s=rlimit)", MODE_ENV)
         return MemoryIsolation("rlimit")
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", agent_name)
+    if work_dir is not None:
+        safe += "-" + hashlib.sha256(str(work_dir.resolve()).encode()).hexdigest()[:10]
     for probe in (_try_v2, _try_v1):
         try:
             found = probe(safe)
