@@ -24,7 +24,7 @@ from tests.integration.test_multiprocess import FAILOVER, POOL, SESSION, leader_
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.e2e]
 
-#: Fast timings of the Mesos backend for a test (MesosSection of the hostmgr config).
+#: Fast timings of the Mesos backend for a test (the `mesos:` section of the hostmgr config, a MesosConfig).
 MESOS = {"tick_secs": 0.05, "agent_refresh_secs": 0.5, "resend_secs": 0.5}
 
 SERVICE = """\

@@ -32,7 +32,7 @@ Every daemon's file has the same common sections, as Peloton's
 
 The host manager also has `backend:` (local | sim:... | mesos:MASTER | k8s:KUBECONFIG |
 k8s:in-cluster, as `peloton up --backend`; `peloton hostmgr --backend` overrides it),
-`mesos:` (MesosSection) and `kubernetes:` (KubeConfig: namespace, default_image, ...).
+`mesos:` (MesosConfig, less its master) and `kubernetes:` (KubeConfig: namespace, default_image, ...).
 
 The own sections are the daemons' config dataclasses: `jobmgr`
 (JobManagerConfig), `resmgr` (ResourceManagerConfig), `hostmgr`
@@ -54,6 +54,7 @@ from peloton.common.config import load_config
 from peloton.common.leader import ElectionConfig
 from peloton.core.errors import InvalidArgument
 from peloton.hostmgr.backends.k8s_config import KubeConfig
+from peloton.hostmgr.backends.mesos_config import MesosConfig
 from peloton.hostmgr.config import HostManagerConfig
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.placement.config import PlacementEngineConfig
@@ -128,25 +129,6 @@ class AgentsConfig:
 
 
 @dataclass(frozen=True)
-class MesosSection:
-    """The Mesos backend's settings beyond its master (see MesosConfig for their meaning)."""
-
-    framework_name: str = "Peloton"
-    role: str = "peloton"
-    principal: str = "peloton"
-    secret: str = ""
-    user: str = "root"
-    failover_timeout_secs: float = 60_000_000.0
-    gpu_supported: bool = True
-    revocable_resources: bool = False
-    launch_wait_secs: float = 30.0
-    agent_refresh_secs: float = 10.0
-    resend_secs: float = 10.0
-    call_timeout_secs: float = 10.0
-    tick_secs: float = 0.2
-
-
-@dataclass(frozen=True)
 class DaemonConfig:
     """The sections every daemon process has (see the module docstring)."""
 
@@ -184,7 +166,8 @@ class HostmgrProcessConfig(DaemonConfig):
         default_factory=lambda: HostManagerConfig(consumers=("jobmgr", "resmgr")))
     backend: str = "local"
     agents: AgentsConfig = AgentsConfig()
-    mesos: MesosSection = MesosSection()
+    #: The Mesos backend's settings beyond its master (`backend: mesos:MASTER`).
+    mesos: MesosConfig = MesosConfig()
     #: The Kubernetes backend's settings (`backend: k8s:KUBECONFIG` or `k8s:in-cluster`).
     kubernetes: KubeConfig = KubeConfig()
 
@@ -192,6 +175,10 @@ class HostmgrProcessConfig(DaemonConfig):
         from peloton.hostmgr.backends.registry import BackendSpec
 
         BackendSpec.parse(self.backend)  # InvalidArgument naming the field
+        if self.mesos.master:
+            # One place names the master, so two cannot disagree.
+            raise InvalidArgument("the Mesos master is named by `backend: mesos:MASTER`, "
+                                  "not in the mesos section", field="mesos.master")
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ def hostmgr_terms(rt: Runtime) -> TermBuilder:
         backend = open_backend(config.backend, BackendEnv(
             grpc=term.recorder, frameworks=term_view, heartbeat_secs=agents.heartbeat_secs,
             heartbeat_timeout_secs=agents.heartbeat_timeout_secs,
-            mesos=dataclasses.asdict(config.mesos), tls=rt.security.tls,
+            mesos=config.mesos, tls=rt.security.tls,
             kubernetes=config.kubernetes))
         hm = HostManager(term_view, backend, hm_config, grpc_server=term.recorder,
                          metrics=rt.metrics)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 class MesosConfig:
     """How the Mesos backend registers and behaves (defaults: Peloton's hostmgr config)."""
 
-    #: "host:port", "http://host:port" or "zk://host:port,.../mesos".
-    master: str
+    #: "host:port", "http://host:port" or "zk://host:port,.../mesos". Empty in the host
+    #: manager's `mesos:` config section: there the master comes from `backend: mesos:MASTER`.
+    master: str = ""
     framework_name: str = "Peloton"
     role: str = "peloton"
     principal: str = "peloton"

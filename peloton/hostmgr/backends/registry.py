@@ -32,6 +32,7 @@ from peloton.core.model.resources import Resources
 from peloton.core.model.storage_records import FrameworkInfo
 from peloton.hostmgr.backends.base import HostBackend
 from peloton.hostmgr.backends.k8s_config import KubeConfig
+from peloton.hostmgr.backends.mesos_config import MesosConfig
 
 KINDS = ("local", "sim", "mesos", "k8s")
 
@@ -60,7 +61,7 @@ class BackendEnv:
     heartbeat_secs: float = 1.0
     heartbeat_timeout_secs: float = 10.0
     #: Settings of the Mesos backend beyond its master (MesosConfig fields).
-    mesos: dict[str, Any] | None = None
+    mesos: MesosConfig | None = None
     #: Revocable (slack) cpus every simulated host offers beside its capacity.
     sim_revocable_cpus: float = 0.0
     #: TLS of the local backend's calls to agents (None: plain; README, Security).
@@ -141,9 +142,9 @@ def _mesos(master: str, env: BackendEnv) -> HostBackend:
     except ImportError:
         raise InvalidArgument("Mesos support is not installed: pip install 'peloton-py[mesos]'",
                               field="backend") from None
-    from peloton.hostmgr.backends.mesos import MesosBackend, MesosConfig
+    from peloton.hostmgr.backends.mesos import MesosBackend
 
-    config = replace(MesosConfig(master=master), **(env.mesos or {}))
+    config = replace(env.mesos or MesosConfig(), master=master)
     records = env.frameworks
     if records is None:
         return MesosBackend(config)

@@ -36,3 +36,18 @@ def test_a_bad_key_is_named(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match=r"peers\.call_timeout") as err:
         load(SCHEMAS["jobmgr"], [bad], env={})
     assert err.value.field == "peers.call_timeout"
+
+
+def test_the_mesos_section_is_the_backends_own_config_less_its_master(tmp_path: Path) -> None:
+    # Every setting of the Mesos backend can be given (one dataclass: nothing to drift apart).
+    ok = tmp_path / "mesos.yaml"
+    ok.write_text("backend: mesos:127.0.0.1:5050\n"
+                  "mesos:\n  offer_hold_secs: 60\n  reconcile_batch: 10\n  role: batch\n")
+    config = load(SCHEMAS["hostmgr"], [ok], env={})
+    assert config.mesos.offer_hold_secs == 60.0  # type: ignore[attr-defined]
+    assert config.mesos.reconcile_batch == 10  # type: ignore[attr-defined]
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("backend: mesos:127.0.0.1:5050\nmesos:\n  master: 10.0.0.1:5050\n")
+    with pytest.raises(InvalidArgument, match="backend: mesos:MASTER") as err:
+        load(SCHEMAS["hostmgr"], [twice], env={})
+    assert err.value.field == "mesos.master"

@@ -12,7 +12,7 @@ from peloton.core.model.storage_records import FrameworkInfo
 from peloton.hostmgr.backends.k8s import KubeBackend
 from peloton.hostmgr.backends.k8s_config import KubeConfig
 from peloton.hostmgr.backends.local import LocalBackend
-from peloton.hostmgr.backends.mesos import MesosBackend
+from peloton.hostmgr.backends.mesos import MesosBackend, MesosConfig
 from peloton.hostmgr.backends.registry import BackendEnv, BackendSpec, open_backend
 from peloton.hostmgr.backends.sim import SimBackend
 
@@ -43,7 +43,7 @@ def test_each_kind_builds_its_backend() -> None:
     sim = open_backend("sim:7:0.5:2", BackendEnv())
     assert isinstance(sim, SimBackend) and len(sim._hosts) == 7 and sim.task_secs == 0.5
     mesos = open_backend("mesos:zk://127.0.0.1:2181/mesos",
-                         BackendEnv(mesos={"tick_secs": 0.5, "role": "batch"}))
+                         BackendEnv(mesos=MesosConfig(tick_secs=0.5, role="batch")))
     assert isinstance(mesos, MesosBackend)
     assert mesos.config.master == "zk://127.0.0.1:2181/mesos"
     assert (mesos.config.tick_secs, mesos.config.role) == (0.5, "batch")
