@@ -41,9 +41,9 @@ def main() -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        names = plane.add_nodes(args.nodes, prefix="node-", cpu="4", memory="16Gi",
+        names = plane.nodes.add(args.nodes, prefix="node-", cpu="4", memory="16Gi",
                                 labels={"zone": "east"})
-        plane.wait_nodes_ready(names)
+        plane.nodes.wait_ready(names)
         admin = base / "admin.kubeconfig"
         shutil.copy(plane.admin_kubeconfig, admin)
         scheduler = scheduler_kubeconfig(plane, base / "plane")

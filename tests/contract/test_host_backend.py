@@ -160,7 +160,7 @@ class _KwokCommands(KubeBackend):
 def _k8s_rig(kube: KubeControlPlane, kubeconfig: Path, auto_ack: bool) -> Iterator[Rig]:
     # Nodes and pods of this rig alone: its own node label and its own cluster name.
     tag = uuid.uuid4().hex[:8]
-    names = kube.add_nodes(3, prefix=f"contract-{tag}-", labels={"contract": tag})
+    names = kube.nodes.add(3, prefix=f"contract-{tag}-", labels={"contract": tag})
     backend = _KwokCommands(KubeConfig(source=str(kubeconfig), node_selector=f"contract={tag}",
                                        cluster_name=f"contract-{tag}", resend_secs=RESEND_SECS,
                                        finished_pod_ttl_secs=0.0))
@@ -180,7 +180,7 @@ def _k8s_rig(kube: KubeControlPlane, kubeconfig: Path, auto_ack: bool) -> Iterat
     finally:
         backend.stop()
         for name in names:
-            kube.delete_node(name)
+            kube.nodes.delete(name)
 
 
 RIGS = {"local": _local_rig, "sim": lambda _, auto_ack: _sim_rig(auto_ack), "mesos": _mesos_rig}

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from tests.harness.cluster import UpCluster
-from tests.harness.kube import KubeControlPlane, reply_json
+from tests.harness.kube import KubeControlPlane
+from tests.harness.kube_nodes import reply_json
 
 
 def fake_labels(exit_code: int | None = None, run_secs: float | None = None, reason: str = "",
@@ -69,10 +70,10 @@ class KubeCluster:
                   labels: dict[str, str] | None = None,
                   taints: list[dict[str, str]] | None = None) -> list[str]:
         """More kwok nodes of this cluster (Ready before this returns)."""
-        names = self.kube.add_nodes(count, prefix=f"{self.name}-", start=len(self.nodes), cpu=cpu,
+        names = self.kube.nodes.add(count, prefix=f"{self.name}-", start=len(self.nodes), cpu=cpu,
                                     memory=memory, gpus=gpus, taints=taints,
                                     labels={**self.node_label, **(labels or {})})
-        self.kube.wait_nodes_ready(names)
+        self.kube.nodes.wait_ready(names)
         self.nodes.extend(names)
         return names
 
@@ -109,7 +110,7 @@ class KubeCluster:
                     if exc.status != 404:
                         raise
             for name in self.nodes:
-                self.kube.delete_node(name)
+                self.kube.nodes.delete(name)
 
     def _core(self) -> Any:
         from kubernetes import client

@@ -21,8 +21,8 @@ from tests.harness.kube import (
     RUN_SECS_ANNOTATION,
     WAITING_REASON_ANNOTATION,
     KubeControlPlane,
-    reply_json,
 )
+from tests.harness.kube_nodes import reply_json
 from tests.harness.procs import wait_for
 
 _names = itertools.count()
@@ -37,8 +37,8 @@ def core(kube: KubeControlPlane) -> client.CoreV1Api:
 @pytest.fixture(scope="module")
 def node(kube: KubeControlPlane) -> str:
     """One Ready kwok node for the pod tests."""
-    names = kube.add_nodes(1, prefix="pods-node-")
-    kube.wait_nodes_ready(names, timeout=60)
+    names = kube.nodes.add(1, prefix="pods-node-")
+    kube.nodes.wait_ready(names, timeout=60)
     return names[0]
 
 
@@ -111,10 +111,10 @@ def condition(pod: dict[str, Any], kind: str) -> str | None:
 
 
 def test_nodes_become_ready_with_their_resources(kube: KubeControlPlane, core: client.CoreV1Api) -> None:
-    names = kube.add_nodes(3, prefix="gpu-node-", cpu="16", memory="64Gi", gpus=2,
+    names = kube.nodes.add(3, prefix="gpu-node-", cpu="16", memory="64Gi", gpus=2,
                            labels={"pool": "gpu"},
                            taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}])
-    kube.wait_nodes_ready(names, timeout=60)
+    kube.nodes.wait_ready(names, timeout=60)
     node = reply_json(core.read_node(names[0], _preload_content=False))
     status = node["status"]
     given = {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "2"}
@@ -130,7 +130,7 @@ def test_nodes_become_ready_with_their_resources(kube: KubeControlPlane, core: c
 def test_node_outside_kwok_is_left_alone(kube: KubeControlPlane, core: client.CoreV1Api) -> None:
     core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "not-kwok"}})
     # kwok would have answered within the time the next fake node takes to become Ready.
-    kube.wait_nodes_ready(kube.add_nodes(1, prefix="witness-"), timeout=60)
+    kube.nodes.wait_ready(kube.nodes.add(1, prefix="witness-"), timeout=60)
     node = reply_json(core.read_node("not-kwok", _preload_content=False))
     assert condition(node, "Ready") is None
     assert not node["spec"].get("taints"), "TaintNodesByCondition should be off (see kube.py)"
@@ -233,9 +233,9 @@ def test_deleted_pod_disappears(node: str, core: client.CoreV1Api, namespace: st
 
 
 def test_set_node_ready_false_sticks_until_set_true(kube: KubeControlPlane, core: client.CoreV1Api) -> None:
-    name = kube.add_nodes(1, prefix="flaky-")[0]
-    kube.wait_nodes_ready([name], timeout=60)
-    kube.set_node_ready(name, False)
+    name = kube.nodes.add(1, prefix="flaky-")[0]
+    kube.nodes.wait_ready([name], timeout=60)
+    kube.nodes.set_ready(name, False)
     # Any update makes kwok re-evaluate the node's stages; node-initialize must not match it now.
     core.patch_node(name, {"metadata": {"labels": {"touched": "yes"}}})
     deadline = time.monotonic() + 3
@@ -243,8 +243,8 @@ def test_set_node_ready_false_sticks_until_set_true(kube: KubeControlPlane, core
         node = reply_json(core.read_node(name, _preload_content=False))
         assert condition(node, "Ready") == "False", "kwok reverted the NotReady node"
         time.sleep(0.2)
-    kube.set_node_ready(name, True)
-    kube.wait_nodes_ready([name], timeout=30)
+    kube.nodes.set_ready(name, True)
+    kube.nodes.wait_ready([name], timeout=30)
 
 
 def test_restart_apiserver_keeps_the_data(kube: KubeControlPlane, node: str, core: client.CoreV1Api,

@@ -80,7 +80,7 @@ def test_a_deleted_node_loses_its_runs_and_they_run_again_elsewhere(
     kept = {name: node for name, node in before.items() if node != victim}
     old_uids = uids(k8s, job_id)
 
-    k8s.kube.delete_node(victim)
+    k8s.kube.nodes.delete(victim)
 
     def moved() -> dict[str, str] | None:
         pods = k8s.running_pods(job_id)

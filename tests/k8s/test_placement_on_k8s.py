@@ -28,8 +28,9 @@ from peloton.api.gen.peloton.api.v0.task import task_pb2
 from tests.e2e.conftest import write_job, write_pool
 from tests.e2e.test_batch_jobs import create, task_states
 from tests.harness.cluster import UpCluster, eventually
-from tests.harness.kube import KubeControlPlane, reply_json
+from tests.harness.kube import KubeControlPlane
 from tests.harness.kube_cluster import KubeCluster
+from tests.harness.kube_nodes import reply_json
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -288,7 +289,7 @@ def test_a_not_ready_node_is_not_offered(kube: KubeControlPlane, kube_scheduler:
         def connected() -> set[str]:
             return {h.hostname for h in up.client.list_host_capacity().hosts if h.connected}
         eventually(lambda: connected() == {node0, node1}, 60, "both nodes are hosts")
-        kube.set_node_ready(node0, False)
+        kube.nodes.set_ready(node0, False)
         eventually(lambda: connected() == {node1}, 60, "the NotReady node is no host")
         pool(up, tmp_path)
         # 4 x 1 cpu: the Ready node holds 2, the NotReady one would hold the others.
@@ -299,7 +300,7 @@ def test_a_not_ready_node_is_not_offered(kube: KubeControlPlane, kube_scheduler:
                              and all(w.values()) and w, 60, "2 tasks waiting with a reason")
         assert all("waiting for admission" in r for r in waiting.values()), waiting
         assert all(p["spec"]["nodeName"] == node1 for p in k8s.pods(job_id))
-        kube.set_node_ready(node0, True)
+        kube.nodes.set_ready(node0, True)
         pods = running(k8s, job_id, 4)
         assert sorted(pods.values()) == [node0, node0, node1, node1]
 
