@@ -30,6 +30,8 @@ from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import AGENT_LOCK, Sandboxes
 from peloton.agent.service import SERVICE_NAME, AgentServicer, CallTokenInterceptor
 from peloton.agent.slack import SlackEstimator
+from peloton.agent.uidlocks import UidLockDir, machine_dir
+from peloton.agent.uidpool import UidClaims, Unshared
 from peloton.agent.watch import Watcher
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import GrpcServer
@@ -90,10 +92,15 @@ class AgentApp:
                                  interceptors=[CallTokenInterceptor(self.call_token)])
         self.reporter = StatusReporter(lambda batch: self.link.send(batch), resend_secs=config.resend_secs)
         self.identities = config.identity_policy()
+        # Dynamic uids are claimed machine-wide (uidlocks.py); an agent that is not root runs
+        # every task as itself and hands out none.
+        self.uid_locks = UidLockDir(machine_dir()) if self.identities.can_switch else None
+        claims: UidClaims = self.uid_locks or Unshared()
         self.executor = Executor(sandboxes=self.sandboxes, isolation=self.isolation,
                                  spawner=self.spawner, reporter=self.reporter, fifo=self.fifo,
                                  enforce_fd_limit=config.enforce_fd_limit,
-                                 orphan_secs=config.orphan_secs, identities=self.identities)
+                                 orphan_secs=config.orphan_secs, identities=self.identities,
+                                 uid_claims=claims)
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
         self.files = FileServer(self.sandboxes, self.caps, config.host, config.files_port,
@@ -156,6 +163,9 @@ class AgentApp:
         self.link.start()
         log.info("agent %s serving on %s (%s; %d runs adopted); host manager %s", self.config.name,
                  self.address, self.isolation.kind, adopted, self.config.hostmgr)
+        if self.uid_locks is not None:
+            log.info("agent %s: dynamic uids %d-%d, claimed machine-wide in %s", self.config.name,
+                     *self.identities.dynamic_uids, self.uid_locks.directory)
         if not self.identities.can_switch:
             log.warning("agent %s does not run as root: every task runs as this agent's own "
                         "user, with no isolation between tasks", self.config.name)
@@ -177,6 +187,8 @@ class AgentApp:
         self.watcher.stop()
         self.spawner.stop()
         self.isolation.release()
+        if self.uid_locks is not None:
+            self.uid_locks.close()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1

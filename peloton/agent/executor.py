@@ -7,6 +7,10 @@ dir's acked.log, so an agent restarted later does not report it again.
 Records arrive from the notification pipe and from sandbox scans (see
 watch.py); both go through `on_record`, which ignores anything that would
 move a run backwards, so duplicates and races are harmless.
+
+A run with a dynamic uid holds that uid's machine-wide claim (uidpool.py,
+uidlocks.py) from its launch until its terminal update is published; a run
+adopted after a restart takes its claim again.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from peloton.agent.launcher import Spawner, encode_request
 from peloton.agent.model import RunSpec, Update, stable_uuid
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes, SupervisorRecord
+from peloton.agent.uidpool import UidClaims, Unshared
 from peloton.core.errors import PelotonError
 from peloton.core.model.ids import RunId
 from peloton.core.states import HealthState, TaskState
@@ -57,8 +62,15 @@ class Executor:
     def __init__(self, *, sandboxes: Sandboxes, isolation: MemoryIsolation, spawner: Spawner,
                  reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time,
                  enforce_fd_limit: bool = False, orphan_secs: float = 0.0,
-                 identities: IdentityPolicy | None = None) -> None:
+                 identities: IdentityPolicy | None = None,
+                 uid_claims: UidClaims | None = None) -> None:
         self.sandboxes = sandboxes
+        #: Machine-wide claims on dynamic uids (app.py wires the lock files; default: an
+        #: agent alone on its machine).
+        self.uid_claims: UidClaims = uid_claims or Unshared()
+        self._next_uid = 0  # where the next dynamic uid is looked for (uidpool.pick_uid)
+        # Resolved once: the same run is named alike by every agent lifetime (reclaim).
+        self._sandbox_root = str(sandboxes.root.resolve())
         #: A supervisor stops its task after this long with no agent (0: never; supervisor.c).
         self.orphan_secs = orphan_secs
         #: Apply a task's fdLimit as RLIMIT_NOFILE.  Off by default: Peloton on Mesos never
@@ -131,14 +143,24 @@ class Executor:
 
     def _with_identity(self, spec: RunSpec, in_use: set[int]) -> RunSpec:
         """The spec with the identity its task runs as (peloton/agent/identity.py); the uid
-        it takes joins `in_use` (built once per launch batch, not once per run)."""
+        it takes joins `in_use` (built once per launch batch, not once per run) and, when
+        dynamic, is claimed on the machine for this run."""
         if not self.identities.can_switch:
             self.identities.resolve(spec.command.user, ())  # refuses a user it cannot be
             return spec
-        who = self.identities.resolve(spec.command.user, in_use)
+        holder = self._holder(spec.run_id)
+        who = self.identities.resolve(spec.command.user, in_use,
+                                      claim=lambda uid: self.uid_claims.claim(uid, holder),
+                                      start=self._next_uid)
         in_use.add(who.uid)
+        if who.dynamic:
+            self._next_uid = who.uid + 1
         return dataclasses.replace(spec, uid=who.uid, gid=who.gid, groups=who.groups,
                                    run_as=who.name, home=who.home)
+
+    def _holder(self, run_id: str) -> str:
+        """Who holds a dynamic uid's claim: the run's sandbox, by a path any agent can probe."""
+        return f"{self._sandbox_root}/{run_id}"
 
     @staticmethod
     def _who(spec: RunSpec) -> str:
@@ -269,6 +291,8 @@ class Executor:
         if state is not run.state:
             run.since = time.monotonic()
         run.state, run.last = state, update
+        if state.terminal and run.spec is not None and run.spec.dynamic_uid:
+            self.uid_claims.release(run.spec.uid, self._holder(run_id))
         self.reporter.publish(update, terminal=state.terminal)
 
     @staticmethod
@@ -286,6 +310,20 @@ class Executor:
                 self.on_record(record)
             if run.last is None:
                 self._publish(run, run_id, TaskState.STARTING, "adopted after an agent restart")
+            spec = run.spec
+            if spec is not None and spec.dynamic_uid and not run.state.terminal:
+                self._reclaim(run_id, spec.uid)
+
+    def _reclaim(self, run_id: str, uid: int) -> None:
+        try:
+            if self.uid_claims.reclaim(uid, self._holder(run_id)):
+                return
+            problem = "another run on this machine holds it"
+        except PelotonError as exc:
+            problem = str(exc)
+        # Not killed: the task is already running as that uid either way.
+        log.error("run %s was adopted, but its dynamic uid %d is not exclusive any more: %s",
+                  run_id, uid, problem)
 
     def settled(self, run_ids: Sequence[str]) -> None:
         """These runs ended and every update about them was acknowledged: forget them."""

@@ -11,10 +11,11 @@ names the job's role), never as root unless the agent allows it.
   `nobody`) unless listed with `--task-users`.
 * A job naming no user, or a user this host does not have, runs as a
   *dynamic* user: a uid (and gid) of its own from `--dynamic-uids`
-  (default 70000-79999), not in /etc/passwd and not used by any live run of
-  this agent, with no supplementary groups, HOME set to its sandbox - as
-  systemd's DynamicUser.  Two tasks therefore never share an identity unless
-  they run as the same named user.
+  (default 70000-79999), not in /etc/passwd and not used by any live run on
+  this machine - of this agent or of any other (uidpool.py says how one is
+  picked, uidlocks.py how it is held) - with no supplementary groups, HOME set
+  to its sandbox, as systemd's DynamicUser.  Two tasks therefore never share an
+  identity unless they run as the same named user.
 * An agent that is not root cannot switch users: tasks run as the agent's
   own user (a job naming another user fails), and the agent says so.
 
@@ -28,9 +29,10 @@ import logging
 import os
 import pwd
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from peloton.agent.uidpool import pick_uid
 from peloton.core.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
@@ -79,9 +81,12 @@ class IdentityPolicy:
         """Whether this agent can run tasks as other users (it is root)."""
         return os.geteuid() == 0
 
-    def resolve(self, user: str, in_use: Collection[int]) -> TaskIdentity:
+    def resolve(self, user: str, in_use: Collection[int],
+                claim: Callable[[int], bool] | None = None, start: int = 0) -> TaskIdentity:
         """The identity of a new task whose job names `user` ("" = none).
 
+        A dynamic uid is one that `claim` (the machine-wide claim, uidpool.UidClaims;
+        None: this agent's `in_use` alone decides) takes, looked for from `start`.
         Raises FailedPrecondition when the job's user may not be used here.
         """
         if not self.can_switch:
@@ -92,7 +97,7 @@ class IdentityPolicy:
             return TaskIdentity(os.geteuid(), os.getegid(), (), me.pw_name, me.pw_dir)
         entry = _account(user) if user else None
         if entry is None:
-            return self._dynamic(in_use)
+            return self._dynamic(in_use, claim, start)
         if entry.pw_uid == 0 and not self.allow_root:
             raise FailedPrecondition(
                 f"tasks may not run as {user!r} (uid 0) on this agent; start it with "
@@ -105,15 +110,20 @@ class IdentityPolicy:
         groups = tuple(g for g in os.getgrouplist(entry.pw_name, entry.pw_gid) if g != entry.pw_gid)
         return TaskIdentity(entry.pw_uid, entry.pw_gid, groups, entry.pw_name, entry.pw_dir)
 
-    def _dynamic(self, in_use: Collection[int]) -> TaskIdentity:
+    def _dynamic(self, in_use: Collection[int], claim: Callable[[int], bool] | None,
+                 start: int) -> TaskIdentity:
         first, last = self.dynamic_uids
         taken = in_use if isinstance(in_use, (set, frozenset)) else set(in_use)
-        for uid in range(first, last + 1):
-            if uid in taken or _uid_known(uid):
-                continue
-            return TaskIdentity(uid, uid, (), "", "", dynamic=True)
-        raise FailedPrecondition(f"no free dynamic uid in {first}-{last}: too many tasks on "
-                                 "this agent")
+        uid = pick_uid(first, last, start=start, in_use=taken, known=_uid_known,
+                       claim=claim or _unclaimed)
+        if uid is None:
+            raise FailedPrecondition(f"no free dynamic uid in {first}-{last}: too many tasks on "
+                                     "this machine (this agent's and other agents')")
+        return TaskIdentity(uid, uid, (), "", "", dynamic=True)
+
+
+def _unclaimed(uid: int) -> bool:
+    return True
 
 
 def _account(name: str) -> pwd.struct_passwd | None:

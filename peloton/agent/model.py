@@ -68,6 +68,11 @@ class RunSpec:
     run_as: str = ""
     home: str = ""
 
+    @property
+    def dynamic_uid(self) -> bool:
+        """Whether the run's uid is a dynamic one (held machine-wide while it lives; uidpool.py)."""
+        return self.uid >= 0 and not self.run_as
+
     def to_json(self) -> str:
         """Compact JSON for run.json (by hand: dataclasses.asdict is slow on the hot path)."""
         cmd = self.command

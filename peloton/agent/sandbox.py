@@ -179,6 +179,22 @@ def _mark_topdir(directory: Path) -> None:
         os.close(fd)
 
 
+def supervised(sandbox: str) -> bool:
+    """Whether a supervisor holds the lock of the sandbox at this path right now (of this
+    agent's runs or, for uidlocks.py, of any agent's)."""
+    try:
+        fd = os.open(sandbox, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the probe's lock, if it got one
+    return False
+
+
 class Sandboxes:
     """The sandboxes under one work directory."""
 
@@ -260,17 +276,7 @@ class Sandboxes:
 
     def supervisor_alive(self, run_id: str) -> bool:
         """Whether a supervisor holds the run's sandbox lock right now."""
-        try:
-            fd = os.open(self.root / run_id, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing releases the probe's lock, if it got one
-        return False
+        return supervised(str(self.root / run_id))
 
     def request_kill(self, run_id: str, grace_secs: float) -> None:
         """Leave the grace period where the supervisor reads it on SIGTERM."""
