@@ -32,7 +32,7 @@ from aurorabridge import responses
 from aurorabridge.config import BridgeConfig
 from aurorabridge.handlers import handler_table, updates
 from aurorabridge.handlers.context import BridgeContext
-from aurorabridge.http_server import ApiApp, BridgeHttpServer
+from aurorabridge.http_server import ApiApp, BridgeHttpServer, HttpLimits
 from aurorabridge.ports import PelotonPort
 from aurorabridge.processor import ThriftProcessor
 from aurorabridge.respool_loader import RespoolLoader
@@ -64,8 +64,11 @@ class AuroraBridge:
                                      config.validation)
         guard = BridgeSecurity(self.security, (config.respool.path,))
         processor = ThriftProcessor(handler_table(self.context), guard)
+        limits = HttpLimits(request_timeout_s=config.request_timeout_s,
+                            idle_timeout_s=config.idle_timeout_s,
+                            max_connections=config.max_connections)
         self.http = BridgeHttpServer(config.host, config.port, ApiApp(processor, config.max_body_bytes),
-                                     tls=self.security.tls)
+                                     tls=self.security.tls, limits=limits)
         components: list[Component] = [
             FunctionComponent("pulse-timer",
                               lambda: self.context.pulses.start(config.handlers.pulse_check_interval_s),

@@ -117,6 +117,12 @@ class BridgeConfig:
     #: Aurora's `scheduler_zk_path`; Peloton's bridge used /peloton/aurora/scheduler.
     zk_path: str = "/aurora/scheduler"
     max_body_bytes: int = 64 * 1024 * 1024
+    #: Slow clients (http_server.HttpLimits): a request must arrive whole within this many
+    #: seconds of its first line; a connection silent this long is closed; at most this
+    #: many connections are open (one more is answered 503 and closed).
+    request_timeout_s: float = 30.0
+    idle_timeout_s: float = 60.0
+    max_connections: int = 1000
     #: The users file (`--auth`); empty: authentication off (loopback only, or `insecure`).
     auth: str = ""
     #: Serve a non-loopback address without authentication anyway.

@@ -110,12 +110,14 @@ class ThriftProcessor:
             target = security.authorize(principal, method, args)
         except (Unauthenticated, PermissionDenied) as exc:
             log.info("refused %s: %s", method, exc.message)
-            security.audit(principal, method, "", security.refusal(exc))
+            security.audit(principal, method, security.target_of(method, args),
+                           security.refusal(exc), refused=True)
             return from_error(exc)
         response = self.dispatch(method, args)
         code = api.ResponseCode._VALUES_TO_NAMES.get(getattr(response, "responseCode", None), "?")
         details = "; ".join(d.message or "" for d in getattr(response, "details", None) or ())
-        security.audit(principal, method, target, f"{code}: {details}" if details else code)
+        security.audit(principal, method, target, f"{code}: {details}" if details else code,
+                       refused=code == "AUTH_FAILED")
         return response
 
     def dispatch(self, method: str, args: Any) -> Any:

@@ -21,7 +21,8 @@ Authorization uses Aurora's Shiro permission strings
 A refused call answers a Response with AUTH_FAILED and Aurora's wording
 ("Subject alice is not permitted to ..."), never an HTTP error (Aurora
 clients retry those for minutes).  Every call that may change something is
-written to the audit log with its outcome.
+written to the audit log with its outcome, and every refused call (reads
+too) with who, the method and the job (`role/env/name`) or pool it named.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 from aurorabridge.thrift_api import MANAGER_METHODS, READ_ONLY_METHODS
 from peloton.common.auth import Credentials, Principal, Security
+from peloton.common.auth.audit import who_of
 from peloton.core.errors import PermissionDenied, Unauthenticated
 
 READ_DOMAIN = "thrift.ReadOnlyScheduler"
@@ -103,16 +105,35 @@ class BridgeSecurity:
                 if not principal.may_use_pool(path):
                     raise PermissionDenied(f"Subject {principal.display} may not create jobs in "
                                            f"resource pool {path}.")
-        return "/".join(permission[2:]) if len(permission) > 2 else ""
+        return self.target_of(method, args)
 
-    def audit(self, principal: Principal | None, method: str, target: str, result: str) -> None:
-        """Record a call that may change something (reads are not recorded)."""
-        if not self.enabled or method in READ_ONLY_METHODS:
+    def audit(self, principal: Principal | None, method: str, target: str, result: str, *,
+              refused: bool = False) -> None:
+        """Record a call that may change something, or any refused call (allowed reads are not
+        recorded); `principal` None: authentication failed."""
+        if not self.enabled or (method in READ_ONLY_METHODS and not refused):
             return
-        who = principal.display if principal is not None else "(unauthenticated)"
         how = principal.method if principal is not None else ""
-        self.security.audit.record(who=who, how=how, front="aurora", what=method, target=target,
-                                   result=result)
+        self.security.audit.record(who=who_of(principal), how=how, front="aurora", what=method,
+                                   target=target, result=result)
+
+    def target_of(self, method: str, args: Any) -> str:
+        """What a call names, for the audit log: its job (`job role/env/name`, and the pool
+        for calls that create), hosts, or role ("" if none can be told)."""
+        key = job_key_of(args)
+        if key is not None and getattr(key, "role", None):
+            job = "job " + "/".join(str(getattr(key, f, "") or "") for f in
+                                    ("role", "environment", "name"))
+            pools = ", ".join(f"pool {p}" for p in self.pools) if method in CREATING else ""
+            return f"{job}, {pools}" if pools else job
+        hosts = getattr(getattr(args, "hosts", None), "hostNames", None)
+        if hosts:
+            return "host " + ",".join(sorted(str(h) for h in hosts)[:10])
+        for name in ("ownerRole", "role"):
+            role = getattr(args, name, None)
+            if isinstance(role, str) and role:
+                return f"role {role}"
+        return ""
 
     @staticmethod
     def refusal(exc: Unauthenticated | PermissionDenied) -> str:

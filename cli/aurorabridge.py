@@ -55,6 +55,15 @@ from cli.params import security_options
               help="Root of the ServerSets: <root>/<role>/<env>/<job> (Aurora's executor flag).")
 @click.option("--announcer-use-ip", is_flag=True,
               help="Announce each host's address instead of its name.")
+@click.option("--request-timeout", default=30.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), metavar="SECS",
+              help="A request must arrive whole (headers and body) within this time of its first "
+                   "line, or its connection is closed (slow clients).")
+@click.option("--idle-timeout", default=60.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), metavar="SECS",
+              help="Close a connection that sends nothing (or reads no reply) for this long.")
+@click.option("--max-connections", default=1000, show_default=True, type=click.IntRange(min=1),
+              help="Open connections at most; one more is answered 503 and closed.")
 @security_options
 def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str,
                  zk_root: str, zk_path: str, advertise_host: str, cluster_name: str, respool_path: str,
@@ -62,7 +71,8 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
                  allowed_environments: str, concurrent_updates: str, pod_runs_depth: int,
                  sla_min_instances: int, sla_aware_kill_non_prod: bool, announcer_ensemble: str,
                  announcer_serverset_path: str, announcer_use_ip: bool, auth: str, insecure: bool,
-                 tls_cert: str, tls_key: str, tls_ca: str) -> None:
+                 tls_cert: str, tls_key: str, tls_ca: str, request_timeout: float,
+                 idle_timeout: float, max_connections: int) -> None:
     """Serve Aurora's scheduler API (Thrift over HTTP at /api) backed by Peloton.
 
     Aurora clients reach it through `scheduler_uri` in clusters.json, or
@@ -89,6 +99,8 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
         host=host, port=port, cluster_name=cluster_name, jobmgr=jobmgr, resmgr=resmgr, hostmgr=hostmgr,
         zk_servers=zkservers, zk_root=zk_root, zk_path=zk_path, advertise_host=advertise_host,
         auth=auth, insecure=insecure, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
+        request_timeout_s=request_timeout, idle_timeout_s=idle_timeout,
+        max_connections=max_connections,
         respool=RespoolSettings(path=respool_path, gpu_path=gpu_respool_path),
         validation=ValidationSettings(max_tasks_per_job=max_tasks_per_job,
                                       allowed_environments=allowed_environments),

@@ -15,6 +15,11 @@
   token through the cluster's AuthService (the UI knows no users itself);
   each request then calls Peloton with that session's token, so the cluster
   authorizes what the user may see and do, exactly as for the CLI.
+* **Anonymous requests** (authentication on) are limited per client address
+  (ratelimit.py): past its burst a client gets 429, before any session is made.
+* **Refusals** (401, 403, a failed login) are written to the audit log with
+  the user (or `anonymous`), the request and what it named (`refused`, called
+  by the one place in http.py that maps errors to statuses).
 """
 
 from __future__ import annotations
@@ -27,8 +32,15 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from peloton.api.client import PelotonClient
+from peloton.common.auth.audit import ANONYMOUS, AuditLog
 from peloton.common.clock import SYSTEM_CLOCK, Clock
-from peloton.core.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from peloton.core.errors import (
+    InvalidArgument,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+)
+from ui.ratelimit import ClientLimiter
 from ui.sessions import COOKIE, Session, Sessions
 
 CSRF_HEADER = "HTTP_X_CSRF_TOKEN"
@@ -66,12 +78,16 @@ class UiGate:
     """The checks of the module docstring, for one UI server."""
 
     def __init__(self, client: PelotonClient, *, auth: bool, secure: bool,
-                 hosts: frozenset[str], clock: Clock = SYSTEM_CLOCK) -> None:
+                 hosts: frozenset[str], clock: Clock = SYSTEM_CLOCK,
+                 audit: AuditLog | None = None, limiter: ClientLimiter | None = None) -> None:
+        """`audit`: where refusals are written (default: the `peloton.audit` logger only)."""
         self.client = client
         self.auth = auth
         self.secure = secure
         self.hosts = hosts
         self.sessions = Sessions(clock)
+        self.audit = audit or AuditLog(clock=clock)
+        self.limiter = limiter or ClientLimiter(clock=clock)
 
     def check_host(self, environ: dict[str, Any]) -> None:
         """MisdirectedHost unless the Host header names this server."""
@@ -80,11 +96,28 @@ class UiGate:
             raise MisdirectedHost(f"this server does not answer for host {host or '(none)'!r}")
 
     def session(self, environ: dict[str, Any]) -> tuple[Session, bool]:
-        """The request's session, and whether it is new (its cookie must be set)."""
+        """The request's session, and whether it is new (its cookie must be set);
+        ResourceExhausted when an anonymous client is over its rate (see ratelimit.py)."""
         found = self.sessions.get(_cookie(environ.get("HTTP_COOKIE", ""), COOKIE))
+        if self.auth and not (found is not None and self.logged_in(found)):
+            client = str(environ.get("REMOTE_ADDR") or "")
+            if not self.limiter.allow(client):
+                raise ResourceExhausted(f"too many requests without a login from {client}; "
+                                        "wait a moment and try again")
         if found is not None:
             return found, False
         return self.sessions.new(), True
+
+    def refused(self, environ: dict[str, Any], session: Session | None, result: str,
+                target: str) -> None:
+        """Write one refused request to the audit log (a no-op with authentication off)."""
+        if not self.auth:
+            return
+        signed_in = session is not None and session.username and self.logged_in(session)
+        what = f"{environ.get('REQUEST_METHOD', 'GET')} {environ.get('PATH_INFO', '') or '/'}"
+        self.audit.record(who=session.username if session is not None and signed_in else ANONYMOUS,
+                          how="session" if signed_in else "", front="ui", what=what[:300],
+                          target=target, result=result)
 
     def cookie(self, session: Session) -> tuple[str, str]:
         """The Set-Cookie header carrying `session`."""

@@ -17,6 +17,8 @@ Errors are mapped once, here: the kind of the client's `PelotonError`
 picks the HTTP status (not_found 404, invalid_argument 400, conflict and
 failed_precondition 409, unavailable 503, ...) and its message is passed
 on as the server wrote it.  Anything else is a 500 that is also logged.
+Refusals (401 and 403, a failed login included) are written to the audit
+log there too, with the user or `anonymous`, the request and its target.
 
     GET  /login   POST /login (form: username, password, csrf)   POST /logout (form: csrf)
 
@@ -79,12 +81,19 @@ _JOB = r"(?P<job>[^/]+)"
 _TASK = r"/tasks/(?P<instance>\d+)"
 
 
-class HttpError(Exception):
-    """A failure of the HTTP exchange itself (not of Peloton): a kind and a message."""
+#: Error kinds that are refusals (audited).
+REFUSALS = frozenset({"unauthenticated", "permission_denied"})
+_TARGETS = (re.compile(r"/jobs/(?P<job>[^/]+)(?:/tasks/(?P<instance>\d+))?"),
+            re.compile(r"/hosts/(?P<host>[^/]+)"), re.compile(r"/(?P<pools>pools)\b"))
 
-    def __init__(self, kind: str, message: str) -> None:
+
+class HttpError(Exception):
+    """A failure of the HTTP exchange itself (not of Peloton): a kind and a message, and the
+    answer to give when it is not the JSON error (a login page that says why)."""
+
+    def __init__(self, kind: str, message: str, reply: Reply | None = None) -> None:
         super().__init__(message)
-        self.kind, self.message = kind, message
+        self.kind, self.message, self.reply = kind, message, reply
 
 
 class Reply:
@@ -141,6 +150,8 @@ class UiApp:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         cookies: list[tuple[str, str]] = []
+        session: Session | None = None
+        failure: tuple[str, str] | None = None
         try:
             self.gate.check_host(environ)
             session, new = self.gate.session(environ)
@@ -150,13 +161,18 @@ class UiApp:
         except MisdirectedHost as exc:
             reply = Reply.error("misdirected", str(exc))
         except HttpError as exc:
-            reply = Reply.error(exc.kind, exc.message)
+            reply = exc.reply or Reply.error(exc.kind, exc.message)
+            failure = exc.kind, exc.message
         except PelotonError as exc:
             reply = Reply.error(exc.kind, exc.message)
+            failure = exc.kind, exc.message
         except Exception as exc:  # a bug or an unexpected failure: say so, and log it
             log.exception("UI request %s %s failed", environ.get("REQUEST_METHOD"),
                           environ.get("PATH_INFO"))
             reply = Reply.error("internal", f"{type(exc).__name__}: internal error (logged)")
+        if failure is not None and failure[0] in REFUSALS:
+            self.gate.refused(environ, session, f"{failure[0].upper()}: {failure[1]}",
+                              _target(environ.get("PATH_INFO", "")))
         headers = [*reply.headers, *cookies, ("Content-Length", str(len(reply.body)))]
         start_response(f"{reply.status} {_REASONS.get(reply.status, '')}".rstrip(), headers)
         return [reply.body]
@@ -208,7 +224,8 @@ class UiApp:
         try:
             fresh = self.gate.login(environ, session)
         except (Unauthenticated, InvalidArgument) as exc:
-            return self._login_page(session, exc.message, 401)
+            raise HttpError(exc.kind, exc.message,
+                            self._login_page(session, exc.message, 401)) from None
         cookies[:] = [self.gate.cookie(fresh)]
         return _redirect("/")
 
@@ -228,6 +245,20 @@ class UiApp:
             self.gate.check_post(environ, session)
         client = self.gate.client_for(session)
         return Reply.json(200, handler(Reads(client), Actions(client), params, query, body))
+
+
+def _target(path: str) -> str:
+    """What a UI path names, for the audit log ("job <id>", "host <name>", ...)."""
+    for pattern in _TARGETS:
+        m = pattern.search(path)
+        if m is None:
+            continue
+        found = {k: unquote(v)[:200] for k, v in m.groupdict().items() if v}
+        if "job" in found:
+            instance = found.get("instance")
+            return f"job {found['job']}" + (f", instance {instance}" if instance else "")
+        return f"host {found['host']}" if "host" in found else "pools"
+    return ""
 
 
 def _redirect(location: str) -> Reply:

@@ -18,7 +18,7 @@ from typing import Any
 from gevent.pywsgi import WSGIServer
 
 from peloton.api.client import PelotonClient
-from peloton.common.auth import is_loopback
+from peloton.common.auth import AuditLog, is_loopback
 from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument
 from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
@@ -62,9 +62,11 @@ class UiServer:
 
     def __init__(self, client: PelotonClient, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  refresh_ms: int = DEFAULT_REFRESH_MS, auth: bool = False,
-                 tls: TlsFiles | None = None, allowed_hosts: Sequence[str] = ()) -> None:
+                 tls: TlsFiles | None = None, allowed_hosts: Sequence[str] = (),
+                 audit: AuditLog | None = None) -> None:
         """`auth`: the cluster authenticates callers, so the UI asks users to log in;
-        `allowed_hosts`: more names the Host header may carry (a proxy's, a DNS name)."""
+        `allowed_hosts`: more names the Host header may carry (a proxy's, a DNS name);
+        `audit`: where refusals are recorded (default: the `peloton.audit` logger)."""
         kwargs: dict[str, Any] = {}
         if tls is not None:
             kwargs["ssl_context"] = tls.server_context()
@@ -75,7 +77,7 @@ class UiServer:
         self.port: int = self._server.server_port
         self.tls = tls is not None
         gate = UiGate(client, auth=auth, secure=self.tls,
-                      hosts=allowed_hosts_for(host, self.port, allowed_hosts))
+                      hosts=allowed_hosts_for(host, self.port, allowed_hosts), audit=audit)
         self.app = UiApp(gate, refresh_ms=refresh_ms)
 
     def _dispatch(self, environ: dict[str, Any], start_response: Any) -> Any:

@@ -8,6 +8,12 @@ session (a new id, so a planted cookie cannot ride a login) and keeps the
 user's Peloton login token server-side: the browser never sees it.
 Sessions live in memory, are bounded in number and expire; a restart of
 the UI logs everyone out.
+
+Anonymous and signed-in sessions are kept in two tables, each bounded and
+evicting its own least recently used: anyone can make anonymous sessions
+(one per cookie-less request), so a flood of them may only push out other
+anonymous sessions, never a signed-in user's.  Signed-in sessions cost a
+successful login each.
 """
 
 from __future__ import annotations
@@ -20,9 +26,13 @@ from dataclasses import dataclass
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 
 COOKIE = "peloton_session"
-#: Idle sessions (anonymous ones especially) are dropped after this long.
+#: Idle signed-in sessions are dropped after this long.
 IDLE_SECS = 12 * 3600.0
+#: Idle anonymous sessions (a login page left open) are dropped after this long.
+ANONYMOUS_IDLE_SECS = 3600.0
+#: Bounds of each table (see the module docstring).
 MAX_SESSIONS = 10_000
+MAX_ANONYMOUS = 10_000
 
 
 @dataclass
@@ -45,10 +55,14 @@ class Session:
 class Sessions:
     """The session table (thread- and greenlet-safe)."""
 
-    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK, *, max_signed_in: int = MAX_SESSIONS,
+                 max_anonymous: int = MAX_ANONYMOUS) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._table: OrderedDict[str, Session] = OrderedDict()
+        self._signed_in: OrderedDict[str, Session] = OrderedDict()
+        self._anonymous: OrderedDict[str, Session] = OrderedDict()
+        self._max_signed_in = max_signed_in
+        self._max_anonymous = max_anonymous
 
     def logged_in(self, session: Session) -> bool:
         """Whether `session` has a user whose login token has not expired."""
@@ -56,36 +70,54 @@ class Sessions:
 
     def get(self, sid: str) -> Session | None:
         """The live session with this id (None: unknown or expired)."""
+        if not sid:
+            return None
         now = self._clock.monotonic()
         with self._lock:
-            session = self._table.get(sid) if sid else None
-            if session is None:
-                return None
-            if now - session.seen > IDLE_SECS:
-                del self._table[sid]
-                return None
-            session.seen = now
-            self._table.move_to_end(sid)
-            return session
+            for table, idle in ((self._signed_in, IDLE_SECS),
+                                (self._anonymous, ANONYMOUS_IDLE_SECS)):
+                session = table.get(sid)
+                if session is None:
+                    continue
+                if now - session.seen > idle:
+                    del table[sid]
+                    return None
+                session.seen = now
+                table.move_to_end(sid)
+                return session
+        return None
 
     def new(self) -> Session:
         """A fresh anonymous session."""
-        now = self._clock.monotonic()
-        session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), now, now)
-        with self._lock:
-            self._table[session.sid] = session
-            while len(self._table) > MAX_SESSIONS:
-                self._table.popitem(last=False)
+        session = self._make()
+        self._put(self._anonymous, session, self._max_anonymous)
         return session
 
     def login(self, old: Session, username: str, token: str, expires: float) -> Session:
         """Replace `old` by a logged-in session (new id and CSRF token)."""
         self.drop(old.sid)
-        session = self.new()
+        session = self._make()
         session.username, session.token, session.token_expires = username, token, expires
+        self._put(self._signed_in, session, self._max_signed_in)
         return session
 
     def drop(self, sid: str) -> None:
         """Forget a session (log out)."""
         with self._lock:
-            self._table.pop(sid, None)
+            self._signed_in.pop(sid, None)
+            self._anonymous.pop(sid, None)
+
+    def counts(self) -> tuple[int, int]:
+        """(signed-in, anonymous) sessions held now."""
+        with self._lock:
+            return len(self._signed_in), len(self._anonymous)
+
+    def _make(self) -> Session:
+        now = self._clock.monotonic()
+        return Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), now, now)
+
+    def _put(self, table: OrderedDict[str, Session], session: Session, bound: int) -> None:
+        with self._lock:
+            table[session.sid] = session
+            while len(table) > bound:
+                table.popitem(last=False)

@@ -15,6 +15,7 @@ from typing import Any
 
 from aurorabridge.labels import GPU_METADATA_KEY
 from peloton.core.errors import InvalidArgument
+from peloton.core.model.resources import check_amount
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +73,14 @@ def task_resources(task: Any, allow_gpus: bool = True) -> TaskResources:
             raise InvalidArgument(f"task resources must include {label} ({kind})", field=kind)
         if not math.isfinite(float(value)) or value <= 0:
             raise InvalidArgument(f"{kind} must be greater than 0, got {value}", field=kind)
+        check_amount(float(value), kind)
     gpus = float(found.get("numGpus") or 0)
     override = _metadata_gpus(task)
     if override is not None:
         gpus = override
     if gpus < 0:
         raise InvalidArgument(f"numGpus must be >= 0, got {gpus:g}", field="numGpus")
+    check_amount(gpus, "numGpus")
     if gpus > 0 and not allow_gpus:
         raise InvalidArgument("GPU resources are not allowed on this cluster", field="numGpus")
     for port in ports:

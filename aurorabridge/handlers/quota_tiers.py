@@ -20,7 +20,6 @@ the scheduler is alive and to validate tier names.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from aurorabridge.atop.job_key import check_identifier
@@ -29,6 +28,7 @@ from aurorabridge.handlers.jobs import listed_jobs
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
 from peloton.core.errors import InvalidArgument
+from peloton.core.model.resources import check_amount
 
 #: Aurora resource field -> Peloton respool kind.
 KINDS = (("numCpus", "cpu"), ("ramMb", "memory"), ("diskMb", "disk"), ("numGpus", "gpu"))
@@ -79,9 +79,8 @@ def set_quota(ctx: BridgeContext, args: Any) -> Any:
     if args.quota is None:
         raise InvalidArgument("quota is required", field="quota")
     wanted = _task_amounts(args.quota)
-    for field, value in wanted.items():
-        if not math.isfinite(value) or value < 0:
-            raise InvalidArgument(f"quota {field} must be >= 0, got {value:g}", field=field)
+    for field, value in wanted.items():  # the pools' rule, before any pool is touched
+        check_amount(value, f"quota.{field}")
     if not wanted:
         raise InvalidArgument("quota names no resources", field="quota")
     wanted = {kind: wanted[field] for field, kind in KINDS if field in wanted}

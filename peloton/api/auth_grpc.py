@@ -15,7 +15,11 @@ Peloton's auth middleware) is:
 3. authorized by resource, when a guard is installed for the service
    (peloton/api/auth_jobs.py: pools, job owners, task users);
 4. run with the principal available to the servicer (`current_principal()`),
-5. audited when it changes something (and always when it was refused).
+5. audited when it changes something, and always when it was refused: by
+   the checks above or by the servicer (PERMISSION_DENIED, UNAUTHENTICATED,
+   for reads and streams too), with who ("anonymous" when no credentials
+   were presented or they were wrong), the method and the target the
+   request names (`target_of`: a job, pod, update, host or pool).
 
 With authentication off every caller is let through, and nothing is audited.
 """
@@ -27,10 +31,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import grpc
+from google.protobuf.message import Message
 
 from peloton.api.service_names import LEGACY_ALIASES
 from peloton.api.tls_grpc import peer_certificate_name
 from peloton.common.auth import Credentials, Principal, Security
+from peloton.common.auth.audit import ANONYMOUS, who_of
 from peloton.core.errors import PelotonError, PermissionDenied, Unauthenticated
 
 _principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
@@ -44,6 +50,11 @@ READ_SERVICES = frozenset({"peloton.api.v1alpha.watch.svc.WatchService"})
 AUDITED_INTERNAL = frozenset({"pelotonpy.internal.agent.AgentRegistry/Register"})
 #: Services every authenticated caller may use (logging in needs no rule).
 OPEN_SERVICES = frozenset({"pelotonpy.auth.AuthService"})
+#: Status codes that are refusals (always audited).
+REFUSALS = frozenset({grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED})
+#: Message types naming what a call acts on, and the word the audit log calls them.
+_TARGET_TYPES = {"JobID": "job", "PodName": "pod", "UpdateID": "update",
+                 "ResourcePoolID": "pool", "ResourcePoolPath": "pool"}
 _CANONICAL = {alias: name for name, alias in LEGACY_ALIASES.items()}
 
 
@@ -134,20 +145,20 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         try:
             principal = self.authenticate(context)
         except Unauthenticated as exc:
-            self._refuse(context, exc, _who(context), "", where)
+            self._refuse(context, exc, _who(context), "", where, request)
             raise  # unreachable: abort raises
         try:
             return principal, self.authorize(principal, service, method, request)
         except PermissionDenied as exc:
-            self._refuse(context, exc, principal.display, principal.method, where)
+            self._refuse(context, exc, who_of(principal), principal.method, where, request)
             raise
 
     def _refuse(self, context: grpc.ServicerContext, exc: PelotonError, who: str, how: str,
-                where: str) -> None:
+                where: str, request: Any) -> None:
         code = (grpc.StatusCode.UNAUTHENTICATED if isinstance(exc, Unauthenticated)
                 else grpc.StatusCode.PERMISSION_DENIED)
         self.security.audit.record(who=who, how=how, front="grpc", what=where,
-                                   result=f"{code.name}: {exc.message}")
+                                   target=target_of(request), result=f"{code.name}: {exc.message}")
         context.abort(code, exc.message)
 
     def _unary(self, fn: Callable[[Any, Any], Any], service: str, method: str
@@ -166,20 +177,56 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                 raise
             finally:
                 _principal.reset(token)
-                if audited:
-                    self.security.audit.record(who=principal.display, how=principal.method,
-                                               front="grpc", what=where, target=target,
+                refused = _refused(context)
+                if audited or refused:
+                    self.security.audit.record(who=who_of(principal), how=principal.method,
+                                               front="grpc", what=where,
+                                               target=target or target_of(request),
                                                result=_final(result, context))
 
         return call
 
     def _stream(self, fn: Callable[[Any, Any], Iterator[Any]], service: str, method: str
                 ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
+        where = f"{service}/{method}"
+
         def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            self.admit(context, service, method, request)  # streams are reads: not audited
-            yield from fn(request, context)
+            # Streams are reads: audited only when refused.
+            principal, target = self.admit(context, service, method, request)
+            try:
+                yield from fn(request, context)
+            except BaseException as exc:
+                if _refused(context):
+                    self.security.audit.record(
+                        who=who_of(principal), how=principal.method, front="grpc", what=where,
+                        target=target or target_of(request),
+                        result=_final(_outcome(exc, context), context))
+                raise
 
         return call
+
+
+def target_of(request: Any) -> str:
+    """What a request names, for the audit log: "job <id>", "pod <name>", "update <id>",
+    "pool <id or path>", "host <name>" ("" when it names none of these)."""
+    if not isinstance(request, Message) or _undecoded(request):
+        return ""
+    found: list[str] = []
+    for field, value in request.ListFields():
+        if field.message_type is not None and not field.is_repeated:
+            kind = _TARGET_TYPES.get(field.message_type.name)
+            named = str(getattr(value, "value", None) or "")
+            if kind is not None and named:
+                found.append(f"{kind} {named}")
+            elif field.name in ("agent", "config", "spec", "jobConfig"):
+                inner = target_of(value)
+                if inner:
+                    found.append(inner)
+        elif field.name == "hostname" and value:
+            found.append(f"host {value}")
+        elif field.name == "hostnames" and value:
+            found.append(f"host {','.join(list(value)[:10])}")
+    return ", ".join(dict.fromkeys(found))[:500]
 
 
 def _undecoded(request: Any) -> bool:
@@ -191,19 +238,32 @@ def _undecoded(request: Any) -> bool:
 def _who(context: grpc.ServicerContext) -> str:
     for key, value in context.invocation_metadata() or ():
         if key == "username" and value:
-            return f"{str(value)[:64]} (unverified)"
-    return "(anonymous)"
+            return f"{ANONYMOUS} (claimed {str(value)[:64]!r})"
+    return ANONYMOUS
+
+
+def _refused(context: grpc.ServicerContext) -> bool:
+    return (context.code() if hasattr(context, "code") else None) in REFUSALS
 
 
 def _outcome(exc: BaseException, context: grpc.ServicerContext) -> str:
     if isinstance(exc, PelotonError):
         return f"{exc.kind.upper()}: {exc.message}"
+    code = context.code() if hasattr(context, "code") else None
+    if code is not None and code != grpc.StatusCode.OK:  # context.abort() by the servicer
+        return f"{code.name}: {_details(context)}".strip()
     return f"ERROR: {type(exc).__name__}"
+
+
+def _details(context: grpc.ServicerContext) -> str:
+    details = context.details() if hasattr(context, "details") else ""
+    if isinstance(details, bytes):
+        return details.decode("utf-8", "replace")
+    return str(details or "")
 
 
 def _final(result: str, context: grpc.ServicerContext) -> str:
     code = context.code() if hasattr(context, "code") else None
     if code is not None and code != grpc.StatusCode.OK and result == "OK":
-        details = context.details() if hasattr(context, "details") else ""
-        return f"{code.name}: {details or ''}".strip()
+        return f"{code.name}: {_details(context)}".strip()
     return result

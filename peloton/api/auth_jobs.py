@@ -2,9 +2,10 @@
 
 Installed on the job manager's server (AuthInterceptor.add_guard) for the
 v0 JobManager, TaskManager and UpdateService, the v1alpha JobService and
-PodService, and our CronService.  Reads pass (the method rules decide them).  A
-call that changes something is checked against the caller's role
-(peloton/common/auth/policy.py):
+PodService, and our CronService.  Reads pass (the method rules decide them),
+except a task's sandbox (its logs and files: BrowseSandbox, BrowsePodSandbox),
+which is held to the owner check of Stop and Restart.  A call that changes
+something is checked against the caller's role (peloton/common/auth/policy.py):
 
 * creating a job: the pool (`respoolID` / `respool_id`) must be one the role
   allows; the job's owner must be the caller or an owner the role covers (a
@@ -44,6 +45,9 @@ CRON_SERVICE = "pelotonpy.api.cron.CronService"
 GUARDED_PREFIXES = ("peloton.api.", "pelotonpy.api.cron.")
 CREATES = frozenset({("peloton.api.v0.job.JobManager", "Create"),
                      ("peloton.api.v1alpha.job.stateless.svc.JobService", "CreateJob")})
+#: Reads of what a task wrote (logs, files): only for whoever may change the job.
+OWNER_READS = frozenset({("peloton.api.v0.task.TaskManager", "BrowseSandbox"),
+                         ("peloton.api.v1alpha.pod.svc.PodService", "BrowsePodSandbox")})
 #: Request fields that carry a (new) job configuration.
 CONFIG_FIELDS = ("config", "jobConfig", "spec")
 COMMAND_INFO = "mesos.v1.CommandInfo"
@@ -77,7 +81,8 @@ class JobGuard:
 
     def check(self, principal: Principal, service: str, method: str, request: Any) -> str:
         """Raise PermissionDenied naming what is denied; returns what the call touches."""
-        if not mutating(service, method) or not isinstance(request, Message):
+        if not isinstance(request, Message) or not (
+                mutating(service, method) or (service, method) in OWNER_READS):
             return ""
         if service == CRON_SERVICE:
             return self._cron(principal, method, request)

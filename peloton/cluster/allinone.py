@@ -273,6 +273,7 @@ class AllInOne:
         config = BridgeConfig(host=self.config.host, port=self.config.aurora_port,
                               jobmgr=address, resmgr=f"127.0.0.1:{self.ports['resmgr']}",
                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
+                              insecure=self.config.insecure,
                               validation=ValidationSettings(
                                   allowed_environments=self.config.aurora_environments))
         client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
@@ -337,7 +338,8 @@ class AllInOne:
                                tls=self.config.tls)
         self.ui = UiServer(client, self.config.host, self.config.ui_port,
                            auth=self.security.enabled, tls=self.config.tls,
-                           allowed_hosts=self.config.ui_allowed_hosts)
+                           allowed_hosts=self.config.ui_allowed_hosts,
+                           audit=self.security.audit)
         self.ui.start()
         self._ui_client = client
 

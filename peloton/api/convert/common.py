@@ -11,7 +11,6 @@ message type by its protobuf full name (see DOC_V0_JOB_CONFIG, DOC_V1_JOB_SPEC).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -26,6 +25,7 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
 from peloton.core.model.ids import RunId, validate_uuid
+from peloton.core.model.resources import check_amount
 
 #: `JobSpec.document_kind` of a job created or last replaced through the v0 API.
 DOC_V0_JOB_CONFIG: str = job_pb2.JobConfig.DESCRIPTOR.full_name
@@ -144,7 +144,6 @@ def parse_entity_version(text: str, field: str = "version") -> tuple[int, int, i
 
 
 def require_amount(value: float, field: str) -> float:
-    """A resource amount: finite and >= 0 (the wire's doubles allow neither NaN nor negatives here)."""
-    if not math.isfinite(value) or value < 0:
-        raise InvalidArgument(f"{field} must be >= 0, got {value}", field=field)
-    return value
+    """A resource amount from the wire: the core's rule (`check_amount`: finite, >= 0, at
+    most MAX_AMOUNT), refused naming the wire's `field`."""
+    return check_amount(value, field)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.job import MAX_INSTANCES_PER_JOB, JobSpec, SlaSpec
-from peloton.core.model.resources import Resources
+from peloton.core.model.resources import Resources, check_amount
 from peloton.core.model.task import HealthCheckType, TaskSpec
 from peloton.core.sla import task_sla
 from peloton.core.states import JobType
@@ -101,15 +101,15 @@ def _fail(message: str, field: str) -> InvalidArgument:
 
 def wire_resources(cpu: float, mem_mb: float, disk_mb: float, gpu: float, *,
                    fields: tuple[str, str, str, str]) -> Resources:
-    """A task's resources from wire floats, refusing non-finite amounts by field name.
+    """A task's resources from wire floats, each checked by the core's rule (`check_amount`:
+    finite, >= 0, at most MAX_AMOUNT) and refused by field name.
 
     `Resources` holds fixed-point units, which have no infinity or NaN, so
     this check runs before the value is built (negative amounts are left to
     `check_task`, which reports them with the same message).
     """
     for amount, name in zip((cpu, mem_mb, disk_mb, gpu), fields, strict=True):
-        if not math.isfinite(amount):
-            raise _fail(f"must be >= 0, got {amount}", name)
+        check_amount(amount, name)
     return Resources(cpu=cpu, mem_mb=mem_mb, disk_mb=disk_mb, gpu=gpu)
 
 

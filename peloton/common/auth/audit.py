@@ -4,8 +4,12 @@
      "front": "grpc", "what": "peloton.api.v0.job.JobManager/Create",
      "target": "pool /team/batch", "result": "OK"}
 
-Denied calls are recorded too, with `result` the refusal (`PERMISSION_DENIED:
-...`, `UNAUTHENTICATED: ...`).  Lines go to a file (appended, mode 0600,
+Every refusal is recorded, reads included, on every front (gRPC, the Aurora
+endpoint, the web UI), each by the one place that maps that front's errors:
+`result` is the refusal (`PERMISSION_DENIED: ...`, `UNAUTHENTICATED: ...`,
+`AUTH_FAILED: ...`), `who` the caller or `anonymous` (no credentials, wrong
+ones, or the default user), `target` the job, pod, host or pool the call
+names.  Lines go to a file (appended, mode 0600,
 flushed per line) and to the `peloton.audit` logger.  Never logged: passwords,
 tokens, request bodies.
 """
@@ -19,9 +23,19 @@ import threading
 import time
 from pathlib import Path
 
+from peloton.common.auth.policy import Principal
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("peloton.audit")
+#: `who` of a caller that did not prove who it is.
+ANONYMOUS = "anonymous"
+
+
+def who_of(principal: Principal | None) -> str:
+    """The audit log's `who` of a caller (None: authentication failed)."""
+    if principal is None or (principal.method == "default" and not principal.name):
+        return ANONYMOUS
+    return principal.display
 
 
 class AuditLog:

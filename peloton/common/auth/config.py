@@ -33,11 +33,16 @@ only as `password_hash`, never in clear.  A Peloton file with `password:`
 entries is refused with a message saying how to convert it.  Relative paths
 are relative to the file.  The checks are Peloton's (one default user at most,
 every user's role defined, the internal user's role a root role) plus ours;
-each error names the entry at fault.
+each error names the entry at fault.  A users file that group or others may
+read or write is loaded with a warning (its hashes can be cracked offline, and
+whoever can write it can make themselves root); the token key and the internal
+password file are refused outright in that case (tokens.check_private).
 """
 
 from __future__ import annotations
 
+import logging
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +55,8 @@ from peloton.common.auth.policy import MATCH_ALL, Role, Rule
 from peloton.common.auth.tokens import DEFAULT_TTL_SECS, check_private
 from peloton.common.config import from_mapping
 from peloton.core.errors import InvalidArgument
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +233,11 @@ def load(path: str | Path) -> AuthConfig:
     p = Path(path)
     try:
         doc = yaml.safe_load(p.read_text())
+        mode = p.stat().st_mode
     except (OSError, yaml.YAMLError) as exc:
         raise InvalidArgument(f"cannot read the auth config {p}: {exc}", field="auth") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("the auth config %s may be read or written by others (mode %s): its "
+                    "password hashes can be cracked offline; chmod 600 it", p,
+                    stat.filemode(mode))
     return parse(doc, base=p.resolve().parent, source=str(p))

@@ -39,12 +39,35 @@ UNITS_PER = 1000
 EPSILON = 0.0009
 
 
+#: The largest amount of one kind a request may ask for or a pool may be given: 10^12 cores,
+#: MB or GPUs, far beyond any cluster.  It keeps every amount, and sums of thousands of
+#: them, exact in fixed units read back as floats (below 2^53 units), and keeps the float
+#: arithmetic of entitlement (shares times amounts) from overflowing to inf.
+MAX_AMOUNT = 1e12
+
+
+def check_amount(value: float, field: str) -> float:
+    """A resource amount from a user (a task's request, a pool's reservation, limit or
+    share, a quota): a finite number in [0, MAX_AMOUNT], else InvalidArgument naming
+    `field`.  The one rule every edge applies before an amount reaches `Resources` or a
+    pool: NaN, inf or a negative would poison entitlement, and 1e308 overflows to_units."""
+    if not math.isfinite(value):
+        raise InvalidArgument(f"{field} must be a finite number, got {value}", field=field)
+    if value < 0:
+        raise InvalidArgument(f"{field} must be >= 0, got {value:g}", field=field)
+    if value > MAX_AMOUNT:
+        raise InvalidArgument(f"{field} must be at most {MAX_AMOUNT:g}, got {value:g}",
+                              field=field)
+    return value
+
+
 def to_units(amount: float) -> int:
     """An amount in user units as fixed-point units (nearest thousandth, ties to even)."""
-    if not math.isfinite(amount):
-        raise InvalidArgument(f"resource amount must be a finite number, got {amount}",
-                              field="resources")
-    return round(amount * UNITS_PER)
+    scaled = amount * UNITS_PER
+    if not math.isfinite(scaled):  # NaN, inf, or so large that the scaling overflows
+        raise InvalidArgument(f"resource amount must be a finite number of at most "
+                              f"{MAX_AMOUNT:g}, got {amount}", field="resources")
+    return round(scaled)
 
 
 def from_units(units: int) -> float:

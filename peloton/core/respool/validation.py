@@ -11,7 +11,7 @@ plus three it lacks:
     checks these when the child is written, so a parent edit could break them);
   * a pool that holds tasks (demand or allocation) may not gain children,
     since only leaves hold queues;
-  * values must be finite.
+  * values must be finite and at most MAX_AMOUNT (resources.check_amount).
 
 Top-level pools are not checked against the root: the root's reservation and
 limit are the cluster capacity, which changes as hosts come and go, and a
@@ -24,7 +24,7 @@ import math
 
 from peloton.core.errors import FailedPrecondition, InvalidArgument
 from peloton.core.model.ids import ROOT_POOL_ID
-from peloton.core.model.resources import EPSILON, KINDS, ResourceKind
+from peloton.core.model.resources import EPSILON, KINDS, ResourceKind, check_amount
 from peloton.core.model.respool import ResourceConfig, ResourcePoolConfig
 from peloton.core.respool.node import PoolNode
 
@@ -37,6 +37,19 @@ def parse_kind(name: str) -> ResourceKind:
         valid = ", ".join(k.value for k in KINDS)
         raise InvalidArgument(f"unknown resource kind {name!r} (expected one of {valid})",
                               field="resources.kind") from None
+
+
+def check_pool_amount(pool: str, kind: ResourceKind, label: str, value: float) -> float:
+    """A pool's reservation, limit or share of `kind` (`label`): a finite number from 0 to
+    MAX_AMOUNT (check_amount), else InvalidArgument naming pool, kind and field
+    `resources.<label>`.  Every front that writes pools (v0 respool, Aurora setQuota)
+    reaches this through `validate_config`; the bridge also calls it on a quota before it
+    changes any pool, so a refused quota leaves no trace."""
+    try:
+        return check_amount(value, f"resources.{label}")
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"pool {pool!r}: {kind.value} {label}: {exc.message}",
+                              field=exc.field) from None
 
 
 def validate_config(config: ResourcePoolConfig) -> None:
@@ -54,12 +67,7 @@ def validate_config(config: ResourcePoolConfig) -> None:
         seen.add(kind)
         for label, value in (("reservation", rc.reservation), ("limit", rc.limit),
                              ("share", rc.share)):
-            if not math.isfinite(value):
-                raise InvalidArgument(f"pool {name!r}: {kind.value} {label} must be a finite "
-                                      f"number, got {value}", field=f"resources.{label}")
-            if value < 0:
-                raise InvalidArgument(f"pool {name!r}: {kind.value} {label} must be >= 0, "
-                                      f"got {value:g}", field=f"resources.{label}")
+            check_pool_amount(name, kind, label, value)
         if rc.limit < rc.reservation - EPSILON:
             raise InvalidArgument(f"pool {name!r}: {kind.value} limit {rc.limit:g} is below its "
                                   f"reservation {rc.reservation:g}", field="resources.limit")

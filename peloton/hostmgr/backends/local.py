@@ -20,9 +20,10 @@ reconcile and browse sandboxes.
 Trust: an agent registers as an authenticated principal (with
 authentication on: a user whose role accepts AgentRegistry, by password or
 client certificate).  The first identity that registers a host name owns it
-for the backend's life: a registration of that host from another identity is
-refused (PERMISSION_DENIED) and logged, so a forged agent cannot take a host
-over.  Every call to an agent carries the call token the agent sent in its
+for the backend's life: a registration, heartbeat or status report for that
+host from another identity is refused (PERMISSION_DENIED) and logged, so a
+forged agent can neither take a host over nor forge its tasks' status.
+Every call to an agent carries the call token the agent sent in its
 registration, without which the agent refuses to launch or kill anything.
 """
 
@@ -168,18 +169,21 @@ class LocalBackend:
 
     def agent_seen(self, hostname: str, agent_id: str, slack: float | None = None,
                    identity: str = "") -> bool:
-        """Record a sign of life; False if this agent is not registered (it must re-register)
-        or `identity` is not the host's owner (its status reports are not taken).
+        """Record a sign of life; False if this agent is not registered (it must re-register).
+        PermissionDenied if another identity registered this host (as for `agent_registered`):
+        one agent identity may not keep another's host alive nor report its tasks' status.
 
         `slack` is the revocable cpu the agent offers now (None: unchanged); a change
         re-announces the host with it, so the cluster's slack capacity follows.
         """
         with self._lock:
+            owner = self._owners.get(hostname, identity)
+            if owner != identity:
+                raise PermissionDenied(f"host {hostname} is registered by another identity; "
+                                       f"{identity or '(anonymous)'} may not report for it")
             agent = self._agents.get(hostname)
             listener = self._listener
             if agent is None or agent.host.agent_id != agent_id or listener is None:
-                return False
-            if self._owners.get(hostname, identity) != identity:
                 return False
             agent.last_seen = self._clock()
             changed = slack is not None and to_units(max(0.0, slack)) != to_units(

@@ -60,20 +60,30 @@ class AgentRegistryServicer:
                   context: grpc.ServicerContext) -> pb.HeartbeatResponse:
         """Keep the agent's host alive; ask unknown agents to register."""
         slack = request.revocable_cpu if request.HasField("revocable_cpu") else None
-        known = self.backend.agent_seen(request.hostname, request.agent_id, slack,
-                                        identity=_identity())
+        known = self._seen(context, request.hostname, request.agent_id, slack)
         return pb.HeartbeatResponse(reregister=not known)
 
     def ReportStatus(self, request: pb.ReportStatusRequest,
                      context: grpc.ServicerContext) -> pb.ReportStatusResponse:
         """Pass updates to the listener, in order."""
         listener = self.backend.listener
-        if listener is None or not self.backend.agent_seen(request.hostname, request.agent_id,
-                                                           identity=_identity()):
+        if listener is None or not self._seen(context, request.hostname, request.agent_id):
             return pb.ReportStatusResponse(reregister=True)
         listener.status_updates([update_from_pb(msg, request.hostname, request.agent_id)
                                  for msg in request.updates])
         return pb.ReportStatusResponse()
+
+
+    def _seen(self, context: grpc.ServicerContext, hostname: str, agent_id: str,
+              slack: float | None = None) -> bool:
+        """`agent_seen` as the caller; PERMISSION_DENIED when the host is another identity's
+        (as Register answers), so one agent cannot keep another's host alive or forge the
+        status of its tasks."""
+        try:
+            return self.backend.agent_seen(hostname, agent_id, slack, identity=_identity())
+        except PermissionDenied as exc:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, exc.message)
+            raise  # unreachable: abort raises
 
 
 def _identity() -> str:

@@ -256,6 +256,12 @@ def test_job_spec_sla_and_update_specs() -> None:
         ),
         (lambda t: t.resources.append(api.Resource(numCpus=2.0)), "more than once"),
         (lambda t: t.resources.append(api.Resource(numGpus=-1)), "numGpus must be >= 0"),
+        (  # 1e308 cpus overflowed the fixed-point units: INTERNAL (issue 23 item 11)
+            lambda t: setattr(
+                t, "resources", [api.Resource(numCpus=1e308), api.Resource(ramMb=1), api.Resource(diskMb=1)]
+            ),
+            "numCpus must be at most",
+        ),
         (lambda t: setattr(t, "tier", "gold"), "unknown tier"),
         (lambda t: setattr(t, "priority", -1), "priority"),
         (
