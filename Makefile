@@ -32,7 +32,7 @@ setup: $(INSTALLED) $(GEN_STAMP) $(SUPERVISOR)
 # Exactly the versions of requirements.lock (every package, with hashes: pip refuses anything
 # else), then this project itself without dependencies and without build isolation (the
 # locked setuptools builds it), then `pip check`.  The lock holds the extras the tests need
-# (dev, mesos, cassandra, k8s).  `make lock` regenerates it (and the Maven lock) on purpose.
+# (dev, mesos, cassandra, k8s, report).  `make lock` regenerates it (and the Maven lock) on purpose.
 LOCK := requirements.lock
 UV_VERSION := 0.13.9
 $(INSTALLED): pyproject.toml $(LOCK)
@@ -51,6 +51,7 @@ lock:
 	@$(PY) -m pip install -q "uv==$(UV_VERSION)"
 	$(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
 	  --python-platform x86_64-unknown-linux-gnu --extra dev --extra mesos --extra cassandra --extra k8s \
+	  --extra report \
 	  --custom-compile-command "make lock" -o $(LOCK) pyproject.toml requirements/build.in
 	$(PY) scripts/maven_deps.py lock
 	@for mod in $$(find tests -name go.mod -not -path '*/vendor/*' 2>/dev/null); do \

@@ -61,7 +61,7 @@ class AuroraBridge:
         check_bind(config.host, self.security, insecure=config.insecure, what="the Aurora bridge")
         responses.set_cluster_name(config.cluster_name)
         self.context = BridgeContext(port, RespoolLoader(port, config.respool), config.handlers,
-                                     config.validation)
+                                     config.validation, on_pulse_expired=updates.pulse_expired)
         guard = BridgeSecurity(self.security, (config.respool.path,))
         processor = ThriftProcessor(handler_table(self.context), guard)
         limits = HttpLimits(request_timeout_s=config.request_timeout_s,

@@ -20,6 +20,7 @@ from aurorabridge.atop.job_key import JobKey
 from aurorabridge.ports import PelotonPort
 from aurorabridge.ptoa.task_config import TaskConfigReader
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
+from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
 from peloton.core.errors import NotFound
 
@@ -53,16 +54,17 @@ class JobDirectory:
             return None
         return str(resp.job_id[0].value) if resp.job_id else None
 
-    def get(self, job_id: str, version: str = "") -> Any | None:
+    def get(self, job_id: str, version: str = "") -> svc.GetJobResponse | None:
         """GetJob (full info plus current workflow); None if the job is gone."""
         try:
             return self._port.get_stateless_job(job_id, version=version)
         except NotFound:
             return None
 
-    def query(self, role: str = "", environment: str = "", name: str = "") -> list[Any]:
+    def query(self, role: str = "", environment: str = "",
+              name: str = "") -> list[stateless_pb2.JobSummary]:
         """Summaries of bridge jobs matching the non-empty key parts (all pages)."""
-        out: list[Any] = []
+        out: list[stateless_pb2.JobSummary] = []
         offset = 0
         while True:
             page = query_pb2.PaginationSpec(offset=offset, limit=self._page)
@@ -75,13 +77,13 @@ class JobDirectory:
             if not records or len(records) < self._page or offset >= resp.pagination.total:
                 return out
 
-    def cached(self, summary: Any) -> JobConfig | None:
+    def cached(self, summary: stateless_pb2.JobSummary) -> JobConfig | None:
         """The job's config if the cache holds it at the summary's entity version (no call)."""
         cached = self._configs.get(summary.job_id.value)
         version = summary.status.version.value
         return cached if cached is not None and version and cached.version == version else None
 
-    def config(self, summary: Any) -> JobConfig | None:
+    def config(self, summary: stateless_pb2.JobSummary) -> JobConfig | None:
         """The job's current config, from cache when its entity version is unchanged."""
         cached = self.cached(summary)
         if cached is not None:
@@ -93,7 +95,7 @@ class JobDirectory:
             return None
         return self.remember(job_id, resp.job_info)
 
-    def remember(self, job_id: str, info: Any) -> JobConfig:
+    def remember(self, job_id: str, info: stateless_pb2.JobInfo) -> JobConfig:
         """Cache the config of a JobInfo just read."""
         spec = info.spec
         task = self._reader.task_config(spec.default_spec, spec.name, spec.owner, spec.sla)
@@ -104,7 +106,7 @@ class JobDirectory:
         return config
 
 
-def _matches(summary: Any, role: str, environment: str, name: str) -> bool:
+def _matches(summary: stateless_pb2.JobSummary, role: str, environment: str, name: str) -> bool:
     """Re-check the label query locally (an older jobmgr may ignore label filters)."""
     found = {lab.key: lab.value for lab in summary.labels}
     if found.get(labels.BRIDGE_JOB[0]) != labels.BRIDGE_JOB[1]:

@@ -43,8 +43,7 @@ def _bind(ctx: BridgeContext, method: str, fn: HandlerFn) -> Callable[[Any], Any
 
 
 def handler_table(ctx: BridgeContext) -> dict[str, Callable[[Any], Any]]:
-    """Method name -> handler, for every method of AuroraAdmin; wires the pulse timer's action."""
-    ctx.on_pulse_expired = lambda job_id, update_id: updates.pulse_expired(ctx, job_id, update_id)
+    """Method name -> handler, for every method of AuroraAdmin."""
     table: dict[str, HandlerFn] = {}
     for module in MODULES:
         for name, fn in module.HANDLERS.items():

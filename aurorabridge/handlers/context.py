@@ -1,6 +1,8 @@
 """What every handler works with: the Peloton port, lookups, caches, settings.
 
-`BridgeContext` is built once by app.py (the composition root); handlers are
+`BridgeContext` is built once, whole, by app.py (the composition root): nothing is
+attached to it afterwards; what the pulse timer does is a constructor argument
+(`on_pulse_expired`, the updates handlers' `pulse_expired`).  Handlers are
 plain functions of (context, decoded args).  The lookups here raise NotFound
 with Aurora's wording so handlers stay short.
 """
@@ -26,9 +28,13 @@ from aurorabridge.respool_loader import RespoolLoader
 from aurorabridge.task_answers import TaskAnswers
 from aurorabridge.validation import CheckedTask
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
+from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
 from peloton.core.errors import NotFound
 
 HandlerFn = Callable[["BridgeContext", Any], Any]
+#: Called by the pulse timer with (context, job id, update id) when an update's pulse
+#: deadline passes; idempotent (a stale or finished update is left alone).
+PulseAction = Callable[["BridgeContext", str, str], None]
 
 
 @dataclass(slots=True)
@@ -37,16 +43,16 @@ class Job:
 
     key: JobKey
     job_id: str
-    info: Any  # GetJobResponse
+    info: svc.GetJobResponse
     data: opaque_data.OpaqueData
 
     @property
-    def spec(self) -> Any:
+    def spec(self) -> stateless_pb2.JobSpec:
         """The current JobSpec."""
         return self.info.job_info.spec
 
     @property
-    def status(self) -> Any:
+    def status(self) -> stateless_pb2.JobStatus:
         """The current JobStatus."""
         return self.info.job_info.status
 
@@ -56,8 +62,8 @@ class Job:
         return str(self.info.job_info.status.version.value)
 
     @property
-    def workflow(self) -> Any:
-        """The job's latest workflow (WorkflowInfo)."""
+    def workflow(self) -> stateless_pb2.WorkflowInfo:
+        """The job's latest workflow."""
         return self.info.workflow_info
 
 
@@ -75,15 +81,15 @@ class BridgeContext:
     clock: Callable[[], float] = time.monotonic
     #: Hosts marked by startMaintenance (Peloton has no such stage; see handlers/maintenance.py).
     scheduled_hosts: set[str] = field(default_factory=set)
+    #: Pauses an update whose pulses stopped (handlers.updates.pulse_expired); required, so
+    #: a context without it cannot be built.
+    on_pulse_expired: PulseAction = field(kw_only=True)
     directory: JobDirectory = field(init=False)
     pulses: PulseTimer = field(init=False)
-    #: Set by the updates handlers: pauses an update whose pulses stopped.
-    on_pulse_expired: Callable[[str, str], None] = field(init=False)
 
     def __post_init__(self) -> None:
         self.directory = JobDirectory(self.port, self.reader, self.handlers.query_jobs_limit)
-        self.on_pulse_expired = lambda job_id, update_id: None
-        self.pulses = PulseTimer(lambda job_id, update_id: self.on_pulse_expired(job_id, update_id),
+        self.pulses = PulseTimer(lambda job_id, update_id: self.on_pulse_expired(self, job_id, update_id),
                                  clock=self.clock)
 
     def find(self, key: JobKey) -> Job | None:

@@ -89,17 +89,6 @@ V1_WORKFLOW_EVENTS_ID = "job ID must be of UUID format"
 V1_NO_WORKFLOW = "job runtime does not have workflow"
 #: The cached job has no current workflow to pause, resume or abort (cached/job.go).
 NO_WORKFLOW_FOUND = "no workflow found"
-V1_STOP_WITH_START_PODS = "job has active update with start_pods set, cannot stop the job now"
-
-
-def v1_job_not_found(job_id: str) -> str:
-    """GetJob(summary_only) of an unknown job."""
-    return f"job:{job_id} not found"
-
-
-def v1_name_not_found(name: str) -> str:
-    """GetJobIDFromJobName of an unknown name."""
-    return f'job id for job name not found: "{name}"'
 
 
 # -- v1alpha PodService (pkg/jobmgr/podsvc/handler.go) ----------------------------------------

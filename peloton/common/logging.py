@@ -90,8 +90,3 @@ def setup_logging(level: str | int = "INFO", *, json_lines: bool = False, daemon
     # kazoo logs every reconnect attempt at INFO/WARNING; keep its noise one level down.
     logging.getLogger("kazoo.client").setLevel(max(int(level), logging.WARNING))
     return handler
-
-
-def setup_from_config(config: LoggingConfig, daemon: str | None = None) -> logging.Handler:
-    """`setup_logging` from the `logging` config section."""
-    return setup_logging(config.level, json_lines=config.json, daemon=daemon)

@@ -22,10 +22,9 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-import gevent
-
 from peloton.api.grpc_server import ServiceHost
 from peloton.common.clock import SYSTEM_CLOCK, Clock
+from peloton.common.loop import Loop
 from peloton.common.metrics import Metrics
 from peloton.core.errors import NotFound
 from peloton.core.feasibility import HostShape
@@ -78,7 +77,7 @@ class HostManager:
                              self.deferred, self.maintenance.enqueue, self._count_update())
         self._launched = self.metrics.counter("launched_runs", "Runs handed to hosts")
         self._launch_failed = self.metrics.counter("launch_failures", "Runs that could not be launched")
-        self._greenlets: list[gevent.Greenlet] = []
+        self._loops: list[Loop] = []
         self._started = False
         self._export_gauges()
         if grpc_server is not None:
@@ -100,10 +99,13 @@ class HostManager:
         self.connect()
         self.maintenance.engine.start()
         self.deferred.start()
-        self._greenlets = [gevent.spawn(self._every, self.config.prune_interval, self.prune)]
+        # Both wait one period first: `connect()` has just queued a full reconciliation.
+        self._loops = [self._periodic("prune", self.config.prune_interval, self.prune)]
         if self.config.reconcile_interval > 0:
-            self._greenlets.append(gevent.spawn(self._every, self.config.reconcile_interval,
-                                                lambda: self.reconcile(None)))
+            self._loops.append(self._periodic("reconcile", self.config.reconcile_interval,
+                                              lambda: self.reconcile(None)))
+        for loop in self._loops:
+            loop.start()
         log.info("host manager started (backend %s)", self.backend.name)
 
     def connect(self) -> None:
@@ -124,8 +126,9 @@ class HostManager:
         if not self._started:
             return
         self._started = False
-        gevent.killall(self._greenlets)
-        self._greenlets = []
+        for loop in self._loops:
+            loop.stop()
+        self._loops = []
         try:
             self.backend.stop()
         finally:
@@ -134,13 +137,10 @@ class HostManager:
             self.maintenance.engine.stop()
         log.info("host manager stopped")
 
-    def _every(self, interval: float, job: Callable[[], object]) -> None:
-        while True:
-            gevent.sleep(interval)
-            try:
-                job()
-            except Exception:
-                log.exception("host manager periodic work failed")
+    @staticmethod
+    def _periodic(name: str, interval: float, job: Callable[[], object]) -> Loop:
+        return Loop(name, job, interval=interval, retry_delay=interval, delay_first=True,
+                    log=log)
 
     def prune(self) -> None:
         """Expire leases, reservations and pending kills (the pruner greenlet's work)."""
@@ -155,11 +155,22 @@ class HostManager:
         except Exception:
             log.warning("reconciliation failed", exc_info=True)
 
+    # -- stepped by the caller (tests, tools, the simulator) after `connect()` ---------------
+    def run_due(self) -> int:
+        """One pass of the work due now, in the caller: the deferred work queued (acks,
+        reconciliations, cordons) and the maintenance steps due.  Returns how much ran."""
+        return self.deferred.run_pending() + self.maintenance.engine.run_due()
+
+    def next_due(self) -> float | None:
+        """The earliest monotonic time a maintenance step comes due (None: none scheduled).
+        Deferred work is always due at once; the periodic passes (`prune`, `reconcile`) are
+        the caller's to pace."""
+        return self.maintenance.schedule.next_deadline()
+
     def settle(self) -> None:
-        """Run deferred work and due maintenance steps in the caller until quiet (tests, tools)."""
+        """`run_due` until a pass runs nothing (at most 100 passes)."""
         for _ in range(100):
-            ran = self.deferred.run_pending() + self.maintenance.engine.run_due()
-            if not ran:
+            if not self.run_due():
                 return
 
     # -- HostManagerPort: placement engine side --------------------------------------------

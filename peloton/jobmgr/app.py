@@ -168,3 +168,24 @@ class JobManager:
     def stop(self) -> None:
         """Stop every component (running tasks keep running on their hosts)."""
         self._lifecycle.stop()
+
+    # -- stepped by the caller (deterministic tests, the simulator), never started ---------
+    def run_due(self) -> int:
+        """One round of the reactive work due now, in the caller, waiting for nothing: the
+        goal-state keys due, then one pass of the placement processor and one batch of the
+        status stream (what their greenlets do when woken).  Returns how much work it found
+        (0: nothing was due).  The periodic passes (evictor, deadlines, daemon jobs) are the
+        caller's to pace.
+        """
+        done = self.engines.run_due()
+        done += self.placement.launch_once(0.0)
+        done += self.events.process_once(0.0)
+        return done
+
+    def next_due(self) -> float | None:
+        """The earliest monotonic time a goal-state key (job, task or workflow) comes due,
+        or None if none is scheduled: when `run_due` next has work no event brings."""
+        queue = self.queue
+        due = [t for t in (queue.jobs.next_deadline(), queue.tasks.next_deadline(),
+                           queue.updates.next_deadline()) if t is not None]
+        return min(due) if due else None

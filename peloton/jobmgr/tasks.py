@@ -152,13 +152,6 @@ class TaskOps:
         address, files = self.hostmgr.sandbox_files(rt.host, run_id)
         return address, run_id, files
 
-    def read_file(self, job_id: str, instance: int, path: str, run: int | None = None,
-                  offset: int = 0, length: int = 1 << 20) -> bytes:
-        """Bytes of a sandbox file of a run (stdout, stderr)."""
-        _, rt = self.get(job_id, instance)
-        run_id = str(RunId(job_id, instance, run if run else rt.run_id))
-        return self.hostmgr.read_sandbox(rt.host, run_id, path, offset, length)
-
     def events(self, job_id: str, instance: int, run: int | None = None,
                limit: int = 0) -> list[PodEvent]:
         """History of an instance (newest first), of one run or of all runs."""

@@ -26,8 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import gevent
-
+from peloton.common.loop import Loop
 from peloton.common.metrics import Metrics
 from peloton.core.model.sched import PlacementFailure
 from peloton.core.placement.stack import PlacementConfig, Placer
@@ -61,7 +60,9 @@ class PlacementEngine:
         self._placer_config = PlacementConfig(scarce_gpu=self.config.scarce_gpu)
         #: The host index kept between rounds (a cache; see the module docstring).
         self._placer: Placer | None = None
-        self._greenlet: gevent.Greenlet | None = None
+        # Each round blocks up to `dequeue_timeout` waiting for work, so the loop only yields.
+        self._loop = Loop("placement", lambda: self.run_once(self.config.dequeue_timeout),
+                          retry_delay=self.config.error_backoff, log=log)
         self.metrics = metrics or Metrics("placement")
         self._rounds = self.metrics.counter("rounds", "Placement rounds that had work")
         self._placed = self.metrics.counter("tasks_placed", "Tasks placed")
@@ -71,22 +72,21 @@ class PlacementEngine:
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         """Start the placement loop."""
-        if self._greenlet is None:
-            self._greenlet = gevent.spawn(self._run)
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop the loop (a round in flight is abandoned; its tasks time out back to READY)."""
-        if self._greenlet is not None:
-            self._greenlet.kill()
-            self._greenlet = None
+        self._loop.stop()
 
-    def _run(self) -> None:
-        while True:
-            try:
-                self.run_once(self.config.dequeue_timeout)
-            except Exception:
-                log.exception("placement round failed")
-                gevent.sleep(self.config.error_backoff)
+    # -- stepped by the caller (the simulator), never started ---------------------------------
+    def run_due(self) -> RoundStats:
+        """One round with what is ready now, waiting for nothing."""
+        return self.run_once(0.0)
+
+    def next_due(self) -> float | None:
+        """Always None: the engine keeps no timers; its work is what the resource manager
+        has ready (whose `next_due` covers placement retries)."""
+        return None
 
     # -- one round ----------------------------------------------------------------------------
     def run_once(self, timeout: float = 0.0) -> RoundStats:

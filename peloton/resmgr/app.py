@@ -121,6 +121,15 @@ class ResourceManager:
             self.loops.stop()
             self._running = False
 
+    def run_due(self) -> int:
+        """A caller stepping the resource manager itself (the simulator; after `load`, never
+        `start`): the status events and signalled admission due now (Loops.run_due)."""
+        return self.loops.run_due()
+
+    def next_due(self) -> float | None:
+        """The earliest monotonic time stepped work could change anything (Loops.next_due)."""
+        return self.loops.next_due()
+
     def load(self) -> None:
         """Fresh state: the pool tree from storage, no tasks, entitlements from current capacity.
 

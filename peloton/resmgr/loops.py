@@ -1,19 +1,18 @@
 """The resource manager's greenlets: admission, entitlement, preemption, status events.
 
-Each loop catches and logs its own failures and carries on (a host manager
-that is briefly unreachable must not stop admission), and each is killed by
-`stop()` while it waits, never while it holds the state lock: the lock is
-taken only around pure, non-blocking work.
+Each is a `peloton.common.loop.Loop`, which logs a failed round and carries on
+(a host manager that is briefly unreachable must not stop admission); each is
+killed by `stop()` while it waits, never while it holds the state lock: the lock
+is taken only around pure, non-blocking work.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import math
 from typing import TYPE_CHECKING
 
-import gevent
-
+from peloton.common.loop import Loop
 from peloton.common.metrics import Metrics
 from peloton.core.model.ids import RunIdParser
 from peloton.core.ports import EventStream
@@ -44,13 +43,17 @@ class Counts:
 
 
 class Loops:
-    """Owns the greenlets of one started resource manager."""
+    """Owns the loops of one started resource manager."""
 
     def __init__(self, rm: ResourceManager) -> None:
         self.rm = rm
-        self._greenlets: list[gevent.Greenlet] = []
+        self._loops: list[Loop] = []
         self._stream: EventStream | None = None
         self._run_ids = RunIdParser()
+        # A caller stepping the loops itself (`run_due`): the work signal at the last
+        # admission pass, and when that pass was (the loop passes every period after it).
+        self._work_seen = -1
+        self._admitted_at = -math.inf
 
     def start(self) -> None:
         """Subscribe to the status stream (so nothing is trimmed before we read it), spawn loops."""
@@ -59,30 +62,37 @@ class Loops:
             self._stream = self.rm.hostmgr.subscribe(cfg.stream_consumer)
         except Exception:
             log.warning("cannot subscribe to the status stream yet; retrying", exc_info=True)
-        self._greenlets = [
-            gevent.spawn(self._admission_loop),
-            gevent.spawn(self._every, cfg.entitlement_period, self.rm.refresh_capacity),
-            gevent.spawn(self._event_loop),
+        self._loops = [
+            # Waits in its own step (on `rm.work`), failed or not: nothing more to wait after.
+            Loop("admission", self._admission_step, retry_delay=0.0, log=log),
+            Loop("entitlement", self.rm.refresh_capacity, interval=cfg.entitlement_period,
+                 retry_delay=cfg.entitlement_period, delay_first=True, log=log),
+            # Blocks in its poll of the stream (up to `poll_timeout`).
+            Loop("status-events", self._events_step, retry_delay=STREAM_RETRY, log=log),
             # Always running: `set_preemption` may turn preemption on later (a pass without
             # a preemptor does nothing).
-            gevent.spawn(self._every, cfg.preemption_period, self.preempt_once),
+            Loop("preemption", self.preempt_once, interval=cfg.preemption_period,
+                 retry_delay=cfg.preemption_period, delay_first=True, log=log),
         ]
+        for loop in self._loops:
+            loop.start()
 
     def stop(self) -> None:
         """Kill every loop and wait for them to exit."""
-        gevent.killall(self._greenlets)
-        self._greenlets = []
+        for loop in self._loops:
+            loop.stop()
+        self._loops = []
         self._stream = None  # a restart subscribes again, from the last acknowledged offset
 
     # -- admission ------------------------------------------------------------------------------
-    def _admission_loop(self) -> None:
+    def _admission_step(self) -> None:
+        """One admission pass, then wait `scheduling_period` or until work is signalled
+        (since before the pass, so a signal during it is not missed)."""
         rm = self.rm
-        while True:
-            token = rm.work.token()
-            try:
-                self.admit_once()
-            except Exception:
-                log.exception("admission pass failed")
+        token = rm.work.token()
+        try:
+            self.admit_once()
+        finally:
             rm.work.wait(rm.config.scheduling_period, token)
 
     def admit_once(self) -> int:
@@ -123,6 +133,48 @@ class Loops:
         due = [t for t in times if t is not None]
         return min(due) if due else None
 
+    # -- stepped by the caller (the simulator), never started ---------------------------------
+    def run_due(self) -> int:
+        """What the woken loops do now, in the caller, waiting for nothing: one batch of the
+        status stream, then an admission pass if work was signalled since the last pass (the
+        admission loop's wait ends at such a signal).  Returns how much work it found.  The
+        admission loop's timed passes are the caller's to make (`next_admission`,
+        `admit_pass`), and so are the entitlement and preemption periods."""
+        done = self.events_once(0.0)
+        if self.rm.work.token() != self._work_seen:
+            done += self.admit_pass()
+        return done
+
+    def admit_pass(self) -> int:
+        """One admission pass as the admission loop makes it (when woken or when its period
+        ends): it notes the work signal it has seen and when it passed.  Returns admitted."""
+        rm = self.rm
+        self._work_seen = rm.work.token()
+        self._admitted_at = rm.clock.monotonic()  # the loop waits one period from this pass
+        return self.admit_once()
+
+    def next_admission(self) -> float | None:
+        """The admission loop's first periodic pass that could change anything (None: none
+        until work is signalled).  The loop passes every period after its last pass; the
+        passes before `admission_due` would find nothing to do, so a stepping caller skips
+        them (they would leave every state as it was)."""
+        due = self.admission_due()
+        if due is None:
+            return None
+        last, period = self._admitted_at, self.rm.config.scheduling_period
+        if last == -math.inf:
+            return due
+        t = last + max(1, math.ceil((due - last) / period)) * period
+        return t if t >= due else t + period
+
+    def next_due(self) -> float | None:
+        """The earliest monotonic time stepped work could change anything: a placement retry
+        coming due (the placement engine may take it), or the next useful admission pass."""
+        with self.rm.lock:
+            ready = self.rm.book.ready.next_due()
+        due = [t for t in (ready, self.next_admission()) if t is not None]
+        return min(due) if due else None
+
     # -- preemption -----------------------------------------------------------------------------
     def preempt_once(self) -> None:
         """One preemption cycle."""
@@ -140,14 +192,12 @@ class Loops:
                      requeued, revoked)
 
     # -- status events --------------------------------------------------------------------------
-    def _event_loop(self) -> None:
-        while True:
-            try:
-                self.events_once(self.rm.config.poll_timeout)
-            except Exception:
-                log.exception("reading the status stream failed")
-                self._stream = None
-                gevent.sleep(STREAM_RETRY)
+    def _events_step(self) -> None:
+        try:
+            self.events_once(self.rm.config.poll_timeout)
+        except Exception:
+            self._stream = None  # subscribe again next round
+            raise
 
     def events_once(self, timeout: float) -> int:
         """Apply one batch of status events and acknowledge it; returns how many were read."""
@@ -168,13 +218,3 @@ class Loops:
         if freed:
             rm.work.fire()
         return len(events)
-
-    # -- helpers --------------------------------------------------------------------------------
-    @staticmethod
-    def _every(period: float, job: Callable[[], object]) -> None:
-        while True:
-            gevent.sleep(period)
-            try:
-                job()
-            except Exception:
-                log.exception("periodic resource manager work failed")

@@ -6,25 +6,28 @@ in-memory SQLite store, with one `SimulationClock` injected everywhere: the daem
 read it as their `Clock` (monotonic = simulated seconds since t = 0, wall = the
 scenario's epoch + that), the simulated hosts (`SimBackend`) schedule their runs'
 state changes on it.  Nothing is started: no greenlet, no thread, no sleep.  Instead
-`SimulatedCluster` runs each daemon's own one-pass functions, the ones its loops call:
+`SimulatedCluster` steps each daemon through its public `run_due()` / `next_due()` (as
+the job manager's deterministic test harness does) and its loops' one-pass functions:
 
 * *periodic* work at the daemon's own period, phased as its loop is (first pass one
   period after start; admission at once): host manager prune, entitlement refresh,
   preemption cycle, admission, evictor, deadlines, daemon jobs;
 * *reactive* work, in `settle()`, round after round in a fixed order until a round
-  finds nothing to do: the simulated hosts' due timers, the host manager's deferred
-  work and maintenance engine, the resource manager's status stream and (when work was
-  signalled) admission, a placement round, the job manager's goal-state engines, its
-  placement processor and its status stream.  A daemon blocked in a long poll reacts
-  at once to the signal it waits for; this is that, without the waiting.
+  finds nothing to do: the simulated hosts' due timers, then each daemon's `run_due()`
+  (the host manager's deferred work and maintenance engine, the resource manager's
+  status stream and, when work was signalled, admission, a placement round, the job
+  manager's goal-state engines, its placement processor and its status stream).  A
+  daemon blocked in a long poll reacts at once to the signal it waits for; this is that,
+  without the waiting.
 
-`next_due()` says when anything is next due (a timer of a simulated host, a goal-state
-deadline, a placement retry, a maintenance step, a periodic pass), so the driver jumps
+`next_due()` says when anything is next due (a timer of a simulated host, each daemon's
+`next_due()`: a goal-state deadline, a placement retry, a maintenance step; a periodic
+pass), so the driver jumps
 from one due time to the next: a simulated day costs what its events cost.
 
 The admission loop passes every `scheduling_period` (0.1 s) whether or not it was
 woken; a pass that provably changes nothing (no work signalled, nothing timed due:
-`Loops.admission_due`) is skipped, and no instant is made for it, so a quiet second
+`Loops.next_admission`) is skipped, and no instant is made for it, so a quiet second
 costs nothing while every pass that matters runs when the daemon would run it.
 
 Configuration: the daemons' defaults, except that the host manager never reconciles
@@ -33,7 +36,6 @@ every run periodically (simulated hosts never lose an update).
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -132,9 +134,6 @@ class SimulatedCluster:
         self.jobmgr: JobManager | None = None
         self._jobmgr_config = jobmgr_config or JobManagerConfig()
         self._watcher = watcher
-        self._work_seen = -1
-        #: When the admission loop last passed: it passes every period after that.
-        self._admitted_at = -math.inf
         self._periodic: list[_Periodic] = []
         #: What the run did so far (instants stepped, placement rounds with work).
         self.counts = {"instants": 0, "placement_rounds": 0}
@@ -239,9 +238,9 @@ class SimulatedCluster:
                 p.step()
                 # The loop sleeps one period after each pass (k x period: no drift).
                 p.due = (round(now / p.period) + 1) * p.period
-        due = self._admission_next()
+        due = self.resmgr.loops.next_admission()
         if due is not None and due <= now:
-            self._admit()
+            self.resmgr.loops.admit_pass()
         self.settle()
 
     def settle(self) -> int:
@@ -256,52 +255,21 @@ class SimulatedCluster:
                            f"t={self.now:g}s of the simulation")
 
     def _round(self) -> int:
-        jm, rm, hm = self.jm, self.resmgr, self.hostmgr
         done = self.clock.run_due()
-        done += hm.deferred.run_pending() + hm.maintenance.engine.run_due()
-        done += rm.loops.events_once(0.0)
-        if rm.work.token() != self._work_seen:
-            done += self._admit()
-        placed = self.placement.run_once(0.0).tasks
+        done += self.hostmgr.run_due()
+        done += self.resmgr.run_due()
+        placed = self.placement.run_due().tasks
         if placed:
             self.counts["placement_rounds"] += 1
         done += placed
-        done += jm.engines.run_due()
-        done += jm.placement.launch_once(0.0)
-        done += jm.events.process_once(0.0)
+        done += self.jm.run_due()
         return done
-
-    def _admission_next(self) -> float | None:
-        """The admission loop's first periodic pass that could change anything (None: none
-        until work is signalled).  The loop passes every period after its last pass; the
-        passes before `Loops.admission_due` would find nothing to do, so they are skipped
-        (they would leave every state as it was)."""
-        due = self.resmgr.loops.admission_due()
-        if due is None:
-            return None
-        last, period = self._admitted_at, self.resmgr.config.scheduling_period
-        if last == -math.inf:
-            return due
-        t = last + max(1, math.ceil((due - last) / period)) * period
-        return t if t >= due else t + period
-
-    def _admit(self) -> int:
-        """One admission pass (what the loop does when woken or when its period ends)."""
-        rm = self.resmgr
-        self._work_seen = rm.work.token()
-        self._admitted_at = self.now  # the loop waits one period from this pass
-        return rm.loops.admit_once()
 
     def next_due(self) -> float | None:
         """The earliest simulated time anything is due (None: nothing ever again)."""
-        jm, rm = self.jm, self.resmgr
-        times = [self.clock.next_due(), jm.queue.jobs.next_deadline(),
-                 jm.queue.tasks.next_deadline(), jm.queue.updates.next_deadline(),
-                 self.hostmgr.maintenance.schedule.next_deadline()]
-        with rm.lock:
-            times.append(rm.book.ready.next_due())
+        times = [self.clock.next_due(), self.jm.next_due(), self.hostmgr.next_due(),
+                 self.resmgr.next_due(), self.placement.next_due()]
         times.extend(p.due for p in self._periodic)
-        times.append(self._admission_next())
         due = [t for t in times if t is not None]
         return min(due) if due else None
 

@@ -137,10 +137,6 @@ class Anonymiser:
         return "".join(f"/p-{self._hash('pool', '/' + '/'.join(parts[:i + 1]))}"
                        for i in range(len(parts)))
 
-    def pool_name(self, path: str) -> str:
-        """The last segment of `pool(path)`."""
-        return self.pool(path).rsplit("/", 1)[-1]
-
     def constraint(self, constraint: Constraint | None) -> Constraint | None:
         """The constraint with TASK label values hashed (HOST labels kept)."""
         if constraint is None or not self.enabled:

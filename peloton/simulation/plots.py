@@ -9,7 +9,10 @@ Figures (each a what-if drawn dashed over its baseline, solid):
 Determinism: figures are built with matplotlib's object API (no pyplot, no global
 state), drawn by Agg, and saved without the "Software" text chunk or any date, so
 the PNG depends only on the data, matplotlib's version and its bundled font.
-matplotlib is imported when a plot is drawn, not when this module is imported.
+matplotlib is imported when a plot is drawn, not when this module is imported; it is
+the optional extra `report` (`pip install 'peloton-py[report]'`), so no daemon needs it,
+and without it `render_plots` raises `PlotsUnavailable` saying how to get it (or skip
+the plots with `--no-plots`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,24 @@ import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from peloton.core.errors import PelotonError
 from peloton.simulation.metrics import ratio
 from peloton.simulation.result import SimulationResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+#: What a user without matplotlib is told (the CLI prints it and exits with code 1).
+MISSING_MATPLOTLIB = ("the report's plots need matplotlib, which is not installed: install the "
+                      "'report' extra (pip install 'peloton-py[report]'), or pass --no-plots")
+
+
+class PlotsUnavailable(PelotonError):
+    """The plots were asked for but matplotlib (the extra `report`) is not installed."""
+
+    kind = "plots_unavailable"
+
 
 #: At most this many pools get their own panel (the busiest by mean cpu demand; the rest are named).
 MAX_POOL_PANELS = 12
@@ -177,5 +192,12 @@ FIGURES = {"pools-cpu.png": pools_cpu, "pending.png": pending, "utilisation.png"
 
 
 def render_plots(runs: Sequence[SimulationResult]) -> dict[str, bytes]:
-    """Every figure of the report for `runs` (the baseline first), as PNG bytes by file name."""
+    """Every figure of the report for `runs` (the baseline first), as PNG bytes by file name.
+
+    Raises PlotsUnavailable without matplotlib.
+    """
+    try:
+        import matplotlib  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise PlotsUnavailable(MISSING_MATPLOTLIB) from None
     return {name: draw(runs) for name, draw in FIGURES.items()}

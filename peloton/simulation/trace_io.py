@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import (
@@ -250,12 +250,6 @@ def trace_lines(trace: Trace) -> Iterator[str]:
     yield _dumps(header_to_json(trace.header)) + "\n"
     for job in trace.jobs:
         yield _dumps(job_to_json(job)) + "\n"
-
-
-def write_trace(trace: Trace, stream: TextIO) -> None:
-    """Write `trace` to an open text stream."""
-    for line in trace_lines(trace):
-        stream.write(line)
 
 
 def dump_trace(trace: Trace) -> str:

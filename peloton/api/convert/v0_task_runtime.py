@@ -8,7 +8,6 @@ names in a v0 PodEvent are the v0 enum names, as Peloton stores them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -43,11 +42,6 @@ def task_state_from_v0(state: int, field: str = "state") -> TaskState:
         return _STATE_FROM_V0[state]
     except KeyError:
         raise InvalidArgument(f"{field}: not a task state: {state}", field=field) from None
-
-
-def health_to_v0(health: HealthState) -> task_pb2.HealthState:
-    """Core health -> v0 HealthState."""
-    return _HEALTH_TO_V0[health]
 
 
 def task_runtime_to_v0(job_id: str, instance: int, runtime: TaskRuntime) -> task_pb2.RuntimeInfo:
@@ -150,8 +144,3 @@ def task_query_from_v0(spec: task_pb2.QuerySpec) -> TaskQuery:
     order = tuple((o.property.value, o.order == o.DESC) for o in page.orderBy)
     return TaskQuery(states=states, names=tuple(spec.names), hosts=tuple(spec.hosts),
                      offset=page.offset, limit=page.limit or None, order_by=order)
-
-
-def task_infos_to_v0(infos: Sequence[TaskInfo]) -> list[task_pb2.TaskInfo]:
-    """Several task infos at once (List / Query responses)."""
-    return [task_info_to_v0(info) for info in infos]

@@ -55,7 +55,3 @@ class HostOffer:
     def has_gpu(self) -> bool:
         """Scarce-resource hosts are kept for the tasks that need their GPUs."""
         return self.capacity.gpu > 0
-
-    def label_count(self, label: Label) -> int:
-        """How many of this host's attributes equal `label`."""
-        return sum(1 for lb in self.labels if lb == label)

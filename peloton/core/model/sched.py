@@ -17,7 +17,6 @@ from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
 from peloton.core.model.task import TaskSpec
 from peloton.core.placement.request import GangRequest
-from peloton.core.states import TaskState
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,16 +111,6 @@ class Victim:
     task_id: TaskId
     run_id: int
     reason: VictimReason
-    hostname: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveredTask:
-    """A run the job manager found in storage after a restart, for the resource manager."""
-
-    pool_id: str
-    request_run: int
-    state: TaskState
     hostname: str = ""
 
 

@@ -11,7 +11,6 @@ from peloton.storage.cassandra.jobs import CassandraJobs
 from peloton.storage.cassandra.leaders import CassandraLeaders
 from peloton.storage.cassandra.schema import CQL_SCHEMA_VERSIONS, READ_VERSIONS
 from peloton.storage.cassandra.session import CqlSession, DriverSession
-from peloton.storage.cassandra.statements import SCANNED
 from peloton.storage.cassandra.tasks import CassandraTasks
 from peloton.storage.schema import SchemaMismatch, SchemaStatus
 from peloton.storage.store import Store, StoreOptions
@@ -42,11 +41,6 @@ class CassandraStore(CassandraJobs, CassandraJobQuery, CassandraTasks, Cassandra
             rows = []
         current = f"{max(int(r['version']) for r in rows):04d}" if rows else None
         return SchemaStatus(current, CQL_SCHEMA_VERSIONS)
-
-    def truncate_all(self) -> None:
-        """Empty every table (for tests: one keyspace serves a whole test module)."""
-        for table in sorted({spec[0] for spec in SCANNED.values()} | set(DERIVED_TABLES)):
-            self.s.truncate(table)
 
     def close(self) -> None:
         """Disconnect from the cluster."""

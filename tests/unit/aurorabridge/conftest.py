@@ -45,7 +45,8 @@ def clock() -> FakeClock:
 @pytest.fixture
 def ctx(fake: FakePeloton, clock: FakeClock) -> BridgeContext:
     loader = RespoolLoader(fake, RespoolSettings(retry_for_s=0, retry_interval_s=0))
-    return BridgeContext(fake, loader, HandlerSettings(workers=4), clock=clock)
+    return BridgeContext(fake, loader, HandlerSettings(workers=4), clock=clock,
+                         on_pulse_expired=updates.pulse_expired)
 
 
 Call = Callable[..., Any]
@@ -77,7 +78,8 @@ class ServedBridge:
 @pytest.fixture
 def served(fake: FakePeloton) -> Iterator[ServedBridge]:
     """The whole bridge (handlers + HTTP) on 127.0.0.1 in a thread with its own gevent hub."""
-    ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings(retry_for_s=0)), HandlerSettings(workers=4))
+    ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings(retry_for_s=0)), HandlerSettings(workers=4),
+                        on_pulse_expired=updates.pulse_expired)
     app = ApiApp(ThriftProcessor(handler_table(ctx)), max_body_bytes=1024 * 1024)
     ready = threading.Event()
     holder: dict[str, Any] = {}

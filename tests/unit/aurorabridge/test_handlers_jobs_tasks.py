@@ -197,7 +197,8 @@ def test_earlier_runs_are_listed_when_pod_runs_depth_allows(fake: FakePeloton) -
     from aurorabridge.respool_loader import RespoolLoader
     from aurorabridge.thrift_api import args_class
 
-    ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings()), HandlerSettings(pod_runs_depth=3))
+    ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings()), HandlerSettings(pod_runs_depth=3),
+                        on_pulse_expired=updates.pulse_expired)
     table = handler_table(ctx)
 
     def call(method: str, **kwargs: Any) -> Any:

@@ -87,7 +87,8 @@ def test_a_second_update_replaces_the_running_one_when_configured(fake: FakePelo
     from aurorabridge.thrift_api import args_class
 
     ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings(retry_for_s=0)),
-                        HandlerSettings(concurrent_updates=updates.REPLACE_RUNNING), clock=clock)
+                        HandlerSettings(concurrent_updates=updates.REPLACE_RUNNING), clock=clock,
+                        on_pulse_expired=updates.pulse_expired)
     table = handler_table(ctx)
 
     def replace_call(method: str, **kwargs: Any) -> Any:

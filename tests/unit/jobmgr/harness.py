@@ -5,9 +5,10 @@ Modelled on Nomad's scheduler tests: the job manager is built exactly as
 none of its greenlets run.  The test drives it:
 
 * `run_due()` runs everything that is due now, round after round, until a round
-  does nothing: the three goal-state engines' due keys, then one round of each
-  loop (placement processor, status events, deadlines, evictor, daemon jobs),
-  each with a zero timeout (nothing waits);
+  does nothing: the job manager's own `run_due()` (the three goal-state engines'
+  due keys, then one pass of the placement processor and of the status events,
+  nothing waits; the simulator steps it the same way), then one pass of each
+  periodic loop (deadlines, evictor, daemon jobs);
 * `advance(seconds)` moves the fake clock (both readings); `settle(seconds)` moves
   it deadline by deadline up to `seconds` later, running what comes due.
 
@@ -79,9 +80,7 @@ class Harness:
     def step(self) -> int:
         """One round of everything due now; returns how much work it found."""
         jm = self.jm
-        done = jm.engines.run_due()
-        done += jm.placement.launch_once(0.0)
-        done += jm.events.process_once(0.0)
+        done = jm.run_due()
         done += jm.deadlines.check_once()
         done += jm.evictor.evict_once()
         done += sum(jm.daemons.reconcile_once())
@@ -103,10 +102,8 @@ class Harness:
 
     def next_deadline(self) -> float | None:
         """Seconds until the next goal-state deadline (None: nothing scheduled)."""
-        queue = self.jm.queue
-        deadlines = [d for d in (queue.jobs.next_deadline(), queue.tasks.next_deadline(),
-                                 queue.updates.next_deadline()) if d is not None]
-        return min(deadlines) - self.clock.monotonic() if deadlines else None
+        due = self.jm.next_due()
+        return None if due is None else due - self.clock.monotonic()
 
     def settle(self, seconds: float = 1.0) -> None:
         """Run what is due, then move to each next deadline within `seconds` and run again."""

@@ -166,3 +166,17 @@ def test_the_readme_run_command_runs_as_written_and_draws_the_plot_shown(
         assert line in out, line
     assert (tmp_path / "example" / "report" / "pools-cpu.png").read_bytes() == (
         REPO / "docs" / "images" / "simulation-pools-cpu.png").read_bytes()
+
+
+def test_run_without_matplotlib_says_how_to_get_the_plots(
+        scripted: ScriptedSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from peloton.simulation.plots import MISSING_MATPLOTLIB
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, _, err = invoke("simulate", *INPUTS, "--engine", "scripted", "--out", str(tmp_path / "r"))
+    assert code == 1 and MISSING_MATPLOTLIB in err
+    code, _, err = invoke("simulate", *INPUTS, "--engine", "scripted", "--out", str(tmp_path / "r"),
+                          "--no-plots")
+    assert code == 0, err

@@ -170,3 +170,17 @@ def test_bucket_means_add_up_to_the_whole(samples: list[tuple[float, float]], co
     total = sum(series.mean(a, b) * (b - a) for a, b in edges)
     assert total == pytest.approx(series.integral(0, end), rel=1e-9, abs=1e-6)
     assert series.mean(0, end) <= max(v for _, v in samples) + 1e-9
+
+
+def test_without_matplotlib_the_plots_say_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from peloton.simulation.plots import MISSING_MATPLOTLIB, PlotsUnavailable
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what `import matplotlib` sees missing
+    results = list(two_pool_results())
+    with pytest.raises(PlotsUnavailable) as caught:
+        render_report(results)
+    assert str(caught.value) == MISSING_MATPLOTLIB
+    assert "pip install 'peloton-py[report]'" in MISSING_MATPLOTLIB and "--no-plots" in MISSING_MATPLOTLIB
+    assert render_report(results, plots=False).plots == {}  # --no-plots needs no matplotlib
