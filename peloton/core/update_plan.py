@@ -22,9 +22,11 @@ watch time and strategies):
 * otherwise the strategy (`update_strategy.py`) says how many untouched
   instances start now: additions first, then updates ordered least available
   first (unavailable, killed, invalid, available — so healthy instances go
-  last), then removals; a BATCH or VAR_BATCH update with `autopause` that is
-  rolling forward PAUSEs instead at each batch boundary after the first, once
-  per boundary (`autopaused_at` remembers it, so a resumed update goes on);
+  last), then removals; a rollback takes each kind highest instance first
+  (Aurora's reversed UpdateOrdering: what the update did last is undone first);
+  a BATCH or VAR_BATCH update with `autopause` that is rolling forward PAUSEs
+  instead at each batch boundary after the first, once per boundary
+  (`autopaused_at` remembers it, so a resumed update goes on);
 * when every instance is done or failed the workflow succeeds.
 """
 
@@ -190,7 +192,12 @@ def plan_update_step(*, kind: WorkflowType, spec: UpdateSpec, target_version: in
     if (budget and touched and spec.autopause and is_batched(spec) and not rolling_back
             and autopaused_at != touched):
         return UpdateStep(Decision.PAUSE, *snapshot, watch_until=watch_until, touched=touched)
-    fresh["update"].sort(key=lambda i: (_ORDER[instance_availability(runtimes.get(i))], i))
+    if rolling_back:
+        # Aurora's UpdateOrdering.reverse(): a rollback undoes the highest instance first.
+        for ids in fresh.values():
+            ids.sort(reverse=True)
+    else:
+        fresh["update"].sort(key=lambda i: (_ORDER[instance_availability(runtimes.get(i))], i))
     picks: dict[str, tuple[int, ...]] = {}
     for group in ("add", "update", "remove"):
         take = fresh[group][:budget]

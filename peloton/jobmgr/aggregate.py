@@ -9,12 +9,16 @@ deleting one); `JobCache` (cache.py) is the set of cached jobs and calls them.
 
 Nothing outside this module changes a job: no other module calls a store write
 method or assigns a cached job's fields (tests/unit/jobmgr/test_one_writer.py
-fails the build if one does).  Every change takes the same four steps:
+fails the build if one does).  A workflow's state changes only in `move_workflow`,
+which checks the move against core/lifecycle/workflow_transitions.py; `save_workflow`
+refuses a state changed by hand.  Every change takes the same four steps:
 
 1. compute the new value from the current one: callers pass a function
    `current -> new` (None: nothing to write), so a write that loses its
    compare-and-set is redone on the reloaded value, never on a stale one;
-2. write it to storage (compare-and-set on its revision; new rows are created);
+2. write it to storage (compare-and-set on its revision; new rows are created); a
+   task write reports how it ended (task_writes.py: DONE, RETRIED, or CONFLICT with
+   the instances not written), and its caller must act on a conflict;
 3. put what was stored in the cache and tell the listeners (the watch API);
 4. schedule the goal-state work the change calls for.  Callers never enqueue
    for a change they made; the rule, in one place:
@@ -49,6 +53,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 import gevent.lock
 
 from peloton.core.errors import Conflict, NotFound
+from peloton.core.lifecycle.workflow_transitions import (
+    IllegalWorkflowTransition,
+    check_workflow_move,
+    check_workflow_start,
+)
 from peloton.core.model.evolve import evolve
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime, TaskSpec
@@ -57,6 +66,7 @@ from peloton.core.states import TaskState, WorkflowState
 from peloton.jobmgr.goalstate.queue import wants_look
 from peloton.jobmgr.job_deps import JobDeps
 from peloton.jobmgr.runs import pod_event
+from peloton.jobmgr.task_writes import TaskWriteOutcome
 from peloton.storage import RuntimeWrite, Store
 
 log = logging.getLogger(__name__)
@@ -66,7 +76,8 @@ TaskChange = Callable[[TaskRuntime], TaskRuntime | None]
 #: A change to the job runtime: current -> new, or None for "nothing to write".
 RuntimeChange = Callable[[JobRuntime], JobRuntime | None]
 
-#: Compare-and-set rounds of task writes before a change is given up (each reloads the losers).
+#: Compare-and-set rounds of a task write (each reloads the losers and derives their change
+#: again) before the outcome reports them unwritten (CONFLICT) to the caller.
 TASK_ROUNDS = 5
 #: Compare-and-set rounds of a job runtime change before it fails with Conflict.
 RUNTIME_ROUNDS = 3
@@ -260,13 +271,16 @@ class CachedJob:
     # -- task runtimes -----------------------------------------------------------------
     def write_tasks(self, changes: Mapping[int, TaskChange], *,
                     passed_through: Mapping[int, Sequence[TaskRuntime]] | None = None
-                    ) -> dict[int, TaskRuntime]:
-        """Apply `changes` to the named instances; returns the runtimes written.
+                    ) -> TaskWriteOutcome:
+        """Apply `changes` to the named instances; returns what was stored and what was not.
 
-        Instances whose change returns None, that have no runtime, or that keep losing
-        their compare-and-set are left out.  A write that changes a task's state, run or
-        health leaves a pod event; `passed_through` (read after the change ran: the runtimes
-        it went through, the written one last) adds one for each step before the last.
+        Instances whose change returns None or that have no runtime need no write.  A lost
+        compare-and-set reloads the runtime and derives the change again, for TASK_ROUNDS
+        rounds; an instance that loses every one is in the outcome's `unwritten`
+        (CONFLICT), and the caller must act on it (task_writes.py: retry, re-queue or
+        raise).  A write that changes a task's state, run or health leaves a pod event;
+        `passed_through` (read after the change ran: the runtimes it went through, the
+        written one last) adds one for each step before the last.
         """
         deps = self._deps
         self._back_in()
@@ -280,7 +294,7 @@ class CachedJob:
         # placed, launched), each reload a step behind, and was given up.
         held = deps.task_locks.hold(job_id, pending)
         try:
-            self._write_rounds(pending, passed_through, written, replaced)
+            unwritten, rounds = self._write_rounds(pending, passed_through, written, replaced)
         finally:
             deps.task_locks.release(held)
         if written:
@@ -288,14 +302,19 @@ class CachedJob:
             for inst, rt in written.items():
                 if wants_look(replaced[inst], rt):
                     deps.queue.enqueue_task(self.job_id, inst)
-        return written
+        if unwritten:
+            log.info("job %s: instances %s lost %d compare-and-sets in a row; the caller "
+                     "retries, re-queues or raises", job_id, sorted(unwritten), rounds)
+        return TaskWriteOutcome(job_id, written, unwritten, rounds)
 
     def _write_rounds(self, pending: dict[int, TaskChange],
                       passed_through: Mapping[int, Sequence[TaskRuntime]] | None,
-                      written: dict[int, TaskRuntime], replaced: dict[int, TaskRuntime]) -> None:
+                      written: dict[int, TaskRuntime], replaced: dict[int, TaskRuntime]
+                      ) -> tuple[frozenset[int], int]:
+        """Compare-and-set rounds; returns the instances still unwritten and the rounds taken."""
         deps = self._deps
         job_id = self.job_id
-        for _ in range(TASK_ROUNDS):
+        for rounds in range(1, TASK_ROUNDS + 1):
             writes: list[RuntimeWrite] = []
             before: dict[int, TaskRuntime] = {}
             for inst, change in pending.items():
@@ -313,7 +332,7 @@ class CachedJob:
                     events.append(pod_event(job_id, inst, new))
                 writes.append(RuntimeWrite(job_id, inst, new, tuple(events)))
             if not writes:
-                break
+                return frozenset(), rounds
             # A big batch is its own transaction already; only small ones (a goal-state
             # action's single task) gain from sharing one with other callers.
             result = (deps.store.write_task_runtimes(writes) if len(writes) >= DIRECT_BATCH
@@ -324,16 +343,18 @@ class CachedJob:
                 written[inst], replaced[inst] = stored, before[inst]
             lost = {t.instance for t in result.conflicts | result.missing}
             if not lost:
-                break
+                return frozenset(), rounds
             self.reload_tasks(lost)
             pending = {inst: pending[inst] for inst in lost if inst in pending}
-        else:
-            log.warning("job %s: gave up writing instances %s after %d rounds",
-                        self.job_id, sorted(pending), TASK_ROUNDS)
+        # Still losing after the last round: the reloaded runtime may not call for the
+        # change any more (a run that ended meanwhile), or may be gone.
+        return frozenset(inst for inst, change in pending.items()
+                         if (cur := self._tasks.get(inst)) is not None
+                         and change(cur) is not None), TASK_ROUNDS
 
-    def write_task(self, instance: int, change: TaskChange) -> TaskRuntime | None:
-        """`write_tasks` for a single instance."""
-        return self.write_tasks({instance: change}).get(instance)
+    def write_task(self, instance: int, change: TaskChange) -> TaskWriteOutcome:
+        """`write_tasks` for a single instance (`outcome.get(instance)`: what was stored)."""
+        return self.write_tasks({instance: change})
 
     def create_tasks(self, runtimes: Mapping[int, TaskRuntime]) -> None:
         """Store runtimes of instances that have none (AlreadyExists if one has)."""
@@ -402,40 +423,93 @@ class CachedJob:
     def create_workflow(self, update: UpdateInfo) -> UpdateInfo:
         """Store a new workflow of this job and record that it started.
 
-        It becomes the job's workflow with the runtime change that points the job at it
-        (`change_runtime(..., workflow=stored)`), never before: until then the job's
-        current workflow, if active, still owns the job.
+        It must start in one of the table's initial states (IllegalWorkflowTransition
+        otherwise).  It becomes the job's workflow with the runtime change that points the
+        job at it (`change_runtime(..., workflow=stored)`), never before: until then the
+        job's current workflow, if active, still owns the job.
         """
+        reason = check_workflow_start(update.state)
+        if reason is not None:
+            raise IllegalWorkflowTransition(update.update_id, None, update.state, reason)
         self._back_in()
         now = self._deps.clock.wall()
         stored = self._deps.store.create_update(
-            dataclasses.replace(update, creation_time=now, update_time=now))
+            dataclasses.replace(update, prev_state=WorkflowState.INITIALIZED,
+                                creation_time=now, update_time=now))
         self.workflow_event(stored, None)
         return stored
 
+    def move_workflow(self, update: UpdateInfo, to: WorkflowState, *,
+                      message: str | None = None,
+                      opaque_data: str | None = None) -> UpdateInfo:
+        """Move a workflow to state `to`: the one way a workflow's state changes.
+
+        `update` is the workflow as read, with any other fields the move changes (a
+        rollback's new instance sets); its `state` and `prev_state` are left to this
+        method, which checks the move against the table (core/lifecycle/
+        workflow_transitions.py; IllegalWorkflowTransition if it is not allowed), sets
+        `prev_state` when the state changes, and stamps `completion_time` when the
+        workflow ends.  Then as `save_workflow`.
+        """
+        return self._write_workflow(update, to, message, opaque_data)
+
     def save_workflow(self, update: UpdateInfo, opaque_data: str | None = None) -> UpdateInfo:
-        """Compare-and-set a changed workflow, cache it and record a change of its state.
+        """Compare-and-set a workflow's progress (instance sets, opaque data, ...), its state
+        unchanged: a state change is `move_workflow`'s, and one made here by hand is refused
+        (IllegalWorkflowTransition), as is any write to a finished workflow.
 
         An active workflow is then evaluated; one that just ended has its job evaluated.
         Conflict if it changed since it was read.
         """
-        if opaque_data is not None:
-            update = dataclasses.replace(update, opaque_data=opaque_data)
+        return self._write_workflow(update, None, None, opaque_data)
+
+    def _write_workflow(self, update: UpdateInfo, to: WorkflowState | None,
+                        message: str | None, opaque_data: str | None) -> UpdateInfo:
         self._back_in()
         with self.lock:
-            old_state = self._update.state if self._update is not None else None
-            stored = self._deps.store.update_update(
-                dataclasses.replace(update, update_time=self._deps.clock.wall()))
+            now = self._deps.clock.wall()
+            current = self._stored_workflow(update)
+            if (update.state, update.prev_state) != (current.state, current.prev_state):
+                raise IllegalWorkflowTransition(
+                    update.update_id, current.state, update.state,
+                    "a workflow's state is changed only by CachedJob.move_workflow")
+            new_state = current.state if to is None else to
+            reason = check_workflow_move(current.state, new_state)
+            if reason is not None:
+                raise IllegalWorkflowTransition(update.update_id, current.state, new_state,
+                                                reason)
+            if new_state is not current.state:
+                # As Peloton's writeProgress: prev_state moves only with a real change, so
+                # progress writes in one state keep where it came from (resume needs it).
+                update = dataclasses.replace(
+                    update, state=new_state, prev_state=current.state,
+                    completion_time=now if new_state.terminal else update.completion_time)
+            if message is not None:
+                update = dataclasses.replace(update, message=message)
+            if opaque_data is not None:
+                update = dataclasses.replace(update, opaque_data=opaque_data)
+            stored = self._deps.store.update_update(dataclasses.replace(update, update_time=now))
             if self._update is None or self._update.update_id == stored.update_id:
                 self._update = stored
                 self._tell_job()
-        if old_state is not stored.state:
+        if current.state is not stored.state:
             self.workflow_event(stored, None)
         if stored.state.active:
             self._deps.queue.enqueue_update(self.job_id)
-        elif old_state is not stored.state:
+        elif current.state is not stored.state:
             self._deps.queue.enqueue_job(self.job_id)  # the job may act now the workflow ended
         return stored
+
+    def _stored_workflow(self, update: UpdateInfo) -> UpdateInfo:
+        """The stored workflow `update` was read as (the cached copy when it is that one);
+        Conflict if it changed since, as the compare-and-set would answer."""
+        cur = self._update
+        if cur is None or cur.update_id != update.update_id or cur.revision != update.revision:
+            cur = self._deps.store.get_update(update.update_id)
+            if cur.revision != update.revision:
+                raise Conflict(f"workflow {update.update_id} changed since it was read "
+                               f"(revision {update.revision}, now {cur.revision}); retry")
+        return cur
 
     def workflow_event(self, update: UpdateInfo, instance: int | None,
                        state: WorkflowState | None = None, message: str = "") -> None:

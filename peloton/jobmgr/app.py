@@ -92,7 +92,7 @@ class JobManager:
         self.job_actions = JobActions(self.cache, self.control, self.queue)
         self.task_actions = TaskActions(self.cache, self.control, hostmgr, self.queue, clock,
                                         config)
-        self.update_actions = UpdateActions(self.cache, self.control, self.queue)
+        self.update_actions = UpdateActions(self.cache, self.control, self.queue, store)
         self.engines = GoalStateEngines(self.queue, self.job_actions, self.task_actions,
                                         self.update_actions, config)
         # 4. API operations, loops, recovery

@@ -81,7 +81,7 @@ def _add(control: RunControl, job: CachedJob, placement: dict[int, str]) -> None
     # A deleted instance's runtime not yet gone: forget it first.
     job.delete_tasks([i for i in placement if job.get_task(i) is not None])
     now = control.clock.wall()
-    health = new.default_task.health_check is not None
+    health = new.default_task.health_checked
     job.create_tasks({i: dataclasses.replace(runs.initial(S.RUNNING, new.version, now,
                                                           health_check=health),
                                              desired_host=host)

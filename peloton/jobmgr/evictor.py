@@ -16,7 +16,10 @@ Runs on draining hosts move only as far as their job's SLA allows (peloton.core.
 each host's drain request): the others stay, and are looked at again next round, when the
 instances moved before may be back.  Preemption victims are never held.  Runs already
 asked to stop, and victims whose run changed since, are left alone.  Daemon instances on
-draining hosts are left to the daemon controller.
+draining hosts are left to the daemon controller.  A mark that kept losing its
+compare-and-set (task_writes.py) is tried again next round: a victim is held
+for it (the resource manager hands each victim out once), a drain finds the run
+still movable.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from peloton.core.states import JobType, TaskState
 from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.task_writes import TaskWriteOutcome
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -63,6 +67,8 @@ class Evictor:
         self.clock = clock
         #: (job id, instance) -> why its run on a draining host waits (logged once per reason).
         self.waiting: dict[tuple[str, int], str] = {}
+        #: Victims whose mark was not stored: tried again next round.
+        self._held: list[tuple[TerminationReason, RunId]] = []
         self._loop = Loop("evictor", self.evict_once, interval=config.evict_interval, log=log)
 
     def start(self) -> None:
@@ -80,6 +86,9 @@ class Evictor:
     # -- preemption ------------------------------------------------------------------------
     def _preempt(self) -> int:
         runs: dict[tuple[str, TerminationReason], list[RunId]] = defaultdict(list)
+        held, self._held = self._held, []
+        for reason, rid in held:
+            runs[(rid.job_id, reason)].append(rid)
         for victim in self.resmgr.take_victims(self.config.evict_batch):
             reason = (TerminationReason.KILLED_HOST_MAINTENANCE
                       if victim.reason is VictimReason.HOST_MAINTENANCE
@@ -90,7 +99,10 @@ class Evictor:
         for (job_id, reason), rids in runs.items():
             job = self.cache.get(job_id)
             if job is not None:
-                moved += self._evict(job, _movable(job, rids), reason)
+                outcome = self._evict(job, _movable(job, rids), reason)
+                moved += len(outcome.written)
+                self._held.extend((reason, rid) for rid in rids
+                                  if rid.instance in outcome.unwritten)
         return moved
 
     # -- draining hosts --------------------------------------------------------------------
@@ -126,7 +138,9 @@ class Evictor:
                     allowed.append(verdict.instance)
                 else:
                     waiting[(job_id, verdict.instance)] = verdict.why
-            moved += self._evict(job, allowed, TerminationReason.KILLED_HOST_MAINTENANCE)
+            # An instance not stored (outcome.unwritten) is still movable next round.
+            moved += len(self._evict(job, allowed,
+                                     TerminationReason.KILLED_HOST_MAINTENANCE).written)
         for key, why in waiting.items():
             if self.waiting.get(key) != why:
                 log.info("task %s/%d stays on its draining host: %s", key[0], key[1], why)
@@ -143,13 +157,14 @@ class Evictor:
             return TaskSla()
 
     # -- the write -------------------------------------------------------------------------
-    def _evict(self, job: CachedJob, instances: Collection[int], reason: TerminationReason) -> int:
-        """Mark each instance's run to move (see the module docstring); returns how many."""
+    def _evict(self, job: CachedJob, instances: Collection[int],
+               reason: TerminationReason) -> TaskWriteOutcome:
+        """Mark each instance's run to move (see the module docstring)."""
         if not instances:
-            return 0
+            return TaskWriteOutcome(job.job_id)
         now = self.clock.wall()
         changes = {i: _eviction(job, i, reason, now) for i in instances}
-        return len(job.write_tasks(changes))
+        return job.write_tasks(changes)
 
 
 def _movable(job: CachedJob, rids: Collection[RunId]) -> list[int]:

@@ -18,16 +18,17 @@ from peloton.core.errors import (
     InvalidArgument,
     NotFound,
 )
+from peloton.core.lifecycle.workflow_transitions import initial_state
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.update import UpdateInfo, UpdateSpec
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
-from peloton.core.states import JobState, JobType, WorkflowState, WorkflowType
+from peloton.core.states import JobState, JobType, WorkflowType
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.feasibility import refuse_if_never_runs
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
-from peloton.storage import JobQuery, JobQueryResult, Store
+from peloton.storage import JobQuery, JobQueryResult, ReadOnlyStore
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 class JobOps:
     """Create, read, query, update and delete jobs."""
 
-    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
+    def __init__(self, cache: JobCache, store: ReadOnlyStore, resmgr: ResourceManagerPort,
                  hostmgr: HostManagerPort, queue: GoalStateQueue, clock: Clock) -> None:
         self.cache = cache
         self.store = store
@@ -68,8 +69,8 @@ class JobOps:
         if rolling is not None and spec.type is not JobType.BATCH:
             workflow = UpdateInfo(
                 update_id=new_id(), job_id=job_id, type=WorkflowType.UPDATE,
-                state=WorkflowState.PAUSED if rolling.start_paused else WorkflowState.INITIALIZED,
-                spec=rolling, config_version=spec.version, prev_config_version=0,
+                state=initial_state(rolling.start_paused), spec=rolling,
+                config_version=spec.version, prev_config_version=0,
                 instances_total=spec.instance_count,
                 instances_added=tuple(range(spec.instance_count)), opaque_data=opaque_data)
         self.cache.create(job_id, spec, runtime, workflow)
@@ -130,30 +131,18 @@ class JobOps:
 
     def _stop_for_good(self, job: CachedJob, goal: JobState) -> None:
         """Give a job the terminal `goal` (a new desired state version, unless it has it
-        already), ending its active workflow first; the job engine then kills the tasks."""
+        already); the job engine then kills the tasks.
+
+        An active workflow goes on, as on Peloton: the workflow step sees the job's
+        terminal goal and keeps every instance it touches from then on stopped
+        (goalstate/update.py `_keep_stopped`), so a restart or update step that comes
+        after the stop never runs an instance again, and the workflow completes.
+        """
         with job.lock:
-            self._end_workflow_for_stop(job)
             job.change_runtime(lambda rt: None if rt.goal_state is goal else
                                dataclasses.replace(
                                    rt, goal_state=goal,
                                    desired_state_version=rt.desired_state_version + 1))
-
-    def _end_workflow_for_stop(self, job: CachedJob) -> None:
-        """A job being stopped ends its active workflow (ABORTED), so no later step of a
-        restart or update runs an instance again after the kill.
-
-        Peloton lets the workflow go on, and a restart step that comes after StopJob
-        starts the instances it had not reached yet: the job then runs with goal KILLED.
-        Aurora's end state is what users expect: after a kill, nothing is active (Aurora
-        refuses killTasks during an update; its restartShards is synchronous).  The job
-        lock is held, so a step either ran before (the kill then stops what it started)
-        or never runs.
-        """
-        update = job.update
-        if update is not None and update.state.active:
-            job.save_workflow(dataclasses.replace(
-                update, state=WorkflowState.ABORTED, prev_state=update.state,
-                message="aborted: the job was stopped", completion_time=self.clock.wall()))
 
     def change_goal(self, job_id: str, goal: JobState, version: str = "") -> str:
         """v1alpha StartJob / StopJob: set the goal (RUNNING or KILLED) and bump the desired
@@ -172,8 +161,6 @@ class JobOps:
                     update.spec.start_tasks:
                 raise Conflict("job has active update with start_pods set, cannot stop the "
                                "job now")
-            if goal is JobState.KILLED:
-                self._end_workflow_for_stop(job)
             job.change_runtime(lambda rt: dataclasses.replace(
                 rt, goal_state=goal, desired_state_version=rt.desired_state_version + 1))
         return job.runtime.entity_version()

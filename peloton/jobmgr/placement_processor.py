@@ -6,7 +6,11 @@ launch): a task killed or restarted while it was being placed is skipped,
 and the run the resource manager placed is forgotten there.  Runtimes are
 written LAUNCHED *before* the host is asked to start them, so after a
 crash the launch-timeout rule finds them; a host that refuses the launch
-turns the run FAILED (a system failure, retried).
+turns the run FAILED (a system failure, retried).  A LAUNCHED write that kept
+losing its compare-and-set (task_writes.py) is not launched: its placement is
+held and tried again next round (the change is derived again from the runtime
+stored then); a FAILED write that did is handed to the task engine, whose
+launch timeout replaces the run.
 
 Back-pressure: every launched run comes back as two or three status events, and
 applying them is most of the job manager's work.  While the status stream is
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import gevent
 
@@ -73,6 +77,8 @@ class PlacementProcessor:
         self.hostmgr = hostmgr
         self.clock = clock
         self.config = config
+        #: Placements whose LAUNCHED write was not stored: tried again next round.
+        self._held: list[tuple[Placement, PlacedTask]] = []
         self._loop = Loop("placement-processor",
                           lambda: self.launch_once(self.config.poll_timeout), log=log)
 
@@ -94,17 +100,17 @@ class PlacementProcessor:
                 gevent.sleep(BEHIND_WAIT)  # let the status events catch up first
             return 0
         placements = self.resmgr.get_placements(self.config.launch_batch, timeout)
-        if not placements:
+        held, self._held = self._held, []
+        if not placements and not held:
             return 0
         # job -> instance -> (placement, placed task)
         by_job: dict[str, dict[int, tuple[Placement, PlacedTask]]] = defaultdict(dict)
         stale: list[TaskId] = []
-        for placement in placements:
-            for placed in placement.tasks:
-                if self.cache.get(placed.task_id.job_id) is None:
-                    stale.append(placed.task_id)
-                    continue
-                by_job[placed.task_id.job_id][placed.task_id.instance] = (placement, placed)
+        for placement, placed in held + [(p, t) for p in placements for t in p.tasks]:
+            if self.cache.get(placed.task_id.job_id) is None:
+                stale.append(placed.task_id)
+                continue
+            by_job[placed.task_id.job_id][placed.task_id.instance] = (placement, placed)
         per_host: dict[str, list[LaunchSpec]] = defaultdict(list)
         for job_id, items in by_job.items():
             job = self.cache.get(job_id)
@@ -129,7 +135,7 @@ class PlacementProcessor:
         return count
 
     def _write_launched(self, job: CachedJob, items: dict[int, tuple[Placement, PlacedTask]],
-                        stale: list[TaskId]) -> dict[int, TaskRuntime]:
+                        stale: list[TaskId]) -> Mapping[int, TaskRuntime]:
         now = self.clock.wall()
         changes = {}
         for inst, (placement, placed) in items.items():
@@ -143,7 +149,9 @@ class PlacementProcessor:
                 continue
             ports = assign_ports(job.task_spec(inst, rt.config_version), placed.ports)
             changes[inst] = _launch(placed.run_id, placement, ports, now)
-        return job.write_tasks(changes)
+        outcome = job.write_tasks(changes)
+        self._held.extend(items[inst] for inst in sorted(outcome.unwritten))
+        return outcome.written
 
     def _launch_failed(self, hostname: str, run_ids: list[str], reasons: list[str]) -> None:
         now = self.clock.wall()
@@ -155,7 +163,9 @@ class PlacementProcessor:
             if job is None:
                 continue
             msg = f"launch on {hostname} failed: {reason}"
-            job.write_task(rid.instance, _launch_failed(rid.run, now, msg))
+            if job.write_task(rid.instance, _launch_failed(rid.run, now, msg)).conflict:
+                # Still LAUNCHED: the task engine's launch timeout replaces the run.
+                self.cache.deps.queue.enqueue_task(rid.job_id, rid.instance)
         self.resmgr.kill_tasks(dead)
 
 

@@ -4,7 +4,11 @@ Each method takes a cached job and a set of instances and does one thing to
 all of them with as few round trips as possible: one resource-manager call,
 one host-manager call, one batched runtime write (through the job aggregate).
 All are idempotent: running one twice, or on tasks already in the target
-state, changes nothing.
+state, changes nothing.  A task write that kept losing its compare-and-set
+(task_writes.py) is never dropped: each method does what it can with the
+instances that were stored, then raises TaskWriteConflict for the rest, so a
+goal-state action is evaluated again, a loop's round is retried and an API
+call answers Conflict.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from peloton.jobmgr import runs
 from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.sched import NeedsCache, gangs
+from peloton.jobmgr.task_writes import TaskWriteOutcome
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -56,9 +61,10 @@ class RunControl:
                 and rt.goal_state in (S.RUNNING, S.SUCCEEDED)]
         if not want:
             return []
-        job.write_tasks({i: (lambda rt: runs.queued(rt, now) if rt.state is S.INITIALIZED
-                             else None) for i in want})
-        ready = [i for i in want if job.task(i).state is S.PENDING]
+        queued = job.write_tasks({i: (lambda rt: runs.queued(rt, now)
+                                      if rt.state is S.INITIALIZED else None) for i in want})
+        conflicts = [queued] if queued.conflict else []
+        ready = [i for i in want if i not in queued.unwritten and job.task(i).state is S.PENDING]
         by_version: dict[int, list[tuple[int, TaskRuntime]]] = {}
         for i in ready:
             rt = job.task(i)
@@ -71,7 +77,10 @@ class RunControl:
                 log.warning("job %s instance %d not queued: %s", job.job_id,
                             failure.task_id.instance, failure.reason)
                 failed.add(failure.task_id.instance)
-                job.write_task(failure.task_id.instance, _with_message(failure.reason))
+                noted = job.write_task(failure.task_id.instance, _with_message(failure.reason))
+                if noted.conflict:
+                    conflicts.append(noted)
+        _raise_first(conflicts)
         return [i for i in ready if i not in failed]
 
     def stop(self, job: CachedJob, instances: Collection[int],
@@ -92,6 +101,7 @@ class RunControl:
         def with_goal(rt: TaskRuntime) -> TaskRuntime:
             return rt if goal is None else evolve(rt, goal_state=goal)
 
+        conflicts: list[TaskWriteOutcome] = []
         if queued:
             self.resmgr.kill_tasks([TaskId(job.job_id, i) for i in queued])
 
@@ -101,9 +111,11 @@ class RunControl:
                 return with_goal(runs.killed(rt, now, reason,
                                              "task stopped before it was launched"))
 
-            job.write_tasks({i: drop for i in queued})
+            dropped = job.write_tasks({i: drop for i in queued})
+            if dropped.conflict:
+                conflicts.append(dropped)
         if hosted:
-            run_ids = [str(RunId(job.job_id, i, job.task(i).run_id)) for i in hosted]
+            run_ids = {i: str(RunId(job.job_id, i, job.task(i).run_id)) for i in hosted}
             if grace is None:
                 grace = min((job.task_spec(i).kill_grace_period_secs for i in hosted),
                             default=self.config.kill_grace_secs)
@@ -111,8 +123,15 @@ class RunControl:
             def mark(rt: TaskRuntime) -> TaskRuntime | None:
                 return with_goal(runs.killing(rt, now, reason)) if rt.state in ON_HOST else None
 
-            job.write_tasks({i: mark for i in hosted})
-            self.hostmgr.kill(run_ids, grace)
+            marked = job.write_tasks({i: mark for i in hosted})
+            if marked.conflict:
+                conflicts.append(marked)
+            # A run whose KILLING was not stored is not killed yet: killed now, it would end
+            # with its goal unchanged and be started again.  The retry kills it.
+            to_kill = [run for i, run in run_ids.items() if i not in marked.unwritten]
+            if to_kill:
+                self.hostmgr.kill(to_kill, grace)
+        _raise_first(conflicts)
 
     def set_goal(self, job: CachedJob, instances: Collection[int], goal: TaskState, *,
                  bump_run: bool = False, reason: TerminationReason | None = None) -> list[int]:
@@ -130,7 +149,7 @@ class RunControl:
             return evolve(rt, goal_state=goal, desired_run_id=desired,
                                        termination=term, update_time=now)
 
-        return sorted(job.write_tasks({i: change for i in instances}))
+        return sorted(job.write_tasks({i: change for i in instances}).stored())
 
     def desire_config(self, job: CachedJob, instances: Collection[int], version: int) -> None:
         """Have instances move to config `version` (the task engine restarts them on it)."""
@@ -139,7 +158,7 @@ class RunControl:
                 return None
             return evolve(rt, desired_config_version=version, failure_count=0)
 
-        job.write_tasks({i: change for i in instances})
+        job.write_tasks({i: change for i in instances}).stored()
 
     def initialize(self, job: CachedJob, instances: Collection[int]) -> list[int]:
         """Start a new run of each terminal instance (config <- desired config) and queue it."""
@@ -150,11 +169,17 @@ class RunControl:
             if rt is None:
                 continue
             spec = job.task_spec(i, rt.desired_config_version)
-            changes[i] = _new_run(now, spec.health_check is not None, spec.stateful)
-        written = job.write_tasks(changes)
-        if written:
-            self.enqueue(job, list(written))
-        return sorted(written)
+            changes[i] = _new_run(now, spec.health_checked, spec.stateful)
+        started = job.write_tasks(changes)
+        if started.written:
+            self.enqueue(job, list(started.written))
+        return sorted(started.stored())
+
+
+def _raise_first(conflicts: list[TaskWriteOutcome]) -> None:
+    """Raise the first write that was not stored (after the rest of the work was done)."""
+    if conflicts:
+        raise conflicts[0].error()
 
 
 def _with_message(message: str) -> TaskChange:

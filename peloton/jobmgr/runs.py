@@ -22,11 +22,25 @@ _STOP_GOALS = frozenset({S.KILLED, S.DELETED, S.PREEMPTING})
 
 
 def initial(goal: TaskState, config_version: int, now: float, *,
-            health_check: bool = False, waiting: bool = False) -> TaskRuntime:
+            health_check: bool = False, waiting: bool = False, after_run: int = 0,
+            stopped: bool = False) -> TaskRuntime:
     """The runtime of a brand-new task: run 1, PENDING (it is queued at once), or
-    INITIALIZED when it must `wait` for room under its job's maximumRunningInstances."""
+    INITIALIZED when it must `wait` for room under its job's maximumRunningInstances.
+
+    `after_run`: the last run of an instance that existed before (removed by an update,
+    now added back); the new runtime goes on from the next run.  `stopped`: created
+    KILLED with goal KILLED (added by a workflow of a job that was stopped), never run.
+    """
+    run = after_run + 1
+    if stopped:
+        return TaskRuntime(state=S.KILLED, goal_state=S.KILLED, run_id=run,
+                           desired_run_id=run, prev_run_id=after_run,
+                           config_version=config_version,
+                           desired_config_version=config_version,
+                           healthy=HealthState.DISABLED, update_time=now,
+                           message="added while the job is stopped")
     return TaskRuntime(state=S.INITIALIZED if waiting else S.PENDING, goal_state=goal,
-                       run_id=1, desired_run_id=1,
+                       run_id=run, desired_run_id=run, prev_run_id=after_run,
                        config_version=config_version, desired_config_version=config_version,
                        healthy=HealthState.HEALTH_UNKNOWN if health_check else HealthState.DISABLED,
                        update_time=now)

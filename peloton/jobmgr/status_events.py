@@ -5,7 +5,12 @@ are applied in arrival order, so a task never sees RUNNING after SUCCEEDED
 of the same run.  An event for a run that is not the task's current run is
 an orphan: if that run may still be alive it is killed (a late launch of a
 run the job manager already replaced must not keep running).  The stream is
-acknowledged only after the runtimes are stored, so a crash re-delivers.
+acknowledged only after the runtimes are stored, so a crash re-delivers.  A
+task write that kept losing its compare-and-set (task_writes.py) is not
+dropped: that task's events are held and applied again first next round, to
+the runtime stored then (the stream's cursor has moved on: a poll never returns
+them twice), and the stream is acknowledged only up to the first held event,
+so a crash re-delivers them too.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class StatusEvents:
         #: The last poll returned a full batch: more events are waiting (see `behind`).
         self._full = False
         self._run_ids = RunIdParser()
+        #: Events of tasks whose write was not stored, oldest first: applied again next round.
+        self._held: list[HostEvent] = []
 
     def start(self) -> None:
         """Begin consuming in a greenlet."""
@@ -54,22 +61,30 @@ class StatusEvents:
         self._loop.stop()
 
     def process_once(self, timeout: float = 0.0) -> int:
-        """Apply one batch of events; returns how many were taken."""
+        """Apply the events held back by a conflict, then one batch from the stream; returns
+        how many were stored (or dropped as orphans), not those held back again."""
         events = self.stream.poll(self.config.event_batch, timeout)
         self._full = len(events) >= self.config.event_batch
-        if not events:
+        batch, self._held = self._held + events, []
+        if not batch:
             return 0
-        self.apply(events)
-        self.stream.acknowledge(events[-1].offset)
-        return len(events)
+        self._held = self.apply(batch)
+        if self._held:
+            log.info("holding %d status events of tasks whose write was not stored; "
+                     "applied again next round", len(self._held))
+        upto = self._held[0].offset - 1 if self._held else batch[-1].offset
+        if upto >= batch[0].offset:
+            self.stream.acknowledge(upto)
+        return len(batch) - len(self._held)
 
     def behind(self) -> bool:
         """Whether events are waiting beyond the batch being applied: launching more runs
         now would only add to them (the placement processor waits; see its docstring)."""
         return self._full
 
-    def apply(self, events: list[HostEvent]) -> None:
-        """Apply a batch of events to the cached tasks and storage."""
+    def apply(self, events: list[HostEvent]) -> list[HostEvent]:
+        """Apply a batch of events to the cached tasks and storage; returns the events of
+        tasks whose change was not stored (oldest first), for the caller to apply again."""
         by_job: dict[str, dict[int, list[tuple[int, HostEvent]]]] = defaultdict(
             lambda: defaultdict(list))
         orphans: list[str] = []
@@ -84,17 +99,20 @@ class StatusEvents:
                     orphans.append(ev.run_id)
                 continue
             by_job[rid.job_id][rid.instance].append((rid.run, ev))
-        for job_id, per_task in by_job.items():
-            self._apply_job(job_id, per_task, orphans)
+        held = [ev for job_id, per_task in by_job.items()
+                for inst in self._apply_job(job_id, per_task, orphans)
+                for _, ev in per_task[inst]]
         if orphans:
             log.info("killing %d orphan runs", len(orphans))
             self.hostmgr.kill(orphans, 0.0)
+        return sorted(held, key=lambda ev: ev.offset)
 
     def _apply_job(self, job_id: str, per_task: dict[int, list[tuple[int, HostEvent]]],
-                   orphans: list[str]) -> None:
+                   orphans: list[str]) -> frozenset[int]:
+        """Apply one job's events; returns the instances whose change was not stored."""
         job = self.cache.get(job_id)
         if job is None:
-            return
+            return frozenset()
         changes = {}
         steps: dict[int, list[TaskRuntime]] = {}
         daemon = job.spec.type is JobType.DAEMON
@@ -112,9 +130,10 @@ class StatusEvents:
                 changes[inst] = _chain(live, pinned, steps[inst])
         # Several events of one run applied in one write (STARTING, RUNNING, SUCCEEDED of a
         # short task) still leave one pod event each.
-        written = job.write_tasks(changes, passed_through=steps)
-        if written and job.update is not None and job.update.state.active:
+        outcome = job.write_tasks(changes, passed_through=steps)
+        if outcome.written and job.update is not None and job.update.state.active:
             self.queue.enqueue_update(job_id)
+        return outcome.unwritten
 
 
 def _chain(events: list[tuple[int, HostEvent]], pinned: bool,

@@ -16,7 +16,7 @@ from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.lifecycle_lock import KillLocked
 from peloton.jobmgr.runcontrol import RunControl
-from peloton.storage import Store
+from peloton.storage import ReadOnlyStore
 
 S = TaskState
 
@@ -41,7 +41,7 @@ def clamp_ranges(ranges: Sequence[tuple[int, int]], count: int) -> list[int]:
 class TaskOps:
     """Read and control the tasks of a job."""
 
-    def __init__(self, cache: JobCache, store: Store, hostmgr: HostManagerPort,
+    def __init__(self, cache: JobCache, store: ReadOnlyStore, hostmgr: HostManagerPort,
                  control: RunControl, queue: GoalStateQueue) -> None:
         self.cache = cache
         self.store = store

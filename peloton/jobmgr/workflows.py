@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from peloton.common.clock import Clock
 from peloton.core.errors import Conflict, FailedPrecondition, InvalidArgument, NotFound
+from peloton.core.lifecycle.workflow_transitions import initial_state
 from peloton.core.model.ids import new_id, validate_uuid
 from peloton.core.model.job import JobSpec
 from peloton.core.model.update import UpdateInfo, UpdateSpec
@@ -28,7 +29,7 @@ from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.feasibility import refuse_if_never_runs
 from peloton.jobmgr.goalstate.job import JobActions
 from peloton.jobmgr.goalstate.update import UpdateActions
-from peloton.storage import Store
+from peloton.storage import ReadOnlyStore
 
 log = logging.getLogger(__name__)
 W = WorkflowState
@@ -68,7 +69,7 @@ def instance_diff(job: CachedJob, new: JobSpec) -> Diff:
 class WorkflowOps:
     """Create and steer the workflows of jobs."""
 
-    def __init__(self, cache: JobCache, store: Store, jobs: JobActions, updates: UpdateActions,
+    def __init__(self, cache: JobCache, store: ReadOnlyStore, jobs: JobActions, updates: UpdateActions,
                  resmgr: ResourceManagerPort, hostmgr: HostManagerPort, clock: Clock) -> None:
         self.cache = cache
         self.store = store
@@ -122,8 +123,8 @@ class WorkflowOps:
             target = job.new_config(target)
             update = job.create_workflow(UpdateInfo(
                 update_id=new_id(), job_id=job.job_id, type=kind,
-                state=W.PAUSED if spec.start_paused else W.INITIALIZED, spec=spec,
-                prev_state=W.INITIALIZED, config_version=target.version,
+                state=initial_state(spec.start_paused), spec=spec,
+                config_version=target.version,
                 prev_config_version=old.version,
                 instances_total=len(added) + len(updated) + len(removed),
                 instances_added=tuple(added), instances_updated=tuple(updated),
@@ -174,8 +175,7 @@ class WorkflowOps:
             job.check_version(version)
             update = self._active(job)
             if update.state is not W.PAUSED:
-                job.save_workflow(dataclasses.replace(update, prev_state=update.state,
-                                                      state=W.PAUSED), opaque_data)
+                job.move_workflow(update, W.PAUSED, opaque_data=opaque_data)
             return self._bump(job)
 
     def resume(self, job_id: str, version: str = "", opaque_data: str | None = None) -> str:
@@ -186,8 +186,7 @@ class WorkflowOps:
             update = self._active(job)
             if update.state is W.PAUSED:
                 back = update.prev_state if update.prev_state is not W.PAUSED else W.INITIALIZED
-                job.save_workflow(dataclasses.replace(update, state=back, prev_state=W.PAUSED),
-                                  opaque_data)
+                job.move_workflow(update, back, opaque_data=opaque_data)
                 self._step_now(job)
             return self._bump(job)
 
@@ -250,9 +249,7 @@ class WorkflowOps:
 
     def _finish(self, job: CachedJob, update: UpdateInfo, state: WorkflowState,
                 message: str) -> None:
-        job.save_workflow(dataclasses.replace(update, state=state, prev_state=update.state,
-                                              message=message,
-                                              completion_time=self.clock.wall()))
+        job.move_workflow(update, state, message=message)
 
     @staticmethod
     def _bump(job: CachedJob) -> str:

@@ -40,7 +40,7 @@ from peloton.simulation.pools import PoolsSpec
 from peloton.simulation.trace import Trace
 from peloton.storage import check_schema, open_store
 from peloton.storage.query import JobQuery, SortField, TimeRange
-from peloton.storage.store import Store
+from peloton.storage.store import ReadOnlyStore
 
 #: Jobs read per store query page.
 PAGE = 500
@@ -75,7 +75,7 @@ def _pool_path(paths: dict[str, str], pool_id: str) -> str:
     return paths.get(pool_id) or f"/unknown-pool-{pool_id or 'none'}"
 
 
-def read_store(store: Store, since: float, until: float | None,
+def read_store(store: ReadOnlyStore, since: float, until: float | None,
                paths: dict[str, str]) -> Iterator[ObservedJob]:
     """Every job created in [since, until), oldest first, paging through the job index."""
     query = JobQuery(creation_time=TimeRange(since, until), order_by=SortField.CREATION_TIME,

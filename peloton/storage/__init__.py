@@ -12,7 +12,7 @@ from peloton.storage.group_commit import GroupCommitter
 from peloton.storage.query import JobQuery, JobQueryResult, SortField, TimeRange
 from peloton.storage.registry import BackendRegistry, open_store, redact, register_backend
 from peloton.storage.schema import SchemaMismatch, SchemaStatus, check_schema
-from peloton.storage.store import Store, StoreOptions
+from peloton.storage.store import ReadOnlyStore, Store, StoreOptions
 from peloton.storage.task_store import RuntimeWrite, WriteResult
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "GroupCommitter",
     "JobQuery",
     "JobQueryResult",
+    "ReadOnlyStore",
     "RuntimeWrite",
     "SchemaMismatch",
     "SchemaStatus",

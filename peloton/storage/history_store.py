@@ -19,17 +19,21 @@ from peloton.core.model.update import UpdateInfo, WorkflowEvent
 DEFAULT_POD_EVENT_TTL = 90 * 24 * 3600.0
 
 
-class PodEventStore(Protocol):
-    """History of every run of every task."""
-
-    def add_pod_events(self, events: Sequence[PodEvent]) -> None:
-        """Append events (all or nothing in SQL).  Idempotent per event identity."""
-        ...
+class PodEventReads(Protocol):
+    """Reading pod events (PodEventStore's reads)."""
 
     def get_pod_events(self, job_id: str, instance: int, run_id: int | None = None,
                        limit: int | None = None) -> list[PodEvent]:
         """Events of one instance (or one run of it), newest first: by run id
         descending, then time descending.  `limit` keeps the latest N.  [] if none."""
+        ...
+
+
+class PodEventStore(PodEventReads, Protocol):
+    """History of every run of every task."""
+
+    def add_pod_events(self, events: Sequence[PodEvent]) -> None:
+        """Append events (all or nothing in SQL).  Idempotent per event identity."""
         ...
 
     def delete_pod_events(self, job_id: str, instance: int, from_run: int, to_run: int) -> None:
@@ -43,7 +47,25 @@ class PodEventStore(Protocol):
         ...
 
 
-class UpdateStore(Protocol):
+class UpdateReads(Protocol):
+    """Reading workflows and their events (UpdateStore's reads)."""
+
+    def get_update(self, update_id: str) -> UpdateInfo:
+        """One workflow; NotFound if absent."""
+        ...
+
+    def get_updates_for_job(self, job_id: str) -> list[UpdateInfo]:
+        """Workflows of a job, newest first (by creation time, then id).  [] if none."""
+        ...
+
+    def get_workflow_events(self, update_id: str, instance: int | None = None,
+                            limit: int | None = None) -> list[WorkflowEvent]:
+        """Events of the workflow itself (instance None) or of one instance, newest
+        first, at most `limit`.  [] if none."""
+        ...
+
+
+class UpdateStore(UpdateReads, Protocol):
     """Workflows (updates, restarts, starts, stops) and their events."""
 
     def create_update(self, update: UpdateInfo) -> UpdateInfo:
@@ -51,17 +73,9 @@ class UpdateStore(Protocol):
         is taken."""
         ...
 
-    def get_update(self, update_id: str) -> UpdateInfo:
-        """One workflow; NotFound if absent."""
-        ...
-
     def update_update(self, update: UpdateInfo) -> UpdateInfo:
         """CAS on `update.revision`; returns the stored workflow (revision + 1).
         Conflict if the stored revision differs; NotFound if absent."""
-        ...
-
-    def get_updates_for_job(self, job_id: str) -> list[UpdateInfo]:
-        """Workflows of a job, newest first (by creation time, then id).  [] if none."""
         ...
 
     def delete_update(self, update_id: str) -> None:
@@ -71,10 +85,4 @@ class UpdateStore(Protocol):
     def add_workflow_event(self, event: WorkflowEvent) -> None:
         """Append an event of a workflow (instance None = the workflow itself).
         Idempotent per (update, instance, time, state)."""
-        ...
-
-    def get_workflow_events(self, update_id: str, instance: int | None = None,
-                            limit: int | None = None) -> list[WorkflowEvent]:
-        """Events of the workflow itself (instance None) or of one instance, newest
-        first, at most `limit`.  [] if none."""
         ...

@@ -24,7 +24,19 @@ from peloton.core.model.task import TaskSpec
 from peloton.storage.query import JobQuery, JobQueryResult
 
 
-class JobConfigStore(Protocol):
+class JobConfigReads(Protocol):
+    """Reading job configurations (JobConfigStore's reads)."""
+
+    def get_job_config(self, job_id: str, version: int | None = None) -> JobSpec:
+        """One config version; None means the newest.  NotFound if absent."""
+        ...
+
+    def get_job_config_versions(self, job_id: str) -> list[int]:
+        """All stored config versions of a job, ascending ([] if none)."""
+        ...
+
+
+class JobConfigStore(JobConfigReads, Protocol):
     """Versioned job configurations (Peloton's job_config table); versions are immutable."""
 
     def create_job(self, job_id: str, spec: JobSpec, runtime: JobRuntime) -> JobRuntime:
@@ -55,14 +67,6 @@ class JobConfigStore(Protocol):
         does not exist."""
         ...
 
-    def get_job_config(self, job_id: str, version: int | None = None) -> JobSpec:
-        """One config version; None means the newest.  NotFound if absent."""
-        ...
-
-    def get_job_config_versions(self, job_id: str) -> list[int]:
-        """All stored config versions of a job, ascending ([] if none)."""
-        ...
-
     def get_max_job_config_version(self, job_id: str) -> int:
         """The newest config version; NotFound if the job has none."""
         ...
@@ -78,12 +82,16 @@ class JobConfigStore(Protocol):
         ...
 
 
-class JobRuntimeStore(Protocol):
-    """The mutable state of each job, written by compare-and-set on `revision`."""
+class JobRuntimeReads(Protocol):
+    """Reading job runtimes (JobRuntimeStore's reads)."""
 
     def get_job_runtime(self, job_id: str) -> JobRuntime:
         """The stored runtime; NotFound if the job does not exist."""
         ...
+
+
+class JobRuntimeStore(JobRuntimeReads, Protocol):
+    """The mutable state of each job, written by compare-and-set on `revision`."""
 
     def update_job_runtime(self, job_id: str, runtime: JobRuntime) -> JobRuntime:
         """CAS on `runtime.revision`; returns the stored runtime (revision + 1) and
@@ -113,7 +121,15 @@ class JobNameStore(Protocol):
         ...
 
 
-class ActiveJobStore(Protocol):
+class ActiveJobReads(Protocol):
+    """Reading the active-job set (ActiveJobStore's reads)."""
+
+    def get_active_jobs(self) -> list[str]:
+        """Ids of all active jobs, sorted."""
+        ...
+
+
+class ActiveJobStore(ActiveJobReads, Protocol):
     """The set of non-terminal jobs the job manager recovers on start."""
 
     def add_active_job(self, job_id: str) -> None:
@@ -122,8 +138,4 @@ class ActiveJobStore(Protocol):
 
     def delete_active_job(self, job_id: str) -> None:
         """Forget a job from the active set.  Idempotent."""
-        ...
-
-    def get_active_jobs(self) -> list[str]:
-        """Ids of all active jobs, sorted."""
         ...

@@ -1,8 +1,9 @@
 """The storage gateway: one `Store` Protocol composed of small per-entity contracts.
 
 Daemons depend on the narrow Protocols they use (a job manager component
-that only writes task runtimes takes a `TaskRuntimeStore`); composition
-roots open a whole `Store` with `peloton.storage.open_store(url)`.  Every
+that only writes task runtimes takes a `TaskRuntimeStore`; one that only
+reads jobs takes a `ReadOnlyStore`, so mypy refuses a write through it);
+composition roots open a whole `Store` with `peloton.storage.open_store(url)`.  Every
 backend (SQL: SQLite and PostgreSQL; Cassandra) implements all of it and
 passes the same contract suite in tests/contract/.
 """
@@ -24,17 +25,31 @@ from peloton.storage.cluster_store import (
     VolumeStore,
 )
 from peloton.storage.cron_store import CronJobStore
-from peloton.storage.history_store import DEFAULT_POD_EVENT_TTL, PodEventStore, UpdateStore
+from peloton.storage.history_store import (
+    DEFAULT_POD_EVENT_TTL,
+    PodEventReads,
+    PodEventStore,
+    UpdateReads,
+    UpdateStore,
+)
 from peloton.storage.job_store import (
+    ActiveJobReads,
     ActiveJobStore,
+    JobConfigReads,
     JobConfigStore,
     JobNameStore,
     JobQueryStore,
+    JobRuntimeReads,
     JobRuntimeStore,
 )
 from peloton.storage.leader_store import LeaderEpochStore
 from peloton.storage.schema import SchemaStore
-from peloton.storage.task_store import TaskConfigStore, TaskRuntimeStore
+from peloton.storage.task_store import (
+    TaskConfigReads,
+    TaskConfigStore,
+    TaskRuntimeReads,
+    TaskRuntimeStore,
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,18 @@ class StoreOptions:
     pod_event_ttl: float = DEFAULT_POD_EVENT_TTL
     clock: Callable[[], float] = time.time
     sqlite_threads: int | None = None
+
+
+class ReadOnlyStore(JobConfigReads, JobRuntimeReads, JobQueryStore, JobNameStore,
+                    ActiveJobReads, TaskConfigReads, TaskRuntimeReads, PodEventReads,
+                    UpdateReads, Protocol):
+    """Every read of jobs, tasks and workflows, and nothing that writes.
+
+    What a job manager component that is not the job aggregate holds (API operations,
+    servicers, the simulation's exporter): every change to a job goes through
+    peloton/jobmgr/aggregate.py, and with this type mypy refuses a store write anywhere
+    else (tests/unit/jobmgr/test_one_writer.py checks the same by name).  A `Store` is one.
+    """
 
 
 class Store(JobConfigStore, JobRuntimeStore, JobQueryStore, JobNameStore, ActiveJobStore,

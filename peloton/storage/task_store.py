@@ -60,15 +60,8 @@ class WriteResult:
         return not self.conflicts and not self.missing
 
 
-class TaskConfigStore(Protocol):
-    """Task configs per job config version (Peloton's task_config_v2)."""
-
-    def create_task_configs(self, job_id: str, version: int, default: TaskSpec,
-                            overrides: Mapping[int, TaskSpec] | None = None) -> None:
-        """Store the default spec and per-instance overrides of one version (SQL: one
-        transaction; Cassandra: single-partition batches).  Idempotent: storing a version
-        again replaces it, so a retry completes an interrupted write."""
-        ...
+class TaskConfigReads(Protocol):
+    """Reading task configs (TaskConfigStore's reads)."""
 
     def get_task_config(self, job_id: str, instance: int, version: int) -> TaskSpec:
         """The spec `instance` runs with at `version` (its override, else the default).
@@ -80,16 +73,19 @@ class TaskConfigStore(Protocol):
         ...
 
 
-class TaskRuntimeStore(Protocol):
-    """Task runtimes, one row per (job, instance), written by compare-and-set."""
+class TaskConfigStore(TaskConfigReads, Protocol):
+    """Task configs per job config version (Peloton's task_config_v2)."""
 
-    def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
-        """Insert new runtimes at revision 1.  AlreadyExists (and nothing written) if any
-        instance has a different runtime already; instances stored with exactly this
-        runtime at revision 1 are accepted, so retrying a create whose outcome was unknown
-        is safe.  SQL writes all in one transaction; Cassandra in single-partition batches
-        (a crash can leave some, which the retry completes)."""
+    def create_task_configs(self, job_id: str, version: int, default: TaskSpec,
+                            overrides: Mapping[int, TaskSpec] | None = None) -> None:
+        """Store the default spec and per-instance overrides of one version (SQL: one
+        transaction; Cassandra: single-partition batches).  Idempotent: storing a version
+        again replaces it, so a retry completes an interrupted write."""
         ...
+
+
+class TaskRuntimeReads(Protocol):
+    """Reading task runtimes (TaskRuntimeStore's reads)."""
 
     def get_task_runtime(self, job_id: str, instance: int) -> TaskRuntime:
         """One runtime; NotFound if absent."""
@@ -99,6 +95,18 @@ class TaskRuntimeStore(Protocol):
                           states: Collection[TaskState] | None = None) -> dict[int, TaskRuntime]:
         """Runtimes of a job by instance: all, or only the given instances and/or states.
         Absent instances are simply not in the result."""
+        ...
+
+
+class TaskRuntimeStore(TaskRuntimeReads, Protocol):
+    """Task runtimes, one row per (job, instance), written by compare-and-set."""
+
+    def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
+        """Insert new runtimes at revision 1.  AlreadyExists (and nothing written) if any
+        instance has a different runtime already; instances stored with exactly this
+        runtime at revision 1 are accepted, so retrying a create whose outcome was unknown
+        is safe.  SQL writes all in one transaction; Cassandra in single-partition batches
+        (a crash can leave some, which the retry completes)."""
         ...
 
     def update_task_runtime(self, job_id: str, instance: int, runtime: TaskRuntime) -> TaskRuntime:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import gevent.event
 
 from peloton.common.clock import SYSTEM_CLOCK, Clock
-from peloton.core.errors import NotFound, Unimplemented
+from peloton.core.errors import NotFound, Unavailable, Unimplemented
 from peloton.core.feasibility import HostShape
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostInfo, HostOffer
@@ -141,6 +141,11 @@ class FakeHostManager:
         self.acked: dict[str, int] = {}
         self.signal = gevent.event.Event()
         self.killed: list[str] = []
+        #: (hostname, volume id) of every volume removed; volumes listed here are kept.
+        self.destroyed: list[tuple[str, str]] = []
+        self.volumes_in_use: set[str] = set()
+        #: (hostname, launch) of every run handed to launch().
+        self.launches: list[tuple[str, LaunchSpec]] = []
         self.refused: list[HostReservation] = []
         self.drains: dict[str, DrainRequest] = {}
         self._ids = itertools.count(1)
@@ -227,6 +232,7 @@ class FakeHostManager:
     def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> list[LaunchFailure]:
         host = self.hosts.get(hostname)
         failures = []
+        self.launches += [(hostname, spec) for spec in tasks]
         for spec in tasks:
             if host is None:
                 failures.append(LaunchFailure(spec.run_id, f"unknown host {hostname}"))
@@ -260,6 +266,14 @@ class FakeHostManager:
                     del host.bookings[run_id]
                     self.emit(run_id, TaskState.KILLED, host.hostname)
                     break
+
+    def destroy_volumes(self, hostname: str, volume_ids: Sequence[str]) -> list[str]:
+        """Records the volumes removed (`destroyed`); those in `volumes_in_use` are kept."""
+        if hostname not in self.hosts:
+            raise Unavailable(f"host {hostname!r} is not registered")
+        kept = [v for v in volume_ids if v in self.volumes_in_use]
+        self.destroyed += [(hostname, v) for v in volume_ids if v not in kept]
+        return kept
 
     def reconcile(self, run_ids: Sequence[str]) -> None:
         known = self.runs()

@@ -73,7 +73,11 @@ class FakeResourceManager:
             task = self.queued.pop(task_id, None)
             if task is None or not up:
                 continue
-            host = self.hosts.hosts[hostname] if hostname else up[next(self._turn) % len(up)]
+            pinned = task.request.desired_host if task.request.desired_host_only else ""
+            if hostname or pinned:  # a pinned task (stateful, daemon) goes only to its host
+                host = self.hosts.hosts[hostname or pinned]
+            else:
+                host = up[next(self._turn) % len(up)]
             ports = tuple(next(self._ports) for _ in range(task.request.needs.ports))
             self.ready.append(Placement(host.hostname, host.agent_id,
                                         (PlacedTask(task_id, task.run_id, ports),)))

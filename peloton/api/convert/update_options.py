@@ -74,7 +74,8 @@ def apply(spec: UpdateSpec, options: update_pb2.UpdateOptions | None) -> UpdateS
     return dataclasses.replace(spec, strategy=_FROM_PB[options.strategy],
                                group_sizes=tuple(int(s) for s in options.group_sizes),
                                autopause=options.autopause_after_batch,
-                               watch_secs=options.watch_time_ms / 1000.0)
+                               watch_secs=options.watch_time_ms / 1000.0,
+                               rollback_order=options.rollback)
 
 
 def to_pb(spec: UpdateSpec) -> update_pb2.UpdateOptions:
@@ -82,7 +83,8 @@ def to_pb(spec: UpdateSpec) -> update_pb2.UpdateOptions:
     return update_pb2.UpdateOptions(strategy=_TO_PB[spec.strategy],
                                     group_sizes=list(spec.group_sizes),
                                     autopause_after_batch=spec.autopause,
-                                    watch_time_ms=round(spec.watch_secs * 1000))
+                                    watch_time_ms=round(spec.watch_secs * 1000),
+                                    rollback=spec.rollback_order)
 
 
 def to_metadata(options: update_pb2.UpdateOptions) -> tuple[str, bytes]:

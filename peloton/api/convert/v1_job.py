@@ -85,7 +85,7 @@ def _as_task_config(pod: pod_pb2.PodSpec, revocable: bool | None) -> task_pb2.Ta
     return config
 
 
-def job_spec_from_v1(msg: stateless_pb2.JobSpec) -> JobSpec:
+def job_spec_from_v1(msg: stateless_pb2.JobSpec, *, allow_empty: bool = False) -> JobSpec:
     """A v1alpha JobSpec (CreateJob / ReplaceJob) -> validated core JobSpec keeping the request.
 
     As in Peloton, the pod specs are converted to v0 task configs and an instance's
@@ -101,7 +101,7 @@ def job_spec_from_v1(msg: stateless_pb2.JobSpec) -> JobSpec:
         owning_team=msg.owning_team, ldap_groups=tuple(msg.ldap_groups),
         description=msg.description, labels=labels_from_wire(msg.labels), sla=sla,
         document_kind=DOC_V1_JOB_SPEC, document=msg.SerializeToString(deterministic=True))
-    check_job(spec, V1_NAMES)
+    check_job(spec, V1_NAMES, allow_empty=allow_empty)
     # Read every pod spec once in v1alpha terms, so what cannot be read is named as the user wrote it.
     default = None
     if msg.HasField("default_spec"):

@@ -104,9 +104,8 @@ def wire_resources(cpu: float, mem_mb: float, disk_mb: float, gpu: float, *,
     """A task's resources from wire floats, each checked by the core's rule (`check_amount`:
     finite, >= 0, at most MAX_AMOUNT) and refused by field name.
 
-    `Resources` holds fixed-point units, which have no infinity or NaN, so
-    this check runs before the value is built (negative amounts are left to
-    `check_task`, which reports them with the same message).
+    `Resources` holds fixed-point units, which have no infinity or NaN and
+    overflow on 1e308, so this check runs before the value is built.
     """
     for amount, name in zip((cpu, mem_mb, disk_mb, gpu), fields, strict=True):
         check_amount(amount, name)
@@ -179,11 +178,16 @@ def check_task(spec: TaskSpec, *, job_type: JobType, sla: SlaSpec, instance: int
                     "override the job's preemption policy", at("preemption"))
 
 
-def check_job(spec: JobSpec, names: Names) -> None:
-    """Check the job-level rules: instance count and SLA."""
-    if not 1 <= spec.instance_count <= MAX_INSTANCES_PER_JOB:
-        raise _fail(f"must be between 1 and {MAX_INSTANCES_PER_JOB}, got {spec.instance_count}",
-                    names.instance_count)
+def check_job(spec: JobSpec, names: Names, *, allow_empty: bool = False) -> None:
+    """Check the job-level rules: instance count and SLA.
+
+    `allow_empty`: zero instances is a valid target (v1alpha ReplaceJob, as Peloton's
+    ValidateConfig: its Aurora bridge rolls a job's first deploy back to no instances).
+    """
+    low = 0 if allow_empty else 1
+    if not low <= spec.instance_count <= MAX_INSTANCES_PER_JOB:
+        raise _fail(f"must be between {low} and {MAX_INSTANCES_PER_JOB}, "
+                    f"got {spec.instance_count}", names.instance_count)
     sla = spec.sla
     if spec.type is not JobType.BATCH:
         for key, value in (("max_running", sla.maximum_running_instances),

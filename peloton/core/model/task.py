@@ -105,6 +105,12 @@ class TaskSpec:
     volume: VolumeSpec | None = None
 
     @property
+    def health_checked(self) -> bool:
+        """Has an enabled health check: its runs start HEALTH_UNKNOWN and an update waits
+        for HEALTHY.  A disabled check counts as none (Peloton: HealthState DISABLED)."""
+        return self.health_check is not None and self.health_check.enabled
+
+    @property
     def stateful(self) -> bool:
         """Owns a persistent volume (so it must never move silently or run twice)."""
         return self.volume is not None

@@ -51,6 +51,9 @@ class UpdateSpec:
     group_sizes: tuple[int, ...] = ()
     autopause: bool = False
     watch_secs: float = 0.0
+    #: The workflow undoes an update (a rollback started as a new workflow): it rolls as a
+    #: rollback does (update_plan: highest instance first, no auto-pause).
+    rollback_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)

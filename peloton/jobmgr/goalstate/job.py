@@ -27,6 +27,7 @@ from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.goalstate.tables import require_every_action
 from peloton.jobmgr.runcontrol import RunControl
+from peloton.jobmgr.task_writes import retry_until_stored
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -109,7 +110,7 @@ class JobActions:
                 chunk = missing[lo:lo + CREATE_CHUNK]
                 job.create_tasks({i: runs.initial(
                     goal, spec.version, now,
-                    health_check=spec.task_spec(i).health_check is not None, waiting=limited)
+                    health_check=spec.task_spec(i).health_checked, waiting=limited)
                     for i in chunk})
                 if limited:
                     sla.start_within_limit(self.control, job)
@@ -140,8 +141,12 @@ class JobActions:
         with job.lock:
             live = [i for i, rt in job.tasks() if not rt.state.terminal]
             # Live runs are stopped and get their goal in one write each (the task engine
-            # then has nothing to decide); the others only get the goal.
-            self.control.stop(job, live, TerminationReason.KILLED_ON_REQUEST, goal=S.KILLED)
+            # then has nothing to decide); the others only get the goal.  A kill is never
+            # dropped: writes that keep losing their compare-and-set are tried again, then
+            # raise (TaskWriteConflict), so the engine evaluates the job again and the
+            # runtime below is not moved on before every goal is stored.
+            retry_until_stored(lambda todo: self.control.stop(
+                job, todo, TerminationReason.KILLED_ON_REQUEST, goal=S.KILLED), live)
 
             def goal_killed(rt: TaskRuntime) -> TaskRuntime | None:
                 if rt.goal_state is S.KILLED:
@@ -149,7 +154,8 @@ class JobActions:
                 return dataclasses.replace(rt, goal_state=S.KILLED,
                                            termination=TerminationReason.KILLED_ON_REQUEST)
 
-            job.write_tasks({i: goal_killed for i in job.instances()})
+            retry_until_stored(lambda todo: job.write_tasks(
+                {i: goal_killed for i in todo}).stored(), job.instances())
             alive = any(not rt.state.terminal for _, rt in job.tasks())
 
             def killing(rt: JobRuntime) -> JobRuntime | None:

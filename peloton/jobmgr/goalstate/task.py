@@ -99,7 +99,7 @@ class TaskActions:
         job.write_task(inst, lambda cur: dataclasses.replace(
             cur, state=S.LOST, message=f"no status from host after {waited:.0f}s",
             completion_time=now, update_time=now, failure_count=cur.failure_count + 1)
-            if cur.run_id == rt.run_id else None)
+            if cur.run_id == rt.run_id else None).stored()
 
     def fail_retry(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:
         """A failed batch task runs again while its restart policy allows."""
@@ -119,7 +119,7 @@ class TaskActions:
                                        reason=HEALTH_CHECK_FAILED,
                                        message=f"killed: {cur.message or 'health check failed'}")
 
-        if job.write_task(inst, failed) is not None:
+        if job.write_task(inst, failed).stored():
             self.control.stop(job, [inst], TerminationReason.FAILED)
 
     def terminated_retry(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:
@@ -131,7 +131,8 @@ class TaskActions:
             if THROTTLED not in rt.message:
                 msg = f"{THROTTLED}: {rt.message}" if rt.message else THROTTLED
                 job.write_task(inst, lambda cur: dataclasses.replace(cur, message=msg)
-                               if cur.run_id == rt.run_id and cur.state.terminal else None)
+                               if cur.run_id == rt.run_id and cur.state.terminal else None
+                               ).stored()
             self.queue.enqueue_task(job.job_id, inst, wait)
             return
         self.control.initialize(job, [inst])

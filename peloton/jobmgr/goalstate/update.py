@@ -21,7 +21,7 @@ from peloton.common.goalstate import Action
 from peloton.core.lifecycle.workflow_goalstate import WorkflowAction, workflow_actions
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.model.update import UpdateInfo
-from peloton.core.states import JobType, TaskState, WorkflowState, WorkflowType
+from peloton.core.states import JobState, JobType, TaskState, WorkflowState, WorkflowType
 from peloton.core.update_plan import Decision, UpdateStep, plan_update_step
 from peloton.jobmgr import runs
 from peloton.jobmgr.aggregate import CachedJob
@@ -29,12 +29,15 @@ from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.goalstate.tables import require_every_action
 from peloton.jobmgr.runcontrol import RunControl
+from peloton.storage.history_store import PodEventReads
 
 log = logging.getLogger(__name__)
 S = TaskState
 W = WorkflowState
 #: A running workflow is looked at again at least this often (seconds), events or not.
 RECHECK = 2.0
+#: Job goals under which a workflow step runs nothing (the job was stopped or deleted).
+_STOPPED_GOALS = frozenset({JobState.KILLED, JobState.DELETED})
 
 
 def _plan(job: CachedJob, update: UpdateInfo, now: float) -> UpdateStep:
@@ -45,19 +48,27 @@ def _plan(job: CachedJob, update: UpdateInfo, now: float) -> UpdateStep:
                             target_version=update.config_version,
                             added=update.instances_added, updated=update.instances_updated,
                             removed=update.instances_removed, runtimes=runtimes,
-                            rolling_back=update.rollback, now=now,
+                            rolling_back=_rolling_back(update), now=now,
                             done_before=update.instances_done,
                             failed_before=update.instances_failed,
                             autopaused_at=update.autopaused_at)
 
 
+def _rolling_back(update: UpdateInfo) -> bool:
+    """A rollback: turned around by the job manager, or started as one (a bridge's)."""
+    return update.rollback or update.spec.rollback_order
+
+
 class UpdateActions:
     """What the workflow goal-state engine does; `resolve` turns a job id into its actions."""
 
-    def __init__(self, cache: JobCache, control: RunControl, queue: GoalStateQueue) -> None:
+    def __init__(self, cache: JobCache, control: RunControl, queue: GoalStateQueue,
+                 history: PodEventReads) -> None:
         self.cache = cache
         self.control = control
         self.queue = queue
+        #: Pod events, for the last run of an instance an update removed and adds back.
+        self.history = history
 
     def resolve(self, job_id: str) -> Sequence[Action]:
         """What the job's workflow needs now (none if there is none)."""
@@ -72,17 +83,14 @@ class UpdateActions:
         update = job.update
         if update is not None and update.state.active and \
                 job.runtime.update_id != update.update_id:
-            job.save_workflow(dataclasses.replace(
-                update, state=W.ABORTED, prev_state=update.state,
-                message="superseded by a newer workflow", completion_time=self._now()))
+            job.move_workflow(update, W.ABORTED, message="superseded by a newer workflow")
 
     def start(self, job: CachedJob) -> None:
         """A new workflow starts rolling forward with its first step."""
         update = job.update
         if update is None or update.state is not W.INITIALIZED:
             return
-        job.save_workflow(dataclasses.replace(update, state=W.ROLLING_FORWARD,
-                                              prev_state=update.state))
+        job.move_workflow(update, W.ROLLING_FORWARD)
         self.run_step(job)
 
     def write_progress(self, job: CachedJob) -> None:
@@ -104,28 +112,23 @@ class UpdateActions:
             if step.decision is Decision.SUCCEED:
                 update = self._record(job, update, step)
                 final = W.ROLLED_BACK if update.rollback else W.SUCCEEDED
-                job.save_workflow(dataclasses.replace(update, state=final,
-                                                      prev_state=update.state,
-                                                      completion_time=self._now()))
+                job.move_workflow(update, final)
                 return
             if step.decision is Decision.FAIL:
                 update = self._record(job, update, step)
-                job.save_workflow(dataclasses.replace(
-                    update, state=W.FAILED, prev_state=update.state,
-                    completion_time=self._now(),
-                    message=f"{len(step.failed)} instances failed (limit "
-                            f"{update.spec.max_failure_instances})"))
+                job.move_workflow(update, W.FAILED,
+                                  message=f"{len(step.failed)} instances failed (limit "
+                                          f"{update.spec.max_failure_instances})")
                 return
             if step.decision is Decision.ROLL_BACK:
                 self.start_rollback(job, self._record(job, update, step))
                 return
             if step.decision is Decision.PAUSE:
                 update = self._record(job, update, step)
-                job.save_workflow(dataclasses.replace(
-                    update, state=W.PAUSED, prev_state=update.state,
-                    autopaused_at=step.touched,
-                    message=f"paused after a batch: {step.touched} of "
-                            f"{update.instances_total} instances done"))
+                job.move_workflow(dataclasses.replace(update, autopaused_at=step.touched),
+                                  W.PAUSED,
+                                  message=f"paused after a batch: {step.touched} of "
+                                          f"{update.instances_total} instances done")
                 return
             self._apply(job, update, step)
             self._record(job, update, step)
@@ -141,8 +144,9 @@ class UpdateActions:
         current = tuple(sorted(set(step.in_flight) | set(step.picked)))
         if not newly_done and not newly_failed and current == update.instances_current:
             return update
+        done_as = W.ROLLED_BACK if _rolling_back(update) else W.SUCCEEDED
         for inst in sorted(newly_done):
-            job.workflow_event(update, inst, W.SUCCEEDED)
+            job.workflow_event(update, inst, done_as)
         for inst in sorted(newly_failed):
             job.workflow_event(update, inst, W.FAILED, "instance exceeded its update attempts")
         return job.save_workflow(dataclasses.replace(
@@ -153,7 +157,7 @@ class UpdateActions:
         target = update.config_version
         for inst in step.picked:
             job.workflow_event(update, inst,
-                               W.ROLLING_BACKWARD if update.rollback else W.ROLLING_FORWARD)
+                               W.ROLLING_BACKWARD if _rolling_back(update) else W.ROLLING_FORWARD)
         if step.to_add:
             self._add(job, step.to_add, target)
         if step.to_update:
@@ -165,17 +169,25 @@ class UpdateActions:
 
     def _add(self, job: CachedJob, instances: Sequence[int], target: int) -> None:
         spec = job.specs.get(target, job.spec)
+        stopped = _keep_stopped(job)
         missing = [i for i in instances if job.get_task(i) is None]
         if missing:
             now = self._now()
+            # An instance an earlier update removed goes on from its last run (Peloton's
+            # updateWithRecentRunID): run ids only grow, and the ended run's history stays.
             job.create_tasks({i: runs.initial(
-                S.RUNNING, target, now, health_check=spec.task_spec(i).health_check is not None)
-                for i in missing})
-            self.control.enqueue(job, missing)
+                S.RUNNING, target, now, health_check=spec.task_spec(i).health_checked,
+                after_run=self._last_run(job.job_id, i), stopped=stopped) for i in missing})
+            if not stopped:
+                self.control.enqueue(job, missing)
         existing = [i for i in instances if i not in missing]
         if existing:
-            self.control.set_goal(job, existing, S.RUNNING)
+            self.control.set_goal(job, existing, S.KILLED if stopped else S.RUNNING)
             self.control.desire_config(job, existing, target)
+
+    def _last_run(self, job_id: str, inst: int) -> int:
+        events = self.history.get_pod_events(job_id, inst, limit=1)
+        return max((e.run_id for e in events), default=0)
 
     def _touch(self, job: CachedJob, update: UpdateInfo, instances: Sequence[int],
                target: int) -> None:
@@ -184,6 +196,7 @@ class UpdateActions:
         reason = (TerminationReason.KILLED_FOR_RESTART if kind is WorkflowType.RESTART
                   else TerminationReason.KILLED_FOR_UPDATE)
         default_goal = S.SUCCEEDED if job.spec.type is JobType.BATCH else S.RUNNING
+        stopped = _keep_stopped(job)
 
         def change(rt: TaskRuntime) -> TaskRuntime | None:
             if rt.desired_config_version == target:
@@ -203,7 +216,9 @@ class UpdateActions:
             # A restart or start runs the instance (Peloton's restart and start strategies
             # set the job type's default goal); an update keeps a stopped instance stopped
             # unless it starts pods.
-            if kind in (WorkflowType.START, WorkflowType.RESTART):
+            if stopped:
+                goal = S.KILLED
+            elif kind in (WorkflowType.START, WorkflowType.RESTART):
                 goal = default_goal
             elif update.spec.start_tasks or rt.goal_state in (S.DELETED, S.RUNNING):
                 goal = S.RUNNING
@@ -214,14 +229,20 @@ class UpdateActions:
                 termination=reason if not rt.state.terminal else rt.termination,
                 desired_host=rt.host if in_place and rt.host else rt.desired_host)
 
-        job.write_tasks({i: change for i in instances})
+        job.write_tasks({i: change for i in instances}).stored()
         if kind is WorkflowType.STOP:
             self.control.stop(job, [i for i in instances if not job.task(i).state.terminal],
                               TerminationReason.KILLED_ON_REQUEST)
 
     def start_rollback(self, job: CachedJob, update: UpdateInfo) -> UpdateInfo:
-        """Turn a failing (or asked-to-roll-back) update around to the config it came from."""
+        """Turn a failing (or asked-to-roll-back) update around to the config it came from.
+
+        A workflow already rolling back is left as it is (Peloton's RollbackWorkflow):
+        turning it around again would send the job back to the config that failed.
+        """
         with job.lock:
+            if update.rollback or update.state is W.ROLLING_BACKWARD:
+                return update
             if update.prev_config_version == 0:
                 # Rolling back a job's first deployment: back to no instances at all.
                 source = dataclasses.replace(job.spec, instance_count=0, instance_tasks={})
@@ -230,15 +251,15 @@ class UpdateActions:
             back = job.new_config(source)
             touched = set(update.instances_done) | set(update.instances_failed) | \
                 set(update.instances_current)
-            rolled = job.save_workflow(dataclasses.replace(
-                update, state=W.ROLLING_BACKWARD, prev_state=update.state, rollback=True,
+            rolled = job.move_workflow(dataclasses.replace(
+                update, rollback=True,
                 prev_config_version=update.config_version, config_version=back.version,
                 instances_added=tuple(sorted(touched & set(update.instances_removed))),
                 instances_removed=tuple(sorted(touched & set(update.instances_added))),
                 instances_updated=tuple(sorted(touched & set(update.instances_updated))),
                 instances_done=(), instances_failed=(), instances_current=(),
-                instances_total=len(touched),
-                message=f"rolling back to configuration version {update.prev_config_version}"))
+                instances_total=len(touched)), W.ROLLING_BACKWARD,
+                message=f"rolling back to configuration version {update.prev_config_version}")
             job.change_runtime(lambda rt: dataclasses.replace(
                 rt, workflow_version=rt.workflow_version + 1), spec=back)
         log.info("job %s: rolling back workflow %s to version %d", job.job_id, update.update_id,
@@ -247,6 +268,18 @@ class UpdateActions:
 
     def _now(self) -> float:
         return self.control.clock.wall()
+
+
+def _keep_stopped(job: CachedJob) -> bool:
+    """The job was stopped (or deleted) while its workflow is active: the workflow goes on,
+    as on Peloton, but whatever it touches now stays stopped.
+
+    Peloton's addInstancesInUpdate creates an added instance KILLED under a KILLED job;
+    we apply the same rule to every instance a step touches, so a restart step that runs
+    after StopJob (Aurora's restartShards then killTasks) does not run the job again with
+    goal KILLED.  A stopped instance whose desired config is the target counts as done.
+    """
+    return job.runtime.goal_state in _STOPPED_GOALS
 
 
 def _bind(fn: Callable[[UpdateActions, CachedJob], None], actions: UpdateActions,

@@ -10,7 +10,7 @@ from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobRuntime, JobSpec, JobSummary
 from peloton.core.model.update import UpdateInfo, UpdateSpec
 from peloton.jobmgr.cache import JobCache
-from peloton.storage import Store
+from peloton.storage import ReadOnlyStore
 
 
 def job_summary(job_id: str, spec: JobSpec, runtime: JobRuntime) -> JobSummary:
@@ -21,7 +21,7 @@ def job_summary(job_id: str, spec: JobSpec, runtime: JobRuntime) -> JobSummary:
                       sla=spec.sla)
 
 
-def workflow_of(cache: JobCache, store: Store, job_id: str,
+def workflow_of(cache: JobCache, store: ReadOnlyStore, job_id: str,
                 runtime: JobRuntime) -> UpdateInfo | None:
     """The job's current workflow (the cached one if it is the runtime's), or None."""
     if not runtime.update_id:
@@ -44,7 +44,7 @@ def pod_name(value: str, field: str = "pod_name") -> TaskId:
                               field=field) from None
 
 
-def job_spec_at(cache: JobCache, store: Store, job_id: str, version: int) -> JobSpec:
+def job_spec_at(cache: JobCache, store: ReadOnlyStore, job_id: str, version: int) -> JobSpec:
     """One config version of a job (from the cache when loaded there); NotFound if unknown."""
     job = cache.get(job_id)
     if job is not None and version in job.specs:

@@ -32,7 +32,7 @@ from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.queries import QueryRefused, select_tasks
 from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
-from peloton.storage import Store
+from peloton.storage import ReadOnlyStore
 
 #: Largest instance range end a client may send ("all instances").
 ALL = 2**31 - 1
@@ -81,7 +81,7 @@ def _ranges(ranges: Any) -> list[tuple[int, int]]:
 class TaskManagerServicer(task_pb2_grpc.TaskManagerServicer):  # type: ignore[misc]
     """Task API of Peloton v0."""
 
-    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
+    def __init__(self, cache: JobCache, store: ReadOnlyStore, resmgr: ResourceManagerPort,
                  hostmgr: HostManagerPort, jobs: JobOps, tasks: TaskOps) -> None:
         self.cache = cache
         self.store = store

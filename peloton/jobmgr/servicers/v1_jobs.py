@@ -43,7 +43,7 @@ from peloton.jobmgr.servicers.v1_jobs_write import JobWrites
 from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.workflows import WorkflowOps
-from peloton.storage import Store
+from peloton.storage import ReadOnlyStore
 
 #: Pods per ListPods response.
 LIST_PAGE = 500
@@ -54,7 +54,7 @@ class JobPods:
     """ListPods and QueryPods of JobService (mixed into JobServicer)."""
 
     cache: JobCache
-    store: Store
+    store: ReadOnlyStore
     resmgr: ResourceManagerPort
     hostmgr: HostManagerPort
     jobs: JobOps
@@ -120,7 +120,7 @@ class JobServicer(JobWrites, JobReads, JobPods,
                   svc_grpc.JobServiceServicer):  # type: ignore[misc]
     """Stateless jobs of Peloton v1alpha."""
 
-    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
+    def __init__(self, cache: JobCache, store: ReadOnlyStore, resmgr: ResourceManagerPort,
                  hostmgr: HostManagerPort, jobs: JobOps, tasks: TaskOps,
                  workflows: WorkflowOps) -> None:
         self.cache = cache

@@ -46,7 +46,7 @@ from peloton.jobmgr.servicers.common import job_spec_at, job_summary, version, w
 from peloton.jobmgr.servicers.queries import QueryRefused, job_query
 from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, unknown_job
 from peloton.jobmgr.workflows import WorkflowOps
-from peloton.storage import JobQuery, SortField, Store
+from peloton.storage import JobQuery, ReadOnlyStore, SortField
 
 #: Jobs per ListJobs response.
 LIST_PAGE = 500
@@ -64,7 +64,7 @@ class JobReads:
     """The reading RPCs of JobService (mixed into JobServicer)."""
 
     cache: JobCache
-    store: Store
+    store: ReadOnlyStore
     resmgr: ResourceManagerPort
     jobs: JobOps
     workflows: WorkflowOps

@@ -44,7 +44,7 @@ from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.servicers.common import opaque, version, with_options, workflow_of
 from peloton.jobmgr.servicers.v1_answers import is_stale, known_job, stale, wrapped
 from peloton.jobmgr.workflows import WorkflowOps
-from peloton.storage import Store
+from peloton.storage import ReadOnlyStore
 
 
 def _no_secrets(request: Any) -> None:
@@ -73,7 +73,7 @@ class JobWrites:
     """The mutating RPCs of JobService (mixed into JobServicer)."""
 
     cache: JobCache
-    store: Store
+    store: ReadOnlyStore
     resmgr: ResourceManagerPort
     jobs: JobOps
     workflows: WorkflowOps
@@ -120,7 +120,9 @@ class JobWrites:
             raise InvalidArgument(texts.UPDATE_JOB_ID_NOT_UUID, field="job_id")
         job_id = _job_id(request)
         try:
-            spec = job_spec_from_v1(request.spec)
+            # Zero instances is a valid target here (Peloton's bridge rolls a job's first
+            # deploy back to no instances this way).
+            spec = job_spec_from_v1(request.spec, allow_empty=True)
         except InvalidArgument as exc:
             raise wrapped("invalid job spec", exc) from None
         old, runtime = known_job(self.jobs, job_id, "failed to get job runtime from cache")

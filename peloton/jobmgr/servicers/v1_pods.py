@@ -44,7 +44,7 @@ from peloton.jobmgr.servicers.common import job_spec_at
 from peloton.jobmgr.servicers.v1_answers import known_job, wrapped
 from peloton.jobmgr.servicers.waiting import waiting_reasons, with_reasons
 from peloton.jobmgr.tasks import TaskOps
-from peloton.storage import Store
+from peloton.storage import ReadOnlyStore
 
 S = TaskState
 #: Length of a job id, the shortest pod name Peloton parses (its util.UUIDLength).
@@ -81,7 +81,7 @@ def _run(request: Any, task: TaskId) -> int | None:
 class PodServicer(pb_grpc.PodServiceServicer):  # type: ignore[misc]
     """Start, stop, restart and read pods."""
 
-    def __init__(self, cache: JobCache, store: Store, resmgr: ResourceManagerPort,
+    def __init__(self, cache: JobCache, store: ReadOnlyStore, resmgr: ResourceManagerPort,
                  hostmgr: HostManagerPort, jobs: JobOps, tasks: TaskOps) -> None:
         self.cache = cache
         self.store = store

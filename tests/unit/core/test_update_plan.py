@@ -215,3 +215,15 @@ def test_autopause_at_each_boundary_once() -> None:
     back = plan_update_step(kind=WorkflowType.UPDATE, spec=spec, target_version=V, added=(),
                             updated=(0, 1, 2), removed=(), runtimes=rts, rolling_back=True)
     assert back.decision is Decision.CONTINUE
+
+
+def test_a_rollback_undoes_the_highest_instance_first() -> None:
+    # Aurora's UpdateOrdering.reverse(): re-add what the update removed, undo updates, then
+    # remove what it added, each kind highest instance first.
+    rts = {i: _rt(version=2, desired=1) for i in range(4)}
+    rts[9] = _rt(version=2, desired=1)
+    step = _plan(rts, UpdateSpec(batch_size=0), added=(5, 6), updated=(0, 1, 2, 3), removed=(9,),
+                 rolling_back=True)
+    assert step.to_add == (6, 5) and step.to_update == (3, 2, 1, 0) and step.to_remove == (9,)
+    step = _plan(rts, UpdateSpec(batch_size=3), updated=(0, 1, 2, 3), rolling_back=True)
+    assert step.picked == (3, 2, 1)

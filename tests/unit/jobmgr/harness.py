@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import cast
 
 from peloton.common.clock import FakeClock
 from peloton.common.retry import NO_RETRY, Retrier
@@ -36,9 +37,10 @@ from peloton.core.states import JobType, TaskState
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.app import JobManager
 from peloton.jobmgr.config import JobManagerConfig
-from peloton.storage import StoreOptions, open_store
+from peloton.storage import Store, StoreOptions, open_store
 from tests.fakes.hostmgr import FakeHostManager
 from tests.fakes.resmgr import FakeResourceManager
+from tests.unit.jobmgr.conflicts import ConflictingStore
 
 POOL = "respool-default"
 #: Rounds `run_due` allows before it decides the job manager is looping.
@@ -69,7 +71,11 @@ class Harness:
             self.hosts.add_host(f"host-{i}", cpu=64, mem=65536)
         self.rm = FakeResourceManager(self.hosts)
         self.config = config or JobManagerConfig()
-        self.jm = JobManager(self.store, self.rm, self.hosts, self.config, clock=self.clock)
+        #: What the job manager stores through: `conflicts.fail(job, instance, times)` makes
+        #: chosen task compare-and-sets lose (conflicts.py); `store` stays the plain one.
+        self.conflicts = ConflictingStore(self.store)
+        self.jm = JobManager(cast(Store, self.conflicts), self.rm, self.hosts, self.config,
+                             clock=self.clock)
         self.jm.recovery.recover()
 
     def close(self) -> None:

@@ -9,9 +9,11 @@ job's state version up to its desired state version, so bringing the job back
 starts only the workflow's instances; StartJob (desired state version bumped)
 starts every task; an update that starts pods while the job is still being killed
 is refused (ABORTED "job is being terminated, cannot update with start_pods set
-now").  Ours differs in one rule: a stop ends the job's active workflow (ABORTED), so a
-restart or update step that comes after it never runs an instance again.  Each test
-drives the whole job manager in the deterministic harness.
+now").  A stop leaves the job's active workflow to Peloton's rule: it goes on and
+completes; what a step touches once the job's goal is KILLED stays stopped (Peloton's
+addInstancesInUpdate rule, applied to every instance), so a restart or update step that
+comes after the stop never runs an instance again.  Each test drives the whole job
+manager in the deterministic harness.
 """
 
 from __future__ import annotations
@@ -151,7 +153,8 @@ def test_a_stop_right_after_a_restart_leaves_nothing_running(h: Harness, how: st
     h.settle(60.0)
     assert h.states(jid) == [S.KILLED, S.KILLED]
     assert h.run_ids(jid) == []  # nothing left on any host
-    assert h.store.get_update(update.update_id).state is W.ABORTED
+    # Peloton's rule: the stop does not end the workflow; it completes, nothing running.
+    assert h.store.get_update(update.update_id).state is W.SUCCEEDED
     runtime = h.store.get_job_runtime(jid)
     assert (runtime.state, runtime.goal_state) == (JobState.KILLED, JobState.KILLED)
 
@@ -173,7 +176,37 @@ def test_a_stop_in_the_middle_of_a_rolling_update_keeps_later_batches_stopped(
     h.settle(120.0)
     assert h.states(jid) == [S.KILLED] * 3
     assert h.run_ids(jid) == []
-    assert h.store.get_update(update.update_id).state is W.ABORTED
+    assert h.store.get_update(update.update_id).state is W.SUCCEEDED
+
+
+@pytest.mark.parametrize("how", ["v1", "v0"])
+@pytest.mark.parametrize("step_first", [False, True])
+@pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 2), (2, 2)],
+                         ids=["adds", "removes", "keeps"])
+def test_a_stop_during_an_update_lets_it_complete_with_nothing_running(
+        h: Harness, how: str, step_first: bool, before: int, after: int) -> None:
+    """Peloton's StopJob does not touch the job's update: the update completes (SUCCEEDED,
+    not ABORTED) whether it adds, removes or keeps instances, and whether its first step
+    runs before or after the kill; every instance ends stopped on the new config, an
+    instance it removes is gone, and nothing is left on a host."""
+    jid = h.create(job_spec(before))
+    h.settle(5.0)
+    update = h.jm.workflows.create(jid, WorkflowType.UPDATE, UpdateSpec(batch_size=1),
+                                   new_spec=job_spec(after, command="run --v2"))
+    if step_first:
+        h.jm.engines.update.run_due()
+    _stop(h, jid, how)
+    h.jm.engines.job.run_due()
+    h.jm.engines.task.run_due()
+    h.settle(120.0)
+    done = h.store.get_update(update.update_id)
+    assert done.state is W.SUCCEEDED, done
+    assert h.states(jid) == [S.KILLED] * after
+    assert h.run_ids(jid) == []
+    assert {h.task(jid, i).desired_config_version for i in range(after)} == \
+        {done.config_version}
+    runtime = h.store.get_job_runtime(jid)
+    assert (runtime.state, runtime.goal_state) == (JobState.KILLED, JobState.KILLED)
 
 
 # -- one object per job, even across untracking ---------------------------------------------

@@ -43,7 +43,7 @@ def test_concurrent_writers_of_one_task_lose_no_change(h: Harness,
 
     def writer(instance: int) -> None:
         for _ in range(CHANGES):
-            assert job.write_task(instance, _bump) is not None
+            assert job.write_task(instance, _bump).get(instance) is not None
 
     greenlets = [gevent.spawn(writer, i % 2) for i in range(WRITERS)]
     gevent.joinall(greenlets, timeout=60, raise_error=True)
