@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from announcer.config import AnnouncerConfig
+from peloton.core.errors import InvalidArgument
 
 DEFAULT_PORT = 5396
 #: Aurora's DEFAULT_ALLOWED_JOB_ENVIRONMENTS (its scheduler's `-allowed_job_environments`).
@@ -59,6 +60,12 @@ class ValidationSettings:
     allow_gpus: bool = True
 
 
+#: `HandlerSettings.unfit_jobs` values -> whether such a job is queued (True) or refused.
+UNFIT_JOB_RULES: dict[str, bool] = {"queue": True, "refuse": False}
+#: `HandlerSettings.watch_time` values -> whether minWaitInInstanceRunningMs is honoured.
+WATCH_TIME_RULES: dict[str, bool] = {"aurora": True, "peloton": False}
+
+
 @dataclass(frozen=True, slots=True)
 class HandlerSettings:
     """Behaviour knobs of the handlers."""
@@ -90,9 +97,24 @@ class HandlerSettings:
     #: Set to run tasks with the Thermos executor (a Mesos cluster with Thermos installed),
     #: as Peloton's bridge did; empty runs the Thermos processes as the container command.
     thermos_executor_path: str = ""
+    #: A job no host or pool limit could ever hold: "queue" (Aurora: accepted, its tasks
+    #: PENDING with the reason in getPendingReason, until a host that fits joins or the
+    #: quota grows) or "refuse" (Peloton's native rule: INVALID_REQUEST naming the resource).
+    unfit_jobs: str = "queue"
     #: Run tasks as the job's Aurora role (a Unix user of that name on the agent; an agent
     #: without one runs the task as a per-task user), as Aurora does.
     run_as_role: bool = True
+    #: An update's minWaitInInstanceRunningMs: "aurora" (honoured: an instance counts as
+    #: updated once it ran that long) or "peloton" (Peloton's bridge: ignored, an instance
+    #: is updated as soon as it runs its new config, healthy).
+    watch_time: str = "aurora"
+
+    def __post_init__(self) -> None:
+        for name, rules in (("unfit_jobs", UNFIT_JOB_RULES), ("watch_time", WATCH_TIME_RULES)):
+            value = getattr(self, name)
+            if value not in rules:
+                raise InvalidArgument(f"{name} must be one of {sorted(rules)}, got {value!r}",
+                                      field=f"handlers.{name}")
 
 
 @dataclass(frozen=True, slots=True)

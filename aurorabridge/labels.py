@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2
+from peloton.core.feasibility import QUEUE_ANYWAY as QUEUE_ANYWAY  # the job label asking to queue
 
 BRIDGE_JOB = ("aurora_bridge", "com.uber.peloton.internal.aurorabridge")
 BRIDGE_POD = ("aurora_bridge_pod", "com.uber.peloton.internal.aurorabridge_pod")
@@ -68,8 +69,3 @@ def value_of(labels: Iterable[Any], key: str) -> str | None:
         if lab.key == key:
             return str(lab.value)
     return None
-
-
-def is_bridge_job(labels: Iterable[Any]) -> bool:
-    """Whether a job carries the bridge's ownership label."""
-    return any((lab.key, lab.value) == BRIDGE_JOB for lab in labels)

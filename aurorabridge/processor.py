@@ -21,7 +21,7 @@ from typing import Any
 
 from thriftpy2.thrift import TApplicationException
 
-from aurorabridge import codec
+from aurorabridge import caller, codec
 from aurorabridge.limits import check_args
 from aurorabridge.negotiation import Codec, Negotiated
 from aurorabridge.responses import error_response, from_error, invalid_request
@@ -113,7 +113,8 @@ class ThriftProcessor:
             security.audit(principal, method, security.target_of(method, args),
                            security.refusal(exc), refused=True)
             return from_error(exc)
-        response = self.dispatch(method, args)
+        with caller.acting_as(principal.name):  # recorded with what it asks for (update events)
+            response = self.dispatch(method, args)
         code = api.ResponseCode._VALUES_TO_NAMES.get(getattr(response, "responseCode", None), "?")
         details = "; ".join(d.message or "" for d in getattr(response, "details", None) or ())
         security.audit(principal, method, target, f"{code}: {details}" if details else code,

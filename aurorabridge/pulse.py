@@ -10,7 +10,10 @@ opaque data, which reads back as AWAITING_PULSE; the next pulse resumes it.
 The timer is in memory.  `pulse_timeout_ms` is also stored in the opaque
 data, so after a restart the bridge re-arms every rolling pulsed update with
 a full timeout (it cannot know when the last pulse came; erring long).
-Clock and sleep are injected; tests call `tick()` with a fake clock.
+A pause that loses a compare-and-set race with the job manager is tried again
+by the action itself (handlers/updates.retry_conflicts) and, if it still
+loses, at the next check.  Clock and sleep are injected; tests call `tick()`
+with a fake clock.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
+
+from peloton.core.errors import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +64,10 @@ class PulseTimer:
                 del self._deadlines[job_id]
             try:
                 self._on_expire(job_id, update_id)
+            except Conflict as exc:  # still racing another writer after the action's own tries
+                log.warning("pausing update %s of job %s after missed pulses: %s; trying again "
+                            "at the next check", update_id, job_id, exc.message)
+                self._deadlines.setdefault(job_id, (update_id, now))
             except Exception:  # one failing job must not stop the timer
                 log.exception("pausing update %s of job %s after missed pulses failed", update_id, job_id)
         return len(due)

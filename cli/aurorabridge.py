@@ -40,6 +40,12 @@ from cli.params import security_options
 @click.option("--concurrent-updates", type=click.Choice(["reject", "replace"]), default="reject",
               show_default=True, help="startJobUpdate while an update runs: reject it (Aurora) or "
               "abort the running one and start the new one (Peloton's bridge).")
+@click.option("--unfit-jobs", type=click.Choice(["queue", "refuse"]), default="queue",
+              show_default=True, help="A job no host or pool limit could ever hold: accept it and "
+              "leave it PENDING with the reason (Aurora) or refuse it at create (Peloton).")
+@click.option("--watch-time", type=click.Choice(["aurora", "peloton"]), default="aurora",
+              show_default=True, help="An update's minWaitInInstanceRunningMs: honour it "
+              "(Aurora) or ignore it (Peloton's bridge).")
 @click.option("--pod-runs-depth", default=6, show_default=True, type=click.IntRange(min=1),
               help="Runs per instance in task queries (1: current runs only).")
 @click.option("--sla-min-instances", default=20, show_default=True, type=click.IntRange(min=0),
@@ -68,7 +74,8 @@ from cli.params import security_options
 def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str,
                  zk_root: str, zk_path: str, advertise_host: str, cluster_name: str, respool_path: str,
                  gpu_respool_path: str, max_tasks_per_job: int, pulse_check_interval: float,
-                 allowed_environments: str, concurrent_updates: str, pod_runs_depth: int,
+                 allowed_environments: str, concurrent_updates: str, unfit_jobs: str, watch_time: str,
+                 pod_runs_depth: int,
                  sla_min_instances: int, sla_aware_kill_non_prod: bool, announcer_ensemble: str,
                  announcer_serverset_path: str, announcer_use_ip: bool, auth: str, insecure: bool,
                  tls_cert: str, tls_key: str, tls_ca: str, request_timeout: float,
@@ -105,7 +112,9 @@ def aurorabridge(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, z
         validation=ValidationSettings(max_tasks_per_job=max_tasks_per_job,
                                       allowed_environments=allowed_environments),
         handlers=replace(HandlerSettings(), pulse_check_interval_s=pulse_check_interval,
-                         concurrent_updates=concurrent_updates, pod_runs_depth=pod_runs_depth,
+                         concurrent_updates=concurrent_updates, unfit_jobs=unfit_jobs,
+                         watch_time=watch_time,
+                         pod_runs_depth=pod_runs_depth,
                          sla_min_instances=sla_min_instances,
                          sla_aware_kill_non_prod=sla_aware_kill_non_prod),
         announcer=AnnouncerConfig(ensemble=announcer_ensemble, root=announcer_serverset_path,

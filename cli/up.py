@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli.params import security_options
+from cli.params import parse_labels, security_options
 
 if TYPE_CHECKING:
     from peloton.cluster.allinone import KubeConfig
+    from peloton.core.model.constraints import Label
 
 
 @click.command("up")
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
                    "given but do not use.")
 @click.option("--agent-enforce-fd-limit", is_flag=True,
               help="Local agents apply each task's fdLimit (Peloton on Mesos never did).")
+@click.option("--agent-attributes", "--agent-attribute", "agent_attributes", multiple=True,
+              metavar="[I:]K=V[,K=V]",
+              help="Host attributes of the local agents, which placement constraints match "
+                   "(Peloton host-label constraints, Aurora `constraints`): `zone=east` on every "
+                   "agent, `1:zone=west` on agent 1 only (agents count from 0).  Repeatable.")
 @click.option("--agent-ports", default="31000-32999", show_default=True,
               help="Dynamic port range the local agents share (split between them).")
 @click.option("--backend", default="local", show_default=True,
@@ -64,6 +70,17 @@ if TYPE_CHECKING:
 @click.option("--aurora-environments", default="", metavar="REGEX",
               help="Job environments the Aurora bridge accepts (re.match); empty accepts any, as "
               "Peloton's bridge; Aurora's default is '^(prod|devel|test|staging\\d*)$'.")
+@click.option("--aurora-unfit-jobs", type=click.Choice(["queue", "refuse"]), default="queue",
+              show_default=True, help="A job no host or pool limit could ever hold, created "
+              "through the Aurora endpoint: accept it PENDING with the reason (Aurora) or refuse "
+              "it (Peloton).")
+@click.option("--aurora-concurrent-updates", type=click.Choice(["reject", "replace"]),
+              default="reject", show_default=True, help="startJobUpdate while an update runs: "
+              "reject it (Aurora) or abort the running one and start the new one (Peloton's "
+              "bridge).")
+@click.option("--aurora-watch-time", type=click.Choice(["aurora", "peloton"]), default="aurora",
+              show_default=True, help="An Aurora update's minWaitInInstanceRunningMs: honour it "
+              "(Aurora) or ignore it (Peloton's bridge).")
 @click.option("--ui-port", default=5292, show_default=True, type=int,
               help="Web UI HTTP port (0 picks a free port, -1 disables the UI).")
 @click.option("--ui-allowed-host", "ui_allowed_hosts", multiple=True, metavar="NAME[:PORT]",
@@ -94,8 +111,11 @@ if TYPE_CHECKING:
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
        agent_disk_mb: float, agent_gpus: float, agent_revocable_cpus: float,
-       agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_ports: str, backend: str,
-       k8s_namespace: str, k8s_config: str, archive: str, aurora_environments: str, ui_port: int,
+       agent_slack_from_usage: bool, agent_enforce_fd_limit: bool, agent_attributes: tuple[str, ...],
+       agent_ports: str, backend: str,
+       k8s_namespace: str, k8s_config: str, archive: str, aurora_environments: str,
+       aurora_unfit_jobs: str, aurora_concurrent_updates: str, aurora_watch_time: str,
+       ui_port: int,
        ui_allowed_hosts: tuple[str, ...], keep_tasks: bool,
        orphan_secs: float, allow_root_tasks: bool, zk: str, zk_root: str, aurora_zk_path: str,
        announcer_serverset_path: str, announcer_use_ip: bool, auth: str, insecure: bool, tls_cert: str,
@@ -107,6 +127,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
     Example:
       peloton up                       # SQLite in ./.peloton, one local agent
       peloton up --agents 3            # three agents with distinct names and labels
+      peloton up --agents 2 --agent-attributes 0:zone=east --agent-attributes 1:zone=west
       peloton up --agent-revocable-cpus 2   # slack for revocable jobs
       peloton up --store postgresql://peloton@127.0.0.1/peloton
       peloton up --auth users.yaml --host 0.0.0.0   # README, Security
@@ -133,9 +154,13 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
                      ui_port=ui_port, ui_allowed_hosts=ui_allowed_hosts, keep_tasks=keep_tasks,
                      orphan_secs=orphan_secs,
                      aurora_environments=aurora_environments,
+                     aurora_unfit_jobs=aurora_unfit_jobs,
+                     aurora_concurrent_updates=aurora_concurrent_updates,
+                     aurora_watch_time=aurora_watch_time,
                      agent_resources=Resources(agent_cpus, agent_mem_mb, agent_disk_mb,
                                                agent_gpus),
                      agent_ports=_port_range(agent_ports),
+                     agent_attributes=_agent_attributes(agent_attributes, agents),
                      agent_revocable_cpus=_non_negative(agent_revocable_cpus,
                                                         "--agent-revocable-cpus"),
                      agent_slack_from_usage=agent_slack_from_usage,
@@ -207,6 +232,31 @@ def _bind_failure(exc: BaseException) -> int | None:
         return None
     found = re.findall(r"[:,' ](\d{2,5})\b", text)
     return int(found[-1]) if found else None
+
+
+def _agent_attributes(values: tuple[str, ...], agents: int) -> tuple[tuple[int | None, Label], ...]:
+    """`--agent-attributes` values ("[I:]K=V[,K=V]") as (agent index or None, label) pairs;
+    a bad item, or an index beyond the local agents, is a usage error."""
+    from peloton.core.model.constraints import Label
+
+    out: list[tuple[int | None, Label]] = []
+    for value in values:
+        index: int | None = None
+        head, colon, rest = value.partition(":")
+        if colon and head.strip().isdigit():
+            index, value = int(head), rest
+            if index >= agents:
+                raise click.BadParameter(f"agent {index} does not exist (--agents {agents}; "
+                                         "agents count from 0)", param_hint="--agent-attributes")
+        try:
+            pairs = parse_labels(value)
+        except click.BadParameter as exc:
+            raise click.BadParameter(exc.message, param_hint="--agent-attributes") from None
+        if not pairs or any(not k for k, _ in pairs):
+            raise click.BadParameter(f"expected [I:]KEY=VALUE, got {value!r}",
+                                     param_hint="--agent-attributes")
+        out += [(index, Label(k, v)) for k, v in pairs]
+    return tuple(out)
 
 
 def _port_range(text: str) -> tuple[int, int]:

@@ -36,12 +36,19 @@ def sla_spec(task: Any, instance_count: int) -> Any:
                                  maximum_unavailable_instances=max(1, int(0.1 * instance_count)))
 
 
-def job_spec(task: Any, key: JobKey, instance_count: int, respool_id: str, pod: Any) -> Any:
-    """The JobSpec for `instance_count` copies of `pod` (built by atop.pod_spec)."""
+def job_spec(task: Any, key: JobKey, instance_count: int, respool_id: str, pod: Any,
+             *, queue_unfit: bool = False) -> Any:
+    """The JobSpec for `instance_count` copies of `pod` (built by atop.pod_spec).
+
+    `queue_unfit` labels the job to be queued even if no host or pool limit could hold it
+    now (Aurora accepts such a job and leaves it PENDING), instead of refused at create.
+    """
     owner = task.owner.user if task.owner is not None and task.owner.user else key.role
+    job_labels = labels.job_labels(key.role, key.environment, key.name)
+    if queue_unfit:
+        job_labels.append(labels.label(labels.QUEUE_ANYWAY, "true"))
     return stateless_pb2.JobSpec(
-        name=key.job_name, owner=owner, owning_team=owner,
-        labels=labels.job_labels(key.role, key.environment, key.name),
+        name=key.job_name, owner=owner, owning_team=owner, labels=job_labels,
         instance_count=instance_count, sla=sla_spec(task, instance_count), default_spec=pod,
         respool_id=peloton_pb2.ResourcePoolID(value=respool_id))
 
@@ -80,20 +87,23 @@ def update_spec(settings: Any, in_place: bool) -> Any:
         in_place=in_place, start_pods=True)
 
 
-def update_options(settings: Any, *, rollback: bool = False) -> Any:
+def update_options(settings: Any, *, rollback: bool = False, watch: bool = True) -> Any:
     """Our UpdateOptions for Aurora's settings (Aurora's default strategy when none is
     given).  A `rollback` never pauses itself after a batch (Aurora auto-pauses only
-    updates rolling forward)."""
+    updates rolling forward) and is taken in Aurora's rollback order (highest instance first).
+    Without `watch` minWaitInInstanceRunningMs is ignored, as Peloton's bridge does."""
     strategy = stored_settings.effective(settings).updateStrategy
-    watch = int(settings.minWaitInInstanceRunningMs or 0)
+    watch_ms = int(settings.minWaitInInstanceRunningMs or 0) if watch else 0
     if strategy.varBatchStrategy is not None:
         var = strategy.varBatchStrategy
         return update_pb2.UpdateOptions(
             strategy=update_pb2.STRATEGY_VAR_BATCH, group_sizes=[int(g) for g in var.groupSizes or ()],
-            autopause_after_batch=bool(var.autopauseAfterBatch) and not rollback, watch_time_ms=watch)
+            autopause_after_batch=bool(var.autopauseAfterBatch) and not rollback, watch_time_ms=watch_ms,
+            rollback=rollback)
     if strategy.batchStrategy is not None:
         return update_pb2.UpdateOptions(
             strategy=update_pb2.STRATEGY_BATCH,
             autopause_after_batch=bool(strategy.batchStrategy.autopauseAfterBatch) and not rollback,
-            watch_time_ms=watch)
-    return update_pb2.UpdateOptions(strategy=update_pb2.STRATEGY_QUEUE, watch_time_ms=watch)
+            watch_time_ms=watch_ms, rollback=rollback)
+    return update_pb2.UpdateOptions(strategy=update_pb2.STRATEGY_QUEUE, watch_time_ms=watch_ms,
+                                    rollback=rollback)

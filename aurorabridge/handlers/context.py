@@ -18,7 +18,7 @@ from aurorabridge import opaque_data
 from aurorabridge.atop.job_key import JobKey
 from aurorabridge.atop.job_spec import job_spec
 from aurorabridge.atop.pod_spec import pod_spec
-from aurorabridge.config import HandlerSettings, ValidationSettings
+from aurorabridge.config import UNFIT_JOB_RULES, HandlerSettings, ValidationSettings
 from aurorabridge.job_directory import JobDirectory
 from aurorabridge.ports import PelotonPort
 from aurorabridge.ptoa.states import TERMINAL_WORKFLOW_STATES
@@ -116,7 +116,8 @@ class BridgeContext:
         pool = pool or self.respools.load(checked.resources.wants_gpu, checked.key.role)
         pod = pod_spec(checked.task, checked.key, checked.resources, self.handlers.thermos_executor_path,
                        user=checked.key.role if self.handlers.run_as_role else "")
-        return job_spec(checked.task, checked.key, checked.instance_count, pool, pod)
+        return job_spec(checked.task, checked.key, checked.instance_count, pool, pod,
+                        queue_unfit=UNFIT_JOB_RULES[self.handlers.unfit_jobs])
 
     def require(self, key: JobKey) -> Job:
         """Like find, but NotFound when the job does not exist."""

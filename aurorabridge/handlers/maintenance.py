@@ -10,10 +10,13 @@ endMaintenance.
 
 Peloton has no "scheduled" stage: its StartMaintenance drains at once.  So
 startMaintenance only marks hosts (in this bridge's memory; a restart
-forgets the marks, the hosts stay usable either way), and endMaintenance
-calls CompleteMaintenance for hosts Peloton is draining or has drained and
-clears the marks.  Host names are checked against QueryHosts before anything
-changes.
+forgets the marks, the hosts stay usable either way).  endMaintenance works
+in every mode, as Aurora's: it clears the marks and calls our
+MaintenanceService.EndMaintenance for hosts Peloton has under maintenance,
+which brings them UP at once even mid-drain (the drain stops; tasks not yet
+moved keep running).  Peloton's v0 CompleteMaintenance would refuse a host
+that is not DOWN yet.  Host names are checked against QueryHosts before
+anything changes.
 
 The drains go through our MaintenanceService (DrainHosts), which stores the
 request with each host; the job manager moves the host's runs within it
@@ -131,10 +134,10 @@ def end_maintenance(ctx: BridgeContext, args: Any) -> Any:
     names = _hosts(args)
     states = _states(ctx)
     _known(names, states)
-    for name in names:
-        if states[name] in _MODES:
-            ctx.port.complete_maintenance(name)
-        ctx.scheduled_hosts.discard(name)
+    under = [n for n in names if states[n] != host_pb2.HOST_STATE_UP]
+    if under:
+        ctx.port.end_maintenance(under)
+    ctx.scheduled_hosts.difference_update(names)
     statuses = _statuses(ctx, names, _states(ctx))
     return ok(api.Result(endMaintenanceResult=api.EndMaintenanceResult(statuses=statuses)))
 

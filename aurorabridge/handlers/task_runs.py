@@ -24,6 +24,7 @@ from aurorabridge.handlers.jobs import pod_query
 from aurorabridge.ptoa import basics, states
 from aurorabridge.ptoa.scheduled_task import scheduled_task
 from aurorabridge.thrift_api import api
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.errors import NotFound
 
 
@@ -66,6 +67,13 @@ class Run:
     specs: SpecsByVersion
     instance: int
     run: int
+    #: The status of a run Peloton has not made yet (waiting_run), else None.
+    waiting: int | None = None
+
+    @property
+    def schedule_status(self) -> int:
+        """The run's ScheduleStatus."""
+        return states.schedule_status(self.status.state) if self.waiting is None else self.waiting
 
     def spec(self) -> Any:
         """The run's PodSpec, or None if its job is gone."""
@@ -81,11 +89,31 @@ def _run(target: Target, status: Any, spec: Any, specs: SpecsByVersion) -> Run:
     return Run(target.name, name, status, given, specs, basics.instance_of(name), basics.run_of(pod_id))
 
 
+def waiting_run(run: Run) -> Run | None:
+    """The next run of `run`'s pod if the pod waits to start it (its run ended and its goal
+    is to run: Aurora has made that task already, THROTTLED or PENDING; ptoa.states), as
+    Peloton will name it; else None."""
+    waiting = states.waiting_run_status(run.status)
+    if waiting is None:
+        return None
+    version = run.status.desired_version if run.status.desired_version.value else run.status.version
+    status = pod_pb2.PodStatus(state=pod_pb2.POD_STATE_PENDING, desired_state=run.status.desired_state,
+                               message=run.status.message, reason=run.status.reason,
+                               failure_count=run.status.failure_count, version=version,
+                               desired_version=version)
+    status.pod_id.value = f"{run.name}-{run.run + 1}"
+    status.prev_pod_id.value = run.status.pod_id.value
+    return Run(run.job, run.name, status, run.given_spec, run.specs, run.instance, run.run + 1, waiting)
+
+
 def fetch(ctx: BridgeContext, target: Target, query: Any) -> Any:
     """QueryPodsResponse of the target's pods, narrowed by Peloton where it can."""
     statuses = set(query.statuses or ())
     names = [f"{target.job_id}-{i}" for i in validation.check_instance_ids(query.instanceIds, "instanceIds")]
-    spec = pod_query(pod_states(statuses) if statuses else None, names, sorted(set(query.slaveHosts or ())))
+    wanted = pod_states(statuses)
+    if statuses & set(states.WAITING_RUN_STATUS.values()):  # a pod whose run ended may wait for its next
+        wanted = sorted(set(wanted) | states.TERMINAL_POD_STATES)
+    spec = pod_query(wanted if statuses else None, names, sorted(set(query.slaveHosts or ())))
     return ctx.port.query_pods(target.job_id, spec, summary_only=True)
 
 
@@ -99,11 +127,13 @@ def runs(ctx: BridgeContext, target: Target, query: Any, pods: Any) -> list[Run]
     found = [_run(target, p.status, p.spec if p.HasField("spec") else None, specs) for p in pods.pods]
     if instance_ids:
         found = [r for r in found if r.instance in instance_ids]
+    waiting = [nxt for r in found if (nxt := waiting_run(r)) is not None]
     depth = ctx.handlers.pod_runs_depth
     if depth > 1 and any(has_previous(r.status) for r in found):
         found = _with_earlier(ctx, target, found, depth)
+    found += waiting
     return [r for r in found
-            if (not statuses or states.schedule_status(r.status.state) in statuses)
+            if (not statuses or r.schedule_status in statuses)
             and (not hosts or r.status.host in hosts)
             and (not task_ids or r.status.pod_id.value in task_ids)]
 
@@ -170,4 +200,4 @@ def convert(ctx: BridgeContext, run: Run, with_executor: bool, history: list[Any
     spec = run.spec()
     task = (ctx.reader.task_config(spec, run.job, run.job.split("/", 1)[0], None, with_executor=with_executor)
             if spec is not None else api.TaskConfig(job=basics.job_key(run.job)))
-    return scheduled_task(run.name, spec, run.status, task, history)
+    return scheduled_task(run.name, spec, run.status, task, history, run.schedule_status)

@@ -26,24 +26,30 @@ again (AWAITING_PULSE) until the next pulse.  See pulse.py.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from aurorabridge import opaque_data, validation
+from aurorabridge import caller, opaque_data, validation
 from aurorabridge import update_settings as stored_settings
 from aurorabridge.atop.job_key import job_key
 from aurorabridge.atop.job_spec import create_spec, update_options, update_spec
+from aurorabridge.config import WATCH_TIME_RULES
 from aurorabridge.handlers import cron
 from aurorabridge.handlers.context import BridgeContext, HandlerFn, Job
 from aurorabridge.handlers.instance_specs import update_job_spec
 from aurorabridge.job_directory import is_gone
-from aurorabridge.ptoa import states
-from aurorabridge.ptoa.updates import update_summary
+from aurorabridge.ptoa.updates import update_summary, workflow_status
 from aurorabridge.responses import invalid_request, ok
 from aurorabridge.thrift_api import api
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
-from peloton.core.errors import InvalidArgument
+from peloton.core.errors import Conflict, InvalidArgument
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+#: Tries of a call that steers an update (pause, resume, abort, rollback, pulse, the pulse
+#: timer's pause) when it loses a compare-and-set race: the job manager moved the job's
+#: entity version between our read and our write.  Each try reads the job again.
+CAS_TRIES = 3
 
 NON_SERVICE_TASK = "Updates are not supported for non-service jobs."
 NOOP_UPDATE = "Job is unchanged by proposed update."
@@ -57,7 +63,7 @@ ROLLBACK_FROM = frozenset({_U.ROLLING_FORWARD, _U.ROLL_FORWARD_PAUSED, _U.ROLL_F
 
 
 def _status(job: Job) -> int:
-    return states.update_status(job.workflow.status.state, job.data)
+    return workflow_status(job.workflow, job.data)
 
 
 def start_job_update(ctx: BridgeContext, args: Any) -> Any:
@@ -80,15 +86,16 @@ def start_job_update(ctx: BridgeContext, args: Any) -> Any:
                                    f"{job.data.update_id}", api.Result(startJobUpdateResult=running))
         log.info("aborting update %s of %s for a new update", job.data.update_id, checked.key)
         ctx.pulses.disarm(job.job_id)
-        ctx.port.abort_workflow(job.job_id, job.version, opaque_data=job.data.to_json())
+        replaced = job.data.with_action(opaque_data.ABORT, caller.current(), "replaced by a new update")
+        ctx.port.abort_workflow(job.job_id, job.version, opaque_data=replaced.to_json())
         job = ctx.require(checked.key)
     settings = request.settings
     metadata = tuple(sorted({(m.key, m.value) for m in request.metadata or ()}))
     data = opaque_data.OpaqueData.new(metadata, args.message or "", settings.blockIfNoPulsesAfterMs or 0,
-                                      stored_settings.to_doc(settings))
+                                      stored_settings.to_doc(settings), user=caller.current())
     # An existing job keeps its pool (Peloton refuses a change; jobs made before pools per role).
     spec = ctx.job_spec(checked, pool=job.spec.respool_id.value if job is not None else "")
-    options = update_options(settings)
+    options = update_options(settings, watch=WATCH_TIME_RULES[ctx.handlers.watch_time])
     if job is None:
         ctx.port.create_stateless_job(spec, create_spec=create_spec(settings), opaque_data=data.to_json(),
                                       options=options)
@@ -105,9 +112,9 @@ def start_job_update(ctx: BridgeContext, args: Any) -> Any:
                              update_spec(settings, ctx.handlers.in_place_updates), opaque_data=data.to_json(),
                              options=options)
     status = _U.ROLL_FORWARD_AWAITING_PULSE if data.pulsed else _U.ROLLING_FORWARD
-    summary = api.JobUpdateSummary(key=api.JobUpdateKey(job=key_struct, id=data.update_id), user="",
-                                   state=api.JobUpdateState(status=status), metadata=list(
-                                       api.Metadata(key=k, value=v) for k, v in metadata))
+    summary = api.JobUpdateSummary(key=api.JobUpdateKey(job=key_struct, id=data.update_id),
+                                   user=data.started_by, state=api.JobUpdateState(status=status),
+                                   metadata=[api.Metadata(key=k, value=v) for k, v in metadata])
     result = api.StartJobUpdateResult(key=summary.key, updateSummary=summary)
     return ok(api.Result(startJobUpdateResult=result))
 
@@ -151,18 +158,48 @@ def _active(ctx: BridgeContext, key: Any, verb: str) -> Job:
     return job
 
 
+def retry_conflicts(what: str, fn: Callable[[], T]) -> T:
+    """`fn()`, tried again (it must re-read what it writes) while it loses a compare-and-set
+    race, up to CAS_TRIES; the last Conflict reaches the caller (INVALID_REQUEST, as
+    Peloton's bridge answers a stale entity version)."""
+    for attempt in range(1, CAS_TRIES + 1):
+        try:
+            return fn()
+        except Conflict as exc:
+            if attempt == CAS_TRIES:
+                raise
+            log.info("%s lost a race with another write (%s); trying again (%d of %d)", what,
+                     exc.message, attempt + 1, CAS_TRIES)
+    raise AssertionError("unreachable")
+
+
+def _retried(method: str, fn: HandlerFn) -> HandlerFn:
+    return lambda ctx, args: retry_conflicts(method, lambda: fn(ctx, args))
+
+
+def _asked(job: Job, action: str, args: Any, changes: bool = True) -> opaque_data.OpaqueData:
+    """The job's opaque data with `action` recorded as asked by the caller, with the call's
+    message (Aurora's AuditData); only as an action when it `changes` nothing (Aurora
+    records a status only when it changes)."""
+    if not changes:
+        return job.data.with_action(action, record=False)
+    return job.data.with_action(action, caller.current(), getattr(args, "message", None) or "")
+
+
 def pause_job_update(ctx: BridgeContext, args: Any) -> Any:
     job = _active(ctx, args.key, "pause")
     ctx.pulses.disarm(job.job_id)
+    paused = job.workflow.status.state == stateless_pb2.WORKFLOW_STATE_PAUSED and not job.data.awaiting_pulse
     ctx.port.pause_workflow(job.job_id, job.version,
-                            opaque_data=job.data.with_action(opaque_data.PAUSE).to_json())
+                            opaque_data=_asked(job, opaque_data.PAUSE, args, changes=not paused).to_json())
     return ok()
 
 
 def resume_job_update(ctx: BridgeContext, args: Any) -> Any:
     job = _active(ctx, args.key, "resume")
+    paused = job.workflow.status.state == stateless_pb2.WORKFLOW_STATE_PAUSED
     ctx.port.resume_workflow(job.job_id, job.version,
-                             opaque_data=job.data.with_action(opaque_data.RESUME).to_json())
+                             opaque_data=_asked(job, opaque_data.RESUME, args, changes=paused).to_json())
     if job.data.pulsed:  # pulses still rule it: block again unless one arrives in time
         ctx.pulses.arm(job.job_id, job.data.update_id, job.data.pulse_timeout_ms)
     return ok()
@@ -171,7 +208,8 @@ def resume_job_update(ctx: BridgeContext, args: Any) -> Any:
 def abort_job_update(ctx: BridgeContext, args: Any) -> Any:
     job = _active(ctx, args.key, "abort")
     ctx.pulses.disarm(job.job_id)
-    ctx.port.abort_workflow(job.job_id, job.version, opaque_data=job.data.to_json())
+    ctx.port.abort_workflow(job.job_id, job.version,
+                            opaque_data=_asked(job, opaque_data.ABORT, args).to_json())
     return ok()
 
 
@@ -196,8 +234,9 @@ def rollback_job_update(ctx: BridgeContext, args: Any) -> Any:
     back.CopyFrom(job.workflow.update_spec)
     back.rollback_on_failure = False
     back.start_paused = status == _U.ROLL_FORWARD_AWAITING_PULSE
-    data = job.data.with_action(opaque_data.ROLLBACK)
-    options = update_options(stored_settings.from_doc(data.settings), rollback=True) \
+    data = _asked(job, opaque_data.ROLLBACK, args)
+    options = update_options(stored_settings.from_doc(data.settings), rollback=True,
+                             watch=WATCH_TIME_RULES[ctx.handlers.watch_time]) \
         if data.settings is not None else None
     ctx.port.replace_job(job.job_id, job.version, spec, back, opaque_data=data.to_json(), options=options)
     if data.pulsed and not back.start_paused:
@@ -229,7 +268,12 @@ def pulse_job_update(ctx: BridgeContext, args: Any) -> Any:
 
 
 def pulse_expired(ctx: BridgeContext, job_id: str, update_id: str) -> None:
-    """Pause `update_id` if it is still the job's rolling update (called by the pulse timer)."""
+    """Pause `update_id` if it is still the job's rolling update (called by the pulse timer);
+    a lost compare-and-set race is tried again on the job as it is then."""
+    retry_conflicts("pausing an update after missed pulses", lambda: _pulse_expired(ctx, job_id, update_id))
+
+
+def _pulse_expired(ctx: BridgeContext, job_id: str, update_id: str) -> None:
     info = ctx.directory.get(job_id)
     if info is None:
         return
@@ -257,9 +301,9 @@ def recover_pulses(ctx: BridgeContext) -> int:
 
 HANDLERS: dict[str, HandlerFn] = {
     "startJobUpdate": start_job_update,
-    "pauseJobUpdate": pause_job_update,
-    "resumeJobUpdate": resume_job_update,
-    "abortJobUpdate": abort_job_update,
-    "rollbackJobUpdate": rollback_job_update,
-    "pulseJobUpdate": pulse_job_update,
+    "pauseJobUpdate": _retried("pauseJobUpdate", pause_job_update),
+    "resumeJobUpdate": _retried("resumeJobUpdate", resume_job_update),
+    "abortJobUpdate": _retried("abortJobUpdate", abort_job_update),
+    "rollbackJobUpdate": _retried("rollbackJobUpdate", rollback_job_update),
+    "pulseJobUpdate": _retried("pulseJobUpdate", pulse_job_update),
 }

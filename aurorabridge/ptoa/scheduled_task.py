@@ -40,8 +40,10 @@ def _ports(spec: Any, status: Any) -> dict[str, int]:
 
 
 def scheduled_task(pod_name: str, spec: Any, status: Any, task_config: Any,
-                   events: Sequence[Any] | None = None) -> Any:
-    """A ScheduledTask for one run of a pod (`events` newest first, as Peloton returns them)."""
+                   events: Sequence[Any] | None = None, schedule: int | None = None) -> Any:
+    """A ScheduledTask for one run of a pod (`events` newest first, as Peloton returns them);
+    `schedule` is its status when its pod state does not say (a run not made yet)."""
+    schedule = states.schedule_status(status.state) if schedule is None else schedule
     instance = basics.instance_of(pod_name)
     task_id = status.pod_id.value or f"{pod_name}-{max(1, basics.run_of(status.pod_id.value))}"
     prev = status.prev_pod_id.value
@@ -50,12 +52,12 @@ def scheduled_task(pod_name: str, spec: Any, status: Any, task_config: Any,
         task_events = [task_event(e) for e in reversed(events)]
     else:
         when = basics.timestamp_ms(status.completion_time) or basics.timestamp_ms(status.start_time)
-        task_events = [api.TaskEvent(timestamp=when, status=states.schedule_status(status.state),
+        task_events = [api.TaskEvent(timestamp=when, status=schedule,
                                      message=status.message or status.reason or None, scheduler=SCHEDULER)]
     assigned = api.AssignedTask(
         taskId=task_id, slaveId=status.agent_id.value or status.host_id or None,
         slaveHost=status.host or None, task=task_config, assignedPorts=_ports(spec, status),
         instanceId=instance)
-    return api.ScheduledTask(assignedTask=assigned, status=states.schedule_status(status.state),
+    return api.ScheduledTask(assignedTask=assigned, status=schedule,
                              failureCount=status.failure_count, timesPartitioned=0,
                              taskEvents=task_events, ancestorId=ancestor)

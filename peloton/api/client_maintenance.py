@@ -24,6 +24,13 @@ class MaintenanceCalls:
         req = pb.DrainHostsRequest(hostnames=list(hostnames), drain=drain)
         return list(self._maintenance.call("DrainHosts", req, pb.DrainHostsResponse).hosts)
 
+    def end_maintenance(self, hostnames: Sequence[str]) -> list[pb.HostDrain]:
+        """Bring hosts back UP from any maintenance state, stopping drains in progress (all or
+        nothing); each host's record afterwards."""
+        req = pb.EndMaintenanceRequest(hostnames=list(hostnames))
+        return list(self._maintenance.call("EndMaintenance", req,
+                                           pb.EndMaintenanceResponse).hosts)
+
     def list_host_drains(self) -> list[pb.HostDrain]:
         """Every host under maintenance with how it is drained, sorted by hostname."""
         return list(self._maintenance.call("ListHostDrains", pb.ListHostDrainsRequest(),

@@ -79,6 +79,10 @@ class UpConfig:
     #: Resources of each local agent (zero: this machine's, divided between the agents).
     agent_resources: Resources = Resources()
     agent_labels: tuple[Label, ...] = ()
+    #: Host attributes of the local agents (`--agent-attributes`): (agent index, label), the
+    #: index None for every agent.  Placement constraints match them (Peloton host-label
+    #: constraints, Aurora `constraints` on an attribute), as Mesos agents' attributes.
+    agent_attributes: tuple[tuple[int | None, Label], ...] = ()
     #: Slack cpu each local agent (or simulated host) offers to revocable tasks.
     agent_revocable_cpus: float = 0.0
     #: Local agents also offer the cpu their non-revocable runs were given but do not use.
@@ -103,6 +107,11 @@ class UpConfig:
     ui_allowed_hosts: tuple[str, ...] = ()
     #: Job environments the Aurora bridge accepts (a regular expression; empty: any).
     aurora_environments: str = ""
+    #: The Aurora bridge's rules where Aurora and Peloton's bridge differ
+    #: (aurorabridge/config.py HandlerSettings: unfit_jobs, concurrent_updates, watch_time).
+    aurora_unfit_jobs: str = "queue"
+    aurora_concurrent_updates: str = "reject"
+    aurora_watch_time: str = "aurora"
     #: On exit, leave the local agents' tasks running for the next start to adopt (a task
     #: nobody adopts within `orphan_secs` is stopped by its supervisor); by default they stop.
     keep_tasks: bool = False
@@ -238,7 +247,9 @@ class AllInOne:
             each = AgentConfig(work_dir=self.config.data_dir).effective_resources().split(n)
         for i in range(n):
             name = "localhost" if n == 1 else f"localhost-{i}"
-            labels = (*self.config.agent_labels, Label("peloton/agent", str(i)))
+            labels = (*self.config.agent_labels,
+                      *(lb for at, lb in self.config.agent_attributes if at in (None, i)),
+                      Label("peloton/agent", str(i)))
             # Agents on one machine share its ports: each gets its own slice of the
             # dynamic range, so two "hosts" never hand the same port to two tasks.
             first, last = self.config.agent_ports
@@ -266,7 +277,7 @@ class AllInOne:
     # -- Aurora bridge ----------------------------------------------------------------
     def _start_bridge(self) -> None:
         from aurorabridge.app import AuroraBridge
-        from aurorabridge.config import BridgeConfig, ValidationSettings
+        from aurorabridge.config import BridgeConfig, HandlerSettings, ValidationSettings
         from peloton.api.client import PelotonClient
 
         address = f"127.0.0.1:{self.ports['jobmgr']}"
@@ -275,7 +286,11 @@ class AllInOne:
                               hostmgr=f"127.0.0.1:{self.ports['hostmgr']}",
                               insecure=self.config.insecure,
                               validation=ValidationSettings(
-                                  allowed_environments=self.config.aurora_environments))
+                                  allowed_environments=self.config.aurora_environments),
+                              handlers=HandlerSettings(
+                                  unfit_jobs=self.config.aurora_unfit_jobs,
+                                  concurrent_updates=self.config.aurora_concurrent_updates,
+                                  watch_time=self.config.aurora_watch_time))
         client = PelotonClient(jobmgr=config.jobmgr, resmgr=config.resmgr,
                                hostmgr=config.hostmgr, caller="peloton-aurorabridge",
                                headers=dict(self.security.internal), tls=self.config.tls)

@@ -276,6 +276,11 @@ class HostManager:
         """Bring a DOWN host back UP.  NotFound if unknown, FailedPrecondition if not DOWN."""
         return self.maintenance.complete_maintenance(hostname)
 
+    def end_maintenance(self, hostname: str) -> HostInfo:
+        """Bring a host back UP from any maintenance state, stopping a drain in progress
+        (Aurora's endMaintenance).  NotFound if unknown; idempotent."""
+        return self.maintenance.end_maintenance(hostname)
+
     def query_hosts(self, states: Sequence[HostState] = ()) -> list[HostInfo]:
         """Known hosts (or those in `states`), sorted by hostname."""
         return self.maintenance.query(states)

@@ -3,7 +3,8 @@
 `start_maintenance` sets a host's goal to DOWN and drains it at once (UP -> DRAINING,
 persisted): it is no longer offered, its reservations are freed, and its runs are listed
 by `draining_runs()` for the job manager to move.  When its last run has ended the engine
-marks it DRAINED, then DOWN.  `complete_maintenance` brings a DOWN host back UP.
+marks it DRAINED, then DOWN.  `complete_maintenance` brings a DOWN host back UP (Peloton's
+rule); `end_maintenance` brings a host back UP from any state (Aurora's).
 
 The record also says how the host is drained (a `DrainRequest`, `drain_requests()`):
 Peloton's StartMaintenance drains within each job's maximum unavailable instances and
@@ -14,11 +15,11 @@ empty, so a host never goes DOWN while a job's SLA still holds a run on it.  A n
 for a host under maintenance replaces the old one and restarts its timeout (Aurora keeps
 one request per host); completing maintenance forgets it.
 
-The table (Peloton's hostmgr/goalstate/host.go, with the DRAINED step that Peloton's
-resource manager drove done here, where the runs are known):
-
-    goal DOWN:  UP -> drain   DRAINING -> drained (once empty)   DRAINED -> down   DOWN -> untrack
-    goal UP:    DOWN -> up    UP -> untrack                      DRAINING, DRAINED -> invalid
+The tables (peloton.core.lifecycle.host_maintenance): `HOST_RULES` decides what the engine
+does for a host's (goal, state); `REQUESTS` what each API request writes from each state.
+`end_maintenance` (Aurora's endMaintenance) brings a host UP from any state, a drain in
+progress included: the host manager stops listing its runs for the job manager to move, so
+runs not moved yet keep running, and the host is offered again.
 
 Every state is written to storage before it is applied in memory, so a restart resumes
 from the stored record (`load` re-enqueues every host whose state is not its goal).
@@ -32,12 +33,19 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from enum import StrEnum
 
 from peloton.common.clock import Clock
 from peloton.common.goalstate import Action, Engine, Schedule
 from peloton.common.retry import RetryPolicy
 from peloton.core.errors import FailedPrecondition, NotFound
+from peloton.core.lifecycle.host_maintenance import (
+    ACTION_STATES,
+    REQUEST_GOALS,
+    REQUESTS,
+    HostAction,
+    MaintenanceRequest,
+    host_action,
+)
 from peloton.core.model.host import HostInfo
 from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.sla import check_drain_request
@@ -51,25 +59,6 @@ S = HostState
 
 #: Store failures are retried from 1 s, doubling to a minute (a host waits, nothing is lost).
 BACKOFF = RetryPolicy(initial_delay=1.0, max_delay=60.0, multiplier=2.0, jitter=0.1)
-
-
-class HostAction(StrEnum):
-    """What the engine does for a (goal, state) pair."""
-
-    DRAIN = "drain"
-    DRAINED = "drained"
-    DOWN = "down"
-    UP = "up"
-    UNTRACK = "untrack"
-    INVALID = "invalid"
-
-
-RULES: dict[HostState, dict[HostState, HostAction]] = {
-    S.DOWN: {S.UP: HostAction.DRAIN, S.DRAINING: HostAction.DRAINED,
-             S.DRAINED: HostAction.DOWN, S.DOWN: HostAction.UNTRACK},
-    S.UP: {S.DOWN: HostAction.UP, S.UP: HostAction.UNTRACK,
-           S.DRAINING: HostAction.INVALID, S.DRAINED: HostAction.INVALID},
-}
 
 
 class Maintenance:
@@ -127,31 +116,47 @@ class Maintenance:
         InvalidArgument (nothing stored) for a bad request."""
         if drain is not None:
             check_drain_request(drain)
+        start = MaintenanceRequest.START
         with self._write_lock:
             info = self._current(hostname)
-            if drain is None and info.goal_state is S.DOWN:
+            if drain is None and info.goal_state is REQUEST_GOALS[start]:
                 return info
-            now = self._clock.wall()
-            request = replace(drain or DrainRequest(), started_at=now)
-            state = S.DRAINING if info.state is S.UP else info.state
-            info = self._write(replace(info, goal_state=S.DOWN, state=state, drain=request))
+            request = replace(drain or DrainRequest(), started_at=self._clock.wall())
+            state = REQUESTS[start][info.state]
+            assert state is not None  # START is accepted from every state
+            info = self._write(replace(info, goal_state=REQUEST_GOALS[start], state=state,
+                                       drain=request))
         log.info("host %s: maintenance started (%s, drain %s)", hostname, info.state.value,
                  request.mode.value)
         self.enqueue(hostname)
         return info
 
     def complete_maintenance(self, hostname: str) -> HostInfo:
-        """Goal UP: a DOWN host is UP again (offered to placement).  Idempotent for an UP host."""
+        """Goal UP: a DOWN host is UP again (offered to placement).  Idempotent for an UP
+        host; FailedPrecondition for a host still draining (Peloton's rule)."""
+        return self._back_up(MaintenanceRequest.COMPLETE, hostname)
+
+    def end_maintenance(self, hostname: str) -> HostInfo:
+        """Goal UP from any state (Aurora's endMaintenance): a drain in progress stops, the
+        runs not moved yet stay, and the host is offered again.  Idempotent."""
+        return self._back_up(MaintenanceRequest.END, hostname)
+
+    def _back_up(self, request: MaintenanceRequest, hostname: str) -> HostInfo:
+        goal = REQUEST_GOALS[request]
         with self._write_lock:
             info = self._current(hostname)
-            if info.state is S.UP and info.goal_state is S.UP:
-                return info
-            if info.state is not S.DOWN:
+            state = REQUESTS[request][info.state]
+            if state is None:
                 raise FailedPrecondition(
                     f"host {hostname} is {info.state.value}, not DOWN: maintenance can be "
                     "completed once the host has drained and is DOWN", field="hostname")
-            info = self._write(replace(info, goal_state=S.UP, state=S.UP, drain=None))
-        log.info("host %s: maintenance completed, host is UP", hostname)
+            if (info.state, info.goal_state, info.drain) == (state, goal, None):
+                return info
+            was = info.state
+            info = self._write(replace(info, goal_state=goal, state=state, drain=None))
+        log.info("host %s: maintenance %s (%s -> %s)", hostname,
+                 "completed" if request is MaintenanceRequest.COMPLETE else "ended",
+                 was.value, info.state.value)
         self.schedule.delete(hostname)
         return info
 
@@ -193,7 +198,7 @@ class Maintenance:
             info = self._registry.infos.get(hostname)
         if info is None:
             return [Action(HostAction.UNTRACK, lambda: self.schedule.delete(hostname))]
-        action = RULES.get(info.goal_state, {}).get(info.state, HostAction.INVALID)
+        action = host_action(info.goal_state, info.state)
         return [Action(action.value, lambda: self._run(action, hostname))]
 
     def _run(self, action: HostAction, hostname: str) -> None:
@@ -208,13 +213,13 @@ class Maintenance:
         with self._write_lock:
             with self._lock:
                 info = self._registry.infos[hostname]
-            if RULES[info.goal_state].get(info.state) is not action:
+            if host_action(info.goal_state, info.state) is not action:
                 return  # changed since the table was read; the next evaluation decides again
             if action is HostAction.DRAINED and not self._empty(hostname):
                 return
-            nxt = {HostAction.DRAIN: S.DRAINING, HostAction.DRAINED: S.DRAINED,
-                   HostAction.DOWN: S.DOWN, HostAction.UP: S.UP}[action]
-            self._write(replace(info, state=nxt))
+            nxt = ACTION_STATES[action]
+            drain = None if nxt is S.UP else info.drain
+            self._write(replace(info, state=nxt, drain=drain))
         log.info("host %s: %s -> %s", hostname, info.state.value, nxt.value)
         self.enqueue(hostname)
 

@@ -16,6 +16,9 @@ and the failures are answered together as INTERNAL with Go's multierr text, the 
 MaintenanceService.DrainHosts checks every host and the request before it changes anything
 (NOT_FOUND naming the unknown hosts, INVALID_ARGUMENT naming the field), then starts
 maintenance on each host with the request (proto/pelotonpy/api/maintenance).
+MaintenanceService.EndMaintenance checks the hosts the same way, then brings each back UP
+from whatever state it is in (Aurora's endMaintenance; v0 CompleteMaintenance keeps
+Peloton's rule, DOWN hosts only).
 """
 
 from __future__ import annotations
@@ -63,6 +66,10 @@ class HostAdmin(Protocol):
 
     def complete_maintenance(self, hostname: str) -> HostInfo:
         """Bring a DOWN host back UP."""
+        ...
+
+    def end_maintenance(self, hostname: str) -> HostInfo:
+        """Bring a host back UP from any maintenance state, stopping a drain in progress."""
         ...
 
     def host_summaries(self) -> list[HostSummary]:
@@ -182,12 +189,24 @@ class MaintenanceServicer(maintenance_pb2_grpc.MaintenanceServiceServicer):  # t
                                   field="hostnames")
         drain = drain_from_pb(request.drain)
         check_drain_request(drain)
+        self._check_known(names)
+        infos = [self._admin.start_maintenance(n, drain) for n in names]
+        return maintenance_pb2.DrainHostsResponse(hosts=[host_drain_to_pb(i) for i in infos])
+
+    def EndMaintenance(self, request: Any, context: Any) -> Any:
+        names = list(dict.fromkeys(request.hostnames))
+        if not names or not all(names):
+            raise InvalidArgument("name at least one host, with non-empty names",
+                                  field="hostnames")
+        self._check_known(names)
+        infos = [self._admin.end_maintenance(n) for n in names]
+        return maintenance_pb2.EndMaintenanceResponse(hosts=[host_drain_to_pb(i) for i in infos])
+
+    def _check_known(self, names: list[str]) -> None:
         unknown = [n for n in names if not self._admin.host_known(n)]
         if unknown:
             raise NotFound(f"hosts not known to the host manager: {', '.join(unknown)}",
                            field="hostnames")
-        infos = [self._admin.start_maintenance(n, drain) for n in names]
-        return maintenance_pb2.DrainHostsResponse(hosts=[host_drain_to_pb(i) for i in infos])
 
     def ListHostDrains(self, request: Any, context: Any) -> Any:
         infos = [i for i in self._admin.query_hosts()

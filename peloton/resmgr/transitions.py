@@ -3,7 +3,8 @@
 * A status event moves the task's *current* run: RUNNING records the start
   (and settles a task whose launch we had given up on, if it started after
   all), LAUNCHED/STARTING stop the launch timeout, and a terminal state
-  ends tracking and frees the allocation.  Events about other runs are
+  ends tracking and frees the allocation (but LOST for a run not launched yet,
+  `NOT_LAUNCHED`, is dropped: no host had it).  Events about other runs are
   dropped (run-id discipline).
 * A timeout that passed moves the task back if it is still in the state
   the deadline was set for: PLACING -> READY (or PENDING at the end of a
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from peloton.core.errors import InvalidArgument
+from peloton.core.lifecycle.task_transitions import NOT_LAUNCHED
 from peloton.core.model.ids import RunId
 from peloton.core.ports import HostEvent
 from peloton.core.respool.records import TaskRecord
@@ -50,6 +52,8 @@ def apply_event(book: TaskBook, event: HostEvent, now: float,
     if state.terminal:
         if rec.state is S.PENDING:
             return False  # queued again (e.g. preempted before start): the queue keeps it
+        if state is S.LOST and rec.state in NOT_LAUNCHED:
+            return False  # no host had it: a reconciliation's "unknown run" leaves it queued
         book.finish(task_id, state)
         return True
     if event.hostname:

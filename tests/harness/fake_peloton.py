@@ -366,8 +366,12 @@ class FakePeloton(FakeCron, FakeState):
             return host_svc_pb2.StartMaintenanceResponse(hostname=hostname)
 
     def complete_maintenance(self, hostname: str) -> Any:
+        """v0 CompleteMaintenance: as Peloton, only a DOWN host comes back UP."""
         self.record("complete_maintenance", hostname=hostname)
         with self._lock:
+            if self.hosts.get(hostname, host_pb2.HOST_STATE_UP) not in (
+                    host_pb2.HOST_STATE_DOWN, host_pb2.HOST_STATE_UP):
+                raise NotFound("Host is not DOWN")
             self.hosts[hostname] = host_pb2.HOST_STATE_UP
             self.drains.pop(hostname, None)
             return host_svc_pb2.CompleteMaintenanceResponse(hostname=hostname)
@@ -386,6 +390,19 @@ class FakePeloton(FakeCron, FakeState):
                 self.drains[name] = drain
                 out.append(maintenance_pb2.HostDrain(hostname=name, drain=drain))
             return out
+
+
+    def end_maintenance(self, hostnames: Sequence[str]) -> list[Any]:
+        """MaintenanceService.EndMaintenance: every host UP from any state, its drain forgotten."""
+        self.record("end_maintenance", hostnames=list(hostnames))
+        with self._lock:
+            unknown = [h for h in hostnames if h not in self.hosts]
+            if unknown:
+                raise NotFound(f"hosts not known to the host manager: {', '.join(unknown)}")
+            for name in hostnames:
+                self.hosts[name] = host_pb2.HOST_STATE_UP
+                self.drains.pop(name, None)
+            return [maintenance_pb2.HostDrain(hostname=n, state="HOST_STATE_UP") for n in hostnames]
 
 
 def _ranges(ids: Iterable[int]) -> list[Any]:

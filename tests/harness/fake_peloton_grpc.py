@@ -150,6 +150,9 @@ class _Maintenance(maintenance_pb2_grpc.MaintenanceServiceServicer):  # type: ig
     def DrainHosts(self, r: Any, ctx: Any) -> Any:
         return maintenance_pb2.DrainHostsResponse(hosts=self.f.drain_hosts(list(r.hostnames), r.drain))
 
+    def EndMaintenance(self, r: Any, ctx: Any) -> Any:
+        return maintenance_pb2.EndMaintenanceResponse(hosts=self.f.end_maintenance(list(r.hostnames)))
+
 
 class _Cron(cron_pb2_grpc.CronServiceServicer):  # type: ignore[misc]
     def __init__(self, fake: FakePeloton) -> None:

@@ -194,6 +194,7 @@ class FakeState:
 
     def _kill(self, job: FakeJob, instance: int) -> None:
         job.pods[instance].status.state = pod_pb2.POD_STATE_KILLED
+        job.pods[instance].status.desired_state = pod_pb2.POD_STATE_KILLED  # as StopPod: not to run again
         job.pods[instance].status.completion_time = now()
 
     def _workflow(

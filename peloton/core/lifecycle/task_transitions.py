@@ -11,7 +11,8 @@ Two different questions, both tables over `TaskState`:
   task runtime with a new one (Peloton's `cached/task.go validateState`).
   Its core is run-id discipline: a terminal run is left only by starting a
   new run (INITIALIZED with a larger run id), and run ids never decrease,
-  so a late event about an old run can never resurrect it.
+  so a late event about an old run can never resurrect it; and a run never
+  launched (`NOT_LAUNCHED`) cannot be LOST.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ RM_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     S.KILLED: frozenset({S.PENDING}),
     S.DELETED: frozenset(),
 }
+
+#: States of a run no host has been asked to start (the job manager writes LAUNCHED before it
+#: hands a run to the host manager; the resource manager's LAUNCHING may already be on a
+#: host, so it is not here).  No host can have lost such a run: a LOST status about it (a
+#: reconciliation's "no host knows this run") is dropped by the job manager
+#: (`check_runtime_write`) and the resource manager alike, and the run stays queued.
+NOT_LAUNCHED = frozenset({S.INITIALIZED, S.PENDING, S.READY, S.PLACING, S.RESERVED, S.PLACED})
 
 #: States in which a task holds allocation in its pool (admitted, not yet finished).
 ALLOCATED_STATES = frozenset({
@@ -110,6 +118,8 @@ def check_runtime_write(current: TaskRuntime, new: TaskRuntime) -> str | None:
         return None
     if old.terminal:
         return f"{old.value} is terminal; only a new run can leave it"
+    if nxt is S.LOST and old in NOT_LAUNCHED:
+        return f"a {old.value} run was never launched: no host can have lost it"
     if nxt.owner == "host":
         if old.owner in ("host", "resmgr") or old in (S.INITIALIZED, S.LAUNCHED):
             return None

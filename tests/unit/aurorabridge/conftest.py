@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aurorabridge.config import HandlerSettings, RespoolSettings
-from aurorabridge.handlers import handler_table
+from aurorabridge.handlers import handler_table, updates
 from aurorabridge.handlers.context import BridgeContext
 from aurorabridge.http_server import ApiApp, BridgeHttpServer
 from aurorabridge.processor import ThriftProcessor

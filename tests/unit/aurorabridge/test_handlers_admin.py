@@ -13,6 +13,7 @@ from aurorabridge.handlers.context import BridgeContext
 from aurorabridge.respool_loader import RespoolLoader
 from aurorabridge.thrift_api import ALL_METHODS, api
 from peloton.api.gen.peloton.api.v0.host import host_pb2
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2 as mpb
 from peloton.core.errors import AlreadyExists, Unavailable
 from tests.harness.fake_peloton import FakePeloton
@@ -106,6 +107,13 @@ def test_maintenance_maps_onto_peloton_host_states(call: Call, fake: FakePeloton
         ("host-2", M.DRAINED),
     ]
     assert modes("endMaintenance", "host-1", "host-2") == [("host-1", M.NONE), ("host-2", M.NONE)]
+    # Every mode: DRAINING and DRAINED go through EndMaintenance (v0 CompleteMaintenance would
+    # refuse a host still draining); SCHEDULED only loses its mark; NONE stays NONE.
+    assert fake.calls_of("end_maintenance")[-1]["hostnames"] == ["host-1", "host-2"]
+    assert not fake.calls_of("complete_maintenance")
+    assert modes("startMaintenance", "host-1") == [("host-1", M.SCHEDULED)]
+    assert modes("endMaintenance", "host-1", "host-2") == [("host-1", M.NONE), ("host-2", M.NONE)]
+    assert len(fake.calls_of("end_maintenance")) == 1  # nothing under maintenance in Peloton
     bad = call("drainHosts", hosts=api.Hosts(hostNames=["host-1", "ghost"]))
     assert bad.responseCode == INVALID and "ghost" in messages(bad)
     assert call("drainHosts", hosts=api.Hosts(hostNames=[])).responseCode == INVALID
@@ -245,3 +253,16 @@ def test_task_reconciliation_triggers_reach_the_host_backends(call: Call, fake: 
     assert bad.responseCode == api.ResponseCode.INVALID_REQUEST
     assert "batchSize" in bad.details[0].message or "Batch size" in bad.details[0].message
     assert len(fake.calls_of("reconcile_tasks")) == 3
+
+
+def test_explicit_reconciliation_asks_only_about_launched_tasks(call: Call, fake: FakePeloton) -> None:
+    """A task never launched (PENDING, placed, reserved) is on no host: asking about it would
+    come back "unknown run" and mark it LOST; only launched ones are sent."""
+    assert call("createJob", description=b.job_configuration(b.task_config(), 4)).responseCode == 1
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    fake.set_pod(job_id, 0, pod_pb2.POD_STATE_PENDING)
+    fake.set_pod(job_id, 1, pod_pb2.POD_STATE_PLACED)
+    fake.set_pod(job_id, 2, pod_pb2.POD_STATE_LAUNCHED)
+    settings = api.ExplicitReconciliationSettings(batchSize=10)
+    assert call("triggerExplicitTaskReconciliation", settings=settings).responseCode == api.ResponseCode.OK
+    assert [c["run_ids"] for c in fake.calls_of("reconcile_tasks")] == [[f"{job_id}-2-1", f"{job_id}-3-1"]]

@@ -78,22 +78,24 @@ def test_task_query_filters(call: Call, fake: FakePeloton) -> None:
     job_id = fake.job_by_name("www/devel/hello").job_id
     fake.set_pod(job_id, 3, pod_pb2.POD_STATE_PENDING, message="0 of 2 hosts fit: 2 insufficient memory")
     fake.set_pod(job_id, 2, pod_pb2.POD_STATE_FAILED)
-    assert [t.assignedTask.instanceId for t in tasks(call, jobKeys=[key.job])] == [0, 1, 2, 3]
+    # The failed service instance is rescheduled: as in Aurora, its next task is listed PENDING.
+    assert [t.assignedTask.instanceId for t in tasks(call, jobKeys=[key.job])] == [0, 1, 2, 2, 3]
     assert [
         t.assignedTask.instanceId for t in tasks(call, role="www", statuses=[api.ScheduleStatus.PENDING])
-    ] == [3]
+    ] == [2, 3]
     assert [
         t.assignedTask.instanceId
         for t in tasks(call, role="www", environment="devel", jobName="hello", instanceIds=[0, 2])
-    ] == [0, 2]
+    ] == [0, 2, 2]
     task_id = f"{job_id}-1-1"
     assert [t.assignedTask.taskId for t in tasks(call, taskIds=[task_id])] == [task_id]
     assert tasks(call, slaveHosts=["elsewhere"]) == []
     assert [t.assignedTask.instanceId for t in tasks(call, jobKeys=[key.job], offset=1, limit=2)] == [1, 2]
     assert tasks(call, jobKeys=[api.JobKey(role="www", environment="devel", name="missing")]) == []
     reasons = call("getPendingReason", query=api.TaskQuery(role="www")).result.getPendingReasonResult.reasons
-    assert [(r.taskId, r.reason) for r in reasons] == [
-        (f"{job_id}-3-1", "0 of 2 hosts fit: 2 insufficient memory")
+    assert sorted((r.taskId, r.reason) for r in reasons) == [
+        (f"{job_id}-2-2", "Waiting to be placed"),
+        (f"{job_id}-3-1", "0 of 2 hosts fit: 2 insufficient memory"),
     ]
     bad = call("getPendingReason", query=api.TaskQuery(role="www", statuses=[api.ScheduleStatus.RUNNING]))
     assert bad.responseCode == INVALID and "statuses" in messages(bad)
@@ -192,7 +194,7 @@ def test_peloton_errors_map_to_response_codes(call: Call, fake: FakePeloton) -> 
 
 def test_earlier_runs_are_listed_when_pod_runs_depth_allows(fake: FakePeloton) -> None:
     from aurorabridge.config import HandlerSettings, RespoolSettings
-    from aurorabridge.handlers import handler_table
+    from aurorabridge.handlers import handler_table, updates
     from aurorabridge.handlers.context import BridgeContext
     from aurorabridge.respool_loader import RespoolLoader
     from aurorabridge.thrift_api import args_class

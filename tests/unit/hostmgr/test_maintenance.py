@@ -13,18 +13,11 @@ from peloton.core.model.sla_policy import DrainMode, DrainRequest, PercentageSla
 from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.app import HostManager
 from peloton.hostmgr.config import HostManagerConfig
-from peloton.hostmgr.maintenance import RULES, HostAction
 from peloton.storage import Store, StoreOptions, open_store
 from tests.harness.fake_host_backend import FakeBackend
 from tests.unit.hostmgr.conftest import CONFIG, connect, reservation, rid, spec
 
 H = HostState
-
-
-def test_every_goal_and_state_pair_has_an_action() -> None:
-    for goal in (H.UP, H.DOWN):
-        for state in (H.UP, H.DRAINING, H.DRAINED, H.DOWN):
-            assert isinstance(RULES[goal][state], HostAction)
 
 
 def test_drain_moves_runs_off_then_goes_down_and_comes_back_up(
@@ -77,6 +70,39 @@ def test_maintenance_errors_and_idempotence(hm: HostManager) -> None:
     assert hm.start_maintenance("h1").state is H.DRAINING  # again: unchanged
     with pytest.raises(FailedPrecondition, match="DRAINING, not DOWN"):
         hm.complete_maintenance("h1")
+
+
+def test_ending_maintenance_mid_drain_stops_the_drain_and_keeps_the_runs(
+        hm: HostManager, backend: FakeBackend, store: Store) -> None:
+    """Aurora's endMaintenance: from DRAINING (and every other state) the host is UP again at
+    once; its runs not moved yet stay, none is listed for moving, and it is offered again."""
+    hm.launch("h1", [spec(0), spec(1)])
+    backend.report(rid(0), TaskState.RUNNING)
+    hm.start_maintenance("h1", SLA)
+    hm.settle()
+    assert hm.host_states()["h1"] is H.DRAINING and len(hm.draining_runs()) == 2
+    with pytest.raises(FailedPrecondition):  # Peloton's CompleteMaintenance still needs DOWN
+        hm.complete_maintenance("h1")
+    info = hm.end_maintenance("h1")
+    assert (info.state, info.goal_state, info.drain) == (H.UP, H.UP, None)
+    stored = store.get_host("h1")
+    assert (stored.state, stored.goal_state, stored.drain) == (H.UP, H.UP, None)
+    hm.settle()
+    assert hm.host_states()["h1"] is H.UP and hm.draining_runs() == [] and hm.drain_requests() == {}
+    assert set(hm.registry.hosts["h1"].runs) == {rid(0), rid(1)}  # nothing was stopped
+    assert not backend.killed
+    assert hm.launch("h1", [spec(2)]) == []  # takes new runs again
+    lease = hm.acquire_hosts()
+    assert "h1" in {o.hostname for o in lease.offers}
+    hm.release_lease(lease.lease_id)
+    assert hm.end_maintenance("h1") == info  # idempotent
+    # From DOWN too (and SCHEDULED/NONE are UP to the host manager).
+    hm.start_maintenance("h2")
+    hm.settle()
+    assert hm.host_states()["h2"] is H.DOWN
+    assert hm.end_maintenance("h2").state is H.UP
+    with pytest.raises(NotFound):
+        hm.end_maintenance("nope")
 
 
 def test_maintenance_survives_a_restart(store_url: str, clock: FakeClock) -> None:
