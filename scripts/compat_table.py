@@ -32,6 +32,9 @@ GRPC_SERVICERS: dict[str, str] = {
     "peloton.api.v1alpha.pod.svc.PodService": "peloton.jobmgr.servicers.v1_pods:PodServicer",
     "peloton.api.v1alpha.watch.svc.WatchService": "peloton.jobmgr.servicers.watch:WatchServicer",
     "peloton.api.v1alpha.admin.svc.AdminService": "peloton.jobmgr.servicers.admin:AdminServicer",
+    "peloton.api.v0.volume.svc.VolumeService": "peloton.jobmgr.servicers.volumes:VolumeServicer",
+    "peloton.api.v1alpha.volume.svc.VolumeService":
+        "peloton.jobmgr.servicers.volumes:V1VolumeServicer",
 }
 
 

@@ -32,6 +32,7 @@ from peloton.agent.service import SERVICE_NAME, AgentServicer, CallTokenIntercep
 from peloton.agent.slack import SlackEstimator
 from peloton.agent.uidlocks import UidLockDir, machine_dir
 from peloton.agent.uidpool import UidClaims, Unshared
+from peloton.agent.volumes import Volumes, volumes_root
 from peloton.agent.watch import Watcher
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import GrpcServer
@@ -100,7 +101,8 @@ class AgentApp:
                                  spawner=self.spawner, reporter=self.reporter, fifo=self.fifo,
                                  enforce_fd_limit=config.enforce_fd_limit,
                                  orphan_secs=config.orphan_secs, identities=self.identities,
-                                 uid_claims=claims)
+                                 uid_claims=claims,
+                                 volumes=Volumes(volumes_root(work, self.sandboxes.root)))
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
         self.files = FileServer(self.sandboxes, self.caps, config.host, config.files_port,

@@ -35,7 +35,8 @@ from peloton.agent.model import RunSpec, Update, stable_uuid
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes, SupervisorRecord
 from peloton.agent.uidpool import UidClaims, Unshared
-from peloton.core.errors import PelotonError
+from peloton.agent.volumes import Volumes
+from peloton.core.errors import FailedPrecondition, PelotonError
 from peloton.core.model.ids import RunId
 from peloton.core.states import HealthState, TaskState
 
@@ -63,8 +64,11 @@ class Executor:
                  reporter: StatusReporter, fifo: Path, wall: Callable[[], float] = time.time,
                  enforce_fd_limit: bool = False, orphan_secs: float = 0.0,
                  identities: IdentityPolicy | None = None,
-                 uid_claims: UidClaims | None = None) -> None:
+                 uid_claims: UidClaims | None = None,
+                 volumes: Volumes | None = None) -> None:
         self.sandboxes = sandboxes
+        #: Persistent volumes (volumes.py); None: a run asking for one fails to launch.
+        self.volumes = volumes
         #: Machine-wide claims on dynamic uids (app.py wires the lock files; default: an
         #: agent alone on its machine).
         self.uid_claims: UidClaims = uid_claims or Unshared()
@@ -102,6 +106,7 @@ class Executor:
                     continue
                 try:
                     spec = self._with_identity(spec, in_use)
+                    self._attach_volume(spec)
                     requests.append(self._request(spec))
                 except PelotonError as exc:
                     self._fail_launch(spec, str(exc))
@@ -123,6 +128,31 @@ class Executor:
                               f"launched ({self.isolation.describe(enforced_memory_mb(spec.mem_mb))}"
                               f"{who})")
         return duplicates
+
+    def _attach_volume(self, spec: RunSpec) -> None:
+        """Create (first run) and link a run's persistent volume into its sandbox."""
+        if spec.volume is None:
+            return
+        if self.volumes is None:
+            raise FailedPrecondition("this agent keeps no persistent volumes", field="volume")
+        try:
+            self.volumes.attach(spec, self.sandboxes.path(spec.run_id))
+        except OSError as exc:
+            raise FailedPrecondition(f"persistent volume {spec.volume.volume_id}: {exc}",
+                                     field="volume") from exc
+
+    def destroy_volumes(self, volume_ids: Sequence[str]) -> list[str]:
+        """Remove volumes no live run uses; returns those kept because one does."""
+        if self.volumes is None:
+            return []
+        with self._lock:
+            used = {r.spec.volume.volume_id for r in self.runs.values()
+                    if r.spec is not None and r.spec.volume is not None and not r.state.terminal}
+        kept = [v for v in volume_ids if v in used]
+        for volume_id in volume_ids:
+            if volume_id not in used:
+                self.volumes.destroy(volume_id)
+        return kept
 
     def _valid(self, spec: RunSpec) -> bool:
         try:

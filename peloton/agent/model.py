@@ -46,6 +46,17 @@ class PortBinding:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeMount:
+    """A run's persistent volume (volumes.py): which one, where in the sandbox, how big, and
+    whether an earlier run created it here (then it must exist)."""
+
+    volume_id: str
+    container_path: str
+    size_mb: float
+    created: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RunSpec:
     """One run as the agent executes it."""
 
@@ -67,6 +78,9 @@ class RunSpec:
     groups: tuple[int, ...] = ()
     run_as: str = ""
     home: str = ""
+    #: The run's persistent volume, linked into its sandbox at launch (not kept in run.json:
+    #: an adopted run already has its link).
+    volume: VolumeMount | None = None
 
     @property
     def dynamic_uid(self) -> bool:

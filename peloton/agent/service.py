@@ -110,6 +110,12 @@ class AgentServicer:
         return pb.ListSandboxResponse(capability=cap, entries=[
             pb.SandboxEntry(name=n, size=s, is_dir=d, mtime=m) for n, s, d, m in entries])
 
+    def DestroyVolumes(self, request: pb.DestroyVolumesRequest,
+                       context: grpc.ServicerContext) -> pb.DestroyVolumesResponse:
+        """Remove persistent volumes; idempotent, keeps (and names) those a live run uses."""
+        kept = _mapped(context, lambda: self.executor.destroy_volumes(list(request.volume_ids)))
+        return pb.DestroyVolumesResponse(in_use=kept)
+
     def ReadSandboxFile(self, request: pb.ReadSandboxFileRequest,
                         context: grpc.ServicerContext) -> pb.ReadSandboxFileResponse:
         """A slice of a sandbox file (stdout, stderr, anything the task wrote)."""

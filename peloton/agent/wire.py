@@ -6,7 +6,7 @@ The host manager side has its own converters (hostmgr/backends/local_wire.py).
 
 from __future__ import annotations
 
-from peloton.agent.model import PortBinding, RunSpec, Update
+from peloton.agent.model import PortBinding, RunSpec, Update, VolumeMount
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.core.model.task import CommandSpec, HealthCheckSpec, HealthCheckType
 from peloton.core.states import HealthState, TaskState
@@ -54,4 +54,7 @@ def run_spec_from_pb(msg: pb.TaskLaunch) -> RunSpec:
         cpu=msg.resources.cpu, mem_mb=msg.resources.mem_mb,
         ports=tuple(PortBinding(p.name, p.port, p.env_name) for p in msg.ports),
         health_check=check, kill_grace_secs=msg.kill_grace_secs, fd_limit=msg.fd_limit,
-        revocable=msg.revocable)
+        revocable=msg.revocable,
+        volume=(VolumeMount(msg.volume.volume_id, msg.volume.container_path,
+                            msg.volume.size_mb, msg.volume.created)
+                if msg.HasField("volume") else None))

@@ -63,6 +63,12 @@ def added_instances(count: int) -> str:
     return f"added {count} instances"
 
 
+# -- VolumeService (pkg/jobmgr/volumesvc/handler.go, before Peloton deleted it) ----------------
+VOLUME_NOT_FOUND = "volume not found"
+VOLUME_IN_USE = "volume is being used"
+VOLUME_UPDATE_FAILED = "failed to update volume goalstate"
+
+
 # -- v0 TaskManager (pkg/jobmgr/tasksvc/handler.go) -------------------------------------------
 TASK_NOT_IN_CACHE = "Task not found in cache"
 TASKS_NOT_FOUND = "tasks not found"

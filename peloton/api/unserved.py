@@ -15,10 +15,8 @@ from typing import Any
 from peloton.api.gen.peloton.api.v0.job.svc import job_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v0.respool.svc import respool_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v0.task.svc import task_svc_pb2_grpc
-from peloton.api.gen.peloton.api.v0.volume.svc import volume_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.host.svc import host_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.respool.svc import respool_svc_pb2_grpc as v1_respool
-from peloton.api.gen.peloton.api.v1alpha.volume.svc import volume_svc_pb2_grpc as v1_volume
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.service_registry import register
 
@@ -27,11 +25,8 @@ UNSERVED: tuple[tuple[Callable[[Any, Any], None], type], ...] = (
     (task_svc_pb2_grpc.add_TaskServiceServicer_to_server, task_svc_pb2_grpc.TaskServiceServicer),
     (respool_svc_pb2_grpc.add_ResourcePoolServiceServicer_to_server,
      respool_svc_pb2_grpc.ResourcePoolServiceServicer),
-    (volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
-     volume_svc_pb2_grpc.VolumeServiceServicer),
     (host_svc_pb2_grpc.add_HostServiceServicer_to_server, host_svc_pb2_grpc.HostServiceServicer),
     (v1_respool.add_ResourcePoolServiceServicer_to_server, v1_respool.ResourcePoolServiceServicer),
-    (v1_volume.add_VolumeServiceServicer_to_server, v1_volume.VolumeServiceServicer),
 )
 
 

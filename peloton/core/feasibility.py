@@ -109,7 +109,7 @@ def admission_need(spec: JobSpec) -> Resources:
                                minimum_running_instances=spec.sla.minimum_running_instances):
         need = Resources()
         for inst in gang:
-            need = need + spec.task_spec(inst).resources
+            need = need + spec.task_spec(inst).footprint
         best = best.max(need)
         if len(gang) == 1 and not spec.instance_tasks:
             break  # every other gang is the same single default task
@@ -151,7 +151,7 @@ def never_fits(task: TaskSpec, hosts: Sequence[HostShape]) -> Infeasible | None:
     up = [h for h in hosts if h.up]
     if not up:
         return None
-    res = task.resources
+    res = task.footprint
     constraint = task.constraint
     names_exclusive = names_host_label_key(constraint, EXCLUSIVE_ATTRIBUTE)
     matching: list[HostShape] = []

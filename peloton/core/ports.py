@@ -168,6 +168,10 @@ class HostManagerPort(Protocol):
         """Stop runs wherever they are (SIGTERM, SIGKILL after the grace).  Idempotent;
         each known run ends with a KILLED event."""
 
+    def destroy_volumes(self, hostname: str, volume_ids: Sequence[str]) -> list[str]:
+        """Remove persistent volumes from a host (idempotent).  Returns those kept because a
+        live run there still uses them; Unavailable when the host cannot be asked now."""
+
     def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
         """After a restart: runs the job manager knows were launched on `hostname` hold
         their resources again (so the host is not offered twice).  Idempotent."""

@@ -26,7 +26,7 @@ from peloton.api.grpc_server import ServiceHost
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.loop import Loop
 from peloton.common.metrics import Metrics
-from peloton.core.errors import NotFound
+from peloton.core.errors import NotFound, Unavailable
 from peloton.core.feasibility import HostShape
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
@@ -34,7 +34,7 @@ from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, 
 from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.ports import HostSummary
 from peloton.core.states import HostState
-from peloton.hostmgr.backends.base import CordoningBackend, HostBackend
+from peloton.hostmgr.backends.base import CordoningBackend, HostBackend, VolumeBackend
 from peloton.hostmgr.config import HostManagerConfig
 from peloton.hostmgr.events import ConsumerStream, EventLog, Offered
 from peloton.hostmgr.intake import Intake
@@ -201,6 +201,18 @@ class HostManager:
     def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
         """Stop runs wherever they are; idempotent."""
         self.router.kill(run_ids, grace_secs)
+
+    def destroy_volumes(self, hostname: str, volume_ids: Sequence[str]) -> list[str]:
+        """Remove persistent volumes from a host; returns those a live run still uses.  A
+        backend that keeps no volumes has none to remove; a host that is not registered
+        now is Unavailable (ask again once it is back)."""
+        if not isinstance(self.backend, VolumeBackend) or not volume_ids:
+            return []
+        try:
+            return self.backend.destroy_volumes(hostname, volume_ids)
+        except NotFound as exc:
+            raise Unavailable(f"host {hostname!r} is not registered: {exc}",
+                              field="hostname") from None
 
     def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
         """Book runs already running on `hostname` (the job manager's recovery), so their

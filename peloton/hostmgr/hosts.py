@@ -40,7 +40,7 @@ class Claim:
         labels = spec.spec.labels
         if reserved is not None and reserved.labels:
             labels = tuple(dict.fromkeys((*reserved.labels, *labels)))
-        return Claim(spec.spec.resources, spec.spec.revocable,
+        return Claim(spec.spec.footprint, spec.spec.revocable,
                      tuple(port for _, port in spec.ports), labels)
 
 

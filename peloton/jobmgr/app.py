@@ -24,9 +24,13 @@ import logging
 from peloton.api.gen.peloton.api.v0.job import job_pb2_grpc
 from peloton.api.gen.peloton.api.v0.task import task_pb2_grpc
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2_grpc
+from peloton.api.gen.peloton.api.v0.volume.svc import volume_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.admin.svc import admin_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2_grpc
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2_grpc
+from peloton.api.gen.peloton.api.v1alpha.volume.svc import (
+    volume_svc_pb2_grpc as v1_volume_svc_pb2_grpc,
+)
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.gen.pelotonpy.api.cron import cron_pb2_grpc
 from peloton.api.gen.pelotonpy.api.update import update_pb2_grpc
@@ -61,10 +65,12 @@ from peloton.jobmgr.servicers.v0_tasks import TaskManagerServicer
 from peloton.jobmgr.servicers.v0_updates import UpdateServicer
 from peloton.jobmgr.servicers.v1_jobs import JobServicer
 from peloton.jobmgr.servicers.v1_pods import PodServicer
+from peloton.jobmgr.servicers.volumes import V1VolumeServicer, VolumeOps, VolumeServicer
 from peloton.jobmgr.servicers.watch import WatchPublisher, WatchServicer
 from peloton.jobmgr.sla import DeadlineTracker
 from peloton.jobmgr.status_events import StatusEvents
 from peloton.jobmgr.tasks import TaskOps
+from peloton.jobmgr.volumes import VolumeKeeper
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import GroupCommitter, Store
 
@@ -104,8 +110,10 @@ class JobManager:
         # Orphan runs (of no known task) are killed whatever the Kill lock says.
         self.events = StatusEvents(self.cache, raw_hostmgr.subscribe("jobmgr"), raw_hostmgr,
                                    self.queue, config)
+        self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
-                                            self.lifecycle, events_behind=self.events.behind)
+                                            self.lifecycle, events_behind=self.events.behind,
+                                            volumes=self.volumes)
         self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)
@@ -119,7 +127,7 @@ class JobManager:
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
             FunctionComponent("recovery", self._recover),
             self.engines, self.events, self.placement, self.evictor, self.daemons,
-            self.deadlines, self.resync, self.cron,
+            self.deadlines, self.resync, self.cron, self.volumes,
         ], name="jobmgr")
         if grpc is not None:
             self.register(grpc)
@@ -156,6 +164,11 @@ class JobManager:
                               self.cron.now_ms), hook=hook)
         register(grpc, update_pb2_grpc.add_WorkflowOptionsServiceServicer_to_server,
                  WorkflowOptionsServicer(workflows, self.clock), hook=hook)
+        volumes = VolumeOps(store, cache, self.volumes)
+        register(grpc, volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
+                 VolumeServicer(volumes), hook=hook)
+        register(grpc, v1_volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
+                 V1VolumeServicer(volumes), hook=hook)
 
     def _recover(self) -> None:
         self.recovery.recover()

@@ -41,6 +41,7 @@ from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.lifecycle_lock import LifecycleGate
+from peloton.jobmgr.volumes import VolumeKeeper
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -68,8 +69,11 @@ class PlacementProcessor:
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  clock: Clock, config: JobManagerConfig,
                  gate: LifecycleGate | None = None,
-                 events_behind: Callable[[], bool] = lambda: False) -> None:
+                 events_behind: Callable[[], bool] = lambda: False,
+                 volumes: VolumeKeeper | None = None) -> None:
         self.cache = cache
+        #: Which persistent volume a stateful run uses (None: launched without one).
+        self.volumes = volumes
         #: AdminService's Launch lock: while it is on, no placement is taken.
         self.gate = gate
         self.events_behind = events_behind
@@ -120,9 +124,14 @@ class PlacementProcessor:
             for inst, rt in launched.items():
                 placement, _ = items[inst]
                 spec = job.task_spec(inst, rt.config_version)
+                volume, created = "", False
+                if spec.volume is not None and self.volumes is not None:
+                    volume, created = self.volumes.for_launch(job_id, inst, rt.run_id,
+                                                              placement.hostname, spec)
                 per_host[placement.hostname].append(
                     LaunchSpec(run_id=str(RunId(job_id, inst, rt.run_id)), spec=spec,
-                               ports=rt.ports, pool=job.spec.respool_id))
+                               ports=rt.ports, pool=job.spec.respool_id, volume_id=volume,
+                               volume_created=created))
         if stale:
             self.resmgr.kill_tasks(stale)
         count = 0

@@ -43,7 +43,7 @@ class NeedsCache:
         hit = self._by_spec.get(key)
         if hit is not None and hit[0] is spec:
             return hit[1]
-        needs = PlacementNeeds(resources=spec.resources, ports=spec.dynamic_port_count,
+        needs = PlacementNeeds(resources=spec.footprint, ports=spec.dynamic_port_count,
                                revocable=spec.revocable, constraint=spec.constraint,
                                strategy=strategy)
         if len(self._by_spec) > 50_000:

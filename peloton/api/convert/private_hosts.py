@@ -180,7 +180,8 @@ def launches_to_pb(tasks: Sequence[LaunchSpec]) -> tuple[list[pb.TaskSpec], list
     """Launches -> (spec table, launch messages)."""
     table = SpecTable()
     out = [pb.LaunchSpec(run_id=t.run_id, spec=table.ref(t.spec), pool=t.pool,
-                         ports=[pb.NamedPort(name=n, port=p) for n, p in t.ports]) for t in tasks]
+                         ports=[pb.NamedPort(name=n, port=p) for n, p in t.ports],
+                         volume_id=t.volume_id, volume_created=t.volume_created) for t in tasks]
     return table.messages, out
 
 
@@ -194,7 +195,8 @@ def launches_from_pb(specs: Sequence[pb.TaskSpec],
             raise InvalidArgument(f"run {t.run_id}: spec index {t.spec} outside a table of "
                                   f"{len(decoded)}", field="spec")
         out.append(LaunchSpec(t.run_id, decoded[t.spec], tuple((p.name, p.port) for p in t.ports),
-                              pool=t.pool))
+                              pool=t.pool, volume_id=t.volume_id,
+                              volume_created=t.volume_created))
     return out
 
 

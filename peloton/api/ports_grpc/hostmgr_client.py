@@ -90,6 +90,12 @@ class GrpcHostManager:
         self.channel.call("Kill", pb.KillRequest(run_ids=list(run_ids), grace_secs=grace_secs),
                           pb.KillResponse)
 
+    def destroy_volumes(self, hostname: str, volume_ids: Sequence[str]) -> list[str]:
+        """Remove persistent volumes from a host; returns those still in use."""
+        reply = self.channel.call("DestroyVolumes", pb.DestroyVolumesRequest(
+            hostname=hostname, volume_ids=list(volume_ids)), pb.DestroyVolumesResponse)
+        return list(reply.in_use)
+
     def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
         """Runs known to be on `hostname` hold their resources again."""
         specs, launches = launches_to_pb(tasks)

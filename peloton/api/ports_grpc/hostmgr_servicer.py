@@ -81,6 +81,11 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
         self.port.kill(list(request.run_ids), request.grace_secs)
         return pb.KillResponse()
 
+    def DestroyVolumes(self, request: pb.DestroyVolumesRequest,
+                       context: Any) -> pb.DestroyVolumesResponse:
+        kept = self.port.destroy_volumes(request.hostname, list(request.volume_ids))
+        return pb.DestroyVolumesResponse(in_use=kept)
+
     def Adopt(self, request: pb.AdoptRequest, context: Any) -> pb.AdoptResponse:
         self.port.adopt(request.hostname, launches_from_pb(request.specs, request.tasks))
         return pb.AdoptResponse()

@@ -28,6 +28,10 @@ class LaunchSpec:
     spec: TaskSpec
     ports: tuple[tuple[str, int], ...] = ()
     pool: str = ""
+    #: The persistent volume of a stateful run (empty without one), and whether an earlier
+    #: run already created it on this host (then a host without it has lost it).
+    volume_id: str = ""
+    volume_created: bool = False
 
 
 @dataclass(frozen=True, slots=True)

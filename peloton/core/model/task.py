@@ -116,6 +116,14 @@ class TaskSpec:
         return self.volume is not None
 
     @property
+    def footprint(self) -> Resources:
+        """What the task holds on its host and in its pool: its resources, plus its
+        persistent volume's size as disk (the volume is disk the host must have free)."""
+        if self.volume is None:
+            return self.resources
+        return self.resources + Resources(disk_mb=self.volume.size_mb)
+
+    @property
     def dynamic_port_count(self) -> int:
         """Ports the host must pick for this task."""
         return sum(1 for p in self.ports if p.dynamic)

@@ -134,3 +134,16 @@ class CordoningBackend(Protocol):
 
     def cordon(self, hostname: str, unschedulable: bool) -> None:
         """Mark the host (un)schedulable for everyone; failures are logged, not raised."""
+
+
+@runtime_checkable
+class VolumeBackend(Protocol):
+    """A backend whose hosts keep persistent volumes of stateful runs on their own disks
+    (our agents: peloton/agent/volumes.py), created with a run's launch
+    (`LaunchSpec.volume_id`).  The host manager asks it to remove them when the job
+    manager says so; a backend without volumes has nothing to remove."""
+
+    def destroy_volumes(self, hostname: str, volume_ids: Sequence[str]) -> list[str]:
+        """Remove volumes from a host; idempotent (an absent one counts as removed).
+        Returns the ones kept because a live run there still uses them.  NotFound for a
+        host not registered now, Unavailable for one that cannot be reached."""

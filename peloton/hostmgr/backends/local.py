@@ -266,6 +266,13 @@ class LocalBackend:
         assert isinstance(reply, pb.ReadSandboxFileResponse)
         return bytes(reply.data)
 
+    def destroy_volumes(self, hostname: str, volume_ids: Sequence[str]) -> list[str]:
+        """Remove persistent volumes from an agent; returns those a live run there still uses."""
+        reply = self._call(hostname, "DestroyVolumes",
+                           pb.DestroyVolumesRequest(volume_ids=list(volume_ids)))
+        assert isinstance(reply, pb.DestroyVolumesResponse)
+        return list(reply.in_use)
+
     # -- background ---------------------------------------------------------------
     def _reconcile(self, run_ids: list[str]) -> None:
         wait = self._started_at + self.reregister_grace_secs - self._clock()

@@ -86,4 +86,8 @@ def launch_to_pb(task: LaunchSpec) -> pb.TaskLaunch:
         revocable=spec.revocable)
     if spec.health_check is not None and spec.health_check.enabled:
         msg.health_check.CopyFrom(_health_check_to_pb(spec.health_check))
+    if spec.volume is not None and task.volume_id:
+        msg.volume.CopyFrom(pb.PersistentVolume(
+            volume_id=task.volume_id, container_path=spec.volume.container_path,
+            size_mb=spec.volume.size_mb, created=task.volume_created))
     return msg
