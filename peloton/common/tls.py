@@ -58,14 +58,3 @@ class TlsFiles:
         ctx = ssl.create_default_context(cafile=str(self.ca) if self.ca is not None else None)
         ctx.load_cert_chain(str(self.cert), str(self.key))
         return ctx
-
-
-def peer_common_name(cert: dict[str, object] | None) -> str:
-    """The subject common name of a verified peer certificate (`ssl.getpeercert()`), or ""."""
-    if not cert:
-        return ""
-    for rdn in cert.get("subject", ()):  # type: ignore[attr-defined]
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return ""
