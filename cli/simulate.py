@@ -156,8 +156,12 @@ def run(trace: str, cluster_path: str, pools_path: str, whatif_path: str | None,
           --what-if more-batch.yaml --out report/
     """
     from peloton.simulation.engine import load_simulator, run_scenario
+    from peloton.simulation.plots import require_matplotlib
     from peloton.simulation.report_files import render_report, write_report
 
+    plots = bool(out_dir) and not no_plots
+    if plots:
+        require_matplotlib()  # before the simulation, which may run for minutes
     baseline, whatif = _plan((trace, cluster_path, pools_path, whatif_path),
                              _plan_options(seed, sample_interval, horizon))
     simulator = load_simulator(engine)
@@ -169,7 +173,7 @@ def run(trace: str, cluster_path: str, pools_path: str, whatif_path: str | None,
                    f"({stats.speedup:,.0f}x real time; {time.monotonic() - started:.1f}s with "
                    "checking)", err=True)
         results.append(result)
-    rendered = render_report(results, buckets=buckets, plots=bool(out_dir) and not no_plots)
+    rendered = render_report(results, buckets=buckets, plots=plots)
     if out_dir:
         for path in write_report(out_dir, rendered):
             click.echo(f"wrote {path}", err=True)

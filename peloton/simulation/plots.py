@@ -191,13 +191,19 @@ FIGURES = {"pools-cpu.png": pools_cpu, "pending.png": pending, "utilisation.png"
            "waits.png": waits}
 
 
+def require_matplotlib() -> None:
+    """Raise PlotsUnavailable unless matplotlib can be imported (the CLI asks before a long
+    simulation, not after it)."""
+    try:
+        import matplotlib  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise PlotsUnavailable(MISSING_MATPLOTLIB) from None
+
+
 def render_plots(runs: Sequence[SimulationResult]) -> dict[str, bytes]:
     """Every figure of the report for `runs` (the baseline first), as PNG bytes by file name.
 
     Raises PlotsUnavailable without matplotlib.
     """
-    try:
-        import matplotlib  # noqa: F401 - only whether it is there
-    except ImportError:
-        raise PlotsUnavailable(MISSING_MATPLOTLIB) from None
+    require_matplotlib()
     return {name: draw(runs) for name, draw in FIGURES.items()}

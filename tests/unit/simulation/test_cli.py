@@ -177,6 +177,7 @@ def test_run_without_matplotlib_says_how_to_get_the_plots(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     code, _, err = invoke("simulate", *INPUTS, "--engine", "scripted", "--out", str(tmp_path / "r"))
     assert code == 1 and MISSING_MATPLOTLIB in err
+    assert "simulated" not in err  # refused before the simulation ran, not after
     code, _, err = invoke("simulate", *INPUTS, "--engine", "scripted", "--out", str(tmp_path / "r"),
                           "--no-plots")
     assert code == 0, err
