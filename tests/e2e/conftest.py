@@ -79,6 +79,21 @@ def write_job(base: Path, name: str, command: str, *, count: int = 1, cpu: float
     return path
 
 
+def host_label(key: str, value: str) -> str:
+    """`extra` for write_job: a defaultconfig constraint that the host carries label
+    `key=value` (LABEL, HOST kind, EQUAL, requirement 1)."""
+    return f"""  constraint:
+    type: 1
+    labelconstraint:
+      kind: 2
+      condition: 2
+      requirement: 1
+      label:
+        key: {key}
+        value: "{value}"
+"""
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[UpCluster]:
     """A one-agent cluster with 2 cpus, 4 GB memory."""

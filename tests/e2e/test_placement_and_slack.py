@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from peloton.api.gen.peloton.api.v0.task import task_pb2
-from tests.e2e.conftest import write_job, write_pool
+from tests.e2e.conftest import host_label, write_job, write_pool
 from tests.e2e.test_batch_jobs import create
 from tests.harness.cluster import UpCluster, eventually
 
@@ -52,19 +52,6 @@ def running_hosts(up: UpCluster, job_id: str, count: int) -> list[str]:
     return found
 
 
-def on_host(name: str) -> str:
-    """A defaultconfig constraint: the host label `hostname` equals `name`."""
-    return f"""  constraint:
-    type: 1
-    labelconstraint:
-      kind: 2
-      condition: 2
-      requirement: 1
-      label:
-        key: hostname
-        value: {name}
-"""
-
 
 def test_spread_job_runs_one_task_per_host(up: UpCluster, tmp_path: Path) -> None:
     job = write_job(tmp_path, "spread", "sleep 300", count=3, cpu=0.1, mem=16,
@@ -77,7 +64,7 @@ def test_spread_job_runs_one_task_per_host(up: UpCluster, tmp_path: Path) -> Non
 
 def test_a_constraint_on_hostname_picks_that_host(up: UpCluster, tmp_path: Path) -> None:
     job = write_job(tmp_path, "pinned", "sleep 300", count=2, cpu=0.1, mem=16,
-                    extra=on_host("localhost-2"))
+                    extra=host_label("hostname", "localhost-2"))
     job_id = create(up, "/e2e", job)
     assert running_hosts(up, job_id, 2) == ["localhost-2", "localhost-2"]
     up.cli("job", "stop", job_id)
@@ -87,9 +74,9 @@ def test_revocable_batch_and_service_share_a_host_on_slack(up: UpCluster,
                                                            tmp_path: Path) -> None:
     # The pool's regular cpu (1) is taken by a regular job first.
     regular = create(up, "/e2e", write_job(tmp_path, "regular", "sleep 300", count=1, cpu=1,
-                                           mem=16, extra=on_host("localhost-1")))
+                                           mem=16, extra=host_label("hostname", "localhost-1")))
     running_hosts(up, regular, 1)
-    revocable = "  revocable: true\n" + on_host("localhost-1")
+    revocable = "  revocable: true\n" + host_label("hostname", "localhost-1")
     batch = create(up, "/e2e", write_job(tmp_path, "rbatch", "sleep 300", count=2, cpu=0.5,
                                          mem=16, extra=revocable))
     service_yaml = write_job(tmp_path, "rservice", "sleep 300", count=2, cpu=0.5, mem=16,

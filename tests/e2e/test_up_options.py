@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from peloton.api.gen.peloton.api.v0.task import task_pb2
-from tests.e2e.conftest import write_job, write_pool
+from tests.e2e.conftest import host_label, write_job, write_pool
 from tests.e2e.test_aurora_client import request, status, task_config
 from tests.e2e.test_batch_jobs import create
 from tests.harness.aurora_apache_client import connect, generate
@@ -48,19 +48,6 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpCluster]:
         cluster.close()
 
 
-def zone_constraint(zone: str) -> str:
-    """A defaultconfig constraint: the host label (attribute) `zone` equals `zone`."""
-    return f"""  constraint:
-    type: 1
-    labelconstraint:
-      kind: 2
-      condition: 2
-      requirement: 1
-      label:
-        key: zone
-        value: {zone}
-"""
-
 
 def test_up_on_every_address_with_insecure_serves_the_aurora_bridge(up: UpCluster) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", up.aurora_port, timeout=10)
@@ -79,7 +66,7 @@ def test_agent_attributes_are_host_labels_that_constraints_place_on(up: UpCluste
     assert hosts["localhost-0"]["rack"] == hosts["localhost-1"]["rack"] == "r1"
     for zone, host in (("west", "localhost-1"), ("east", "localhost-0")):
         job_id = create(up, "/zones", write_job(tmp_path, f"in-{zone}", "sleep 300", count=2,
-                                                cpu=0.1, mem=16, extra=zone_constraint(zone)))
+                                                cpu=0.1, mem=16, extra=host_label("zone", zone)))
 
         def placed(job_id: str = job_id) -> list[str] | None:
             tasks = up.client.list_tasks(job_id).result.value

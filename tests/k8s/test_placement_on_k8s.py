@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from peloton.api.gen.peloton.api.v0.task import task_pb2
-from tests.e2e.conftest import write_job, write_pool
+from tests.e2e.conftest import host_label, write_job, write_pool
 from tests.e2e.test_batch_jobs import create, task_states
 from tests.harness.cluster import UpCluster, eventually
 from tests.harness.kube import KubeControlPlane
@@ -34,19 +34,6 @@ from tests.harness.kube_nodes import reply_json
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
-
-def host_label(key: str, value: str) -> str:
-    """A defaultconfig constraint: the host carries label `key=value` (HOST, EQUAL 1)."""
-    return f"""  constraint:
-    type: 1
-    labelconstraint:
-      kind: 2
-      condition: 2
-      requirement: 1
-      label:
-        key: {key}
-        value: "{value}"
-"""
 
 
 def gang_job(path: Path, size: int) -> Path:
