@@ -20,7 +20,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import grpc
 import psutil
@@ -35,6 +34,7 @@ from peloton.api.gen.pelotonpy.internal.agent import agent_pb2_grpc as agent_grp
 from peloton.api.yaml_load import load_job_config
 from peloton.core.errors import InvalidArgument, PelotonError, PermissionDenied, Unauthenticated
 from tests.harness.cluster import eventually
+from tests.harness.http_calls import NoRedirect, http_call
 from tests.security.conftest import PASSWORDS, SecureCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -312,38 +312,24 @@ def test_oversized_input_is_refused_at_the_edge_naming_the_field(secure: SecureC
 
 
 # -- the web UI ---------------------------------------------------------------------------------
-def _http(url: str, method: str = "GET", body: bytes | None = None,
-          headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
 
 def test_the_ui_refuses_foreign_hosts_cross_site_posts_and_anonymous_users(secure: SecureCluster) -> None:
     base = f"http://127.0.0.1:{secure.up.ui_port}"
-    status, _, _ = _http(base + "/hosts/localhost/maintenance/start", "POST", b"{}",
+    status, _, _ = http_call(base + "/hosts/localhost/maintenance/start", "POST", b"{}",
                          {"Host": "evil.example", "Origin": "http://evil.example",
                           "Content-Type": "application/json"})
     assert status == 421  # DNS rebinding: the page of another site
-    status, _, body = _http(base + "/ui/api/hosts/localhost/maintenance/start", "POST", b"{}",
+    status, _, body = http_call(base + "/ui/api/hosts/localhost/maintenance/start", "POST", b"{}",
                             {"Content-Type": "application/json"})
     assert status == 403 and b"CSRF" in body
-    status, _, body = _http(base + "/ui/api/overview")
+    status, _, body = http_call(base + "/ui/api/overview")
     assert status == 401
-    opener = urllib.request.build_opener(_NoRedirect)
+    opener = urllib.request.build_opener(NoRedirect)
     try:
         opener.open(base + "/jobs", timeout=10)
     except urllib.error.HTTPError as err:
         assert err.code == 303 and err.headers["Location"] == "/login"
-    status, headers, page = _http(base + "/login")
+    status, headers, page = http_call(base + "/login")
     cookie = headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
     session = cookie.split(";")[0]
@@ -360,12 +346,12 @@ def test_the_ui_refuses_foreign_hosts_cross_site_posts_and_anonymous_users(secur
         assert err.code == 303
         logged_in = err.headers["Set-Cookie"].split(";")[0]
     assert logged_in != session  # a fresh session id at login
-    status, _, body = _http(base + "/ui/api/overview", headers={"Cookie": logged_in})
+    status, _, body = http_call(base + "/ui/api/overview", headers={"Cookie": logged_in})
     assert status == 200 and "hosts" in json.loads(body), body
-    page = _http(base + "/jobs", headers={"Cookie": logged_in})[2]
+    page = http_call(base + "/jobs", headers={"Cookie": logged_in})[2]
     token = re.search(rb'name="peloton-csrf" content="([^"]+)"', page)
     assert token is not None and b"alice" in page
-    status, _, body = _http(base + "/ui/api/hosts/localhost/maintenance/start", "POST", b"{}",
+    status, _, body = http_call(base + "/ui/api/hosts/localhost/maintenance/start", "POST", b"{}",
                             {"Cookie": logged_in, "Content-Type": "application/json",
                              "X-CSRF-Token": token.group(1).decode()})
     assert status == 403 and b"not permitted" in body  # alice may not drain hosts

@@ -10,16 +10,15 @@ aurorabridge/config.py.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from aurorabridge.http_server import ApiApp, BridgeHttpServer, HttpLimits
+from aurorabridge.http_server import ApiApp, HttpLimits
 from aurorabridge.processor import ThriftProcessor
 from aurorabridge.responses import ok
+from tests.harness.bridge_http import serving
 from tests.unit.aurorabridge.wire import BINARY, decode_reply, encode_call, post
 
 pytestmark = pytest.mark.timeout(60)
@@ -31,26 +30,8 @@ def port() -> Iterator[int]:
     """The bridge's HTTP front in a thread, with LIMITS, answering getTierConfigs (the call
     clients make to see that the scheduler is alive)."""
     app = ApiApp(ThriftProcessor({"getTierConfigs": lambda args: ok(None, "alive")}))
-    ready = threading.Event()
-    holder: dict[str, Any] = {}
-
-    def serve() -> None:
-        import gevent
-
-        server = BridgeHttpServer("127.0.0.1", 0, app, limits=LIMITS)
-        holder["server"] = server
-        server.start()
-        ready.set()
-        while not holder.get("stop"):
-            gevent.sleep(0.02)
-        server.stop(timeout=1)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10), "bridge HTTP server did not start"
-    yield holder["server"].port
-    holder["stop"] = True
-    thread.join(5)
+    with serving(app, LIMITS) as served:
+        yield served
 
 
 def partial_request(port: int) -> socket.socket:

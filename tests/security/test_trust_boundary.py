@@ -37,6 +37,7 @@ from peloton.common.auth.policy import Principal
 from peloton.common.clock import FakeClock
 from peloton.core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from tests.harness.aurora_apache_client import connect, generate
+from tests.harness.http_calls import NoRedirect, http_call
 from tests.security.conftest import PASSWORDS, SecureCluster, users_doc
 from tests.security.test_attacks import job_config, run_job
 from tests.unit.security.test_edges import DEV, Facts
@@ -208,30 +209,16 @@ def test_refused_aurora_calls_are_audited_with_who_method_and_target(
                for r in records)
 
 
-def _http(url: str, method: str = "GET", body: bytes | None = None,
-          headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
 
 def _ui_login(base: str, user: str, password: str = "") -> tuple[str, str]:
     """(the signed-in session cookie, its CSRF token); ("", "") when the login is refused."""
-    _, headers, page = _http(base + "/login")
+    _, headers, page = http_call(base + "/login")
     session = headers["Set-Cookie"].split(";")[0]
     csrf = re.search(rb'name="csrf" value="([^"]+)"', page)
     assert csrf is not None
     form = f"username={user}&password={password or PASSWORDS[user]}&csrf={csrf.group(1).decode()}"
     try:
-        urllib.request.build_opener(_NoRedirect).open(urllib.request.Request(
+        urllib.request.build_opener(NoRedirect).open(urllib.request.Request(
             base + "/login", data=form.encode(), method="POST",
             headers={"Cookie": session, "Content-Type": "application/x-www-form-urlencoded"}),
             timeout=10)
@@ -239,7 +226,7 @@ def _ui_login(base: str, user: str, password: str = "") -> tuple[str, str]:
         if err.code != 303:
             return "", ""
         cookie = err.headers["Set-Cookie"].split(";")[0]
-        page = _http(base + "/jobs", headers={"Cookie": cookie})[2]
+        page = http_call(base + "/jobs", headers={"Cookie": cookie})[2]
         token = re.search(rb'name="peloton-csrf" content="([^"]+)"', page)
         assert token is not None
         return cookie, token.group(1).decode()
@@ -250,10 +237,10 @@ def _ui_login(base: str, user: str, password: str = "") -> tuple[str, str]:
 def test_refused_ui_requests_are_audited_with_who_request_and_target(secure: SecureCluster) -> None:
     base = f"http://127.0.0.1:{secure.up.ui_port}"
     job = "358fad26-73fa-43c8-a350-1e9067571a76"
-    assert _http(base + f"/ui/api/jobs/{job}")[0] == 401
+    assert http_call(base + f"/ui/api/jobs/{job}")[0] == 401
     assert _ui_login(base, "alice", "not-her-password") == ("", "")
     cookie, csrf = _ui_login(base, "alice")
-    status, _, _ = _http(base + "/ui/api/hosts/localhost/maintenance/start", "POST", b"{}",
+    status, _, _ = http_call(base + "/ui/api/hosts/localhost/maintenance/start", "POST", b"{}",
                          {"Cookie": cookie, "Content-Type": "application/json",
                           "X-CSRF-Token": csrf})
     assert status == 403
@@ -273,7 +260,7 @@ def test_an_anonymous_flood_does_not_sign_a_user_out(secure: SecureCluster) -> N
     port = secure.up.ui_port
     base = f"http://127.0.0.1:{port}"
     cookie, _ = _ui_login(base, "bob")
-    assert _http(base + "/ui/api/overview", headers={"Cookie": cookie})[0] == 200
+    assert http_call(base + "/ui/api/overview", headers={"Cookie": cookie})[0] == 200
     statuses: dict[int, int] = {}
     lock = threading.Lock()
     mid_flood: list[int] = []
@@ -299,7 +286,7 @@ def test_an_anonymous_flood_does_not_sign_a_user_out(secure: SecureCluster) -> N
     threads = [threading.Thread(target=flood, args=(2_500,)) for _ in range(4)]
     for thread in threads:
         thread.start()
-    mid_flood.append(_http(base + "/ui/api/overview", headers={"Cookie": cookie})[0])
+    mid_flood.append(http_call(base + "/ui/api/overview", headers={"Cookie": cookie})[0])
     for thread in threads:
         thread.join()
     took = time.monotonic() - start
@@ -308,7 +295,7 @@ def test_an_anonymous_flood_does_not_sign_a_user_out(secure: SecureCluster) -> N
     assert statuses.get(200, 0) <= BURST + RATE * took + 10, (statuses, took)
     assert statuses.get(429, 0) >= 10_000 - BURST - RATE * took - 10, (statuses, took)
     assert mid_flood == [200]  # a signed-in user is never counted, even from the same address
-    status, _, body = _http(base + "/ui/api/overview", headers={"Cookie": cookie})
+    status, _, body = http_call(base + "/ui/api/overview", headers={"Cookie": cookie})
     assert status == 200, (status, body, took)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +11,11 @@ import pytest
 from aurorabridge.config import HandlerSettings, RespoolSettings
 from aurorabridge.handlers import handler_table, updates
 from aurorabridge.handlers.context import BridgeContext
-from aurorabridge.http_server import ApiApp, BridgeHttpServer
+from aurorabridge.http_server import ApiApp
 from aurorabridge.processor import ThriftProcessor
 from aurorabridge.respool_loader import RespoolLoader
 from aurorabridge.thrift_api import args_class
+from tests.harness.bridge_http import serving
 from tests.harness.fake_peloton import FakePeloton
 
 
@@ -81,23 +81,5 @@ def served(fake: FakePeloton) -> Iterator[ServedBridge]:
     ctx = BridgeContext(fake, RespoolLoader(fake, RespoolSettings(retry_for_s=0)), HandlerSettings(workers=4),
                         on_pulse_expired=updates.pulse_expired)
     app = ApiApp(ThriftProcessor(handler_table(ctx)), max_body_bytes=1024 * 1024)
-    ready = threading.Event()
-    holder: dict[str, Any] = {}
-
-    def serve() -> None:
-        import gevent
-
-        server = BridgeHttpServer("127.0.0.1", 0, app)
-        holder["server"] = server
-        server.start()
-        ready.set()
-        while not holder.get("stop"):
-            gevent.sleep(0.02)
-        server.stop(timeout=1)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert ready.wait(10), "bridge HTTP server did not start"
-    yield ServedBridge(holder["server"].port, fake, ctx)
-    holder["stop"] = True
-    thread.join(5)
+    with serving(app) as port:
+        yield ServedBridge(port, fake, ctx)
