@@ -7,7 +7,8 @@ only those in `updateOnlyTheseInstances` when set.  `update_job_spec` builds the
 JobSpec that makes the first do the second, as Peloton's bridge did
 (createJobSpecForUpdate), for every update:
 
-* instances outside the scope keep the spec they run now (their pod spec);
+* instances outside the scope keep the spec they run now (their pod spec, with
+  the update label an earlier update gave them);
 * in-scope instances whose spec changes get the new default spec;
 * in-scope instances whose spec does not change but which are not running
   (killed, failed, or the whole job killed) get the new spec plus a fresh
@@ -96,7 +97,9 @@ def update_job_spec(ctx: BridgeContext, job: Job, new_spec: Any,
         spec, state = current[i]
         unchanged = comparable(spec) == target
         if scope is not None and i not in scope:
-            if not unchanged:
+            # Kept exactly, update label included: a label an earlier update put there to
+            # start the instance is part of its spec, and dropping it would restart it.
+            if not unchanged or _labelled(spec):
                 out.instance_spec[i].CopyFrom(spec)
         elif unchanged and state in TERMINAL_POD_STATES:
             out.instance_spec[i].CopyFrom(_with_update_label(new_spec.default_spec))

@@ -21,7 +21,7 @@ from peloton.core.model.evolve import evolve
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
-from peloton.core.states import TaskState
+from peloton.core.states import JobType, TaskState
 from peloton.jobmgr import runs
 from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.config import JobManagerConfig
@@ -98,20 +98,25 @@ class RunControl:
         hosted = [i for i in instances if (rt := job.get_task(i)) is not None
                   and rt.state in ON_HOST]
 
-        def with_goal(rt: TaskRuntime) -> TaskRuntime:
-            return rt if goal is None else evolve(rt, goal_state=goal)
+        def with_goal(rt: TaskRuntime, inst: int) -> TaskRuntime:
+            if goal is None:
+                return rt
+            return evolve(rt, goal_state=goal, desired_host=_goal_host(job, inst, rt, goal))
 
         conflicts: list[TaskWriteOutcome] = []
         if queued:
             self.resmgr.kill_tasks([TaskId(job.job_id, i) for i in queued])
 
-            def drop(rt: TaskRuntime) -> TaskRuntime | None:
-                if rt.state not in NOT_ON_HOST:
-                    return None
-                return with_goal(runs.killed(rt, now, reason,
-                                             "task stopped before it was launched"))
+            def drop(inst: int) -> TaskChange:
+                def change(rt: TaskRuntime) -> TaskRuntime | None:
+                    if rt.state not in NOT_ON_HOST:
+                        return None
+                    return with_goal(runs.killed(rt, now, reason,
+                                                 "task stopped before it was launched"), inst)
 
-            dropped = job.write_tasks({i: drop for i in queued})
+                return change
+
+            dropped = job.write_tasks({i: drop(i) for i in queued})
             if dropped.conflict:
                 conflicts.append(dropped)
         if hosted:
@@ -120,10 +125,14 @@ class RunControl:
                 grace = min((job.task_spec(i).kill_grace_period_secs for i in hosted),
                             default=self.config.kill_grace_secs)
 
-            def mark(rt: TaskRuntime) -> TaskRuntime | None:
-                return with_goal(runs.killing(rt, now, reason)) if rt.state in ON_HOST else None
+            def mark(inst: int) -> TaskChange:
+                def change(rt: TaskRuntime) -> TaskRuntime | None:
+                    return with_goal(runs.killing(rt, now, reason), inst) \
+                        if rt.state in ON_HOST else None
 
-            marked = job.write_tasks({i: mark for i in hosted})
+                return change
+
+            marked = job.write_tasks({i: mark(i) for i in hosted})
             if marked.conflict:
                 conflicts.append(marked)
             # A run whose KILLING was not stored is not killed yet: killed now, it would end
@@ -139,17 +148,22 @@ class RunControl:
         the instances written.  The task engine then acts on each (the aggregate's rule)."""
         now = self.clock.wall()
 
-        def change(rt: TaskRuntime) -> TaskRuntime | None:
-            desired = rt.run_id + 1 if bump_run and not rt.state.terminal else rt.desired_run_id
-            if bump_run and rt.state.terminal:
-                desired = max(rt.desired_run_id, rt.run_id + 1)
-            term = reason if reason is not None else rt.termination
-            if rt.goal_state is goal and desired == rt.desired_run_id and term is rt.termination:
-                return None
-            return evolve(rt, goal_state=goal, desired_run_id=desired,
-                                       termination=term, update_time=now)
+        def change_of(inst: int) -> TaskChange:
+            def change(rt: TaskRuntime) -> TaskRuntime | None:
+                desired = rt.run_id + 1 if bump_run and not rt.state.terminal else rt.desired_run_id
+                if bump_run and rt.state.terminal:
+                    desired = max(rt.desired_run_id, rt.run_id + 1)
+                term = reason if reason is not None else rt.termination
+                host = _goal_host(job, inst, rt, goal)
+                if rt.goal_state is goal and desired == rt.desired_run_id and \
+                        term is rt.termination and host == rt.desired_host:
+                    return None
+                return evolve(rt, goal_state=goal, desired_run_id=desired,
+                              termination=term, desired_host=host, update_time=now)
 
-        return sorted(job.write_tasks({i: change for i in instances}).stored())
+            return change
+
+        return sorted(job.write_tasks({i: change_of(i) for i in instances}).stored())
 
     def desire_config(self, job: CachedJob, instances: Collection[int], version: int) -> None:
         """Have instances move to config `version` (the task engine restarts them on it)."""
@@ -174,6 +188,19 @@ class RunControl:
         if started.written:
             self.enqueue(job, list(started.written))
         return sorted(started.stored())
+
+
+def holds_host(job: CachedJob, instance: int) -> bool:
+    """The instance is pinned to its desired host for good (a daemon instance, a stateful
+    task), not only sent back there once by an in-place update."""
+    return job.spec.type is JobType.DAEMON or job.task_spec(instance).stateful
+
+
+def _goal_host(job: CachedJob, instance: int, rt: TaskRuntime, goal: TaskState) -> str:
+    """The desired host once the goal is `goal`: a stop on request releases it."""
+    if goal is not S.KILLED:
+        return rt.desired_host
+    return runs.stopped_desired_host(rt, pinned=holds_host(job, instance))
 
 
 def _raise_first(conflicts: list[TaskWriteOutcome]) -> None:

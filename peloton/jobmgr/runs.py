@@ -73,6 +73,31 @@ def launched(rt: TaskRuntime, hostname: str, agent_id: str, ports: tuple[tuple[s
                                ports=ports, message="", reason="", update_time=now)
 
 
+def desired_host_for_update(rt: TaskRuntime, *, in_place: bool, pinned: bool) -> str:
+    """The desired host a workflow gives an instance it moves to a new config (Peloton's
+    goalstate/update_run.go getDesiredHostField).
+
+    In place: the host the instance already has a claim on (an earlier in-place run still
+    waiting), else the host its run is on; a run that has ended is on no host (a killed
+    job released it, and instances waiting for that room come first).  Otherwise none.
+    A `pinned` task (daemon instance, stateful task) keeps its host whatever the update.
+    """
+    if pinned:
+        return rt.desired_host
+    if not in_place:
+        return ""
+    if rt.desired_host:
+        return rt.desired_host
+    return "" if rt.state.terminal else rt.host
+
+
+def stopped_desired_host(rt: TaskRuntime, *, pinned: bool) -> str:
+    """The desired host of a task stopped on request (Peloton's job kill and StopPod): none,
+    so the host is free for others and the task, started again, queues like any other;
+    a `pinned` task keeps its host."""
+    return rt.desired_host if pinned else ""
+
+
 def killing(rt: TaskRuntime, now: float, reason: TerminationReason) -> TaskRuntime:
     """Asked the host to stop the run."""
     return evolve(rt, state=S.KILLING, termination=reason, update_time=now,

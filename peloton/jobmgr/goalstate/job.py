@@ -26,7 +26,7 @@ from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.goalstate.tables import require_every_action
-from peloton.jobmgr.runcontrol import RunControl
+from peloton.jobmgr.runcontrol import RunControl, holds_host
 from peloton.jobmgr.task_writes import retry_until_stored
 
 log = logging.getLogger(__name__)
@@ -148,14 +148,19 @@ class JobActions:
             retry_until_stored(lambda todo: self.control.stop(
                 job, todo, TerminationReason.KILLED_ON_REQUEST, goal=S.KILLED), live)
 
-            def goal_killed(rt: TaskRuntime) -> TaskRuntime | None:
-                if rt.goal_state is S.KILLED:
-                    return None
-                return dataclasses.replace(rt, goal_state=S.KILLED,
-                                           termination=TerminationReason.KILLED_ON_REQUEST)
+            def goal_killed(inst: int) -> Callable[[TaskRuntime], TaskRuntime | None]:
+                def change(rt: TaskRuntime) -> TaskRuntime | None:
+                    if rt.goal_state is S.KILLED:
+                        return None
+                    # Peloton's job kill: the host an in-place update gave the task is released.
+                    return dataclasses.replace(
+                        rt, goal_state=S.KILLED, termination=TerminationReason.KILLED_ON_REQUEST,
+                        desired_host=runs.stopped_desired_host(rt, pinned=holds_host(job, inst)))
+
+                return change
 
             retry_until_stored(lambda todo: job.write_tasks(
-                {i: goal_killed for i in todo}).stored(), job.instances())
+                {i: goal_killed(i) for i in todo}).stored(), job.instances())
             alive = any(not rt.state.terminal for _, rt in job.tasks())
 
             def killing(rt: JobRuntime) -> JobRuntime | None:

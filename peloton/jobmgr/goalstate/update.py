@@ -28,7 +28,7 @@ from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.goalstate.tables import require_every_action
-from peloton.jobmgr.runcontrol import RunControl
+from peloton.jobmgr.runcontrol import RunControl, holds_host
 from peloton.storage.history_store import PodEventReads
 
 log = logging.getLogger(__name__)
@@ -198,7 +198,10 @@ class UpdateActions:
         default_goal = S.SUCCEEDED if job.spec.type is JobType.BATCH else S.RUNNING
         stopped = _keep_stopped(job)
 
-        def change(rt: TaskRuntime) -> TaskRuntime | None:
+        def change_of(inst: int) -> Callable[[TaskRuntime], TaskRuntime | None]:
+            return lambda rt: change(inst, rt)
+
+        def change(inst: int, rt: TaskRuntime) -> TaskRuntime | None:
             if rt.desired_config_version == target:
                 return None
             if kind is WorkflowType.STOP:
@@ -227,9 +230,10 @@ class UpdateActions:
             return dataclasses.replace(
                 rt, desired_config_version=target, failure_count=0, goal_state=goal,
                 termination=reason if not rt.state.terminal else rt.termination,
-                desired_host=rt.host if in_place and rt.host else rt.desired_host)
+                desired_host=runs.desired_host_for_update(rt, in_place=in_place,
+                                                          pinned=holds_host(job, inst)))
 
-        job.write_tasks({i: change for i in instances}).stored()
+        job.write_tasks({i: change_of(i) for i in instances}).stored()
         if kind is WorkflowType.STOP:
             self.control.stop(job, [i for i in instances if not job.task(i).state.terminal],
                               TerminationReason.KILLED_ON_REQUEST)
