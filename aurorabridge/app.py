@@ -40,6 +40,7 @@ from aurorabridge.security import BridgeSecurity
 from peloton.api.client import PelotonClient
 from peloton.api.client_discovery import DEFAULT_HOSTMGR, DEFAULT_JOBMGR, DEFAULT_RESMGR
 from peloton.common.auth import Security, build_security, check_bind
+from peloton.common.blocking import BlockingPool
 from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.common.leader import new_client
 from peloton.common.serverset import ServerSetMember, ServiceInstance
@@ -63,7 +64,9 @@ class AuroraBridge:
         self.context = BridgeContext(port, RespoolLoader(port, config.respool), config.handlers,
                                      config.validation, on_pulse_expired=updates.pulse_expired)
         guard = BridgeSecurity(self.security, (config.respool.path,))
-        processor = ThriftProcessor(handler_table(self.context), guard)
+        #: Big request bodies are decoded on this thread, off the hub (processor.py).
+        self.decoder = BlockingPool(1, "thrift-decode")
+        processor = ThriftProcessor(handler_table(self.context), guard, self.decoder)
         limits = HttpLimits(request_timeout_s=config.request_timeout_s,
                             idle_timeout_s=config.idle_timeout_s,
                             max_connections=config.max_connections)
@@ -100,6 +103,7 @@ class AuroraBridge:
     def stop(self) -> None:
         """Stop serving and unregister."""
         self._lifecycle.stop()
+        self.decoder.close()
 
     def _recover_pulses(self) -> None:
         try:

@@ -28,6 +28,7 @@ from aurorabridge.responses import error_response, from_error, invalid_request
 from aurorabridge.security import BridgeSecurity
 from aurorabridge.thrift_api import SERVICES, api, result_class
 from peloton.common.auth import Principal
+from peloton.common.blocking import BlockingPool
 from peloton.core.errors import InvalidArgument, PermissionDenied, Unauthenticated
 
 log = logging.getLogger(__name__)
@@ -56,12 +57,22 @@ def text_reply(status: int, message: str, headers: list[tuple[str, str]] | None 
                  message.encode("utf-8"))
 
 
+#: Request bodies decoded off the hub when the processor has a decoder pool.
+BIG_BODY_BYTES = 1024 * 1024
+
+
 class ThriftProcessor:
     """Dispatches decoded calls to `handlers` (method name -> Handler)."""
 
-    def __init__(self, handlers: dict[str, Handler], security: BridgeSecurity | None = None) -> None:
+    def __init__(self, handlers: dict[str, Handler], security: BridgeSecurity | None = None,
+                 decoder: BlockingPool | None = None) -> None:
         self._handlers = handlers
         self._security = security
+        #: Where bodies of BIG_BODY_BYTES or more are decoded (None: in the caller).  thriftpy2's
+        #: safe reader is pure Python, so on a native thread it gives the GIL back every
+        #: switch interval and the hub keeps answering: a 48 MB createJob decoded on the
+        #: hub stopped every other call for seconds (issue 23 item 10).
+        self._decoder = decoder
         # id(Response) -> (that Response, method, its binary `<method>_result`): task queries
         # hand one Response to many callers (task_answers), and a 5,000-task reply costs far
         # more to encode than to send.  Holding the Response keeps its id from being reused.
@@ -79,7 +90,10 @@ class ThriftProcessor:
                                          f"unrecognized procedure {service}::{yarpc_method}",
                                          yarpc_headers)
         try:
-            call = codec.read_call(body, neg.input, yarpc_method)
+            if self._decoder is not None and len(body) >= BIG_BODY_BYTES:
+                call = self._decoder.call(lambda: codec.read_call(body, neg.input, yarpc_method))
+            else:
+                call = codec.read_call(body, neg.input, yarpc_method)
         except codec.BadArguments as exc:
             response = invalid_request(exc.message)
             call = codec.Call(exc.method, exc.seqid, None, enveloped=_enveloped(body, neg))

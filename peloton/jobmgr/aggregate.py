@@ -66,6 +66,7 @@ from peloton.core.states import TaskState, WorkflowState
 from peloton.jobmgr.goalstate.queue import wants_look
 from peloton.jobmgr.job_deps import JobDeps
 from peloton.jobmgr.runs import pod_event
+from peloton.jobmgr.task_configs import held_lightly
 from peloton.jobmgr.task_writes import TaskWriteOutcome
 from peloton.storage import RuntimeWrite, Store
 
@@ -97,9 +98,11 @@ class CachedJob:
                  update: UpdateInfo | None = None) -> None:
         self._deps = deps
         self.job_id = job_id
+        spec = self._light(spec)
         self._spec = spec
         self._runtime = runtime
-        self._specs: dict[int, JobSpec] = {**(specs or {}), spec.version: spec}
+        self._specs: dict[int, JobSpec] = {
+            **{v: self._light(s) for v, s in (specs or {}).items()}, spec.version: spec}
         self._tasks: dict[int, TaskRuntime] = dict(tasks or {})
         self._counts: Counter[TaskState] = Counter(rt.state for rt in self._tasks.values())
         self._update = update
@@ -218,7 +221,7 @@ class CachedJob:
                     self._runtime = store.get_job_runtime(self.job_id)
                     continue
                 if spec is not None:
-                    self._spec = self._specs[spec.version] = spec
+                    self._spec = self._specs[spec.version] = self._light(spec)
                 if workflow is not None:
                     self._update = workflow
                 self._set_runtime(stored)
@@ -250,15 +253,21 @@ class CachedJob:
             store.create_task_configs(self.job_id, version, new.default_task,
                                       dict(new.instance_tasks))
             store.add_job_config(self.job_id, new)
-            self._specs[version] = new
+            new = self._specs[version] = self._light(new)
             return new
 
     def load_config(self, version: int) -> JobSpec:
         """A config version, read from storage if it is not loaded yet."""
         spec = self._specs.get(version)
         if spec is None:
-            spec = self._specs[version] = self._deps.store.get_job_config(self.job_id, version)
+            spec = self._specs[version] = self._light(
+                self._deps.store.get_job_config(self.job_id, version))
         return spec
+
+    def _light(self, spec: JobSpec) -> JobSpec:
+        # What the cache keeps of a stored version: per-instance specs within the job
+        # manager's budget (task_configs.py), the rest read back from storage on demand.
+        return held_lightly(spec, self.job_id, self._deps.task_configs, self._deps.store)
 
     def activate(self) -> None:
         """Join the active-job set (recovered on restart)."""

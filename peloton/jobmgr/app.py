@@ -69,6 +69,7 @@ from peloton.jobmgr.servicers.volumes import V1VolumeServicer, VolumeOps, Volume
 from peloton.jobmgr.servicers.watch import WatchPublisher, WatchServicer
 from peloton.jobmgr.sla import DeadlineTracker
 from peloton.jobmgr.status_events import StatusEvents
+from peloton.jobmgr.task_configs import TaskConfigCache
 from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.volumes import VolumeKeeper
 from peloton.jobmgr.workflows import WorkflowOps
@@ -91,7 +92,8 @@ class JobManager:
         # 1. what is due, and the aggregate that schedules it
         self.committer = GroupCommitter(store)
         self.queue = GoalStateQueue(clock, config.runtime_update_interval)
-        self.cache = JobCache(JobDeps(store, self.committer, self.queue, clock, Listeners()))
+        self.cache = JobCache(JobDeps(store, self.committer, self.queue, clock, Listeners(),
+                                      task_configs=TaskConfigCache(config.task_config_cache_bytes)))
         # 2. bulk task operations
         self.control = RunControl(resmgr, hostmgr, clock, config, NeedsCache())
         # 3. goal-state actions, then the engines that run the queue with them

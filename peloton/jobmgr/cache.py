@@ -139,6 +139,7 @@ class JobCache:
             # enqueue come after this deactivate and forget, never before.
             job.deactivate()
             self.deps.queue.forget_job(job.job_id, job.instances())
+            self.deps.task_configs.forget_job(job.job_id)
 
     def _take_back(self, job: CachedJob) -> None:
         """A retired job is written to again: cached, active and evaluated once more."""
@@ -159,6 +160,7 @@ class JobCache:
         """Drop a job from the cache only, for good (the next `track` reads it again)."""
         with self._loading:
             job = self._jobs.pop(job_id, None) or self._retired.pop(job_id, None)
+            self.deps.task_configs.forget_job(job_id)
             if job is not None:
                 job.retire(None)  # a later write through it does not bring it back
 

@@ -34,3 +34,6 @@ class JobManagerConfig:
     #: Victims (preemption) and draining runs looked at per round.
     evict_batch: int = 100
     evict_interval: float = 1.0
+    #: Bytes (estimated) of per-instance task configs the job cache keeps in memory; the rest
+    #: are read back from storage when asked for (peloton/jobmgr/task_configs.py).
+    task_config_cache_bytes: int = 64 * 1024 * 1024

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from peloton.common.clock import Clock
 from peloton.core.model.task import TaskRuntime
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.task_configs import TaskConfigCache
 from peloton.jobmgr.task_locks import TaskWriteLocks
 from peloton.storage import GroupCommitter, Store
 
@@ -43,3 +44,5 @@ class JobDeps:
     clock: Clock
     listeners: Listeners
     task_locks: TaskWriteLocks = field(default_factory=TaskWriteLocks)
+    #: The cached jobs' per-instance task specs, within a byte budget (task_configs.py).
+    task_configs: TaskConfigCache = field(default_factory=TaskConfigCache)

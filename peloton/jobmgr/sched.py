@@ -30,25 +30,29 @@ def strategy_for(job_type: JobType,
 
 
 class NeedsCache:
-    """One PlacementNeeds per distinct (task spec, placement strategy)."""
+    """One PlacementNeeds per distinct (needs-relevant part of a task spec, strategy).
+
+    Keyed by value, not by the spec: an identity cache kept up to 50,000 task specs alive,
+    so per-instance specs the job cache had let go (jobmgr/task_configs.py) stayed."""
 
     def __init__(self) -> None:
-        self._by_spec: dict[tuple[int, Strategy], tuple[TaskSpec, PlacementNeeds]] = {}
+        self._by_value: dict[tuple[object, ...], PlacementNeeds] = {}
 
     def needs(self, job_type: JobType, spec: TaskSpec,
               placement: PlacementStrategy = PlacementStrategy.UNSET) -> PlacementNeeds:
-        """The placement needs of `spec` (identity-cached; specs are immutable)."""
+        """The placement needs of `spec` (shared between specs that need the same)."""
         strategy = strategy_for(job_type, placement)
-        key = (id(spec), strategy)
-        hit = self._by_spec.get(key)
-        if hit is not None and hit[0] is spec:
-            return hit[1]
+        key = (spec.footprint, spec.dynamic_port_count, spec.revocable, spec.constraint,
+               strategy)
+        needs = self._by_value.get(key)
+        if needs is not None:
+            return needs
         needs = PlacementNeeds(resources=spec.footprint, ports=spec.dynamic_port_count,
                                revocable=spec.revocable, constraint=spec.constraint,
                                strategy=strategy)
-        if len(self._by_spec) > 50_000:
-            self._by_spec.clear()
-        self._by_spec[key] = (spec, needs)
+        if len(self._by_value) > 50_000:
+            self._by_value.clear()
+        self._by_value[key] = needs
         return needs
 
 

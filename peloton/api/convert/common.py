@@ -11,11 +11,12 @@ message type by its protobuf full name (see DOC_V0_JOB_CONFIG, DOC_V1_JOB_SPEC).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from functools import lru_cache
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
+from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from peloton.api.gen.peloton.api.v0 import peloton_pb2 as v0_peloton_pb2
@@ -35,16 +36,40 @@ DOC_V1_JOB_SPEC: str = stateless_pb2.JobSpec.DESCRIPTOR.full_name
 _NS = 1_000_000_000
 
 
-@lru_cache(maxsize=32)
-def v0_document(document: bytes) -> job_pb2.JobConfig:
-    """A stored v0 JobConfig document, parsed once and shared: callers must not change it."""
-    return job_pb2.JobConfig.FromString(document)
+#: Bytes of documents whose parsed form is kept (at least the last one is kept, whatever
+#: its size, so rendering every instance of one big job parses its document once).
+DOCUMENT_CACHE_BYTES = 64 * 1024 * 1024
+_M = TypeVar("_M", bound=Message)
 
 
-@lru_cache(maxsize=32)
-def v1_document(document: bytes) -> stateless_pb2.JobSpec:
-    """A stored v1alpha JobSpec document, parsed once and shared: callers must not change it."""
-    return stateless_pb2.JobSpec.FromString(document)
+class _ParsedDocuments(Generic[_M]):
+    """Parsed documents by their bytes, least recently used out first once the documents
+    add up to more than DOCUMENT_CACHE_BYTES.  (A count bound kept 32 of them: 32 parsed
+    48 MB documents of jobs with per-instance configs, for good.)"""
+
+    def __init__(self, parse: Callable[[bytes], _M]) -> None:
+        self._parse = parse
+        self._parsed: OrderedDict[bytes, _M] = OrderedDict()
+        self._bytes = 0
+
+    def __call__(self, document: bytes) -> _M:
+        parsed = self._parsed.get(document)
+        if parsed is not None:
+            self._parsed.move_to_end(document)
+            return parsed
+        parsed = self._parse(document)
+        self._parsed[document] = parsed
+        self._bytes += len(document)
+        while self._bytes > DOCUMENT_CACHE_BYTES and len(self._parsed) > 1:
+            old, _ = self._parsed.popitem(last=False)
+            self._bytes -= len(old)
+        return parsed
+
+
+#: A stored v0 JobConfig document, parsed once and shared: callers must not change it.
+v0_document = _ParsedDocuments(job_pb2.JobConfig.FromString)
+#: A stored v1alpha JobSpec document, parsed once and shared: callers must not change it.
+v1_document = _ParsedDocuments(stateless_pb2.JobSpec.FromString)
 
 
 class WireLabel(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -62,6 +62,20 @@ def name_row(entry: JobNameEntry) -> dict[str, Any]:
             "body": codec.to_json(entry)}
 
 
+#: Configs with at least this many per-instance specs, or stored bodies of at least this
+#: many characters, are encoded / decoded off the hub.
+BIG_CONFIG_INSTANCES = 64
+BIG_CONFIG_BYTES = 1024 * 1024
+T = TypeVar("T")
+
+
+def _config_row(job_id: str, spec: JobSpec, body: str) -> dict[str, object]:
+    """A job_configs row, passed to `execute` as parameters: a value built into the statement
+    (`insert().values(body=...)`) stays referenced by SQLAlchemy's statement cache, which
+    kept the last few configs' JSON (36 MB each for 800 per-instance configs) for good."""
+    return {"job_id": job_id, "version": spec.version, "created_at": spec.created_at, "body": body}
+
+
 class SqlJobs:
     """JobConfigStore, JobRuntimeStore, JobNameStore and ActiveJobStore over SQL."""
 
@@ -77,8 +91,10 @@ class SqlJobs:
     def create_job_with_tasks(self, job_id: str, spec: JobSpec, runtime: JobRuntime,
                               default: TaskSpec, overrides: Mapping[int, TaskSpec]) -> JobRuntime:
         stored = dataclasses.replace(runtime, revision=1)
-        create = self._create_job_tx(job_id, spec, runtime, stored)
-        rows = task_config_rows(job_id, spec.version, default, overrides)
+        body, rows = self._encode(lambda: (
+            codec.to_json(spec), task_config_rows(job_id, spec.version, default, overrides)),
+            len(overrides))
+        create = self._create_job_tx(job_id, spec, runtime, stored, body)
 
         def tx(conn: Connection) -> None:
             create(conn)  # first: it raises AlreadyExists before a task config is touched
@@ -89,9 +105,14 @@ class SqlJobs:
         self.db.run("create job", tx, duplicate=lambda: AlreadyExists(f"job {job_id} already exists"))
         return stored
 
+    def _encode(self, fn: Callable[[], T], instances: int) -> T:
+        # A config with many per-instance specs is encoded off the hub (Database.compute).
+        return self.db.compute(fn) if instances >= BIG_CONFIG_INSTANCES else fn()
+
     def _create_job_tx(self, job_id: str, spec: JobSpec, runtime: JobRuntime,
-                       stored: JobRuntime) -> Callable[[Connection], None]:
-        body = codec.to_json(spec)
+                       stored: JobRuntime, body: str | None = None
+                       ) -> Callable[[Connection], None]:
+        body = codec.to_json(spec) if body is None else body
 
         def tx(conn: Connection) -> None:
             rev = conn.execute(sa.select(jobs.c.revision)
@@ -104,8 +125,7 @@ class SqlJobs:
                 raise AlreadyExists(f"job {job_id} already has a different config "
                                     f"version {spec.version}")
             if old is None:
-                conn.execute(sa.insert(job_configs).values(
-                    job_id=job_id, version=spec.version, created_at=spec.created_at, body=body))
+                conn.execute(sa.insert(job_configs), _config_row(job_id, spec, body))
             reindex(conn, job_id, spec)
             conn.execute(sa.update(jobs).where(jobs.c.job_id == job_id)
                          .values(**runtime_columns(stored)))
@@ -117,7 +137,10 @@ class SqlJobs:
         return tx
 
     def add_job_config(self, job_id: str, spec: JobSpec) -> None:
-        body = codec.to_json(spec)
+        # Only a plain dict leaves the hub: a job manager's cached spec may hold a mapping
+        # that reads through the hub's own objects (jobmgr/task_configs.py).
+        big = len(spec.instance_tasks) if isinstance(spec.instance_tasks, dict) else 0
+        body = self._encode(lambda: codec.to_json(spec), big)
 
         def tx(conn: Connection) -> None:
             indexed = conn.execute(sa.select(jobs.c.config_version)
@@ -130,8 +153,7 @@ class SqlJobs:
                 return
             if old is not None:
                 raise AlreadyExists(f"job {job_id} config version {spec.version} exists")
-            conn.execute(sa.insert(job_configs).values(
-                job_id=job_id, version=spec.version, created_at=spec.created_at, body=body))
+            conn.execute(sa.insert(job_configs), _config_row(job_id, spec, body))
             if spec.version >= (indexed[0] or 0):
                 reindex(conn, job_id, spec)
 
@@ -147,7 +169,10 @@ class SqlJobs:
         if row is None:
             raise NotFound(f"job {job_id} config{'' if version is None else f' v{version}'} "
                            "not found")
-        return codec.from_json(JobSpec, row.body, f"job config v{row.version} of job {job_id}")
+        what = f"job config v{row.version} of job {job_id}"
+        if len(row.body) >= BIG_CONFIG_BYTES:  # off the hub: seconds for 800 instance configs
+            return self.db.compute(lambda: codec.from_json(JobSpec, row.body, what))
+        return codec.from_json(JobSpec, row.body, what)
 
     def get_job_config_versions(self, job_id: str) -> list[int]:
         q = (sa.select(job_configs.c.version).where(job_configs.c.job_id == job_id)

@@ -88,7 +88,10 @@ class SqlTasks:
     # -- configs -----------------------------------------------------------
     def create_task_configs(self, job_id: str, version: int, default: TaskSpec,
                             overrides: Mapping[int, TaskSpec] | None = None) -> None:
-        rows = task_config_rows(job_id, version, default, overrides or {})
+        given = overrides or {}
+        rows = (self.db.compute(lambda: task_config_rows(job_id, version, default, given))
+                if isinstance(given, dict) and len(given) >= 64  # off the hub, as jobs.py
+                else task_config_rows(job_id, version, default, given))
 
         def tx(conn: Connection) -> None:
             conn.execute(sa.delete(task_configs).where(task_configs.c.job_id == job_id,
