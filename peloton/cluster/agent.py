@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import signal
 import socket
 import sys
 import threading
@@ -20,6 +19,7 @@ from peloton.agent.app import AgentApp
 from peloton.agent.config import AgentConfig, parse_label, parse_ports
 from peloton.common.auth import is_loopback
 from peloton.common.auth.tokens import check_private
+from peloton.common.shutdown import stop_on_signals
 from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.resources import Resources
@@ -73,8 +73,7 @@ def run(config: AgentConfig, *, kill_tasks_on_exit: bool = False) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)  # a second signal ends the process at once
     os.umask(0o077)  # the agent's own files are private (tasks get 022 from their supervisor)
     app = AgentApp(config)
     app.start()

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from peloton.api.unserved import register_unserved
 from peloton.cluster.job_facts import StoreJobFacts
 from peloton.common.auth import build_security, check_bind
 from peloton.common.components import Component, FunctionComponent, Lifecycle
+from peloton.common.shutdown import stop_on_signals
 from peloton.common.tls import TlsFiles
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
@@ -422,8 +422,7 @@ def private_dir(path: Path) -> None:
 def run(config: UpConfig, announce: bool = True) -> None:
     """Run until SIGINT/SIGTERM, then stop cleanly."""
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)  # a second signal ends the process at once
     cluster = AllInOne(config)
     try:
         cluster.start()

@@ -10,7 +10,11 @@ turns the run FAILED (a system failure, retried).  A LAUNCHED write that kept
 losing its compare-and-set (task_writes.py) is not launched: its placement is
 held and tried again next round (the change is derived again from the runtime
 stored then); a FAILED write that did is handed to the task engine, whose
-launch timeout replaces the run.
+launch timeout replaces the run.  Every launch sets that timeout's timer (a
+launch lost in flight, to a host manager killed or by this process paused, is
+otherwise never looked at again), and the placement of a run that has already
+ended is given back to the resource manager: its allocation would otherwise be
+held for ever, the run placed, timed out and placed again.
 
 Back-pressure: every launched run comes back as two or three status events, and
 applying them is most of the job manager's work.  While the status stream is
@@ -121,7 +125,12 @@ class PlacementProcessor:
             if job is None:
                 continue
             launched = self._write_launched(job, items, stale)
+            queue = self.cache.deps.queue
             for inst, rt in launched.items():
+                # The launch timeout's timer (Peloton's sendLaunchInfoToResMgr): a launch
+                # lost in flight (a host manager killed, this process paused) is otherwise
+                # never looked at again, and holds its task and its allocation for ever.
+                queue.enqueue_task(job_id, inst, self.config.launch_timeout)
                 placement, _ = items[inst]
                 spec = job.task_spec(inst, rt.config_version)
                 volume, created = "", False
@@ -147,19 +156,31 @@ class PlacementProcessor:
                         stale: list[TaskId]) -> Mapping[int, TaskRuntime]:
         now = self.clock.wall()
         changes = {}
+        ended: list[TaskId] = []
         for inst, (placement, placed) in items.items():
             rt = job.get_task(inst)
             if rt is None or rt.goal_state in (S.KILLED, S.DELETED, S.PREEMPTING):
                 stale.append(placed.task_id)
                 continue
+            if rt.run_id == placed.run_id and rt.state.terminal:
+                # The run ended (lost, failed, killed) while the resource manager still held
+                # it (it had dropped a LOST for a run it had queued again): it would hold
+                # its allocation for ever, placed and timed out in turn.  Give it back.
+                ended.append(placed.task_id)
+                continue
             if rt.run_id != placed.run_id or rt.state not in LAUNCHABLE:
                 # A newer run replaced this one in the resource manager (or this is a
-                # repeated placement): nothing to launch, and nothing of the newer run to kill.
+                # repeated placement of a run already launched, which the launch timeout
+                # looks after): nothing to launch, and nothing of the newer run to kill.
                 continue
             ports = assign_ports(job.task_spec(inst, rt.config_version), placed.ports)
             changes[inst] = _launch(placed.run_id, placement, ports, now)
         outcome = job.write_tasks(changes)
         self._held.extend(items[inst] for inst in sorted(outcome.unwritten))
+        # Read again after the write (it may have let another greenlet start a new run, whose
+        # queued task a kill by task id would take with it).
+        stale.extend(t for t in ended if (cur := job.get_task(t.instance)) is not None
+                     and cur.run_id == items[t.instance][1].run_id and cur.state.terminal)
         return outcome.written
 
     def _launch_failed(self, hostname: str, run_ids: list[str], reasons: list[str]) -> None:

@@ -8,6 +8,7 @@ here performs I/O; the writer persists what these functions return.
 
 from __future__ import annotations
 
+from peloton.core.lifecycle.run_end import counts_as_failure, end_reason
 from peloton.core.lifecycle.task_transitions import check_runtime_write
 from peloton.core.model.events import PodEvent
 from peloton.core.model.evolve import constructor, evolve
@@ -17,8 +18,6 @@ from peloton.core.states import HealthState, TaskState
 
 S = TaskState
 _HEALTH = {h.value: h for h in HealthState}
-#: Goals under which a run that ends KILLED was meant to stop (not a failure).
-_STOP_GOALS = frozenset({S.KILLED, S.DELETED, S.PREEMPTING})
 
 
 def initial(goal: TaskState, config_version: int, now: float, *,
@@ -149,12 +148,12 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
         if event.message:
             changed["message"] = event.message
     elif state.terminal:
-        failed = state in (S.FAILED, S.LOST) or (state is S.KILLED and rt.state is not S.KILLING
-                                                  and rt.goal_state not in _STOP_GOALS)
-        # A batch task that succeeds while its goal is RUNNING (a service) also counts.
-        failed = failed or (state is S.SUCCEEDED and rt.goal_state is S.RUNNING)
+        # Which ends count against maxFailures is the core's table (run_end.py): a run
+        # lost before it started (a launch in flight through an outage) does not.
+        failed = counts_as_failure(rt, state)
         changed.update(
-            completion_time=event.timestamp, message=event.message, reason=event.reason,
+            completion_time=event.timestamp, message=event.message,
+            reason=end_reason(rt, state, event.reason),
             exit_code=event.exit_code,
             healthy=HealthState.INVALID if rt.healthy is not HealthState.DISABLED else rt.healthy,
             healthy_time=0.0,

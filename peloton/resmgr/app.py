@@ -27,6 +27,7 @@ wait or a call to another daemon.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -62,6 +63,9 @@ from peloton.resmgr.wakeup import Wakeup
 from peloton.storage.cluster_store import ResourcePoolStore
 
 log = logging.getLogger(__name__)
+#: How often (seconds) the resource manager asks which host sizes are UP: a gang that no
+#: UP host could hold is never admitted (core/respool/admission.py).
+HOST_ROOM_PERIOD = 10.0
 
 
 class ResourceManager:
@@ -87,6 +91,7 @@ class ResourceManager:
         self._book: TaskBook | None = None
         self.preemptor: Preemptor | None = None
         self.capacity = Resources()
+        self._room_asked = -math.inf
         self.slack_cpu = 0.0
         self.entitled_at = float("-inf")
         self.metrics = metrics or Metrics("resmgr")
@@ -197,11 +202,31 @@ class ResourceManager:
         except Exception:
             log.warning("cluster capacity unavailable; keeping %s", self.capacity, exc_info=True)
             capacity, slack = self.capacity, self.slack_cpu
+        room = self._host_room()
         with self.lock:
             self.capacity, self.slack_cpu = capacity, slack
             changed = self.entitle_locked()
+            if room is not None and room != self.book.tracker.host_room:
+                # A gang no UP host could hold is never admitted (core admission.py); a host
+                # that could has joined (or one went): look at the queues again.
+                self.book.tracker.host_room = room
+                changed = True
         if changed:
             self.work.fire()
+
+    def _host_room(self) -> tuple[Resources, ...] | None:
+        """The distinct total capacities of the UP hosts, asked at most every
+        `HOST_ROOM_PERIOD` (None: not asked or unknown now; keep the last)."""
+        now = self.clock.monotonic()
+        if now < self._room_asked + HOST_ROOM_PERIOD:
+            return None
+        self._room_asked = now
+        try:
+            shapes = self.hostmgr.host_shapes()
+        except Exception:
+            log.warning("host shapes unavailable; keeping the last known", exc_info=True)
+            return None
+        return tuple(sorted({s.capacity for s in shapes if s.up}, key=lambda r: r.units))
 
     def entitle_locked(self) -> bool:
         """One entitlement cycle over the current tree and the last known capacity; whether

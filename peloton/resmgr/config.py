@@ -30,8 +30,8 @@ class ResourceManagerConfig:
     scheduling_period: float = 0.1
     #: Gangs admitted per leaf pool per admission pass.
     admit_per_pool: int = 1000
-    #: Backfill (core/respool/admission.py, README.md here): refused gangs admission looks
-    #: past per queue and pass (0: Peloton's strict FIFO), and seconds a refused gang waits
+    #: Backfill (core/respool/admission.py, README.md here): refused gangs of distinct shapes
+    #: admission checks per queue and pass (0: Peloton's strict FIFO), and seconds a refused gang waits
     #: before it holds a reservation that later gangs must fit beside.
     backfill_depth: int = 1000
     backfill_reserve_after: float = 30.0

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from peloton.core import words
 from peloton.core.model.ids import TaskId
-from peloton.core.model.resources import KINDS, from_units
-from peloton.core.respool.admission import Admitter, fits_empty, refusal
+from peloton.core.model.resources import KINDS, Resources, from_units
+from peloton.core.respool.admission import Admitter, fits_empty, fits_some_host, refusal
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.queues import QueueKind
 from peloton.core.respool.records import Gang, TaskRecord
@@ -114,11 +114,17 @@ def _held(node: PoolNode) -> dict[QueueKind, Gang]:
 
 
 def admission_reason(node: PoolNode, gang: Gang, preemption_enabled: bool,
-                     positions: _Positions | None = None) -> str:
-    """Why `gang` is still queued in leaf `node`."""
+                     positions: _Positions | None = None,
+                     host_room: Sequence[Resources] = ()) -> str:
+    """Why `gang` is still queued in leaf `node` (`host_room`: the UP hosts' capacities)."""
     where = (positions or _Positions()).of(node, gang)
     head = f"waiting for admission in pool {node.path} ({where})"
     why = refusal(node, gang, preemption_enabled)
+    # Within what the pool could ever give but bigger than every host: that is why it waits
+    # (refused now or not); beyond the pool, the pool's limit is the first reason.
+    if not fits_some_host(gang, host_room) and fits_empty(node, gang, preemption_enabled):
+        return (f"{head}: no UP host could ever hold it, so it is not admitted (it would hold "
+                "its pool's room without running) until a host that can joins")
     held = _held(node)
     holds = any(g is gang for g in held.values())
     if why is not None:
@@ -141,7 +147,8 @@ def _reason(book: TaskBook, rec: TaskRecord, positions: _Positions) -> str | Non
     if state is S.PENDING:
         if rec.gang is None:
             return f"waiting for admission in pool {rec.pool.path}"
-        return admission_reason(rec.pool, rec.gang, book.config.preemption_enabled, positions)
+        return admission_reason(rec.pool, rec.gang, book.config.preemption_enabled, positions,
+                                book.tracker.host_room)
     if state is S.READY:
         return "admitted, waiting for placement"
     if state is S.PLACING:

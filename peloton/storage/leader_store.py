@@ -9,9 +9,11 @@ the writer's and otherwise raises `FencedOut` and writes nothing:
 
 * SQL: every write transaction reads the role's row `FOR SHARE`
   (PostgreSQL; SQLite's writers are serialized by BEGIN IMMEDIATE) and
-  compares; a new leader's claim updates that row `FOR UPDATE`, so it waits
-  for writes in flight and every write that starts after it sees the new
-  epoch.
+  compares; a new leader's claim updates that row `FOR UPDATE`, so every
+  write that starts after it sees the new epoch.  It waits for writes in
+  flight only briefly: on PostgreSQL it then ends the sessions holding the
+  row (a deposed leader paused inside a write transaction), which rolls
+  their writes back (sql/leaders.py).
 * Cassandra: before each write, a lightweight transaction on the role's row
   (`UPDATE ... IF epoch = <mine>`), which fails once a newer leader claimed.
   Cassandra cannot make that check and a write to another partition one

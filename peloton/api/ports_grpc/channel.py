@@ -160,10 +160,12 @@ class PeerChannel:
         self._listeners.append(listener)
 
     def call(self, method: str, request: Message, response_type: type[M], *,
-             wait: float = 0.0) -> M:
+             wait: float = 0.0, metadata: Sequence[tuple[str, str]] = ()) -> M:
         """Call `method`; `wait` is how long the server may hold it (long polls), on top of
-        the channel's timeout.  Raises a PelotonError on failure (Unavailable when no leader
+        the channel's timeout; `metadata` is sent besides the channel's own (a leader term's
+        epoch, term_fence.py).  Raises a PelotonError on failure (Unavailable when no leader
         answered in time)."""
+        sent = (*self._metadata, *metadata) if metadata else self._metadata
         started = time.monotonic()
         deadline = started + self.timeout + max(0.0, wait)
         attempt = 0
@@ -176,7 +178,7 @@ class PeerChannel:
                 try:
                     response, call = rpc.with_call(
                         request, timeout=max(0.001, deadline - time.monotonic()),
-                        metadata=self._metadata)
+                        metadata=sent)
                 except grpc.RpcError as err:
                     if err.code() != grpc.StatusCode.UNAVAILABLE:
                         raise self._error(err, method, address) from None

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
@@ -26,6 +25,7 @@ from collections.abc import Sequence
 from peloton.api.auth_jobs import GUARDED_PREFIXES, JobGuard
 from peloton.api.auth_service import serve_auth
 from peloton.api.grpc_server import GrpcServer
+from peloton.api.ports_grpc.term_fence import EpochWatermark, TermFenceInterceptor
 from peloton.api.unserved import register_unserved
 from peloton.cluster.daemons.config import SCHEMAS, DaemonConfig, HostmgrProcessConfig, load
 from peloton.cluster.daemons.leadership import Leadership
@@ -35,6 +35,7 @@ from peloton.common.auth import build_security, check_bind
 from peloton.common.components import Component, FunctionComponent, Lifecycle
 from peloton.common.leader import LeaderId, listen_ip, new_client
 from peloton.common.metrics import Metrics
+from peloton.common.shutdown import stop_on_signals
 from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument, Unavailable
 from peloton.storage import StoreOptions, check_schema, open_store
@@ -97,7 +98,13 @@ class DaemonProcess:
             raise InvalidArgument(f"{sec.auth}: peloton {self.role} calls its peers as the internal "
                                   "user: set internal_user and internal_password_file",
                                   field="security.auth")
-        self.grpc = grpc = GrpcServer(f"{cfg.grpc.host}:{cfg.grpc.port}", security=security)
+        # The resource and host managers refuse the calls of a job manager term older than
+        # one they have heard from (a leader paused and resumed), as the store refuses its
+        # writes (peloton/api/ports_grpc/term_fence.py).
+        fences = ([TermFenceInterceptor(EpochWatermark(store.leader_epoch))]
+                  if store is not None and self.role in ("resmgr", "hostmgr") else [])
+        self.grpc = grpc = GrpcServer(f"{cfg.grpc.host}:{cfg.grpc.port}", security=security,
+                                      interceptors=fences)
         serve_auth(grpc, security)
         if self.role == "jobmgr" and store is not None:
             guard = JobGuard(StoreJobFacts(store))
@@ -171,8 +178,7 @@ def run(role: str, files: Sequence[str], announce: bool = True, backend: str = "
     logging.basicConfig(level=config.logging.level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)  # a second signal ends the process at once
     process = DaemonProcess(role, config)
     try:
         process.start()

@@ -29,6 +29,7 @@ from peloton.api.ports_grpc.hostmgr_client import GrpcHostManager
 from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
 from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
 from peloton.api.ports_grpc.resmgr_servicer import serve_resource_manager
+from peloton.api.ports_grpc.term_fence import stamped, term_epoch
 from peloton.cluster.daemons.config import (
     DaemonConfig,
     HostmgrProcessConfig,
@@ -173,8 +174,12 @@ def jobmgr_terms(rt: Runtime) -> TermBuilder:
     hostmgr.channel.add_term_listener(hostmgr_restarted)
 
     def build(term: Term, fence: Fence) -> list[Component]:
-        jm = JobManager(fenced(term_store(store, "jobmgr", term), fence), resmgr, hostmgr, config,
-                        grpc=term.recorder)
+        # The term's calls to its peers carry its epoch: a peer that has heard from a newer
+        # term refuses them (term_fence.py), as the store refuses its writes.
+        epoch = term_epoch(lambda: term.epoch)
+        jm = JobManager(fenced(term_store(store, "jobmgr", term), fence),
+                        stamped(resmgr, "jobmgr", epoch), stamped(hostmgr, "jobmgr", epoch),
+                        config, grpc=term.recorder)
         latest[:] = [jm]
         return [jm]
 

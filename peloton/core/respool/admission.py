@@ -16,9 +16,13 @@ per kind in fixed-point units (exact; Peloton's epsilon is below one unit):
 fails is moved to the queue of its class (non-preemptible when preemption
 is on, else controller, else revocable), as Peloton does.  Unlike Peloton,
 any other refused gang does not stop its queue: admission **backfills**
-past it, looking at up to `BackfillPolicy.depth` refused gangs per queue
-and pass, so a gang that does not fit never holds back smaller ones behind
-it (Peloton stopped at the first refusal: one 500-cpu job blocked its pool).
+past it, checking up to `BackfillPolicy.depth` refused gangs of distinct
+shapes per queue and pass, so a gang that does not fit never holds back
+smaller ones behind it (Peloton stopped at the first refusal: one 500-cpu
+job blocked its pool).  A gang shaped like one refused already in the pass
+is passed over without a check and does not count: the gangs of one job
+share a shape, so a job of 1,001 tasks that can never fit once used up the
+depth by itself and held back every later job of its pool.
 
 Starvation protection is **aging into a reservation**: once a gang has
 been refused for `BackfillPolicy.reserve_after` seconds, and it would fit
@@ -32,16 +36,26 @@ and says why.  One gang per queue holds the reservation at a time: the
 first in service order that qualifies.  The resource manager's README
 explains the choice.
 
-Each admission costs O(gang size + tree depth); a pass also costs O(1)
-per refused gang it looks at (at most `depth` per queue).
+A gang no host could ever hold (a task bigger than the largest host's capacity: a job
+queued anyway, for hosts that may join later) is passed over like a refused gang and never
+admitted, so it never holds allocation it cannot use: admitted, it failed placement, went
+back to PENDING after each cycle of attempts and was admitted again at once, ahead of the
+work behind it, which waited for ever.  `host_room` (the capacities of the UP hosts, none
+known: every gang may be placeable) is the caller's.
+
+Each admission costs O(gang size + tree depth); a pass also costs one
+check per refused shape (at most `depth` per queue) and O(1) per refused
+gang it passes over.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from peloton.core.errors import InvalidArgument
+from peloton.core.model.resources import Resources
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.queues import ADMISSION_ORDER, GangQueue, QueueKind
 from peloton.core.respool.records import Gang
@@ -60,8 +74,9 @@ class Admitter(StrEnum):
 class BackfillPolicy:
     """How far admission looks past refused gangs, and when a refused gang reserves room.
 
-    `depth`: refused gangs looked at per queue and pass (0 gives Peloton's strict
-    head-of-line FIFO).  `reserve_after`: seconds a gang may be refused before it holds a
+    `depth`: refused gangs of distinct shapes checked per queue and pass (gangs shaped like
+    one refused already are passed over uncounted; 0 gives Peloton's strict head-of-line
+    FIFO).  `reserve_after`: seconds a gang may be refused before it holds a
     reservation (0: at once, like Slurm's backfill; infinity: never, like Kubernetes'
     scheduling queue).
     """
@@ -158,6 +173,24 @@ def _refusal(total: list[int], slack: list[int], np: list[int], controller: list
     return None
 
 
+def fits_some_host(gang: Gang, host_room: Sequence[Resources]) -> bool:
+    """Could every task of `gang` fit on some host of `host_room` (each a host's total
+    capacity) if that host were empty?  True when no host is known (not judged)."""
+    return not host_room or _placeable(gang, host_room, {})
+
+
+def _placeable(gang: Gang, host_room: Sequence[Resources], memo: dict[Resources, bool]) -> bool:
+    """`fits_some_host`, remembering each task size's answer for the pass."""
+    for t in gang.tasks:
+        need = t.task.resources
+        fits = memo.get(need)
+        if fits is None:
+            fits = memo[need] = any(need.fits_in(room) for room in host_room)
+        if not fits:
+            return False
+    return True
+
+
 def side_queue(gang: Gang, preemption_enabled: bool) -> QueueKind | None:
     """Where a pending gang that could not be admitted waits, or None to stay pending."""
     if not gang.preemptible and preemption_enabled:
@@ -185,7 +218,8 @@ def _head(queue: GangQueue) -> Gang | None:
 
 
 def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: float = 0.0,
-                policy: BackfillPolicy = BackfillPolicy()) -> list[Gang]:
+                policy: BackfillPolicy = BackfillPolicy(),
+                host_room: Sequence[Resources] = ()) -> list[Gang]:
     """Admit up to `limit` gangs from leaf `node`'s queues; return them in admission order.
 
     Admitted tasks move PENDING -> READY, join `node.active`, leave demand
@@ -197,6 +231,7 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
     admitted: list[Gang] = []
     if queues is None or limit <= 0:
         return admitted
+    room_memo: dict[Resources, bool] = {}  # a task's resources -> fits some host
     for kind in ADMISSION_ORDER:
         queue = queues[kind]
         held = queues.reserved.get(kind)
@@ -209,6 +244,8 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
         # identical tasks costs one check per pass, not one per gang looked at.
         refused: set[tuple[object, ...]] = set()
         refused_with = held
+        unplaceable: set[tuple[object, ...]] = set()
+        depth_left = policy.depth
         while len(admitted) < limit:
             gang = _head(queue)
             if gang is None:
@@ -217,6 +254,15 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
                 refused.clear()
                 refused_with = held
             shape = (gang.need.units, gang.revocable, gang.preemptible, gang.controller)
+            if host_room and not _placeable(gang, host_room, room_memo):
+                # Never admitted, never reserves: passed over, counted once per shape.
+                if shape not in unplaceable:
+                    unplaceable.add(shape)
+                    if depth_left <= 0:
+                        break
+                    depth_left -= 1
+                skipped.append(queue.pop())
+                continue
             if (held is gang or shape not in refused) and refusal(
                     node, gang, preemption_enabled,
                     None if held is None or held is gang else held) is None:
@@ -226,6 +272,7 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
                 _admit(node, gang)
                 admitted.append(gang)
                 continue
+            checked = held is gang or shape not in refused
             if held is not gang:
                 refused.add(shape)
             target = side_queue(gang, preemption_enabled) if kind is QueueKind.PENDING else None
@@ -237,8 +284,10 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
             if (held is None and now - gang.refused_since >= policy.reserve_after
                     and fits_empty(node, gang, preemption_enabled)):
                 held = gang
-            if len(skipped) >= policy.depth:
-                break
+            if checked:
+                if depth_left <= 0:
+                    break
+                depth_left -= 1
             skipped.append(queue.pop())
         for gang in reversed(skipped):
             queue.push_front(gang)
@@ -257,9 +306,9 @@ def reservation_due(node: PoolNode, preemption_enabled: bool,
     Aging is the only way time alone changes what admission does: with nothing queued,
     freed or re-entitled since the last pass, a pass before this time admits and reserves
     nothing new, so a caller that steps admission itself may skip the passes before it (the
-    simulator does).  Looks at the gangs a pass would (up to `policy.depth` + 1 per queue,
-    in a queue where no gang holds the reservation) with the rule `admit_gangs` applies:
-    refused long enough, and fitting the pool if it held nothing.
+    simulator does).  Looks at the gangs a pass would (up to `policy.depth` + 1 distinct
+    shapes per queue, in a queue where no gang holds the reservation) with the rule
+    `admit_gangs` applies: refused long enough, and fitting the pool if it held nothing.
     """
     queues = node.queues
     if queues is None:
@@ -268,9 +317,13 @@ def reservation_due(node: PoolNode, preemption_enabled: bool,
     for kind in ADMISSION_ORDER:
         if kind in queues.reserved:
             continue
-        for seen, gang in enumerate(queues[kind]):
-            if seen > policy.depth:
-                break
+        shapes: set[tuple[object, ...]] = set()
+        for gang in queues[kind]:
+            shape = (gang.need.units, gang.revocable, gang.preemptible, gang.controller)
+            if shape not in shapes:
+                if len(shapes) > policy.depth:
+                    break
+                shapes.add(shape)
             if gang.refused_since is None:
                 continue
             when = gang.refused_since + policy.reserve_after

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from peloton.core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.lifecycle.task_transitions import ALLOCATED_STATES, rm_allows
 from peloton.core.model.ids import TaskId
+from peloton.core.model.resources import Resources
 from peloton.core.respool.admission import BackfillPolicy, admit_gangs, refusal
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.queues import LeafQueues, QueueKind
@@ -39,6 +40,9 @@ class TaskTracker:
         self.tree = tree
         self.preemption_enabled = preemption_enabled
         self.backfill = backfill
+        #: The total capacity of each UP host (distinct values), as the resource manager last
+        #: heard; a gang that fits none is never admitted (admission.py).  Empty: unknown.
+        self.host_room: tuple[Resources, ...] = ()
         self._tasks: dict[TaskId, TaskRecord] = {}
 
     # -- queries ------------------------------------------------------------------
@@ -138,7 +142,7 @@ class TaskTracker:
             if node.queues is not None:
                 out.extend(admit_gangs(node, limit_per_pool,
                                        preemption_enabled=self.preemption_enabled, now=now,
-                                       policy=self.backfill))
+                                       policy=self.backfill, host_room=self.host_room))
         return out
 
     # -- state changes ------------------------------------------------------------

@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 
 from peloton.common.clock import Clock
 from peloton.common.goalstate import Action
-from peloton.core.lifecycle.retry import batch_retry_allowed, service_restart_delay
+from peloton.core.lifecycle.retry import service_restart_delay
+from peloton.core.lifecycle.run_end import counts_as_failure, end_reason, may_run_again
 from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
-from peloton.core.model.ids import RunId
+from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostManagerPort
 from peloton.core.states import HealthState, JobType, TaskState
@@ -96,16 +97,26 @@ class TaskActions:
                     rt.state.value, waited)
         self.hostmgr.kill([str(RunId(job.job_id, inst, rt.run_id))], 0.0)
         now = self.clock.wall()
-        job.write_task(inst, lambda cur: dataclasses.replace(
-            cur, state=S.LOST, message=f"no status from host after {waited:.0f}s",
-            completion_time=now, update_time=now, failure_count=cur.failure_count + 1)
-            if cur.run_id == rt.run_id else None).stored()
+
+        def lost(cur: TaskRuntime) -> TaskRuntime | None:
+            if cur.run_id != rt.run_id or cur.state not in (S.LAUNCHED, S.STARTING):
+                return None
+            # A run still LAUNCHED never started: not a failure (core run_end.py).
+            counted = 1 if counts_as_failure(cur, S.LOST) else 0
+            return dataclasses.replace(
+                cur, state=S.LOST, message=f"no status from host after {waited:.0f}s",
+                reason=end_reason(cur, S.LOST, cur.reason), completion_time=now,
+                update_time=now, failure_count=cur.failure_count + counted)
+
+        if job.write_task(inst, lost).stored():
+            # The resource manager may hold the run's allocation (LAUNCHING or LAUNCHED
+            # there) and no host will report its end: give it back.
+            self.control.resmgr.kill_tasks([TaskId(job.job_id, inst)])
 
     def fail_retry(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:
         """A failed batch task runs again while its restart policy allows."""
         policy = job.task_spec(inst, rt.config_version).restart_policy
-        if batch_retry_allowed(rt.failure_count, policy.max_failures,
-                               system_failure=rt.reason in SYSTEM_REASONS):
+        if may_run_again(rt, policy.max_failures, system_failure=rt.reason in SYSTEM_REASONS):
             self.control.initialize(job, [inst])
 
     def fail_unhealthy(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:

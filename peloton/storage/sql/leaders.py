@@ -1,8 +1,21 @@
-"""SQL leadership epochs and fenced writes (see peloton/storage/leader_store.py)."""
+"""SQL leadership epochs and fenced writes (see peloton/storage/leader_store.py).
+
+A claim does not wait on the old term's locks.  Every fenced write holds the role's row
+FOR SHARE until it commits, and the claim updates that row; a leader paused inside a
+write transaction (SIGSTOP, a frozen VM) used to hold the new leader's claim, and so its
+whole start, for as long as the pause lasted (20 s seen).  On PostgreSQL the claim now
+waits `CLAIM_PATIENCE` at most: then the sessions its lock waits on (`pg_blocking_pids`:
+the deposed term's transactions on the row) are terminated, which rolls their writes
+back, and the claim goes on.  Terminating them is what fencing asks anyway: a write of
+a term that is over must not land.  (SQLite has one writer at a time across processes:
+a writer paused holding it blocks every process, and nothing can take it away.)
+"""
 
 from __future__ import annotations
 
 import copy
+import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +25,11 @@ from sqlalchemy.engine import Connection
 from peloton.storage.leader_store import FencedOut
 from peloton.storage.sql.database import Database
 from peloton.storage.sql.tables import leader_epochs
+
+log = logging.getLogger(__name__)
+
+#: Seconds a claim waits on other sessions' locks before it ends them (PostgreSQL).
+CLAIM_PATIENCE = 0.5
 
 
 class SqlLeaders:
@@ -24,7 +42,11 @@ class SqlLeaders:
             q = sa.select(leader_epochs.c.epoch).where(leader_epochs.c.role == role)
             if self.db.dialect == "postgresql":
                 q = q.with_for_update()
-            stored = conn.execute(q).scalar()
+                pid = int(conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+                with _BreakLocks(self.db, pid, role):
+                    stored = conn.execute(q).scalar()
+            else:
+                stored = conn.execute(q).scalar()
             mine = (int(stored or 0) + 1) if epoch is None else epoch
             if stored is not None and int(stored) > mine:
                 raise FencedOut(f"{role}: a newer leader holds epoch {stored}; epoch {mine} "
@@ -48,3 +70,38 @@ class SqlLeaders:
         view.db = self.db.with_fence(role, epoch)
         view.url = self.db.url  # type: ignore[attr-defined]
         return view
+
+
+class _BreakLocks:
+    """While a claim waits for its row lock: every `CLAIM_PATIENCE` seconds, terminate the
+    sessions the claim's session (`pid`) waits on (see the module docstring)."""
+
+    def __init__(self, db: Database, pid: int, role: str) -> None:
+        self._db, self._pid, self._role = db, pid, role
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"claim-{role}", daemon=True)
+
+    def __enter__(self) -> _BreakLocks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(CLAIM_PATIENCE * 4)
+
+    def _run(self) -> None:
+        ended = sa.text("SELECT b, pg_terminate_backend(b) FROM "
+                        "unnest(pg_blocking_pids(:pid)) AS b")
+        while not self._done.wait(CLAIM_PATIENCE):
+            try:
+                with self._db.engine.connect() as conn:
+                    rows = conn.execute(ended, {"pid": self._pid}).all()
+                    conn.commit()
+            except Exception:  # the claim itself reports what is wrong with the database
+                log.warning("claim of %s: cannot end the sessions it waits on", self._role,
+                            exc_info=True)
+                continue
+            if rows:
+                log.warning("claim of %s: ended %d session(s) of an earlier term that held "
+                            "its row (pids %s); their writes are rolled back", self._role,
+                            len(rows), ", ".join(str(r[0]) for r in rows))

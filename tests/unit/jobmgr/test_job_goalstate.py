@@ -97,8 +97,11 @@ def killed(h: Harness, jid: str, before: Before) -> None:
     assert h.hosts.killed == [str(RunId(jid, 0, tasks[0].run_id))]
     assert after[1].state is S.KILLED and h.rm.killed == [TaskId(jid, 1)]
     assert h.store.get_job_runtime(jid).state is J.KILLING
-    # In bulk: nothing was left for the task engine to decide, task by task.
-    assert not any(h.jm.queue.tasks.is_scheduled((jid, i)) for i in (0, 1))
+    # In bulk: nothing was left for the task engine to decide, task by task (a launched
+    # run's launch timer, set when it was launched, is a later look, not a decision now).
+    tasks_schedule = h.jm.queue.tasks
+    assert not any(tasks_schedule.is_scheduled((jid, i)) and tasks_schedule.deadline((jid, i))
+                   < h.clock.monotonic() + h.config.kill_timeout for i in (0, 1))
 
 
 def untracked(h: Harness, jid: str, before: Before) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from peloton.core.errors import NotFound
+from peloton.core.lifecycle.run_end import LOST_BEFORE_START
 from peloton.core.lifecycle.task_goalstate import TASK_RULES, TaskAction, task_action
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.task import TaskRuntime
@@ -93,9 +94,13 @@ def waits_then(timeout: Callable[[Harness], float], then: Callable[[Harness, str
 
 
 def lost(h: Harness, jid: str, before: TaskRuntime) -> None:
+    """The run is LOST; it counts as a failure only if it had started (core run_end.py)."""
     after = h.task(jid)
-    assert after.state is S.LOST and after.failure_count == before.failure_count + 1
+    counted = 1 if before.state is S.STARTING else 0
+    assert after.state is S.LOST and after.failure_count == before.failure_count + counted
+    assert (after.reason == LOST_BEFORE_START) is (counted == 0)
     assert h.hosts.killed == [str(RunId(jid, 0, before.run_id))]
+    assert h.rm.killed == [TaskId(jid, 0)]  # whatever the resource manager held is given back
 
 
 def killed_again(h: Harness, jid: str, before: TaskRuntime) -> None:

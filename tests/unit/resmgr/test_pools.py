@@ -201,7 +201,8 @@ def test_pool_status_shows_entitlement_demand_queue_and_limits_above_capacity(
 
     rm = make_rm(store, hostmgr, clock)  # four 4-cpu hosts: 16 cpus
     pool = make_pool(rm, "big", cpu=(2, 100))
-    rm.enqueue_gangs(pool, singles(tasks(3, 7.0)))
+    # 14 cpu admitted; a 7-cpu task no 4-cpu host could hold stays queued (demand 7).
+    rm.enqueue_gangs(pool, singles(tasks(4, 3.5) + tasks(1, 7.0)))
     rm.refresh_capacity()
     rm.loops.admit_once()
     status = PoolStatusServicer(lambda: rm.pools, lambda: (rm.capacity, rm.slack_cpu)) \

@@ -1,0 +1,190 @@
+"""Fencing a leader's calls to its peers, not only its store writes.
+
+A job manager leader SIGSTOPped for 25 s and then resumed keeps believing it leads until
+kazoo tells it otherwise; in the 45 ms before it stepped down it killed 2 runs of a job
+the new leader had just created and took a placement meant for the new leader.  Its store
+writes were refused (peloton/storage/leader_store.py); its calls to the resource and host
+managers were not.
+
+So every call a leader's term makes to a peer carries the term's epoch in the
+`peloton-leader-epoch` metadata (`<role>:<epoch>`, the epoch the term claimed in the store,
+peloton/cluster/daemons/leadership.py), and the peer keeps, per calling role, the newest
+epoch it has seen (`EpochWatermark`), starting from the one stored when it first hears of
+the role.  A call stamped with an older epoch is refused with FAILED_PRECONDITION (not
+UNAVAILABLE: retrying cannot help, and the old leader steps down on its own).  Epochs
+only grow (ZooKeeper zxids; the store's counter when solo), so the newest one seen is
+the current term or a later one.  Unstamped calls (the placement engine, tools, `peloton
+up`'s in-process ports) are not fenced here.
+
+What this does not close: a stale leader's call that reaches a peer before the new
+leader's first call and after the peer last read the store.  The new leader's recovery
+calls both peers before it serves, so that window ends when recovery starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from peloton.core.errors import FailedPrecondition
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+
+#: Metadata key of a leader's call: "<role>:<epoch>".
+EPOCH_KEY = "peloton-leader-epoch"
+
+
+class StaleTerm(FailedPrecondition):
+    """A call from a leader term older than one the peer has already heard from."""
+
+
+def stamp(role: str, epoch: int) -> tuple[str, str]:
+    """The metadata item of a call made by `role`'s term `epoch`."""
+    return EPOCH_KEY, f"{role}:{epoch}"
+
+
+def parse(value: str) -> tuple[str, int]:
+    """(role, epoch) from a stamp's value; StaleTerm for one that cannot be read (a caller
+    that stamps its calls but says nothing sensible is not admitted)."""
+    role, sep, epoch = value.rpartition(":")
+    if not sep or not role or not epoch.isdigit():
+        raise StaleTerm(f"unreadable {EPOCH_KEY} {value!r}", field=EPOCH_KEY)
+    return role, int(epoch)
+
+
+class EpochWatermark:
+    """The newest epoch seen per calling role; `admit` refuses an older one.
+
+    `stored(role)` (optional) gives the epoch the role's newest term claimed in the store,
+    read once when a role is first heard of, so a peer that restarted still refuses a term
+    older than the stored one.  Thread-safe.
+    """
+
+    def __init__(self, stored: Callable[[str], int | None] | None = None) -> None:
+        self._stored = stored
+        self._newest: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def newest(self, role: str) -> int | None:
+        """The newest epoch admitted (or read from the store) for `role`."""
+        with self._lock:
+            return self._newest.get(role)
+
+    def admit(self, role: str, epoch: int) -> None:
+        """Record a call of `role`'s term `epoch`; StaleTerm if a newer term has been seen."""
+        if role not in self._newest and self._stored is not None:
+            try:
+                found = self._stored(role)
+            except Exception:  # the store is down: fence on what calls tell us
+                log.warning("term fence: cannot read the stored epoch of %s", role,
+                            exc_info=True)
+                found = None
+            with self._lock:
+                if found is not None and found > self._newest.get(role, -1):
+                    self._newest[role] = found
+        with self._lock:
+            newest = self._newest.get(role)
+            if newest is not None and epoch < newest:
+                raise StaleTerm(f"{role} epoch {epoch} is over: a newer leader (epoch {newest}) "
+                                "has called; this call is refused")
+            self._newest[role] = epoch
+
+
+class TermFenceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped
+    """Refuses stamped calls from a stale term before the handler runs (FAILED_PRECONDITION)."""
+
+    def __init__(self, watermark: EpochWatermark) -> None:
+        self.watermark = watermark
+
+    def intercept_service(self, continuation: Callable[[Any], Any],
+                          details: grpc.HandlerCallDetails) -> Any:
+        value = next((v for k, v in details.invocation_metadata or () if k == EPOCH_KEY), None)
+        if value is None:
+            return continuation(details)
+        try:
+            self.watermark.admit(*parse(str(value)))
+        except StaleTerm as exc:
+            log.warning("%s refused: %s", details.method, exc.message)
+            return _refusal(continuation(details), exc.message)
+        return continuation(details)
+
+
+def _refusal(handler: Any, message: str) -> Any:
+    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
+
+    if handler is None:
+        return None
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            refuse, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            refuse, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+    return handler
+
+
+class Caller(Protocol):
+    """What a port adapter calls its peer through (PeerChannel, or a stamped view of it)."""
+
+    def call(self, method: str, request: Message, response_type: type[M], *,
+             wait: float = 0.0, metadata: Sequence[tuple[str, str]] = ()) -> M:
+        """One unary call (see PeerChannel.call)."""
+        ...
+
+
+class StampedCaller:
+    """A channel whose every call carries `role`'s current term epoch (none while `epoch()`
+    is None: a term that never led makes no calls)."""
+
+    def __init__(self, channel: Caller, role: str, epoch: Callable[[], int | None]) -> None:
+        self._channel = channel
+        self._role = role
+        self._epoch = epoch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._channel, name)  # term listeners, close, target: the channel's
+
+    def call(self, method: str, request: Message, response_type: type[M], *,
+             wait: float = 0.0, metadata: Sequence[tuple[str, str]] = ()) -> M:
+        """The channel's call, stamped."""
+        epoch = self._epoch()
+        extra = (*metadata, stamp(self._role, epoch)) if epoch is not None else tuple(metadata)
+        return self._channel.call(method, request, response_type, wait=wait, metadata=extra)
+
+
+P = TypeVar("P")
+
+
+def stamped(port: P, role: str, epoch: Callable[[], int | None]) -> P:
+    """A copy of a gRPC port adapter (its `channel` attribute) whose calls carry `role`'s
+    term epoch; the copy shares the original's connections."""
+    view = copy.copy(port)
+    channel = getattr(port, "channel")  # noqa: B009  (every ports_grpc adapter has one)
+    view.channel = StampedCaller(channel, role, epoch)  # type: ignore[attr-defined]
+    return view
+
+
+def term_epoch(current: Callable[[], int | None]) -> Callable[[], int | None]:
+    """The epoch a term's calls carry: its epoch while it leads and, once it has stopped,
+    still the last one it had (a call left over from a stopped term is a stale term's call,
+    never an unstamped one)."""
+    last: list[int] = []
+
+    def epoch() -> int | None:
+        now = current()
+        if now is not None:
+            last[:] = [now]
+        return last[0] if last else None
+
+    return epoch

@@ -1,0 +1,136 @@
+"""A job manager term's calls to the resource and host managers are fenced by its epoch.
+
+A leader paused and resumed kept calling its peers for the 45 ms before it stepped down
+(it killed runs of the new leader's job and took its placement).  The peers now refuse a
+call stamped with an epoch older than one they have heard from (term_fence.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from peloton.api.grpc_server import GrpcServer
+from peloton.api.ports_grpc.channel import StaticTarget
+from peloton.api.ports_grpc.hostmgr_client import GrpcHostManager
+from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
+from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
+from peloton.api.ports_grpc.resmgr_servicer import serve_resource_manager
+from peloton.api.ports_grpc.term_fence import (
+    EPOCH_KEY,
+    EpochWatermark,
+    StaleTerm,
+    TermFenceInterceptor,
+    parse,
+    stamped,
+    term_epoch,
+)
+from peloton.core.errors import FailedPrecondition
+from peloton.core.model.ids import TaskId
+from tests.fakes.hostmgr import FakeHostManager
+from tests.fakes.resmgr import FakeResourceManager
+
+
+# -- the check --------------------------------------------------------------------------------
+def test_an_older_epoch_is_refused_once_a_newer_one_has_called() -> None:
+    marks = EpochWatermark()
+    marks.admit("jobmgr", 5)
+    marks.admit("jobmgr", 5)  # the same term again
+    marks.admit("jobmgr", 9)  # a new leader
+    with pytest.raises(StaleTerm, match="epoch 5 is over"):
+        marks.admit("jobmgr", 5)
+    marks.admit("placement", 1)  # roles are fenced apart
+    assert marks.newest("jobmgr") == 9
+
+
+def test_the_stored_epoch_fences_a_term_the_peer_never_heard_from() -> None:
+    reads: list[str] = []
+
+    def stored(role: str) -> int | None:
+        reads.append(role)
+        return 7
+
+    marks = EpochWatermark(stored)
+    with pytest.raises(StaleTerm):
+        marks.admit("jobmgr", 6)  # a peer that restarted still knows 7 is newer
+    marks.admit("jobmgr", 7)
+    marks.admit("jobmgr", 8)
+    assert reads == ["jobmgr"]  # read once, when the role was first heard of
+
+
+def test_a_store_that_cannot_be_read_fences_on_what_calls_say() -> None:
+    def down(role: str) -> int | None:
+        raise OSError("store down")
+
+    marks = EpochWatermark(down)
+    marks.admit("jobmgr", 3)
+    with pytest.raises(StaleTerm):
+        marks.admit("jobmgr", 2)
+
+
+@pytest.mark.parametrize("value", ["jobmgr", "jobmgr:", "jobmgr:x", ":4", "jobmgr:-1"])
+def test_an_unreadable_stamp_is_refused(value: str) -> None:
+    with pytest.raises(StaleTerm):
+        parse(value)
+
+
+def test_a_stopped_term_keeps_stamping_its_last_epoch() -> None:
+    current: list[int | None] = [None]
+    epoch = term_epoch(lambda: current[0])
+    assert epoch() is None  # never led: no stamp
+    current[0] = 12
+    assert epoch() == 12
+    current[0] = None  # the term stopped; a call left over is still term 12's
+    assert epoch() == 12
+
+
+# -- over the wire ------------------------------------------------------------------------------
+@pytest.fixture
+def peers() -> Iterator[tuple[FakeResourceManager, FakeHostManager, GrpcResourceManager,
+                              GrpcHostManager]]:
+    hosts = FakeHostManager()
+    hosts.add_host("host-0", cpu=4)
+    rm = FakeResourceManager(hosts)
+    servers = []
+    clients: list[GrpcResourceManager | GrpcHostManager] = []
+    for real in (rm, hosts):
+        server = GrpcServer("127.0.0.1:0",
+                            interceptors=[TermFenceInterceptor(EpochWatermark())])
+        target = StaticTarget([f"127.0.0.1:{server.port}"])
+        if real is hosts:
+            serve_host_manager(server, hosts, hosts.events)
+            clients.append(GrpcHostManager(target, caller="test", timeout=5.0))
+        else:
+            serve_resource_manager(server, rm)
+            clients.append(GrpcResourceManager(target, caller="test", timeout=5.0))
+        server.start()
+        servers.append(server)
+    grm, ghm = clients
+    assert isinstance(grm, GrpcResourceManager) and isinstance(ghm, GrpcHostManager)
+    yield rm, hosts, grm, ghm
+    for client in clients:
+        client.close()
+    for server in servers:
+        server.stop(0)
+
+
+def test_a_paused_leader_can_neither_kill_nor_take_placements_after_a_new_one_called(
+        peers: tuple[FakeResourceManager, FakeHostManager, GrpcResourceManager,
+                     GrpcHostManager]) -> None:
+    rm, hosts, grm, ghm = peers
+    old_rm, old_hm = stamped(grm, "jobmgr", lambda: 5), stamped(ghm, "jobmgr", lambda: 5)
+    new_rm, new_hm = stamped(grm, "jobmgr", lambda: 9), stamped(ghm, "jobmgr", lambda: 9)
+    old_rm.kill_tasks([TaskId("job-a", 0)])  # the old term, while it still leads: fine
+    new_hm.reconcile([])  # the new leader's recovery reaches both peers
+    new_rm.kill_tasks([])
+    with pytest.raises(FailedPrecondition, match="epoch 5 is over"):
+        old_hm.kill(["job-b-1-1"])
+    with pytest.raises(FailedPrecondition):
+        old_rm.get_placements(10, 0.0)
+    with pytest.raises(FailedPrecondition):
+        old_rm.kill_tasks([TaskId("job-b", 1)])
+    assert rm.killed == [TaskId("job-a", 0)] and hosts.killed == []
+    grm.kill_tasks([TaskId("job-c", 0)])  # an unstamped caller (placement, tools): not fenced
+    assert rm.killed[-1] == TaskId("job-c", 0)
+    assert EPOCH_KEY == "peloton-leader-epoch"
