@@ -81,6 +81,9 @@ class HandlerSettings:
     query_jobs_limit: int = 1000
     #: Workflows fetched per job for update queries.
     updates_limit: int = 10
+    #: Wall seconds getPendingReason gives the forecast of each job with pending tasks
+    #: (pelotonpy.api.forecast; the reason then carries the estimate); 0 turns it off.
+    pending_forecast_wall_s: float = 2.0
     #: Ask Peloton for in-place updates (keep instances on their hosts).
     in_place_updates: bool = False
     #: How often the pulse timer looks for updates whose pulses stopped.

@@ -15,6 +15,7 @@ maps to Aurora ResponseCodes in one place (responses.code_for).
 * v0 HostService (hostmgr): query_hosts, start_maintenance, complete_maintenance;
 * CronService (jobmgr, our extension): *_cron_job(s);
 * MaintenanceService (hostmgr, our extension): drain_hosts, end_maintenance;
+* ForecastService (resmgr, our extension): forecast (getPendingReason's estimate);
 * the host manager's Reconcile: reconcile_tasks.
 """
 
@@ -34,6 +35,7 @@ from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
 from peloton.api.gen.pelotonpy.api.cron import cron_pb2
 from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2
 from peloton.api.gen.pelotonpy.api.update import update_pb2
+from peloton.core.forecast.model import Forecast
 
 
 class PelotonPort(Protocol):
@@ -93,6 +95,11 @@ class PelotonPort(Protocol):
     def drain_hosts(self, hostnames: Sequence[str],
                     drain: maintenance_pb2.DrainSpec) -> list[maintenance_pb2.HostDrain]: ...
     def end_maintenance(self, hostnames: Sequence[str]) -> list[maintenance_pb2.HostDrain]: ...
+
+    # pelotonpy.api.forecast.ForecastService (our extension, on the resource manager)
+    def forecast(self, job_id: str, instances: Sequence[int] = (), *, horizon_secs: float = 0.0,
+                 wall_secs: float = 0.0, variations: int = 0,
+                 duration_secs: float = 0.0) -> Forecast: ...
 
     # pelotonpy.api.cron.CronService (our extension, on the job manager)
     def schedule_cron_job(self, job: cron_pb2.CronJob, *,

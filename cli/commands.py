@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from cli import job_control, stateless_workflow
+from cli import job_control, job_forecast, stateless_workflow
 from cli.admin import admin
 from cli.cron import cron
 from cli.host import host
@@ -22,6 +22,7 @@ from cli.update import update
 from cli.watch import watch
 
 job_control.register(job)
+job_forecast.register(job)
 stateless_workflow.register(stateless)
 job.add_command(stateless)
 

@@ -21,6 +21,8 @@ HELP: dict[str, str] = {
     "GET /ui/api/jobs": "jobs (?state=&name=&owner=&pool=&limit=), newest first",
     "GET /ui/api/jobs/<job>": "a job: config, status, tasks with why they wait, workflows, explain",
     "GET /ui/api/jobs/<job>/explain": "why a job's tasks wait: pool, queue, capacity, reasons",
+    "GET /ui/api/jobs/<job>/forecast": "when its pending tasks (?instance=) start, what binds "
+                                       "them, what would start them sooner (seconds to answer)",
     "GET /ui/api/jobs/<job>/tasks/<instance>": "one task: run, why it waits, events, logs "
                                                "(?log_bytes=)",
     "POST /ui/api/jobs/<job>/(stop|start|restart)": "act on every instance "

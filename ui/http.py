@@ -8,6 +8,7 @@ Routes (every JSON answer is an object; errors are `{"error": kind, "message": t
     GET  /ui/api/overview | pools | hosts?state= | jobs?state=&name=&owner=&pool=&limit=
     GET  /ui/api/jobs/<id>          GET /ui/api/jobs/<id>/tasks/<n>?log_bytes=
     GET  /ui/api/jobs/<id>/explain  GET /ui/api/  (an index of these routes, ui/api_index.py)
+    GET  /ui/api/jobs/<id>/forecast?instance=  (when pending tasks start; takes seconds)
     POST /ui/api/jobs/<id>/(stop|start|restart)        body {"batch_size": n} optional
     POST /ui/api/jobs/<id>/tasks/<n>/(stop|start|restart)
     POST /ui/api/jobs/<id>/workflow/(pause|resume|abort)
@@ -131,6 +132,7 @@ class UiApp:
             (r"/jobs", lambda r, a, m, q, b: r.jobs(q)),
             (rf"/jobs/{_JOB}", lambda r, a, m, q, b: r.job(m["job"])),
             (rf"/jobs/{_JOB}/explain", lambda r, a, m, q, b: r.explain(m["job"])),
+            (rf"/jobs/{_JOB}/forecast", lambda r, a, m, q, b: r.forecast(m["job"], q)),
             (rf"/jobs/{_JOB}{_TASK}", lambda r, a, m, q, b: r.task(m["job"], _instance(m), q)),
         ]
         post: list[tuple[str, Handler]] = [

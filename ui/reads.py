@@ -21,6 +21,7 @@ from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.query import query_pb2
 from peloton.api.gen.pelotonpy.ext import capacity_pb2
 from peloton.core.errors import InvalidArgument, NotFound, PelotonError, Unimplemented
+from peloton.core.forecast import render as forecast_render
 from peloton.core.model.ids import validate_uuid
 from ui import render
 from ui.render import Json
@@ -34,6 +35,8 @@ POD_EVENTS = 100
 LOG_FILES = ("stdout", "stderr")
 DEFAULT_LOG_BYTES = 64 * 1024
 MAX_LOG_BYTES = 4 * 1024 * 1024
+#: Wall seconds a page's forecast may take (the browser waits for it; the API's own cap is 60).
+FORECAST_WALL_S = 5.0
 
 
 def _names(raw: str, known: Sequence[str], field: str, prefix: str = "") -> list[str]:
@@ -169,6 +172,14 @@ class Reads:
     def explain(self, job_id: str) -> Json:
         """Why a job's tasks wait: pool entitlement and queue, cluster capacity, reasons."""
         return explain_job(self.client, _job_id(job_id)).as_dict()
+
+    def forecast(self, job_id: str, query: Mapping[str, str]) -> Json:
+        """When the job's pending tasks (or `?instance=`) start, what binds them, what would
+        start them sooner (ForecastService, within `FORECAST_WALL_S`), and as text."""
+        raw = query.get("instance", "")
+        instances = () if raw == "" else (_int(raw, "instance", 0, 0, 2**32 - 1),)
+        got = self.client.forecast(_job_id(job_id), instances, wall_secs=FORECAST_WALL_S)
+        return {**forecast_render.to_json(got), "text": forecast_render.text(got)}
 
     def task(self, job_id: str, instance: int, query: Mapping[str, str]) -> Json:
         """One instance: its current run, its pod events and the tail of its logs."""

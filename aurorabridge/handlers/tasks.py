@@ -15,7 +15,11 @@ unchanged keeps its converted ScheduledTask, and its spec is not fetched,
 and a pod's earlier runs are read once per current run.
 
 getPendingReason reports, for PENDING tasks, the reason the pod status
-carries: the placement engine's explanation of why the pod does not fit.
+carries: the placement engine's explanation of why the pod does not fit; then, so that
+unchanged Aurora clients see it, the forecast of the job's pending tasks (when they are
+expected to start, what binds them, the best change that starts them sooner), one
+ForecastService call per job within `pending_forecast_wall_s`.  A forecast that fails or
+times out leaves the reason as it was.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from aurorabridge.handlers.context import BridgeContext, HandlerFn
 from aurorabridge.handlers.task_runs import Target, convert, events, fetch, final, job_runs, runs
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
-from peloton.core.errors import InvalidArgument
+from peloton.core.errors import InvalidArgument, PelotonError
+from peloton.core.forecast.render import reason_line
 
 Fetched = list[tuple[Target, Any]]  # each target with its QueryPodsResponse
 
@@ -123,6 +128,24 @@ def get_tasks_status(ctx: BridgeContext, args: Any) -> Any:
     return _task_reply(ctx, args.query, with_executor=True)
 
 
+def _forecast(ctx: BridgeContext, job_id: str, pending: list[Any]) -> str:
+    """The forecast line of a job's pending tasks ("" when off, none pending, or it failed:
+    the reason is then Peloton's alone, as before)."""
+    wall = ctx.handlers.pending_forecast_wall_s
+    if wall <= 0 or not pending:
+        return ""
+    try:
+        got = ctx.port.forecast(job_id, sorted({r.instance for r in pending}), wall_secs=wall)
+    except PelotonError:
+        return ""
+    return reason_line(got)
+
+
+def _reason(run: Any, forecast: str) -> str:
+    base = run.status.message or run.status.reason or "Waiting to be placed"
+    return f"{base} | forecast: {forecast}" if forecast else base
+
+
 def get_pending_reason(ctx: BridgeContext, args: Any) -> Any:
     query = args.query
     if query is None:
@@ -135,9 +158,11 @@ def get_pending_reason(ctx: BridgeContext, args: Any) -> Any:
                             statuses=[api.ScheduleStatus.PENDING], offset=query.offset, limit=query.limit)
     targets = _targets(ctx, pending)
     found = fanout(lambda t: job_runs(ctx, t, pending), targets, ctx.handlers.workers)
+    forecasts = fanout(lambda pair: _forecast(ctx, pair[0].job_id, pair[1]),
+                       list(zip(targets, found, strict=True)), ctx.handlers.workers)
     reasons = [api.PendingReason(taskId=r.status.pod_id.value or r.name,
-                                 reason=r.status.message or r.status.reason or "Waiting to be placed")
-               for rs in found for r in rs]
+                                 reason=_reason(r, line))
+               for rs, line in zip(found, forecasts, strict=True) for r in rs]
     return ok(api.Result(getPendingReasonResult=api.GetPendingReasonResult(reasons=reasons)))
 
 

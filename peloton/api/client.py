@@ -34,6 +34,7 @@ from peloton.api.client_discovery import (
     endpoints_from_zookeeper,
     normalize_address,
 )
+from peloton.api.client_forecast import ForecastCalls
 from peloton.api.client_maintenance import MaintenanceCalls
 from peloton.api.client_sandbox import FileTail
 from peloton.api.client_transport import DeadlineExceeded, ServiceHandle, Transport
@@ -67,6 +68,7 @@ _ADMIN = "peloton.api.v1alpha.admin.svc.AdminService"
 _CRON = "pelotonpy.api.cron.CronService"
 _WORKFLOW_OPTIONS = "pelotonpy.api.update.WorkflowOptionsService"
 _MAINTENANCE = "pelotonpy.api.maintenance.MaintenanceService"
+_FORECAST = "pelotonpy.api.forecast.ForecastService"
 #: The host manager's daemon-to-daemon service (our design), for task reconciliation.
 _HOSTMGR_INTERNAL = "pelotonpy.internal.hostmgr.HostManagerService"
 # Our capacity extension (proto/pelotonpy/ext/capacity.proto).
@@ -75,7 +77,7 @@ _POOL_STATUS = "pelotonpy.ext.capacity.PoolStatusService"
 _AUTH = "pelotonpy.auth.AuthService"
 
 
-class PelotonClient(V0Calls, V1Calls, CronCalls, MaintenanceCalls):
+class PelotonClient(V0Calls, V1Calls, CronCalls, MaintenanceCalls, ForecastCalls):
     """A connection to one Peloton cluster; cheap to build, channels open on first use."""
 
     def __init__(self, jobmgr: str = DEFAULT_JOBMGR, resmgr: str = DEFAULT_RESMGR,
@@ -126,6 +128,7 @@ class PelotonClient(V0Calls, V1Calls, CronCalls, MaintenanceCalls):
                                             _HOST_CAPACITY)
         self._pool_status = ServiceHandle(transport, endpoints.resmgr, RESMGR_SERVICE,
                                           _POOL_STATUS)
+        self._forecast = ServiceHandle(transport, endpoints.resmgr, RESMGR_SERVICE, _FORECAST)
 
     # -- logging in (pelotonpy.auth.AuthService on the job manager) ---------------------------
     def login(self, ttl_secs: float = 0.0) -> auth_pb2.LoginResponse:

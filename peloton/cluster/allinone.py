@@ -170,6 +170,7 @@ class AllInOne:
     def start(self) -> None:
         """Build and start everything (see the module docstring for the order)."""
         from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
+        from peloton.cluster.forecast import serve_forecast
         from peloton.hostmgr.app import HostManager
         from peloton.hostmgr.config import HostManagerConfig
         from peloton.jobmgr.app import JobManager
@@ -184,6 +185,7 @@ class AllInOne:
         hostmgr = HostManager(views["hostmgr"], backend,
                               HostManagerConfig(consumers=("jobmgr", "resmgr")), grpc_server=self.grpc)
         resmgr = ResourceManager(views["resmgr"], hostmgr, grpc=self.grpc)
+        serve_forecast(self.grpc, resmgr, hostmgr, store)
         placement = PlacementEngine(resmgr, hostmgr)
         jobmgr = JobManager(views["jobmgr"], resmgr, hostmgr, grpc=self.grpc)
         # The host manager's service, as a separate one serves it: clients (the Aurora bridge's

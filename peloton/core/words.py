@@ -26,7 +26,9 @@ _UNITS = (("TiB", 1024.0 * 1024.0), ("GiB", 1024.0), ("MiB", 1.0))
 
 def number(value: float, decimals: int = 2) -> str:
     """`value` rounded to `decimals`, without trailing zeros ("0.1", "2", "1.25")."""
-    text = f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+    text = f"{value:.{decimals}f}"
+    if "." in text:  # only a fraction's zeros trail: "1000" keeps its own
+        text = text.rstrip("0").rstrip(".")
     return "0" if text in ("", "-0") else text
 
 

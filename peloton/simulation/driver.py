@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
 
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
@@ -69,6 +70,17 @@ MAX_SAME_INSTANT = 1000
 NOT_QUEUED_YET = "not queued in the resource manager yet (the job manager was still creating it)"
 
 
+#: How long a launched run of `instance` of trace job `job` lasts when it starts at simulated
+#: time `now` (None: until the run ends).  The default is the trace's own duration; the
+#: forecast (forecast_run.py) ends runs that were already running at a fixed simulated time.
+DurationPolicy = Callable[[TraceJob, int, float], "float | None"]
+
+
+def trace_duration(job: TraceJob, instance: int, now: float) -> float | None:
+    """The default `DurationPolicy`: the trace's duration, whenever the run starts."""
+    return job.duration_of(instance)
+
+
 def job_id_for(index: int) -> str:
     """The Peloton job id of the trace's `index`-th job: a UUID numbered in trace order,
     so ids sort as the trace does and runs of one scenario name jobs alike."""
@@ -84,10 +96,16 @@ class PelotonSimulator:
 
     def __init__(self, *, resmgr_config: ResourceManagerConfig | None = None,
                  jobmgr_config: JobManagerConfig | None = None,
-                 placement_config: PlacementEngineConfig | None = None) -> None:
+                 placement_config: PlacementEngineConfig | None = None,
+                 duration: DurationPolicy = trace_duration,
+                 stop_when: Callable[[], bool] | None = None) -> None:
         self.resmgr_config = resmgr_config
         self.jobmgr_config = jobmgr_config
         self.placement_config = placement_config
+        self.duration = duration
+        #: Asked after every instant: True ends the run there (the forecast stops once its
+        #: targets started, or its wall time is spent), as if the horizon were reached.
+        self.stop_when = stop_when
         #: What the last run did (`SimulatedCluster.counts`), for benchmarks.
         self.counts: dict[str, int] = {}
 
@@ -110,6 +128,8 @@ class _Replay:
                  recorder: SimulationRecorder) -> None:
         self.scenario = scenario
         self.recorder = recorder
+        self._policy = sim.duration
+        self._stop_when = sim.stop_when
         self.observer = TaskObserver(recorder, lambda: self.cluster.now)
         self.cluster = SimulatedCluster(
             epoch=scenario.epoch, durations=self._duration, seed=scenario.seed,
@@ -144,7 +164,7 @@ class _Replay:
             cluster.run_instant()
             if t >= self._sample_due():
                 self._sample(t)
-            if self._done():
+            if self._done() or (self._stop_when is not None and self._stop_when()):
                 end = t
                 break
             nxt = self._next_instant()
@@ -218,7 +238,7 @@ class _Replay:
     def _duration(self, job_id: str, instance: int) -> float:
         """How long a launched run of a task lasts on its simulated host."""
         job: TraceJob = self.observer.jobs[job_id]
-        secs = job.duration_of(instance)
+        secs = self._policy(job, instance, self.cluster.now)
         return math.inf if secs is None else secs
 
     # -- outputs ------------------------------------------------------------------------------

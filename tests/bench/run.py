@@ -37,10 +37,13 @@ MODULE_CAP_S = 240
 #: cluster takes minutes by design; `make bench` stays within its quarter hour without it).
 #: bench_k8s makes 5,000 kwok nodes and twice 10,000 pods on a real API server: about
 #: 8 minutes on 2 cores, most of it the API server's and kwok's own work.
-LONG_MODULES: dict[str, int] = {"bench_simulation_day": 1200, "bench_k8s": 1200}
+#: bench_forecast replays two traces many times over (about 6 minutes on 2 cores).
+LONG_MODULES: dict[str, int] = {"bench_simulation_day": 1200, "bench_k8s": 1200,
+                                "bench_forecast": 900}
 #: Long modules every `make bench` runs all the same, after the others and outside the suite
-#: budget: the Kubernetes figures (issue 21) belong in every run.
-ALWAYS_LONG = frozenset({"bench_k8s"})
+#: budget: the Kubernetes figures (issue 21) and the forecast's accuracy (issue 26) belong in
+#: every run.
+ALWAYS_LONG = frozenset({"bench_k8s", "bench_forecast"})
 
 
 @dataclass

@@ -23,7 +23,8 @@ from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha.query import query_pb2
 from peloton.api.gen.pelotonpy.api.maintenance import maintenance_pb2
-from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound
+from peloton.core.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
+from peloton.core.forecast.model import Forecast
 from tests.harness.fake_peloton_cron import FakeCron
 from tests.harness.fake_peloton_state import TERMINAL_WORKFLOWS, FakeJob, FakeState, now
 
@@ -375,6 +376,18 @@ class FakePeloton(FakeCron, FakeState):
             self.hosts[hostname] = host_pb2.HOST_STATE_UP
             self.drains.pop(hostname, None)
             return host_svc_pb2.CompleteMaintenanceResponse(hostname=hostname)
+
+    def forecast(self, job_id: str, instances: Sequence[int] = (), *, horizon_secs: float = 0.0,
+                 wall_secs: float = 0.0, variations: int = 0,
+                 duration_secs: float = 0.0) -> Forecast:
+        """ForecastService.Forecast: the canned `forecasts[job_id]`, else Unavailable (a
+        cluster without the forecast: callers must do without it)."""
+        self.record("forecast", job_id=job_id, instances=list(instances), wall_secs=wall_secs)
+        with self._lock:
+            got: Forecast | None = self.forecasts.get(job_id)
+        if got is None:
+            raise Unavailable("no forecast in the fake")
+        return got
 
     def drain_hosts(self, hostnames: Sequence[str], drain: Any) -> list[Any]:
         """MaintenanceService.DrainHosts: every host DRAINING with `drain` (kept in `drains`)."""

@@ -106,6 +106,8 @@ class FakeState:
         self.hosts = {h: host_pb2.HOST_STATE_UP for h in hosts}
         #: hostname -> the DrainSpec of its last MaintenanceService.DrainHosts.
         self.drains: dict[str, Any] = {}
+        #: job id -> the Forecast ForecastService answers (none: Unavailable).
+        self.forecasts: dict[str, Any] = {}
         self.pod_message = ""
         self._lock = threading.RLock()
         root = respool_pb2.ResourcePoolInfo(

@@ -109,6 +109,7 @@ def term_store(store: Store, role: str, term: Term) -> Store:
 
 def resmgr_terms(rt: Runtime) -> TermBuilder:
     """The resource manager's terms."""
+    from peloton.cluster.forecast import serve_forecast
     from peloton.resmgr.app import ResourceManager
 
     assert isinstance(rt.config, ResmgrProcessConfig)
@@ -118,6 +119,8 @@ def resmgr_terms(rt: Runtime) -> TermBuilder:
         rm = ResourceManager(fenced(term_store(store, "resmgr", term), fence), hostmgr, config,
                              grpc=term.recorder, metrics=rt.metrics)
         serve_resource_manager(term.recorder, rm)
+        # The forecast only reads the store (job configs and runtimes): no fencing needed.
+        serve_forecast(term.recorder, rm, hostmgr, store)
         return [rm]
 
     return build

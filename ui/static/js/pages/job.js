@@ -5,6 +5,7 @@
 
 import {actionButton} from '../actions.js';
 import {seg} from '../api.js';
+import {forecastPanel} from '../forecast.js';
 import {amount, badge, counts, facts, h, region, since, stackbar, table, time} from '../dom.js';
 
 function ports(map) {
@@ -148,6 +149,7 @@ export default {
       why: h('section', {class: 'panel why', 'aria-labelledby': 'why-title'}),
       workflow: h('section', {class: 'panel'}),
       tasks: h('section', {class: 'panel', 'aria-labelledby': 'tasks-title'}), history: h('section', {class: 'panel'})};
+    let forecast = null;  // made once, on the first draw: it keeps its answer across refreshes
     main.append(...Object.values(parts));
     const draw = Object.fromEntries(Object.entries(parts).map(([k, el]) => [k, region(el)]));
     return (d) => {
@@ -157,6 +159,11 @@ export default {
       draw.summary({job: d.job, runtime: d.runtime}, summary);
       parts.why.hidden = !d.explain.waiting.length;
       draw.why(d.explain, why);
+      if (!forecast) {
+        forecast = forecastPanel(d.job.id);
+        parts.why.after(forecast);
+      }
+      forecast.hidden = !d.explain.waiting.length;
       draw.workflow({job: {id: d.job.id}, workflow: d.workflow}, workflow);
       draw.tasks({job: {id: d.job.id}, tasks: d.tasks}, tasks);
       draw.history({workflows: d.workflows}, history);

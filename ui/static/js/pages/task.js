@@ -3,6 +3,7 @@
 
 import {actionButton} from '../actions.js';
 import {seg} from '../api.js';
+import {forecastPanel} from '../forecast.js';
 import {badge, facts, h, region, since, table, time} from '../dom.js';
 
 function header(d) {
@@ -79,7 +80,13 @@ export default {
     main.append(top, run, logs, evs);
     const drawTop = region(top), drawRun = region(run), drawEvents = region(evs);
     let lastLogs = '';
+    let forecast = null;  // made once, on the first draw: it keeps its answer across refreshes
     return (d) => {
+      if (!forecast) {
+        forecast = forecastPanel(d.job_id, d.task.instance);
+        run.after(forecast);
+      }
+      forecast.hidden = !WAITING.includes(d.task.state);
       document.title = `Task ${d.task.instance} · ${d.job_name || d.job_id} · Peloton`;
       drawTop({job_id: d.job_id, job_name: d.job_name,
         task: {instance: d.task.instance, name: d.task.name, state: d.task.state}}, header);

@@ -1,0 +1,183 @@
+"""A forecast snapshot as a simulation scenario (pure: values in, a scenario out).
+
+The scenario replays *now* forward.  Its first `WARMUP` simulated seconds rebuild
+the present: every running task is submitted at t = 0, pinned to its host by a HOST
+constraint on a label only that host carries (`PIN`), with preemption off, so the
+real scheduler admits and places exactly what runs now (the running tasks fit the
+cluster, so the demand-driven entitlement covers every pool's use).  At t = WARMUP
+(which is `now`) preemption returns to its live setting and the queued tasks are
+submitted in queue order.  A running task ends at WARMUP + its remaining time
+whenever it was placed (`ForecastScenario.end_at`, applied by the engine's duration
+policy); run again after a preemption, it runs its whole expected duration; a queued task
+runs its expected duration once started.  The running tasks are submitted in the order they
+started, spread over the warm-up, so the preemptor (most recently started first) ranks them
+as it ranks the live ones.
+
+Hosts in maintenance take no work: they are left out, and their running tasks are
+queued again at the head of the queue (they move off, as a drain would move them).
+
+The unknown durations vary between runs: variation 0 takes every estimate as it is;
+variation k > 0 scales each estimated duration by a factor drawn from an RNG seeded
+with (seed, k), in snapshot order: within ±50% for a duration from the job's history,
+between a quarter and twice for a default.  Given durations never vary.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from peloton.core.forecast.model import DurationSource, QueuedTask, RunningTask, Snapshot
+from peloton.core.model.constraints import Condition, Label, LabelConstraint, LabelKind
+from peloton.core.model.ids import ROOT_POOL_ID
+from peloton.core.states import JobType
+from peloton.simulation.cluster import SimHost
+from peloton.simulation.pools import PoolSpec, PoolsSpec
+from peloton.simulation.scenario import Scenario, SetPreemption
+from peloton.simulation.trace import Trace, TraceHeader, TraceJob
+
+#: Simulated seconds the present takes to rebuild before `now` (t = WARMUP is now).  Not a
+#: whole second: the entitlement refreshes every second, and a queue arriving at least
+#: `entitlement_min_interval` after a refresh is admitted against entitlements that
+#: already count it, as the live queue is.
+WARMUP = 5.5
+#: Seconds the last running task submitted in the warm-up has to start before now, and the
+#: distinct submit times the running tasks are spread over before that (each costs an instant).
+STARTS_SETTLE = 2.0
+START_STEPS = 35
+#: Host label pinning a running task to the host it runs on.
+PIN = "peloton.forecast/host"
+#: How far each kind of estimate varies between runs (factor range).
+SPREAD = {DurationSource.HISTORY: (0.5, 1.5), DurationSource.DEFAULT: (0.25, 2.0)}
+#: A sampling interval longer than any horizon: the forecast reads no samples.
+NO_SAMPLES = 1e12
+
+Target = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastScenario:
+    """The scenario, and how to read its events back as the snapshot's tasks."""
+
+    scenario: Scenario
+    #: (trace job, instance) -> (live job id, instance), for every queued task.
+    tasks: dict[tuple[str, int], Target]
+    #: Trace job -> each instance's absolute simulated end (running tasks only).
+    end_at: dict[str, tuple[float | None, ...]]
+    #: The (trace job, instance) keys of the targets.
+    targets: frozenset[tuple[str, int]]
+
+
+def _factor(rng: random.Random, source: DurationSource, variation: int) -> float:
+    spread = SPREAD.get(source)
+    if spread is None:
+        return 1.0
+    draw = rng.uniform(*spread)  # drawn for every estimate, so the sequence is stable
+    return 1.0 if variation == 0 else draw
+
+
+def _pools(snapshot: Snapshot) -> PoolsSpec:
+    specs = []
+    for state in sorted(snapshot.pools, key=lambda p: p.path):
+        parent = state.path.rsplit("/", 1)[0]
+        config = replace(state.config, name=state.path.rsplit("/", 1)[1],
+                         parent_id=parent or ROOT_POOL_ID)
+        specs.append(PoolSpec(state.path, config))
+    pools = PoolsSpec(tuple(specs))
+    pools.tree()  # every rule of the resource manager, before anything runs
+    return pools
+
+
+def _pin(hostname: str) -> LabelConstraint:
+    return LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label(PIN, hostname), 1)
+
+
+def _runs(items: Iterable[QueuedTask], key: Callable[[QueuedTask], object]) -> list[list[QueuedTask]]:
+    """Consecutive items with equal `key(item)`, in order (the queue's order is kept)."""
+    out: list[list[QueuedTask]] = []
+    last: object = object()
+    for item in items:
+        k = key(item)
+        if not out or k != last:
+            out.append([])
+            last = k
+        out[-1].append(item)
+    return out
+
+
+def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0, seed: int = 0,
+          horizon: float) -> ForecastScenario:
+    """The scenario of `snapshot` (module docstring), looking `horizon` seconds past now."""
+    rng = random.Random(f"{seed}:{variation}")
+    up = tuple(h for h in snapshot.hosts if not h.maintenance)
+    up_names = {h.hostname for h in up}
+    hosts = tuple(SimHost(h.hostname, "live", h.capacity, (*h.labels, Label(PIN, h.hostname)))
+                  for h in up)
+    running = [r for r in snapshot.running if r.hostname in up_names]
+    moved = [QueuedTask(r.job_id, r.instance, r.pool, r.resources,
+                        r.remaining, r.source, r.priority, r.preemptible)
+             for r in snapshot.running if r.hostname not in up_names]
+    jobs: list[TraceJob] = []
+    end_at: dict[str, tuple[float | None, ...]] = {}
+    # One trace job per (job, host, shape), submitted in the order the tasks started (the
+    # longest running first, spread over the warm-up), so the preemptor, which takes the
+    # most recently started first, ranks them as it ranks the live ones.
+    by_key: dict[object, list[RunningTask]] = {}
+    for r in sorted(running, key=lambda r: (-r.elapsed, r.job_id, r.instance)):
+        by_key.setdefault((r.job_id, r.pool, r.hostname, r.resources, r.priority,
+                           r.preemptible, r.remaining is None), []).append(r)
+    steps = max(len(by_key), 1)
+    for rank, runs in enumerate(by_key.values()):
+        at = math.floor(rank * START_STEPS / steps) * (WARMUP - STARTS_SETTLE) / START_STEPS
+        first = runs[0]
+        name = f"run-{len(jobs)}"
+        ends: list[float | None] = []
+        again: list[float] = []
+        for r in runs:
+            factor = _factor(rng, r.source, variation)
+            ends.append(None if r.remaining is None else WARMUP + r.remaining * factor)
+            whole = r.duration if r.duration is not None else r.remaining
+            again.append(max((whole or 1.0) * factor, 1e-3))
+        service = first.remaining is None
+        jobs.append(TraceJob(name, at, first.pool, len(runs), first.resources,
+                             duration=None if service else max(again),
+                             durations=() if service else tuple(again),
+                             priority=first.priority, preemptible=first.preemptible,
+                             type=JobType.SERVICE if service else JobType.BATCH,
+                             constraint=_pin(first.hostname)))
+        end_at[name] = tuple(ends)
+    tasks: dict[tuple[str, int], Target] = {}
+    queued_jobs: list[TraceJob] = []
+    for group in _runs([*moved, *snapshot.queued],
+                       lambda q: (q.job_id, q.pool, q.resources, q.priority, q.preemptible,
+                                  q.constraint, q.duration is None)):
+        head = group[0]
+        name = f"queued-{len(queued_jobs)}"
+        durations = []
+        for i, q in enumerate(group):
+            tasks[(name, i)] = (q.job_id, q.instance)
+            if q.duration is not None:
+                durations.append(max(q.duration * _factor(rng, q.source, variation), 1e-3))
+        service = head.duration is None
+        queued_jobs.append(TraceJob(
+            name, WARMUP, head.pool, len(group), head.resources,
+            duration=None if service else max(durations),
+            durations=() if service else tuple(durations), priority=head.priority,
+            preemptible=head.preemptible, type=JobType.SERVICE if service else JobType.BATCH,
+            constraint=head.constraint))
+    wanted = frozenset(k for k, v in tasks.items() if v in targets)
+    timeline = (SetPreemption(0.0, False), SetPreemption(WARMUP, snapshot.preemption))
+    scenario = Scenario(label="forecast", trace=Trace(TraceHeader(name="forecast"),
+                                                      tuple(jobs + queued_jobs)),
+                        hosts=hosts, pools=_pools(snapshot), preemption=False,
+                        timeline=timeline, horizon=WARMUP + horizon,
+                        sample_interval=NO_SAMPLES, seed=seed, epoch=snapshot.now - WARMUP)
+    return ForecastScenario(scenario, tasks, end_at, wanted)
+
+
+def has_unknowns(snapshot: Snapshot) -> bool:
+    """Whether any duration is an estimate (else every run is the same: one is enough)."""
+    return any(r.source in SPREAD for r in snapshot.running) or \
+        any(q.source in SPREAD for q in snapshot.queued)

@@ -1,0 +1,203 @@
+"""The forecast: a snapshot run forward through the real scheduler, within stated bounds.
+
+`forecast(snapshot, job_id, instances)` answers for the job's queued instances (all
+of them, or those named): when the last of them starts (p50/p90 over the seeded
+variations of the unknown durations, `forecast_plan`), what binds now
+(`core.forecast.binding`), and what would start them sooner, each change with its
+own estimate (`core.forecast.changes`).
+
+Bounded twice, and the answer says so: the simulation looks at most `bounds.horizon`
+seconds past now (a target not started by then is "not within the horizon"), and
+the whole answer spends at most `bounds.wall` seconds of wall time — every run
+checks the deadline on each event, and runs not made in time are reported as not
+made (`Forecast.truncated`).  The baseline's variations come first, then each
+counterfactual's.
+
+This module is an edge of the simulation package: it runs the engine (driver.py).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from peloton.core.errors import InvalidArgument, NotFound
+from peloton.core.forecast.binding import binding
+from peloton.core.forecast.changes import candidates
+from peloton.core.forecast.model import (
+    Bounds,
+    Counterfactual,
+    Estimate,
+    Forecast,
+    Snapshot,
+)
+from peloton.core.model.resources import Resources
+from peloton.simulation.driver import PelotonSimulator
+from peloton.simulation.forecast_plan import WARMUP, ForecastScenario, build, has_unknowns
+from peloton.simulation.result import TaskEventKind
+from peloton.simulation.trace import TraceJob
+
+Target = tuple[str, int]
+
+#: What every forecast assumes (future arrivals are unknown: a busy cluster's answer is the
+#: earliest the task could start if nothing else came).
+NO_ARRIVALS = "assumes no job arrives after now"
+#: Why a forecast made one run only.
+ONE_RUN = "every duration is known: one run, no variations"
+
+
+class _OutOfTime(Exception):
+    """The wall deadline passed before a run answered."""
+
+
+@dataclass(slots=True)
+class _Watch:
+    """A `SimulationRecorder` that only listens for the targets' first starts; as the
+    engine's `stop_when`, it ends the run once every target started or time is up."""
+
+    targets: frozenset[tuple[str, int]]
+    deadline: float
+    clock: Callable[[], float]
+    started: dict[tuple[str, int], float] = field(default_factory=dict)
+    out_of_time: bool = False
+
+    def stop(self) -> bool:
+        """Every target started, or the wall deadline passed (then `out_of_time`)."""
+        if len(self.started) == len(self.targets):
+            return True
+        self.out_of_time = self.clock() > self.deadline
+        return self.out_of_time
+
+    def pool_sample(self, t: float, pool: str, *, demand: Resources, entitlement: Resources,
+                    allocation: Resources, pending: int) -> None:
+        """Not read (the forecast takes no samples)."""
+
+    def cluster_sample(self, t: float, *, capacity: Resources, used: Resources,
+                       hosts: int) -> None:
+        """Not read."""
+
+    def task_event(self, t: float, kind: TaskEventKind, job: str, instance: int, *,
+                   reason: str = "") -> None:
+        """Keep each target's first start."""
+        key = (job, instance)
+        if kind is TaskEventKind.STARTED and key in self.targets and key not in self.started:
+            self.started[key] = t
+
+    def finish(self, end: float) -> None:
+        """The run reached its horizon, ran out of work, or was stopped."""
+
+
+def _policy(fs: ForecastScenario) -> Callable[[TraceJob, int, float], float | None]:
+    """A running task's first run ends at its absolute time; any other run (a queued task's,
+    a running task's again after preemption) lasts its duration."""
+    launched: set[tuple[str, int]] = set()
+
+    def duration(job: TraceJob, instance: int, now: float) -> float | None:
+        ends = fs.end_at.get(job.job)
+        key = (job.job, instance)
+        if ends is None or key in launched:
+            return job.duration_of(instance)
+        launched.add(key)
+        end = ends[instance]
+        return None if end is None else max(end - now, 1e-3)
+    return duration
+
+
+def start_times(fs: ForecastScenario, deadline: float,
+                clock: Callable[[], float] = time.monotonic) -> dict[Target, float]:
+    """Each target's first start in the run of `fs`, in seconds after now, by (live job id,
+    instance); targets that did not start within the horizon are absent.
+
+    Raises `_OutOfTime` when the wall deadline passes first.
+    """
+    watch = _Watch(fs.targets, deadline, clock)
+    PelotonSimulator(duration=_policy(fs), stop_when=watch.stop).run(fs.scenario, watch)
+    if watch.out_of_time:
+        raise _OutOfTime
+    return {fs.tasks[key]: max(0.0, t - WARMUP) for key, t in watch.started.items()}
+
+
+def run_once(fs: ForecastScenario, deadline: float,
+             clock: Callable[[], float] = time.monotonic) -> float | None:
+    """When the last target starts, in seconds after now (None: not within the horizon).
+
+    Raises `_OutOfTime` when the wall deadline passes first.
+    """
+    started = start_times(fs, deadline, clock)
+    if len(started) < len(fs.targets):
+        return None
+    return max(started.values())
+
+
+def _rank(values: list[float], p: int) -> float:
+    """Nearest rank: the value at rank ceil(p/100 n) (inf stands for not started)."""
+    ordered = sorted(values)
+    return ordered[max(math.ceil(p / 100 * len(ordered)), 1) - 1]
+
+
+def estimate(values: list[float | None]) -> Estimate:
+    """p50/p90 of the runs' start times (None counts as later than any)."""
+    inf = [math.inf if v is None else v for v in values]
+    p50, p90 = _rank(inf, 50), _rank(inf, 90)
+    return Estimate(p50=None if math.isinf(p50) else p50, p90=None if math.isinf(p90) else p90,
+                    runs=len(values), started=sum(v is not None for v in values))
+
+
+def _estimate(snapshot: Snapshot, targets: frozenset[Target], variations: int, seed: int,
+              bounds: Bounds, deadline: float, clock: Callable[[], float]) -> Estimate | None:
+    """The estimate over the variations, or None if not even one run finished in time."""
+    values: list[float | None] = []
+    for k in range(variations):
+        if clock() >= deadline:
+            break
+        fs = build(snapshot, targets, variation=k, seed=seed, horizon=bounds.horizon)
+        try:
+            values.append(run_once(fs, deadline, clock))
+        except _OutOfTime:
+            break
+    return estimate(values) if values else None
+
+
+def forecast(snapshot: Snapshot, job_id: str, instances: tuple[int, ...] = (), *,
+             bounds: Bounds = Bounds(), seed: int = 0,
+             clock: Callable[[], float] = time.monotonic) -> Forecast:
+    """The forecast for the queued `instances` of `job_id` (all queued ones if empty).
+
+    NotFound if the job has no queued task (named); InvalidArgument for bad bounds.
+    """
+    if bounds.horizon <= 0 or bounds.wall <= 0 or bounds.variations < 1:
+        raise InvalidArgument("horizon and wall time must be > 0, variations >= 1",
+                              field="bounds")
+    started = clock()
+    deadline = started + bounds.wall
+    queued = [q for q in snapshot.queued
+              if q.job_id == job_id and (not instances or q.instance in instances)]
+    if not queued:
+        what = f"instances {', '.join(map(str, instances))} of job" if instances else "job"
+        raise NotFound(f"{what} {job_id} has no pending task to forecast")
+    targets = frozenset((q.job_id, q.instance) for q in queued)
+    variations = bounds.variations if has_unknowns(snapshot) else 1
+    notes = [NO_ARRIVALS]
+    if variations == 1 and bounds.variations > 1:
+        notes.append(ONE_RUN)
+    if any(q.gang > 1 for q in snapshot.queued):
+        notes.append("gangs are simulated task by task (their all-or-nothing start is not)")
+    base = _estimate(snapshot, targets, variations, seed, bounds, deadline, clock)
+    truncated = base is None or base.runs < variations
+    counterfactuals = []
+    for change in candidates(snapshot, targets):
+        try:
+            est = _estimate(change.snapshot, change.targets, variations, seed, bounds,
+                            deadline, clock) if clock() < deadline else None
+        except InvalidArgument as exc:  # the change breaks a pool rule: say so
+            notes.append(f"{change.description}: not possible ({exc.message})")
+            continue
+        truncated = truncated or est is None or est.runs < variations
+        counterfactuals.append(Counterfactual(change.kind, change.description, est))
+    return Forecast(job_id=job_id, instances=tuple(sorted(i for _, i in targets)),
+                    now=snapshot.now, estimate=base or Estimate(None, None, 0, 0),
+                    binding=binding(snapshot, queued[0]), counterfactuals=tuple(counterfactuals),
+                    bounds=bounds, wall_secs=clock() - started, truncated=truncated,
+                    notes=tuple(notes))
