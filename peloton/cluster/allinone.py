@@ -439,6 +439,8 @@ def run(config: UpConfig, announce: bool = True) -> None:
     try:
         while not stop.wait(0.5):
             pass
+        if announce:  # the signal was heard; the clean stop may take a grace period
+            print("peloton up: stopping (a second Ctrl-C or SIGTERM ends it at once)", flush=True)
     finally:
         cluster.stop()
         work_dirs = cluster.agent_work_dirs()

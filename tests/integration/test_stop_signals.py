@@ -51,7 +51,8 @@ def test_sigterm_during_a_slow_stop_ends_the_process_at_once(up: UpCluster) -> N
     proc = _proc(up)
     stream = _hold_a_watch(up)
     proc.send_signal(signal.SIGINT)  # the clean stop starts, and waits for the open stream
-    time.sleep(0.2)
+    # SIGTERM only once the first signal was handled (else it would be the first one).
+    assert up.tail is not None and up.tail.wait_for("peloton up: stopping", WAIT)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(WAIT) == -signal.SIGTERM  # ended by the signal, not after the stop
     del stream

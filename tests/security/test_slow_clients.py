@@ -19,6 +19,7 @@ from aurorabridge.http_server import ApiApp, HttpLimits
 from aurorabridge.processor import ThriftProcessor
 from aurorabridge.responses import ok
 from tests.harness.bridge_http import serving
+from tests.harness.cluster import eventually
 from tests.unit.aurorabridge.wire import BINARY, decode_reply, encode_call, post
 
 pytestmark = pytest.mark.timeout(60)
@@ -78,18 +79,41 @@ def test_a_silent_connection_is_closed_after_the_idle_timeout(port: int) -> None
     assert took >= LIMITS.idle_timeout_s - 0.5
 
 
+def refused(port: int) -> bool:
+    """A new connection is answered 503 and closed (an accepted one is closed here again)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.settimeout(1.0)
+    try:
+        answer = sock.recv(4096)
+    except TimeoutError:
+        answer = b""  # accepted: the server waits for a request
+    sock.close()
+    return answer.startswith(b"HTTP/1.1 503")
+
+
+def answers(port: int) -> bool:
+    """An ordinary call gets through (not refused for the cap)."""
+    try:
+        status, _headers, _body = post(port, encode_call("getTierConfigs"),
+                                       {"Content-Type": BINARY, "Accept": BINARY})
+    except OSError:
+        return False
+    return status == 200
+
+
 def test_connections_beyond_the_cap_are_refused_and_a_normal_call_still_works(port: int) -> None:
     held = [socket.create_connection(("127.0.0.1", port), timeout=10)
             for _ in range(LIMITS.max_connections)]
-    time.sleep(0.2)  # let the server accept them all
+    # Once the server has taken them all (on a busy machine that is not at once), one more
+    # is refused; the probe itself is refused the same way, so it holds no slot.
+    eventually(lambda: refused(port), 30, "a connection beyond the cap answered 503")
     extra = socket.create_connection(("127.0.0.1", port), timeout=10)
     extra.settimeout(5)
-    refusal = extra.recv(4096)
-    assert refusal.startswith(b"HTTP/1.1 503"), refusal
+    assert extra.recv(4096).startswith(b"HTTP/1.1 503")
     assert extra.recv(4096) == b"", "the refused connection is closed"
     extra.close()
-    held.pop().close()  # one slot frees: an ordinary client gets through at once
-    time.sleep(0.2)
+    held.pop().close()  # one slot frees: an ordinary client gets through
+    eventually(lambda: answers(port), 30, "an ordinary call answered once a slot is free")
     assert tier_call(port) == 1
     for sock in held:
         sock.close()
