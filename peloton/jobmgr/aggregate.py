@@ -11,28 +11,13 @@ Nothing outside this module changes a job: no other module calls a store write
 method or assigns a cached job's fields (tests/unit/jobmgr/test_one_writer.py
 fails the build if one does).  A workflow's state changes only in `move_workflow`,
 which checks the move against core/lifecycle/workflow_transitions.py; `save_workflow`
-refuses a state changed by hand.  Every change takes the same four steps:
-
-1. compute the new value from the current one: callers pass a function
-   `current -> new` (None: nothing to write), so a write that loses its
-   compare-and-set is redone on the reloaded value, never on a stale one;
-2. write it to storage (compare-and-set on its revision; new rows are created); a
-   task write reports how it ended (task_writes.py: DONE, RETRIED, or CONFLICT with
-   the instances not written), and its caller must act on a conflict;
-3. put what was stored in the cache and tell the listeners (the watch API);
-4. schedule the goal-state work the change calls for.  Callers never enqueue
-   for a change they made; the rule, in one place:
-   - the job runtime changed (state, goal, config, workflow): the job is
-     evaluated now;
-   - task runtimes were written, created or deleted: the job is evaluated
-     within `runtime_update_interval` (its state is derived from its tasks:
-     many changes, one evaluation), and a written task is evaluated now when
-     the inputs of its goal-state decision changed and the decision is one the
-     engine takes (`goalstate.queue.wants_look`);
-   - a workflow was saved: it is evaluated now if still active, else (it just
-     ended) the job is.
-   Goal-state actions still schedule their own delayed re-looks (a launch or
-   restart that must wait); that is a timer, not a change.
+refuses a state changed by hand.  Every change takes the same steps (the rule of each,
+with the goal-state work it schedules, is in peloton/jobmgr/README.md): compute the new
+value from the current one (callers pass `current -> new`, so a lost compare-and-set is
+redone on the reloaded value, never a stale one); write it (a task write reports how it
+ended, task_writes.py, and its caller must act on a conflict); put what was stored in the
+cache and tell the listeners; schedule the goal-state work the change calls for (callers
+never enqueue for a change they made).
 
 Locking: `CachedJob.lock` serialises job-level changes (runtime, configs,
 workflow) and the multi-step operations callers build from them; task
@@ -55,8 +40,8 @@ import gevent.lock
 from peloton.core.errors import Conflict, NotFound
 from peloton.core.lifecycle.workflow_transitions import (
     IllegalWorkflowTransition,
-    check_workflow_move,
     check_workflow_start,
+    moved_workflow,
 )
 from peloton.core.model.evolve import evolve
 from peloton.core.model.job import JobRuntime, JobSpec
@@ -478,21 +463,7 @@ class CachedJob:
         with self.lock:
             now = self._deps.clock.wall()
             current = self._stored_workflow(update)
-            if (update.state, update.prev_state) != (current.state, current.prev_state):
-                raise IllegalWorkflowTransition(
-                    update.update_id, current.state, update.state,
-                    "a workflow's state is changed only by CachedJob.move_workflow")
-            new_state = current.state if to is None else to
-            reason = check_workflow_move(current.state, new_state)
-            if reason is not None:
-                raise IllegalWorkflowTransition(update.update_id, current.state, new_state,
-                                                reason)
-            if new_state is not current.state:
-                # As Peloton's writeProgress: prev_state moves only with a real change, so
-                # progress writes in one state keep where it came from (resume needs it).
-                update = dataclasses.replace(
-                    update, state=new_state, prev_state=current.state,
-                    completion_time=now if new_state.terminal else update.completion_time)
+            update = moved_workflow(current, update, to, now)  # the table's check
             if message is not None:
                 update = dataclasses.replace(update, message=message)
             if opaque_data is not None:

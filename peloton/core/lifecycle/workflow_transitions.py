@@ -23,7 +23,10 @@ one of `INITIAL_STATES` (`check_workflow_start`).  The rules are Peloton's
 
 from __future__ import annotations
 
+import dataclasses
+
 from peloton.core.errors import FailedPrecondition
+from peloton.core.model.update import UpdateInfo
 from peloton.core.states import WorkflowState
 
 W = WorkflowState
@@ -85,3 +88,27 @@ def check_workflow_move(current: WorkflowState, new: WorkflowState) -> str | Non
     if current.terminal:
         return f"{current.value} is terminal; a finished workflow never changes"
     return f"{current.value} -> {new.value} is not a valid workflow state change"
+
+
+def moved_workflow(current: UpdateInfo, update: UpdateInfo, to: WorkflowState | None,
+                   now: float) -> UpdateInfo:
+    """`update` (the workflow as a caller read it, with the fields it changes) after a move
+    to `to` (None: a progress write in its state), given what is stored (`current`).
+
+    Raises IllegalWorkflowTransition when the caller changed `state` or `prev_state` by
+    hand, or the table does not allow the move.  `prev_state` moves only with a real state
+    change (Peloton's writeProgress: progress writes in one state keep where it came from,
+    which a resume needs); `completion_time` is stamped when the workflow ends.
+    """
+    if (update.state, update.prev_state) != (current.state, current.prev_state):
+        raise IllegalWorkflowTransition(
+            update.update_id, current.state, update.state,
+            "a workflow's state is changed only by CachedJob.move_workflow")
+    new_state = current.state if to is None else to
+    reason = check_workflow_move(current.state, new_state)
+    if reason is not None:
+        raise IllegalWorkflowTransition(update.update_id, current.state, new_state, reason)
+    if new_state is current.state:
+        return update
+    return dataclasses.replace(update, state=new_state, prev_state=current.state,
+                               completion_time=now if new_state.terminal else update.completion_time)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,8 +16,10 @@ from peloton.core.lifecycle.workflow_transitions import (
     check_workflow_move,
     check_workflow_start,
     initial_state,
+    moved_workflow,
 )
-from peloton.core.states import TERMINAL_WORKFLOW_STATES, WorkflowState
+from peloton.core.model.update import UpdateInfo, UpdateSpec
+from peloton.core.states import TERMINAL_WORKFLOW_STATES, WorkflowState, WorkflowType
 
 W = WorkflowState
 
@@ -100,3 +104,31 @@ def test_any_walk_of_allowed_moves_keeps_the_update_story_consistent(
         assert W.ROLLING_BACKWARD in seen
     if state is W.SUCCEEDED:
         assert W.ROLLING_FORWARD in seen
+
+
+def _workflow(state: WorkflowState, prev: WorkflowState = WorkflowState.INITIALIZED) -> UpdateInfo:
+    return UpdateInfo(update_id="u", job_id="j", type=WorkflowType.UPDATE, state=state,
+                      spec=UpdateSpec(), prev_state=prev)
+
+
+def test_a_move_sets_prev_state_and_an_end_its_completion_time() -> None:
+    W = WorkflowState
+    rolling = _workflow(W.ROLLING_FORWARD)
+    paused = moved_workflow(rolling, rolling, W.PAUSED, now=5.0)
+    assert (paused.state, paused.prev_state, paused.completion_time) == (W.PAUSED, W.ROLLING_FORWARD, 0.0)
+    # A progress write keeps where the workflow came from (a resume needs it).
+    progress = dataclasses.replace(paused, instances_done=(0,))
+    assert moved_workflow(paused, progress, None, now=6.0) == progress
+    done = moved_workflow(rolling, rolling, W.SUCCEEDED, now=7.0)
+    assert (done.state, done.prev_state, done.completion_time) == (W.SUCCEEDED, W.ROLLING_FORWARD, 7.0)
+
+
+def test_a_move_the_table_refuses_or_a_hand_made_state_is_refused() -> None:
+    W = WorkflowState
+    done = _workflow(W.SUCCEEDED, W.ROLLING_FORWARD)
+    with pytest.raises(IllegalWorkflowTransition, match="terminal"):
+        moved_workflow(done, done, W.ROLLING_FORWARD, now=1.0)
+    rolling = _workflow(W.ROLLING_FORWARD)
+    by_hand = dataclasses.replace(rolling, state=W.SUCCEEDED)
+    with pytest.raises(IllegalWorkflowTransition, match=r"only by CachedJob\.move_workflow"):
+        moved_workflow(rolling, by_hand, None, now=1.0)
