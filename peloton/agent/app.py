@@ -26,6 +26,7 @@ from peloton.agent.files import FileServer
 from peloton.agent.isolation import detect
 from peloton.agent.launcher import Spawner, supervisor_command
 from peloton.agent.link import AgentIdentity, HostmgrLink, HostmgrTargets
+from peloton.agent.remote_volumes import RemoteCache, remote_root
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import AGENT_LOCK, Sandboxes
 from peloton.agent.service import SERVICE_NAME, AgentServicer, CallTokenInterceptor
@@ -102,7 +103,9 @@ class AgentApp:
                                  enforce_fd_limit=config.enforce_fd_limit,
                                  orphan_secs=config.orphan_secs, identities=self.identities,
                                  uid_claims=claims,
-                                 volumes=Volumes(volumes_root(work, self.sandboxes.root)))
+                                 volumes=Volumes(volumes_root(work, self.sandboxes.root)),
+                                 remote=RemoteCache(remote_root(work, self.sandboxes.root),
+                                                    max_mb=config.fetch_max_mb))
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
         self.files = FileServer(self.sandboxes, self.caps, config.host, config.files_port,

@@ -32,6 +32,7 @@ from peloton.agent.identity import IdentityPolicy
 from peloton.agent.isolation import MemoryIsolation, enforced_memory_mb
 from peloton.agent.launcher import Spawner, encode_request
 from peloton.agent.model import RunSpec, Update, stable_uuid
+from peloton.agent.remote_volumes import Fetched, RemoteCache
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes, SupervisorRecord
 from peloton.agent.uidpool import UidClaims, Unshared
@@ -55,6 +56,8 @@ class Run:
     killing: bool = False
     last: Update | None = None
     checker: HealthChecker | None = None
+    #: Its URIs are being fetched: no sandbox or supervisor yet (the scans leave it alone).
+    fetching: bool = False
 
 
 class Executor:
@@ -65,10 +68,14 @@ class Executor:
                  enforce_fd_limit: bool = False, orphan_secs: float = 0.0,
                  identities: IdentityPolicy | None = None,
                  uid_claims: UidClaims | None = None,
-                 volumes: Volumes | None = None) -> None:
+                 volumes: Volumes | None = None,
+                 remote: RemoteCache | None = None) -> None:
         self.sandboxes = sandboxes
         #: Persistent volumes (volumes.py); None: a run asking for one fails to launch.
         self.volumes = volumes
+        #: Fetched files and immutable remote volumes (remote_volumes.py); None: a run with
+        #: URIs fails to launch.
+        self.remote = remote
         #: Machine-wide claims on dynamic uids (app.py wires the lock files; default: an
         #: agent alone on its machine).
         self.uid_claims: UidClaims = uid_claims or Unshared()
@@ -91,43 +98,111 @@ class Executor:
 
     # -- launching --------------------------------------------------------
     def launch(self, specs: Sequence[RunSpec]) -> list[str]:
-        """Start runs; returns the ids this agent already had (not started again)."""
-        duplicates, requests, started = [], [], []
+        """Start runs; returns the ids this agent already had (not started again).
+
+        A run whose URIs are not all in the cache is fetched first, in the background
+        (`_fetch_then_start`): it is STARTING ("fetching ...") meanwhile, and this call does
+        not wait for the downloads."""
+        duplicates: list[str] = []
+        batch: list[tuple[RunSpec, list[Fetched]]] = []
+        seen: set[str] = set()  # a run named twice in one call starts once
         with self._lock:
-            in_use = self._uids_in_use()
             for spec in specs:
-                if spec.run_id in self.runs:
+                if spec.run_id in self.runs or spec.run_id in seen:
                     duplicates.append(spec.run_id)
                     continue
+                seen.add(spec.run_id)
                 if not self._valid(spec):
                     continue
                 if self.sandboxes.exists(spec.run_id):  # launched in an earlier lifetime
                     duplicates.append(spec.run_id)
                     continue
-                try:
-                    spec = self._with_identity(spec, in_use)
-                    self._attach_volume(spec)
-                    requests.append(self._request(spec))
-                except PelotonError as exc:
-                    self._fail_launch(spec, str(exc))
+                if not (spec.remote or spec.remote_error):
+                    batch.append((spec, []))
                     continue
-                run = Run(spec, TaskState.STARTING, time.monotonic())
-                self.runs[spec.run_id] = run
-                started.append(spec)
-            if requests:
-                try:
-                    self.spawner.spawn(b"".join(requests))
-                except OSError as exc:
-                    for spec in started:
-                        self.runs.pop(spec.run_id, None)
-                        self._fail_launch(spec, f"cannot start its supervisor: {exc}")
-                    return duplicates
-            for spec in started:
-                who = f", {self._who(spec)}" if spec.uid >= 0 else ""
-                self._publish(self.runs[spec.run_id], spec.run_id, TaskState.STARTING,
-                              f"launched ({self.isolation.describe(enforced_memory_mb(spec.mem_mb))}"
-                              f"{who})")
+                if self.remote is None:
+                    self._fail_launch(spec, "this agent fetches no URIs")
+                elif spec.remote_error or self.remote.ready(spec):
+                    try:  # nothing to download: the cache has it all, or nothing can be had
+                        batch.append((spec, self.remote.prepare(spec)))
+                    except PelotonError as exc:
+                        self._fail_launch(spec, str(exc))
+                else:
+                    self._fetch_later(spec)
+            self._start(batch)
         return duplicates
+
+    def _fetch_later(self, spec: RunSpec) -> None:
+        run = Run(spec, TaskState.STARTING, time.monotonic(), fetching=True)
+        self.runs[spec.run_id] = run
+        urls = ", ".join(v.url for v in spec.remote)
+        self._publish(run, spec.run_id, TaskState.STARTING, f"fetching {urls}", stable=False)
+        threading.Thread(target=self._fetch_then_start, args=(spec,), daemon=True,
+                         name=f"fetch {spec.run_id}").start()
+
+    def _fetch_then_start(self, spec: RunSpec) -> None:
+        """Fetch a run's URIs, then start it, unless it was killed meanwhile."""
+        assert self.remote is not None
+        fetched: list[Fetched] = []
+        error = ""
+        try:
+            fetched = self.remote.prepare(spec)
+        except PelotonError as exc:
+            error = str(exc)
+        except Exception as exc:  # a fetch must never leave its run STARTING for ever
+            log.exception("fetching the URIs of %s", spec.run_id)
+            error = f"fetching its URIs failed: {exc}"
+        with self._lock:
+            run = self.runs.get(spec.run_id)
+            if run is None or not run.fetching:  # killed (and reported) while fetching
+                self.remote.discard(fetched)
+                return
+            run.fetching = False
+            if error:
+                self._fail_launch(spec, error)
+                return
+            self._start([(spec, fetched)])
+
+    def _start(self, batch: list[tuple[RunSpec, list[Fetched]]]) -> None:
+        """Ask the spawner for the supervisors of runs ready to start (with the lock held)."""
+        requests, started = [], []
+        in_use = self._uids_in_use()
+        for spec, fetched in batch:
+            try:
+                spec = self._with_identity(spec, in_use)
+                self._attach_volume(spec)
+                self._attach_remote(spec, fetched)
+                requests.append(self._request(spec))
+            except PelotonError as exc:
+                if self.remote is not None:
+                    self.remote.discard(fetched)
+                self._fail_launch(spec, str(exc))
+                continue
+            self.runs[spec.run_id] = Run(spec, TaskState.STARTING, time.monotonic())
+            started.append(spec)
+        if requests:
+            try:
+                self.spawner.spawn(b"".join(requests))
+            except OSError as exc:
+                for spec in started:
+                    self.runs.pop(spec.run_id, None)
+                    self._fail_launch(spec, f"cannot start its supervisor: {exc}")
+                return
+        for spec in started:
+            who = f", {self._who(spec)}" if spec.uid >= 0 else ""
+            self._publish(self.runs[spec.run_id], spec.run_id, TaskState.STARTING,
+                          f"launched ({self.isolation.describe(enforced_memory_mb(spec.mem_mb))}"
+                          f"{who})")
+
+    def _attach_remote(self, spec: RunSpec, fetched: list[Fetched]) -> None:
+        """Link (cached) or move (private) a run's fetched files into its sandbox."""
+        if not fetched or self.remote is None:
+            return
+        try:
+            self.remote.attach(fetched, spec, self.sandboxes.path(spec.run_id))
+        except OSError as exc:
+            raise FailedPrecondition(f"fetched files of {spec.run_id}: {exc}",
+                                     field="command.uris") from exc
 
     def _attach_volume(self, spec: RunSpec) -> None:
         """Create (first run) and link a run's persistent volume into its sandbox."""
@@ -241,6 +316,12 @@ class Executor:
                 if run is None or run.state.terminal or run.killing:
                     continue
                 run.killing = True
+                if run.fetching:  # no sandbox, no supervisor yet: it simply never starts
+                    run.fetching = False
+                    self._publish(run, run_id, TaskState.KILLED,
+                                  "killed before it started (its URIs were being fetched)",
+                                  outcome.REASON_KILLED)
+                    continue
                 self.sandboxes.request_kill(run_id, grace_secs)
                 self._signal(run)
 

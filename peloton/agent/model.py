@@ -16,6 +16,7 @@ from typing import Any
 
 from peloton.core.model.ids import RunId
 from peloton.core.model.task import CommandSpec, HealthCheckSpec, HealthCheckType
+from peloton.core.remote_volume import RemoteVolume
 from peloton.core.states import HealthState, TaskState
 
 #: Variables a task inherits from the agent; everything else it gets is set explicitly.
@@ -81,6 +82,10 @@ class RunSpec:
     #: The run's persistent volume, linked into its sandbox at launch (not kept in run.json:
     #: an adopted run already has its link).
     volume: VolumeMount | None = None
+    #: Files fetched before the run starts (remote_volumes.py; not kept in run.json either:
+    #: an adopted run already has them), and why they cannot be, when they cannot.
+    remote: tuple[RemoteVolume, ...] = ()
+    remote_error: str = ""
 
     @property
     def dynamic_uid(self) -> bool:
@@ -95,7 +100,7 @@ class RunSpec:
             "kill_grace_secs": self.kill_grace_secs, "fd_limit": self.fd_limit,
             "revocable": self.revocable,
             "command": {"value": cmd.value, "shell": cmd.shell, "arguments": cmd.arguments,
-                        "environment": cmd.environment, "uris": cmd.uris, "user": cmd.user},
+                        "environment": cmd.environment, "user": cmd.user},
             "ports": [{"name": p.name, "port": p.port, "env_name": p.env_name} for p in self.ports],
             "health_check": None if self.health_check is None else asdict(self.health_check),
             "uid": self.uid, "gid": self.gid, "groups": list(self.groups), "run_as": self.run_as,
@@ -114,7 +119,7 @@ class RunSpec:
             command=CommandSpec(
                 value=cmd["value"], shell=cmd["shell"], arguments=tuple(cmd["arguments"]),
                 environment=tuple((k, v) for k, v in cmd["environment"]),
-                uris=tuple(cmd.get("uris", ())), user=cmd.get("user", "")),
+                user=cmd.get("user", "")),
             ports=tuple(PortBinding(**p) for p in d.get("ports", ())),
             uid=int(d.get("uid", -1)), gid=int(d.get("gid", -1)),
             groups=tuple(int(g) for g in d.get("groups", ())), run_as=str(d.get("run_as", "")),

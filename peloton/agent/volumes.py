@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from peloton.agent.model import RunSpec, VolumeMount
+from peloton.agent.remote_volumes import make_parents
 from peloton.core.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from peloton.core.lifecycle.volume_states import sandbox_relative
 
@@ -111,7 +112,7 @@ class Volumes:
             self._give(data, spec.uid, spec.gid)
         link = sandbox / rel
         sandbox.mkdir(mode=0o700, exist_ok=True)
-        link.parent.mkdir(parents=True, exist_ok=True)
+        make_parents(sandbox, link)  # 0755: the task walks through them to its volume
         if link.is_symlink():
             link.unlink()
         link.symlink_to(data, target_is_directory=True)

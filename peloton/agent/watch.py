@@ -125,7 +125,7 @@ class Watcher:
         """Check live runs against their sandboxes (STARTING ones always, all when `full`)."""
         now = time.monotonic()
         for run_id, run in list(self.executor.runs.items()):
-            if run.state.terminal:
+            if run.state.terminal or run.fetching:  # a fetching run has no sandbox yet
                 continue
             if run.state is TaskState.STARTING and now - run.since < self.start_check_secs:
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 from peloton.agent.model import PortBinding, RunSpec, Update, VolumeMount
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
 from peloton.core.model.task import CommandSpec, HealthCheckSpec, HealthCheckType
+from peloton.core.remote_volume import SCHEMES, FetchKind, RemoteVolume
 from peloton.core.states import HealthState, TaskState
 
 STATE_TO_PB = {
@@ -57,4 +58,11 @@ def run_spec_from_pb(msg: pb.TaskLaunch) -> RunSpec:
         revocable=msg.revocable,
         volume=(VolumeMount(msg.volume.volume_id, msg.volume.container_path,
                             msg.volume.size_mb, msg.volume.created)
-                if msg.HasField("volume") else None))
+                if msg.HasField("volume") else None),
+        remote=tuple(RemoteVolume(url=v.url, sha256=v.sha256, path=v.path,
+                                  kind=SCHEMES.get(v.url.partition(":")[0].lower(),
+                                                   FetchKind.MESOS),
+                                  cache=v.cache, archive=v.compression if v.extract else None,
+                                  executable=v.executable)
+                     for v in msg.remote_volumes if not v.error),
+        remote_error="; ".join(v.error for v in msg.remote_volumes if v.error))

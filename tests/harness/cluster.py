@@ -168,8 +168,10 @@ def remove_relocated_sandboxes(base: Path) -> None:
             target = link.resolve()
             if target.parent.name == "sandboxes" and target.parent.parent.name == "peloton":
                 shutil.rmtree(target, ignore_errors=True)
-                # and their persistent volumes, kept beside them (peloton/agent/volumes.py)
-                shutil.rmtree(target.with_name(target.name + ".volumes"), ignore_errors=True)
+                # and their persistent volumes and fetched files, kept beside them
+                # (peloton/agent/volumes.py, remote_volumes.py)
+                for beside in (".volumes", ".remote"):
+                    shutil.rmtree(target.with_name(target.name + beside), ignore_errors=True)
 
 
 def _kill_sandbox_processes(base: Path) -> None:

@@ -83,7 +83,7 @@ class KubeCluster:
         return self
 
     def close(self) -> None:
-        """Stop `peloton up`, delete this cluster's pods, Services and nodes."""
+        """Stop `peloton up`, delete this cluster's pods, Services, claims and nodes."""
         try:
             self.up.close()
         finally:
@@ -109,6 +109,19 @@ class KubeCluster:
                 except ApiException as exc:
                     if exc.status != 404:
                         raise
+            for claim in self.claims():
+                meta = claim["metadata"]
+                try:
+                    reply_json(core.delete_namespaced_persistent_volume_claim(
+                        meta["name"], meta["namespace"], _preload_content=False))
+                    # No controller-manager here to lift `kubernetes.io/pvc-protection` once no
+                    # pod uses the claim: the harness does it, or the claim would stay.
+                    reply_json(core.patch_namespaced_persistent_volume_claim(
+                        meta["name"], meta["namespace"], {"metadata": {"finalizers": None}},
+                        _preload_content=False))
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
             for name in self.nodes:
                 self.kube.nodes.delete(name)
 
@@ -130,6 +143,11 @@ class KubeCluster:
             return list(json.loads(resp.data)["items"])
         finally:
             resp.release_conn()
+
+    def claims(self) -> list[dict[str, Any]]:
+        """This cluster's PersistentVolumeClaims (stateful instances' volumes), as JSON."""
+        return list(reply_json(self._core().list_persistent_volume_claim_for_all_namespaces(
+            label_selector=f"pelotonpy.dev/cluster={self.name}", _preload_content=False))["items"])
 
     def services(self) -> list[dict[str, Any]]:
         """This cluster's Services (those of announced jobs), as the API server's JSON."""

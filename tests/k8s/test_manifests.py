@@ -200,7 +200,8 @@ RESOURCES = (
     ("", "events", ""), ("events.k8s.io", "events", ""),
     ("", "secrets", ""), ("", "configmaps", ""), ("", "services", ""), ("", "endpoints", ""),
     ("", "namespaces", ""), ("", "serviceaccounts", ""), ("", "serviceaccounts", "token"),
-    ("", "persistentvolumeclaims", ""), ("apps", "deployments", ""), ("batch", "jobs", ""),
+    ("", "persistentvolumeclaims", ""), ("", "persistentvolumes", ""),
+    ("storage.k8s.io", "storageclasses", ""), ("apps", "deployments", ""), ("batch", "jobs", ""),
     ("coordination.k8s.io", "leases", ""), ("rbac.authorization.k8s.io", "roles", ""),
     ("rbac.authorization.k8s.io", "rolebindings", ""), ("rbac.authorization.k8s.io", "clusterroles", ""),
     ("rbac.authorization.k8s.io", "clusterrolebindings", ""),
@@ -218,7 +219,8 @@ def _granted(namespace: str, group: str, resource: str, subresource: str, verb: 
     return (group, resource, subresource, verb) in {
         ("", "pods", "", "create"), ("", "pods", "", "delete"), ("", "pods", "binding", "create"),
         ("", "pods", "log", "get"), ("", "events", "", "create"),
-        *(("", "services", "", verb) for verb in ("create", "get", "delete", "list"))}
+        *(("", "services", "", verb) for verb in ("create", "get", "delete", "list")),
+        *(("", "persistentvolumeclaims", "", verb) for verb in ("create", "get", "delete"))}
 
 
 def test_the_scheduler_account_may_do_exactly_what_rbac_yaml_grants(scheduler: Any) -> None:

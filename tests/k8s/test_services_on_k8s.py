@@ -20,9 +20,11 @@ import pytest
 from peloton.api.gen.peloton.api.v0.host import host_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
+from peloton.hostmgr.backends.k8s_volumes import SELECTED_NODE, claim_name
 from tests.e2e.conftest import write_job, write_pool
 from tests.e2e.test_batch_jobs import create as create_v0
 from tests.e2e.test_batch_jobs import task_states
+from tests.e2e.test_persistent_volumes import _volumes as volumes
 from tests.e2e.test_services import STATEFUL_JOB, create, pods, replace, running_on, version, wf_state
 from tests.harness.cluster import UpCluster, eventually
 from tests.harness.kube import KubeControlPlane
@@ -31,7 +33,6 @@ from tests.harness.kube_cluster import KubeCluster, fake_labels
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 S = task_pb2.TaskState
 EXIT_CODE = "pelotonpy.dev/fake-exit-code"
-VOLUMES = "/var/lib/pelotonpy/volumes/"
 
 
 def start_cluster(kube: KubeControlPlane, kubeconfig: Path, base: Path,
@@ -196,14 +197,22 @@ def test_a_stateful_instance_comes_back_on_its_node_with_its_volume(k8s: KubeClu
     assert first in k8s.nodes
 
     def volume_of(pod: dict[str, Any]) -> str:
+        """The claim the pod mounts at /data: one, pinned to the instance's first node."""
         (mount,) = pod["spec"]["containers"][0]["volumeMounts"]
         (volume,) = pod["spec"]["volumes"]
         assert mount == {"name": volume["name"], "mountPath": "/data"}, mount
-        path = str(volume["hostPath"]["path"])
-        assert path.startswith(VOLUMES + k8s.name + "/"), volume
-        return path
+        name = str(volume["persistentVolumeClaim"]["claimName"])
+        (claim,) = k8s.claims()
+        meta = claim["metadata"]
+        assert (meta["name"], meta["namespace"]) == (name, pod["metadata"]["namespace"])
+        assert meta["annotations"][SELECTED_NODE] == first, meta
+        assert meta["labels"]["pelotonpy.dev/job-id"] == job_id
+        assert claim["spec"]["resources"]["requests"]["storage"] == "10Mi"
+        return name
 
     path = volume_of(pod)
+    # The job manager's volume is that claim.
+    assert path == claim_name(next(iter(volumes(up, job_id))))
     # Restarted twice: each new run is a new pod on the same node, on the same volume, and the
     # old pod is gone once the new one runs (a stateful instance never runs twice).
     for _ in range(2):
@@ -235,6 +244,13 @@ def test_a_stateful_instance_comes_back_on_its_node_with_its_volume(k8s: KubeClu
     hosts = {ev.hostname for ev in up.client.get_pod_events(job_id, 0).result if ev.hostname}
     assert hosts == {first}, hosts
     assert most_running == 1, "two pods of the stateful instance were Running at once"
+    # Deleting the job deletes its claim (Kubernetes keeps a deleted claim while a pod uses
+    # it: here, with no controller-manager to lift that, it is at least being deleted).
+    up.cli("job", "stop", job_id)
+    eventually(lambda: not live_pods(k8s, job_id), 60, "the instance's pod gone")
+    up.cli("job", "delete", job_id)
+    eventually(lambda: all(c["metadata"].get("deletionTimestamp") for c in k8s.claims()), 60,
+               "the claim deleted with the job")
 
 
 # -- 3. a daemon job: one pod on every node ---------------------------------------------------

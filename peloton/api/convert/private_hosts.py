@@ -35,6 +35,7 @@ from peloton.core.model.task import (
     PortSpec,
     RestartPolicy,
     TaskSpec,
+    UriSpec,
     VolumeSpec,
 )
 from peloton.core.ports import HostEvent, HostSummary
@@ -114,7 +115,11 @@ def task_spec_to_pb(s: TaskSpec) -> pb.TaskSpec:
         ports=[pb.PortSpec(name=p.name, value=p.value, env_name=p.env_name) for p in s.ports],
         command=pb.CommandSpec(value=c.value, shell=c.shell, arguments=list(c.arguments),
                                environment=[pb.EnvVar(name=k, value=v) for k, v in c.environment],
-                               uris=list(c.uris), user=c.user),
+                               uris=[u.value for u in c.uris], user=c.user,
+                               fetch=[pb.UriSpec(value=u.value, executable=u.executable,
+                                                 extract=u.extract, cache=u.cache,
+                                                 output_file=u.output_file)
+                                      for u in c.uris]),
         container_image=s.container_image, executor_data=s.executor_data,
         max_failures=s.restart_policy.max_failures, labels=labels_to_pb(s.labels),
         controller=s.controller, kill_grace_period_secs=s.kill_grace_period_secs,
@@ -133,6 +138,13 @@ def task_spec_to_pb(s: TaskSpec) -> pb.TaskSpec:
     return msg
 
 
+def _uris_from_pb(c: pb.CommandSpec) -> tuple[UriSpec, ...]:
+    if not c.fetch:  # written before `fetch` existed: the URLs alone
+        return tuple(UriSpec(u) for u in c.uris)
+    return tuple(UriSpec(u.value, u.executable, u.extract, u.cache, u.output_file)
+                 for u in c.fetch)
+
+
 def task_spec_from_pb(m: pb.TaskSpec) -> TaskSpec:
     """Message -> TaskSpec."""
     c = m.command
@@ -147,7 +159,7 @@ def task_spec_from_pb(m: pb.TaskSpec) -> TaskSpec:
         name=m.name, resources=resources_from_pb(m.resources), fd_limit=m.fd_limit,
         ports=tuple(PortSpec(p.name, p.value, p.env_name) for p in m.ports),
         command=CommandSpec(c.value, c.shell, tuple(c.arguments),
-                            tuple((e.name, e.value) for e in c.environment), tuple(c.uris), c.user),
+                            tuple((e.name, e.value) for e in c.environment), _uris_from_pb(c), c.user),
         container_image=m.container_image, executor_data=bytes(m.executor_data),
         constraint=constraint_from_pb(m.constraint) if m.HasField("constraint") else None,
         health_check=health, restart_policy=RestartPolicy(m.max_failures),

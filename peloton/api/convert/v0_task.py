@@ -2,11 +2,11 @@
 
 Reading keeps what scheduling and the agent need: resources, the Mesos
 CommandInfo (shell, value, arguments, VALUE environment variables, fetch
-URIs, user), the container image (Docker, or a Mesos container's Docker
-image), the custom executor's data, constraints, health check, ports,
-restart and preemption policy, persistent volume.  The rest of a
-ContainerInfo (Docker parameters, host volumes, networks) and URI flags are
-not in the core; they survive in the job's stored request document.
+URIs with their flags, user), the container image (Docker, or a Mesos
+container's Docker image), the custom executor's data, constraints, health
+check, ports, restart and preemption policy, persistent volume.  The rest of
+a ContainerInfo (Docker parameters, host volumes, networks) is not in the
+core; it survives in the job's stored request document.
 
 Zero values on the wire mean "unset" (proto3): a health check interval of 0
 takes Mesos' default, a kill grace period of 0 takes the core default.  The
@@ -29,6 +29,7 @@ from peloton.core.model.task import (
     PortSpec,
     RestartPolicy,
     TaskSpec,
+    UriSpec,
     VolumeSpec,
 )
 
@@ -48,7 +49,8 @@ def command_from_mesos(cmd: mesos_pb2.CommandInfo) -> CommandSpec:
     env = tuple((var.name, var.value) for var in cmd.environment.variables
                 if var.type == mesos_pb2.Environment.Variable.VALUE)
     return CommandSpec(value=cmd.value, shell=cmd.shell, arguments=tuple(cmd.arguments),
-                       environment=env, uris=tuple(uri.value for uri in cmd.uris), user=cmd.user)
+                       environment=env, uris=tuple(uri_from_mesos(u) for u in cmd.uris),
+                       user=cmd.user)
 
 
 def command_to_mesos(command: CommandSpec) -> mesos_pb2.CommandInfo:
@@ -62,8 +64,28 @@ def command_to_mesos(command: CommandSpec) -> mesos_pb2.CommandInfo:
         out.environment.variables.add(name=name, value=value,
                                       type=mesos_pb2.Environment.Variable.VALUE)
     for uri in command.uris:
-        out.uris.add(value=uri)
+        uri_to_mesos(uri, out.uris.add())
     return out
+
+
+def uri_from_mesos(uri: mesos_pb2.CommandInfo.URI) -> UriSpec:
+    """A Mesos URI -> core UriSpec (extract defaults to true, as in Mesos)."""
+    return UriSpec(value=uri.value, executable=uri.executable,
+                   extract=uri.extract if uri.HasField("extract") else True,
+                   cache=uri.cache, output_file=uri.output_file)
+
+
+def uri_to_mesos(uri: UriSpec, out: mesos_pb2.CommandInfo.URI) -> None:
+    """A core UriSpec -> Mesos URI (`out`); only what differs from Mesos' defaults."""
+    out.value = uri.value
+    if uri.executable:
+        out.executable = True
+    if not uri.extract:
+        out.extract = False
+    if uri.cache:
+        out.cache = True
+    if uri.output_file:
+        out.output_file = uri.output_file
 
 
 def image_from_mesos(container: mesos_pb2.ContainerInfo) -> str:

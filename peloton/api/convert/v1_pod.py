@@ -149,7 +149,8 @@ def task_spec_to_v1(spec: TaskSpec, pod_name: str = "") -> pod_pb2.PodSpec:
     mesos = out.mesos_spec
     mesos.shell = spec.command.shell
     for uri in spec.command.uris:
-        mesos.uris.add(value=uri)
+        mesos.uris.add(value=uri.value, executable=uri.executable, extract=uri.extract,
+                       cache=uri.cache, output_file=uri.output_file)
     if spec.container_image:
         mesos.type = _MesosSpec.CONTAINER_TYPE_DOCKER
     if spec.executor_data:

@@ -25,6 +25,7 @@ from peloton.core.errors import InvalidArgument
 from peloton.core.model.job import MAX_INSTANCES_PER_JOB, JobSpec, SlaSpec
 from peloton.core.model.resources import Resources, check_amount
 from peloton.core.model.task import HealthCheckType, TaskSpec
+from peloton.core.remote_volume import remote_volumes
 from peloton.core.sla import task_sla
 from peloton.core.states import JobType
 
@@ -59,7 +60,7 @@ V0_NAMES = Names(
         "kill_on_preempt": ("preemptionPolicy", "preemptionPolicy.killOnPreempt"),
         "preemption": ("preemptionPolicy", "preemptionPolicy.type"),
         "controller": ("controller", "controller"), "revocable": ("revocable", "revocable"),
-        "labels": ("labels", "labels"),
+        "labels": ("labels", "labels"), "uris": ("command", "command.uris"),
     },
     port={"name": "name", "value": "value", "env": "envName"},
     instance_count="instanceCount",
@@ -86,7 +87,7 @@ V1_NAMES = Names(
         "kill_on_preempt": ("preemptionPolicy", "preemption_policy.kill_on_preempt"),
         "preemption": ("preemptionPolicy", "preemption_policy"),
         "controller": ("controller", "controller"), "revocable": ("revocable", "revocable"),
-        "labels": ("labels", "labels"),
+        "labels": ("labels", "labels"), "uris": ("command", "mesos_spec.uris"),
     },
     port={"name": "name", "value": "value", "env": "env_name"},
     instance_count="instance_count",
@@ -155,6 +156,12 @@ def check_task(spec: TaskSpec, *, job_type: JobType, sla: SlaSpec, instance: int
                 0 < health.http_port <= MAX_PORT or (health.http_port == 0 and spec.ports)):
             raise _fail("an HTTP health check needs a port (or the task needs a port to probe)",
                         at("health_port"))
+    try:  # fetched files and immutable remote volumes (core/remote_volume.py)
+        remote_volumes(spec.command.uris)
+    except InvalidArgument as err:
+        index = (err.field or "").rpartition("[")[2].rstrip("]")
+        raise _fail(err.message, f"{at('uris')}[{index}]" if index.isdigit() else at("uris")) \
+            from None
     if spec.restart_policy.max_failures > MAX_TASK_FAILURES:
         raise _fail(f"must be <= {MAX_TASK_FAILURES}, got {spec.restart_policy.max_failures}",
                     at("max_failures"))

@@ -32,6 +32,21 @@ class PortSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class UriSpec:
+    """A file fetched onto the host for each run before it starts (Mesos' CommandInfo.URI,
+    Peloton's `command.uris`).  With `cache` it is an immutable remote volume: fetched once
+    per host into a read-only cache and linked into every run's sandbox
+    (peloton/core/remote_volume.py says how a URI is read, peloton/agent/remote_volumes.py
+    how it is fetched)."""
+
+    value: str
+    executable: bool = False
+    extract: bool = True
+    cache: bool = False
+    output_file: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CommandSpec:
     """The process to run: a shell line, or argv when shell is False."""
 
@@ -39,7 +54,7 @@ class CommandSpec:
     shell: bool = True
     arguments: tuple[str, ...] = ()
     environment: tuple[tuple[str, str], ...] = ()
-    uris: tuple[str, ...] = ()
+    uris: tuple[UriSpec, ...] = ()
     user: str = ""
 
 

@@ -15,6 +15,9 @@ Threads (greenlets under the daemons' gevent):
 - a sweeper that re-delivers unacknowledged updates and deletes finished pods
   `finished_pod_ttl_secs` after their end was acknowledged;
 - the Service keeper: a Service per announced job (k8s_services.py).
+A stateful run's volume is a PersistentVolumeClaim pinned to its node (k8s_volumes.py),
+created by the worker just before the run's pod, deleted when the job manager destroys the
+volume (the job was deleted).
 A watch that ends is re-opened from its last resourceVersion; one that fails (410 Gone,
 the API server restarted) lists again and compares, so a pod or node that changed or
 vanished meanwhile is seen.
@@ -35,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
-from peloton.core.errors import InvalidArgument, NotFound
+from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound
 from peloton.core.model.sched import LaunchSpec
 from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import HostEventListener, StatusUpdate
@@ -51,6 +54,7 @@ from peloton.hostmgr.backends.k8s_api import (
 from peloton.hostmgr.backends.k8s_config import PREFIX, KubeConfig
 from peloton.hostmgr.backends.k8s_services import ServiceKeeper, live_jobs
 from peloton.hostmgr.backends.k8s_view import ClusterView, Outbox, Run
+from peloton.hostmgr.backends.k8s_volumes import Claims, claim_manifest, mount_claim
 from peloton.hostmgr.backends.k8s_wire import Json, pod_manifest, pod_name
 
 #: On a node we cordoned for maintenance: which of our clusters did (so only we lift it).
@@ -82,6 +86,10 @@ class KubeBackend:
         self._deferred_reconcile: list[Sequence[str] | None] = []
         self._last_kill_retry = 0.0
         self._services = ServiceKeeper(config, self._api, self._live_jobs, clock)
+        self._claims = Claims(config, self._api)
+        #: run id -> the claim of its volume (its manifest, whether an earlier run made it,
+        #: the volume id), while the run is known.
+        self._claim_of: dict[str, tuple[Json, bool, str]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, listener: HostEventListener) -> None:
@@ -149,7 +157,15 @@ class KubeBackend:
                 namespace = self.config.namespace_of(task.pool)
                 run = self._view.runs[task.run_id] = Run(hostname, namespace, pod_name(task.run_id))
                 try:
+                    if task.spec.command.uris:  # no fetcher in a pod: fail, never start without
+                        raise InvalidArgument("URIs (command.uris) are not fetched on the "
+                                              "Kubernetes backend", field="command.uris")
                     manifest = pod_manifest(task, node, namespace, self.config)
+                    if task.spec.volume is not None:
+                        claim = claim_manifest(task, hostname, namespace, self.config)
+                        mount_claim(manifest, task)
+                        self._claim_of[task.run_id] = (claim, task.volume_created,
+                                                       task.volume_id)
                 except InvalidArgument as exc:
                     self._view.end(out, task.run_id, run, TaskState.FAILED, f"pod not created: {exc}",
                               "REASON_CONTAINER_LAUNCH_FAILED")
@@ -357,6 +373,9 @@ class KubeBackend:
         if killed_early:
             self._flush(out)
             return
+        claim = self._claim_of.get(run_id)
+        if claim is not None and not self._ensure_claim(run_id, run, manifest, claim[0], claim[1]):
+            return
         namespace = manifest["metadata"]["namespace"]
         deadline = self._clock() + self.config.call_timeout_secs * 2
         backoff = 0.2
@@ -397,6 +416,43 @@ class KubeBackend:
         self._flush(out)
         if killed:
             self._delete(run_id)
+
+    def _ensure_claim(self, run_id: str, run: Run, pod: Json, claim: Json,
+                      created_before: bool) -> bool:
+        """Create (or find) a stateful run's claim before its pod; False when the run failed
+        instead (a lost volume, a refused claim, an API server away for too long)."""
+        deadline = self._clock() + self.config.call_timeout_secs * 2
+        backoff = 0.2
+        while True:
+            try:
+                self._claims.ensure(claim, created_before)
+                return True
+            except FailedPrecondition as exc:
+                problem = str(exc)
+            except Refused as exc:
+                problem = f"the API server refused the PersistentVolumeClaim: {exc.message}"
+            except KubeError as exc:
+                if self._clock() < deadline and not self._stopping.is_set():
+                    self._stopping.wait(backoff)
+                    backoff = min(backoff * 2, self.config.max_backoff_secs)
+                    continue
+                problem = f"could not create the PersistentVolumeClaim: {exc}"
+            out = Outbox()
+            with self._lock:
+                self._view.end(out, run_id, run, TaskState.FAILED, problem,
+                               "REASON_CONTAINER_LAUNCH_FAILED")
+                run.gone = True
+            self._flush(out)
+            self._event(pod, "FailedCreate", f"run {run_id}: {problem}")
+            return False
+
+    def destroy_volumes(self, hostname: str, volume_ids: Sequence[str]) -> list[str]:
+        """Delete the PersistentVolumeClaims of these volumes (wherever their node is: a
+        claim is an API object); returns those a live run of ours still mounts."""
+        with self._lock:
+            in_use = {vol for run_id, (_, _, vol) in self._claim_of.items()
+                      if (r := self._view.runs.get(run_id)) is not None and not r.state.terminal}
+        return self._claims.destroy(volume_ids, in_use)
 
     def _event(self, manifest: Json, reason: str, message: str) -> None:
         """A Warning event about a pod we could not create, so `kubectl get events` shows why
@@ -462,6 +518,8 @@ class KubeBackend:
                      and not run.state.terminal]
             for run_id in expired:
                 self._view.runs[run_id].kill_grace = 0.0
+            for run_id in [r for r in self._claim_of if r not in self._view.runs]:
+                del self._claim_of[run_id]
         for run_id in expired:
             self._work.put(("delete", run_id, None))
         if now - self._last_kill_retry >= 10.0:  # kills whose delete call failed

@@ -65,6 +65,9 @@ class KubeConfig:
     #: An announced job's Service is deleted once no run of the job has been live this long
     #: (k8s_services.py; long enough for a one-instance rolling update to start its new run).
     service_linger_secs: float = 30.0
+    #: The StorageClass of stateful instances' PersistentVolumeClaims (k8s_volumes.py; empty:
+    #: the cluster's default class).  It must bind late (WaitForFirstConsumer).
+    volume_storage_class: str = ""
 
     def __post_init__(self) -> None:
         for name in (self.namespace, *self.pool_namespaces.values()):

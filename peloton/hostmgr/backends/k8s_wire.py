@@ -289,15 +289,8 @@ def pod_manifest(spec: LaunchSpec, node: NodeFacts, namespace: str, config: Kube
         pod_spec["tolerations"] = [
             {"key": t.key, "operator": "Equal" if t.value else "Exists", "effect": t.effect,
              **({"value": t.value} if t.value else {})} for t in node.taints]
-    volume = spec.spec.volume
-    if volume is not None:
-        # A stateful instance's data stays on its node across its runs (placement keeps the
-        # instance there); a PersistentVolumeClaim per instance is the later, portable form.
-        container["volumeMounts"] = [{"name": "data", "mountPath": volume.container_path}]
-        pod_spec["volumes"] = [{"name": "data", "hostPath": {
-            "path": f"/var/lib/pelotonpy/volumes/{config.cluster_name}/"
-                    f"{labels.get(JOB_LABEL, 'run')}-{labels.get(INSTANCE_LABEL, '0')}",
-            "type": "DirectoryOrCreate"}}]
+    # A stateful run's volume is its PersistentVolumeClaim, mounted by the backend
+    # (k8s_volumes.mount_claim).
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(spec.run_id), "namespace": namespace, "labels": labels,
                          "annotations": _annotations(spec)},

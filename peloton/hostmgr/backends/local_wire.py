@@ -8,10 +8,12 @@ two sides share only the .proto.
 from __future__ import annotations
 
 from peloton.api.gen.pelotonpy.internal.agent import agent_pb2 as pb
+from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 from peloton.core.model.sched import LaunchSpec
-from peloton.core.model.task import HealthCheckSpec, HealthCheckType
+from peloton.core.model.task import HealthCheckSpec, HealthCheckType, UriSpec
+from peloton.core.remote_volume import remote_volumes, unfetchable
 from peloton.core.states import HealthState, TaskState
 from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
 
@@ -90,4 +92,21 @@ def launch_to_pb(task: LaunchSpec) -> pb.TaskLaunch:
         msg.volume.CopyFrom(pb.PersistentVolume(
             volume_id=task.volume_id, container_path=spec.volume.container_path,
             size_mb=spec.volume.size_mb, created=task.volume_created))
+    msg.remote_volumes.extend(remote_volumes_to_pb(cmd.uris))
     return msg
+
+
+def remote_volumes_to_pb(uris: tuple[UriSpec, ...]) -> list[pb.RemoteVolume]:
+    """The command's URIs as the agent fetches them (peloton/core/remote_volume.py).  A URI
+    that cannot be read (a job stored before URIs were checked at create) is sent with its
+    error, and the agent fails the run with it rather than start it without the file."""
+    try:
+        vols = remote_volumes(uris)
+    except InvalidArgument as exc:
+        return [pb.RemoteVolume(url=uris[0].value if uris else "", error=exc.message)]
+    problems = [p for v in vols if (p := unfetchable(v)) is not None]
+    if problems:
+        return [pb.RemoteVolume(url=vols[0].url, error="; ".join(problems))]
+    return [pb.RemoteVolume(url=v.url, sha256=v.sha256, path=v.path, cache=v.cache,
+                            extract=v.archive is not None, compression=v.archive or "",
+                            executable=v.executable) for v in vols]

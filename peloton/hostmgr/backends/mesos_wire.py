@@ -21,7 +21,7 @@ from typing import Any
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import PortRange, Resources
 from peloton.core.model.sched import LaunchSpec
-from peloton.core.model.task import HealthCheckSpec, HealthCheckType
+from peloton.core.model.task import HealthCheckSpec, HealthCheckType, UriSpec
 from peloton.core.states import HealthState, TaskState
 from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
 from peloton.hostmgr.backends.task_env import environment
@@ -180,6 +180,16 @@ def _health_check_to_json(hc: HealthCheckSpec) -> Json:
     return out
 
 
+def uri_to_json(uri: UriSpec) -> Json:
+    """A URI for the Mesos fetcher.  Our `#sha256=` fragment is not sent: the fetcher would
+    take it into the file's name, and it cannot check a digest (the local agent does)."""
+    out: Json = {"value": uri.value.partition("#")[0], "executable": uri.executable,
+                 "extract": uri.extract, "cache": uri.cache}
+    if uri.output_file:
+        out["output_file"] = uri.output_file
+    return out
+
+
 def task_info_to_json(task: LaunchSpec, agent_id: str, resources: list[Json]) -> Json:
     """A TaskInfo for the command executor; the task id is our run id."""
     spec, cmd = task.spec, task.spec.command
@@ -190,7 +200,7 @@ def task_info_to_json(task: LaunchSpec, agent_id: str, resources: list[Json]) ->
     if cmd.user:
         command["user"] = cmd.user
     if cmd.uris:
-        command["uris"] = [{"value": uri} for uri in cmd.uris]
+        command["uris"] = [uri_to_json(uri) for uri in cmd.uris]
     info: Json = {"name": spec.name or task.run_id, "task_id": {"value": task.run_id},
                   "agent_id": {"value": agent_id}, "resources": resources, "command": command,
                   "kill_policy": {"grace_period": {

@@ -4,6 +4,7 @@ run's sandbox, given to each run's user, refused when too big or lost, destroyed
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,14 @@ def test_a_volume_outlives_its_runs(tmp_path: Path) -> None:
 
 def test_nested_container_paths_make_their_parents(tmp_path: Path) -> None:
     vols = Volumes(tmp_path / "volumes")
-    vols.attach(run(1, path="var/lib/db"), tmp_path / "sb")
+    old = os.umask(0o077)  # the agent's umask must not close the way to the volume
+    try:
+        vols.attach(run(1, path="var/lib/db"), tmp_path / "sb")
+    finally:
+        os.umask(old)
     assert (tmp_path / "sb" / "var" / "lib" / "db").is_symlink()
+    for parent in ("var", "var/lib"):
+        assert stat.S_IMODE(os.stat(tmp_path / "sb" / parent).st_mode) == 0o755
 
 
 def test_a_lost_volume_fails_the_run_instead_of_starting_empty(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import AndConstraint, Label, LabelKind, leaves
 from peloton.core.model.job import JobRuntime, JobSummary, PlacementStrategy, SlaSpec
+from peloton.core.model.task import UriSpec
 from peloton.core.states import JobState, JobType, TaskState
 from tests.unit.api.helpers import JOB_ID, v0_config
 
@@ -30,7 +31,7 @@ def test_batch_fixture_to_core() -> None:
     task = spec.default_task
     assert task.resources.cpu == 0.5 and task.fd_limit == 100
     assert task.command.environment == (("REPORT_DAY", "2019-10-01"),)
-    assert task.command.uris == ("https://example.invalid/report.tar.gz",)
+    assert task.command.uris == (UriSpec("https://example.invalid/report.tar.gz"),)
     assert task.restart_policy.max_failures == 3
     assert isinstance(task.constraint, AndConstraint)
     assert [leaf.kind for leaf in leaves(task.constraint)] == [LabelKind.HOST, LabelKind.TASK]

@@ -29,6 +29,7 @@ from peloton.core.model.task import (
     TaskRuntime,
     TaskSpec,
     TerminationReason,
+    UriSpec,
     VolumeSpec,
 )
 from peloton.core.states import HealthState, TaskState
@@ -38,7 +39,10 @@ RICH = TaskSpec(
     name="web", resources=Resources(cpu=1.5, mem_mb=256, disk_mb=512, gpu=1), fd_limit=64,
     ports=(PortSpec("http", 0, "HTTP_PORT"), PortSpec("admin", 9001)),
     command=CommandSpec(value="/bin/web", shell=False, arguments=("-v", "--x=1"),
-                        environment=(("A", "1"), ("B", "two")), uris=("https://u.invalid/a",),
+                        environment=(("A", "1"), ("B", "two")),
+                        uris=(UriSpec("https://u.invalid/a"),
+                              UriSpec("https://u.invalid/b.tgz", executable=True, extract=False,
+                                      cache=True, output_file="etc/b")),
                         user="www"),
     container_image="registry.invalid/web:1", executor_data=b'{"task": 1}',
     constraint=OrConstraint((

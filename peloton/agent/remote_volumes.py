@@ -1,0 +1,430 @@
+"""Immutable remote volumes and fetched files: a task's `command.uris`, fetched before its
+run starts (peloton/core/remote_volume.py says how a URI is read).
+
+Layout (`root` is `<work-dir>/remote-volumes`, or `<sandbox root>.remote` when sandboxes
+live outside the work dir, so a task's user can always walk to it)::
+
+    <root>/                  agent-owned, 0711: tasks pass through, cannot list
+    <root>/blobs/            agent-owned, 0711
+    <root>/blobs/<sha256>    a fetched file, 0444 (0555 executable: `<sha256>.x`)
+    <root>/blobs/<sha256>.d/ an unpacked archive: directories 0555, files 0444 or 0555
+    <root>/index/<key>       0600: which blob a URL (with its checksum and flags) fetched
+    <root>/tmp/              0700: downloads in progress, renamed into blobs/ when whole
+
+* **Cached** (`cache: true`, an immutable remote volume): fetched once per host.  The
+  entry is named by the sha256 of what was fetched (content-addressed), so two URLs of the
+  same bytes share it, and a URL with a checksum whose blob is here is not fetched at all.
+  Runs launched while a URL is being fetched wait for that one download.  The run gets a
+  symlink `<sandbox>/<path>` -> the entry, made by the agent before its supervisor exists
+  (root's, in the sticky sandbox: the task cannot replace it).  A link, not a copy: nothing
+  is copied per run (a data set of gigabytes is shared by every run on the host), and the
+  entry's files are the agent's and read-only, so a task (another uid) cannot change what
+  later runs see.  An agent that is not root runs tasks as itself: then only the mode bits
+  stand between a task and the cache.
+* **Not cached** (Mesos' default): fetched again for each run and moved into its sandbox,
+  owned by the run's user, writable, as the Mesos fetcher did.
+* Every fetch is bounded: `max_mb` (a larger body is refused, named, before or while it is
+  read) and `timeout_secs` per fetch.  A sha256 that does not match fails the run with both
+  digests, and nothing is kept.  A `file:` URL is read only if every user could read it
+  (the agent may be root; the task must not read through it what it could not read itself).
+* The cache is not pruned and not counted as the host's disk (the Mesos fetcher cache had a
+  size and an LRU; not built).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import stat
+import tarfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import unquote, urlsplit
+
+from peloton.agent.model import RunSpec
+from peloton.core.errors import (
+    FailedPrecondition,
+    PelotonError,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+)
+from peloton.core.remote_volume import FetchKind, RemoteVolume, mismatch
+
+log = logging.getLogger(__name__)
+
+MB = 1024 * 1024
+CHUNK = 256 * 1024
+#: The largest file fetched for a run, unless the agent says otherwise.
+DEFAULT_MAX_MB = 1024.0
+#: How long one fetch may take, unless the agent says otherwise.
+DEFAULT_TIMEOUT_SECS = 120.0
+
+#: Opens a URL for reading: (url, timeout) -> (stream, Content-Length or None).
+Opener = Callable[[str, float], tuple[BinaryIO, int | None]]
+
+
+def remote_root(work_dir: Path, sandbox_root: Path) -> Path:
+    """Where an agent keeps fetched files: beside its sandboxes, so tasks can reach both."""
+    if sandbox_root == work_dir / "sandboxes":
+        return work_dir / "remote-volumes"
+    return sandbox_root.with_name(sandbox_root.name + ".remote")
+
+
+def open_http(url: str, timeout: float) -> tuple[BinaryIO, int | None]:
+    """GET `url` (redirects followed); typed errors name the URL."""
+    request = urllib.request.Request(url, headers={"User-Agent": "pelotonpy-agent"})
+    try:
+        resp = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        raise FailedPrecondition(f"remote volume {url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise Unavailable(f"remote volume {url}: cannot fetch: {reason}") from None
+    length = resp.headers.get("Content-Length")
+    return resp, int(length) if length and length.isdigit() else None
+
+
+def open_file(url: str, timeout: float) -> tuple[BinaryIO, int | None]:
+    """Open a `file:` URL's file, if every user of the host could read it (when the agent is
+    root; otherwise the agent's own rights are the task's)."""
+    del timeout  # a local read is not timed
+    path = unquote(urlsplit(url).path)
+    try:
+        real = os.path.realpath(path, strict=True)
+        if os.geteuid() == 0:
+            _world_walkable(real, url)
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise FailedPrecondition(f"remote volume {url}: no such file on this host") from None
+    except OSError as exc:
+        raise FailedPrecondition(f"remote volume {url}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (os.geteuid() == 0 and not st.st_mode & stat.S_IROTH):
+        os.close(fd)
+        raise PermissionDenied(f"remote volume {url}: not a regular file every user may read")
+    return os.fdopen(fd, "rb"), st.st_size
+
+
+def _world_walkable(real: str, url: str) -> None:
+    parent = os.path.dirname(real)
+    while True:
+        if not os.stat(parent).st_mode & stat.S_IXOTH:
+            raise PermissionDenied(f"remote volume {url}: {parent} is closed to other users")
+        if parent == "/":
+            return
+        parent = os.path.dirname(parent)
+
+
+def refuse(url: str, timeout: float) -> tuple[BinaryIO, int | None]:
+    """A scheme this agent has no client for (the host manager says so before; a safety net)."""
+    raise FailedPrecondition(f"remote volume {url}: this agent does not fetch that scheme")
+
+
+OPENERS: dict[FetchKind, Opener] = {FetchKind.FILE: open_file, FetchKind.HTTP: open_http,
+                                    FetchKind.MESOS: refuse}
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One URI made ready for a run: a cache entry to link, or a private copy to move in."""
+
+    vol: RemoteVolume
+    path: Path
+    shared: bool
+
+
+@dataclass(slots=True)
+class _Flight:
+    """One download in progress; later askers wait on `done`."""
+
+    done: threading.Event
+    waiters: int = 0  # askers sharing it (besides the one downloading)
+    entry: Path | None = None
+    error: PelotonError | None = None
+
+
+class RemoteCache:
+    """The fetched files of one agent."""
+
+    def __init__(self, root: Path, *, max_mb: float = DEFAULT_MAX_MB,
+                 timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+                 openers: dict[FetchKind, Opener] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.root = root
+        self.max_mb = max_mb
+        self.timeout_secs = timeout_secs
+        self._openers = {**OPENERS, **(openers or {})}
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}
+        #: Downloads made (cache hits and shared waits are not): what a test can count.
+        self.downloads = 0
+        self.blobs, self.index, self.tmp = root / "blobs", root / "index", root / "tmp"
+        self._made = False
+        if self.tmp.is_dir():
+            for left in self.tmp.iterdir():  # downloads a crash interrupted
+                _remove(left)
+
+    def _make(self) -> None:
+        """The cache's directories, made with the first fetch (most agents never fetch)."""
+        if self._made:
+            return
+        for path, mode in ((self.root, 0o711), (self.blobs, 0o711), (self.index, 0o700),
+                           (self.tmp, 0o700)):
+            path.mkdir(parents=True, exist_ok=True)
+            os.chmod(path, mode)
+        self._made = True
+
+    # -- readiness ------------------------------------------------------------------------
+    def ready(self, spec: RunSpec) -> bool:
+        """Whether a run needs no fetch (every URI is cached here already)."""
+        return all(v.cache and self._lookup(v) is not None for v in spec.remote)
+
+    def prepare(self, spec: RunSpec) -> list[Fetched]:
+        """Fetch what the run needs (blocks for the downloads); raises a PelotonError that
+        names the URL when one cannot be had.  Private copies made before a failure are
+        removed."""
+        if spec.remote_error:
+            raise FailedPrecondition(spec.remote_error, field="command.uris")
+        if spec.remote:
+            with self._lock:
+                self._make()
+        out: list[Fetched] = []
+        try:
+            for vol in spec.remote:
+                if vol.cache:
+                    out.append(Fetched(vol, self._cached(vol), True))
+                else:
+                    out.append(Fetched(vol, self._private(vol), False))
+        except BaseException:
+            self.discard(out)
+            raise
+        return out
+
+    def attach(self, fetched: list[Fetched], spec: RunSpec, sandbox: Path) -> None:
+        """Put the fetched files into the run's sandbox (made here, before its supervisor):
+        links to cache entries, private copies moved in and given to the run's user."""
+        if not fetched:
+            return
+        sandbox.mkdir(mode=0o700, exist_ok=True)
+        for item in fetched:
+            dest = sandbox / item.vol.path
+            make_parents(sandbox, dest)
+            if dest.is_symlink():
+                dest.unlink()
+            if os.path.lexists(dest):
+                raise FailedPrecondition(f"remote volume {item.vol.url}: {item.vol.path} is "
+                                         "already taken in the sandbox", field="command.uris")
+            if item.shared:
+                dest.symlink_to(item.path, target_is_directory=item.path.is_dir())
+                continue
+            shutil.move(item.path, dest)
+            if os.geteuid() == 0 and spec.uid >= 0:
+                _chown_tree(dest, spec.uid, spec.gid)
+
+    def discard(self, fetched: list[Fetched]) -> None:
+        """Remove the private copies of a run that will not start."""
+        for item in fetched:
+            if not item.shared:
+                _remove(item.path)
+
+    # -- the cache ------------------------------------------------------------------------
+    @staticmethod
+    def _name(vol: RemoteVolume, digest: str) -> str:
+        if vol.archive is not None:
+            return f"{digest}.d"
+        return f"{digest}.x" if vol.executable else digest
+
+    def _key(self, vol: RemoteVolume) -> Path:
+        return self.index / hashlib.sha256(vol.cache_key.encode()).hexdigest()
+
+    def _lookup(self, vol: RemoteVolume) -> Path | None:
+        """The cache entry of a URL, if it is here (by checksum, else by the URL's index)."""
+        if vol.sha256:
+            entry = self.blobs / self._name(vol, vol.sha256)
+            return entry if os.path.lexists(entry) else None
+        try:
+            name = self._key(vol).read_text().strip()
+        except FileNotFoundError:
+            return None
+        entry = self.blobs / name
+        return entry if name and "/" not in name and os.path.lexists(entry) else None
+
+    def _cached(self, vol: RemoteVolume) -> Path:
+        """The cache entry of `vol`, fetched now unless it is here or being fetched."""
+        with self._lock:
+            entry = self._lookup(vol)
+            if entry is not None:
+                return entry
+            flight = self._flights.get(vol.cache_key)
+            mine = flight is None
+            if flight is None:
+                flight = self._flights[vol.cache_key] = _Flight(threading.Event())
+            else:
+                flight.waiters += 1
+        if not mine:
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            assert flight.entry is not None
+            return flight.entry
+        try:
+            flight.entry = self._store(vol)
+            return flight.entry
+        except PelotonError as exc:
+            flight.error = exc
+            raise
+        except OSError as exc:
+            flight.error = FailedPrecondition(f"remote volume {vol.url}: {exc}")
+            raise flight.error from exc
+        finally:
+            with self._lock:
+                del self._flights[vol.cache_key]
+            flight.done.set()
+
+    def _store(self, vol: RemoteVolume) -> Path:
+        staged, digest = self._download(vol)
+        try:
+            entry = self.blobs / self._name(vol, digest)
+            if not os.path.lexists(entry):
+                if vol.archive is not None:
+                    unpacked = self._unpack(vol, staged)
+                    _read_only(unpacked)
+                    os.rename(unpacked, entry)  # a directory moves while its owner may write it
+                    os.chmod(entry, 0o555)
+                else:
+                    os.chmod(staged, 0o555 if vol.executable else 0o444)
+                    os.rename(staged, entry)
+            key = self._key(vol)
+            tmp = self.tmp / f"{key.name}.{uuid.uuid4().hex}"
+            tmp.write_text(entry.name)
+            os.rename(tmp, key)
+        finally:
+            _remove(staged)
+        log.info("remote volume %s cached as %s", vol.url, entry.name)
+        return entry
+
+    def _private(self, vol: RemoteVolume) -> Path:
+        staged, _ = self._download(vol)
+        if vol.archive is None:
+            os.chmod(staged, 0o755 if vol.executable else 0o644)
+            return staged
+        try:
+            return self._unpack(vol, staged)
+        finally:
+            _remove(staged)
+
+    def _download(self, vol: RemoteVolume) -> tuple[Path, str]:
+        """Fetch `vol` into tmp/; (the file, its sha256).  Bounded in size and time; the
+        checksum is checked.  Nothing is left behind on failure."""
+        limit = self.max_mb * MB
+        deadline = self._monotonic() + self.timeout_secs
+        staged = self.tmp / uuid.uuid4().hex
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            src, length = self._openers[vol.kind](vol.url, self.timeout_secs)
+            with src, open(staged, "xb") as out:
+                if length is not None and length > limit:
+                    raise self._too_big(vol, length)
+                while chunk := src.read(CHUNK):
+                    size += len(chunk)
+                    if size > limit:
+                        raise self._too_big(vol, None)
+                    if self._monotonic() > deadline:
+                        raise Unavailable(f"remote volume {vol.url}: not fetched within "
+                                          f"{self.timeout_secs:g} s")
+                    digest.update(chunk)
+                    out.write(chunk)
+            self.downloads += 1
+            problem = mismatch(vol, digest.hexdigest())
+            if problem is not None:
+                raise FailedPrecondition(problem, field="command.uris")
+        except OSError as exc:
+            _remove(staged)
+            raise Unavailable(f"remote volume {vol.url}: fetch failed: {exc}") from None
+        except BaseException:
+            _remove(staged)
+            raise
+        log.info("fetched %s (%d bytes)", vol.url, size)
+        return staged, digest.hexdigest()
+
+    def _too_big(self, vol: RemoteVolume, length: int | None) -> ResourceExhausted:
+        size = f" ({length / MB:.1f} MB)" if length is not None else ""
+        return ResourceExhausted(f"remote volume {vol.url} is larger{size} than this agent's "
+                                 f"limit of {self.max_mb:g} MB", field="command.uris")
+
+    def _unpack(self, vol: RemoteVolume, archive: Path) -> Path:
+        """Unpack a tar archive into a new directory of tmp/ (the `data` filter: no absolute
+        paths, no links or files outside it, no devices, no set-id bits)."""
+        out = self.tmp / f"{uuid.uuid4().hex}.d"
+        out.mkdir(mode=0o755)
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                tar.extractall(out, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            _remove(out)
+            raise FailedPrecondition(f"remote volume {vol.url}: not an archive that can be "
+                                     f"unpacked: {exc}", field="command.uris") from None
+        return out
+
+
+def make_parents(sandbox: Path, dest: Path) -> None:
+    """The directories between a sandbox and a path in it, the agent's and 0755 (not cut by
+    the agent's umask), so the task can walk to what is placed there but not replace it."""
+    missing = []
+    parent = dest.parent
+    while parent != sandbox and not parent.is_dir():
+        missing.append(parent)
+        parent = parent.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        os.chmod(path, 0o755)
+
+
+def _read_only(top: Path) -> None:
+    """An unpacked tree as the cache keeps it: the agent's, nobody may write (but the top,
+    which the caller closes once it is in place)."""
+    me, group = os.geteuid(), os.getegid()
+    for base, dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(base, name)
+            st = os.lstat(path)
+            os.lchown(path, me, group)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(path, 0o555 if st.st_mode & 0o111 else 0o444)
+        for name in dirs:
+            os.lchown(os.path.join(base, name), me, group)
+    for base, dirs, _files in os.walk(top, topdown=False):
+        for name in dirs:
+            os.chmod(os.path.join(base, name), 0o555)
+
+
+def _chown_tree(top: Path, uid: int, gid: int) -> None:
+    os.lchown(top, uid, gid)
+    for base, dirs, files in os.walk(top):  # never follows links
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(base, name), uid, gid)
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            for base, dirs, _files in os.walk(path):  # unpacked trees are read-only
+                for name in dirs:
+                    os.chmod(os.path.join(base, name), 0o700)
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        pass
