@@ -9,7 +9,8 @@ crash the launch-timeout rule finds them; a host that refuses the launch
 turns the run FAILED (a system failure, retried).  A LAUNCHED write that kept
 losing its compare-and-set (task_writes.py) is not launched: its placement is
 held and tried again next round (the change is derived again from the runtime
-stored then); a FAILED write that did is handed to the task engine, whose
+stored then), and so is every placement of a round that raised (the store
+unavailable); a FAILED write that did is handed to the task engine, whose
 launch timeout replaces the run.  Every launch sets that timeout's timer (a
 launch lost in flight, to a host manager killed or by this process paused, is
 otherwise never looked at again), and the placement of a run that has already
@@ -114,12 +115,35 @@ class PlacementProcessor:
         # job -> instance -> (placement, placed task)
         by_job: dict[str, dict[int, tuple[Placement, PlacedTask]]] = defaultdict(dict)
         stale: list[TaskId] = []
-        for placement, placed in held + [(p, t) for p in placements for t in p.tasks]:
+        taken = held + [(p, t) for p in placements for t in p.tasks]
+        for placement, placed in taken:
             if self.cache.get(placed.task_id.job_id) is None:
                 stale.append(placed.task_id)
                 continue
             by_job[placed.task_id.job_id][placed.task_id.instance] = (placement, placed)
         per_host: dict[str, list[LaunchSpec]] = defaultdict(list)
+        try:
+            self._write_all(by_job, stale, per_host)
+        except Exception:
+            # The resource manager handed these over once and will not again: a round that
+            # failed (the store was unavailable) holds them all, or their tasks stay PENDING
+            # with no launch timer.  Those already written LAUNCHED are skipped next round.
+            self._held = taken
+            raise
+        if stale:
+            self.resmgr.kill_tasks(stale)
+        count = 0
+        for hostname, specs in per_host.items():
+            failures = self.hostmgr.launch(hostname, specs)
+            count += len(specs) - len(failures)
+            if failures:
+                self._launch_failed(hostname, [f.run_id for f in failures],
+                                    [f.reason for f in failures])
+        return count
+
+    def _write_all(self, by_job: Mapping[str, dict[int, tuple[Placement, PlacedTask]]],
+                   stale: list[TaskId], per_host: dict[str, list[LaunchSpec]]) -> None:
+        """Write LAUNCHED for every placement and collect the launch specs per host."""
         for job_id, items in by_job.items():
             job = self.cache.get(job_id)
             if job is None:
@@ -141,16 +165,6 @@ class PlacementProcessor:
                     LaunchSpec(run_id=str(RunId(job_id, inst, rt.run_id)), spec=spec,
                                ports=rt.ports, pool=job.spec.respool_id, volume_id=volume,
                                volume_created=created))
-        if stale:
-            self.resmgr.kill_tasks(stale)
-        count = 0
-        for hostname, specs in per_host.items():
-            failures = self.hostmgr.launch(hostname, specs)
-            count += len(specs) - len(failures)
-            if failures:
-                self._launch_failed(hostname, [f.run_id for f in failures],
-                                    [f.reason for f in failures])
-        return count
 
     def _write_launched(self, job: CachedJob, items: dict[int, tuple[Placement, PlacedTask]],
                         stale: list[TaskId]) -> Mapping[int, TaskRuntime]:

@@ -10,7 +10,8 @@ task write that kept losing its compare-and-set (task_writes.py) is not
 dropped: that task's events are held and applied again first next round, to
 the runtime stored then (the stream's cursor has moved on: a poll never returns
 them twice), and the stream is acknowledged only up to the first held event,
-so a crash re-delivers them too.
+so a crash re-delivers them too.  A round that raises (the store unavailable) holds its
+whole batch the same way: dropped, a task's end would never be stored.
 """
 
 from __future__ import annotations
@@ -68,7 +69,13 @@ class StatusEvents:
         batch, self._held = self._held + events, []
         if not batch:
             return 0
-        self._held = self.apply(batch)
+        try:
+            self._held = self.apply(batch)
+        except Exception:
+            # The stream's cursor is past these events already: a round that failed (the
+            # store was unavailable) must hold them all, or a task's end is never stored.
+            self._held = batch
+            raise
         if self._held:
             log.info("holding %d status events of tasks whose write was not stored; "
                      "applied again next round", len(self._held))

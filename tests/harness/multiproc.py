@@ -51,13 +51,16 @@ class MultiCluster:
     """Daemons, agents and the CLI of one cluster; see the module docstring."""
 
     def __init__(self, base: Path, zk: str = "", root: str = "/peloton",
-                 session_timeout: float = 3.0) -> None:
+                 session_timeout: float = 3.0, store_url: str = "") -> None:
         self.base = base
         self.zk = zk
         self.root = root
         self.session_timeout = session_timeout
         self.db = base / "state.db"
-        store = open_store(f"sqlite:///{self.db}", StoreOptions(bootstrap=True))
+        #: Every daemon's store: the shared SQLite file, or `store_url` (e.g. a PostgreSQL
+        #: database the test owns, so it can kill and restart the server mid-test).
+        self.store_url = store_url or f"sqlite:///{self.db}"
+        store = open_store(self.store_url, StoreOptions(bootstrap=True))
         store.close()
         self.daemons: list[Daemon] = []
         self.agents: list[subprocess.Popen[str]] = []
@@ -68,7 +71,7 @@ class MultiCluster:
         """Write one daemon's YAML config."""
         doc: dict[str, object] = {
             "grpc": {"host": "127.0.0.1", "port": port},
-            "storage": {"url": f"sqlite:///{self.db}"},
+            "storage": {"url": self.store_url},
             "peers": {"call_timeout": 10, "resmgr": [f"127.0.0.1:{self.ports['resmgr']}"],
                       "hostmgr": [f"127.0.0.1:{self.ports['hostmgr']}"]},
             "logging": {"level": "INFO"},

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -131,6 +132,13 @@ class ZooKeeperServer:
         """Stop the server by PID (SIGTERM, then SIGKILL); keeps the data directory."""
         if self._proc is not None:
             stop(self._proc, timeout=10)
+            self._proc = None
+
+    def kill(self) -> None:
+        """Crash the server by PID (SIGKILL: no clean shutdown); keeps the data directory,
+        so `start()` brings back the same tree and unexpired sessions."""
+        if self._proc is not None:
+            stop(self._proc, signal.SIGKILL, timeout=10)
             self._proc = None
 
     def restart(self, timeout: float = 30.0) -> None:
