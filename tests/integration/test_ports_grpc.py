@@ -59,6 +59,7 @@ from peloton.core.model.task import (
     PortSpec,
     RestartPolicy,
     TaskSpec,
+    UriSpec,
     VolumeSpec,
 )
 from peloton.core.placement.request import PlacementNeeds, Strategy, TaskRequest
@@ -93,7 +94,9 @@ def test_every_task_spec_field_survives_the_wire_and_runs_share_their_spec() -> 
     spec = TaskSpec(
         name="web", resources=Resources(0.5, 64, 10, 1), fd_limit=256,
         ports=(PortSpec("http", 0, "HTTP_PORT"), PortSpec("admin", 8081)),
-        command=CommandSpec("serve", False, ("serve", "--fast"), (("A", "1"),), ("http://x",), "bob"),
+        command=CommandSpec("serve", False, ("serve", "--fast"), (("A", "1"),),
+                            (UriSpec("http://x/a.tgz#sha256=" + "0" * 64, executable=True, extract=False,
+                                     cache=True, output_file="etc/a.tgz"),), "bob"),
         container_image="img:1", executor_data=b"\x00\x01", constraint=CONSTRAINT,
         health_check=HealthCheckSpec(HealthCheckType.HTTP, True, 1.5, 2.5, 3.5, 4, "", "https", 8080,
                                      "/health"),
