@@ -194,7 +194,11 @@ def test_abort_leaves_a_mixed_but_stable_job(services: UpCluster, tmp_path: Path
     job_id = create(services, spec_file(tmp_path, "mix", "sleep 1000", check="true"))
     eventually(lambda: running_on(services, job_id) == 6, 90, "6 running")
     old = version(services, job_id).split("-")[0]
-    replace(services, job_id, spec_file(tmp_path, "mix", "sleep 1003", check="true"), 1)
+    # A watch time keeps each instance of the update in flight for 5 s, so the abort lands
+    # mid-update however slowly this test's polling and CLI run on a busy machine (without
+    # it a fast update could finish between "two updated" and the abort).
+    replace(services, job_id, spec_file(tmp_path, "mix", "sleep 1003", check="true"), 1,
+            "--watch-time", "5")
     eventually(lambda: workflow(services, job_id).num_instances_completed >= 2, 120,
                "two instances updated")
     services.cli("job", "stateless", "abort", job_id, version(services, job_id))
