@@ -84,6 +84,10 @@ class HandlerSettings:
     #: Wall seconds getPendingReason gives the forecast of each job with pending tasks
     #: (pelotonpy.api.forecast; the reason then carries the estimate); 0 turns it off.
     pending_forecast_wall_s: float = 2.0
+    #: createJob answers once the new job's tasks exist (PENDING or later), as Aurora's
+    #: createJob stores them before it answers; Peloton creates them a moment later, and
+    #: Aurora's client checks for them right after `--wait-until`.  The most seconds it waits.
+    create_visible_s: float = 30.0
     #: Ask Peloton for in-place updates (keep instances on their hosts).
     in_place_updates: bool = False
     #: How often the pulse timer looks for updates whose pulses stopped.

@@ -79,6 +79,8 @@ class BridgeContext:
     #: Converted tasks and replies that task queries reuse (task_answers.py).
     answers: TaskAnswers = field(default_factory=TaskAnswers)
     clock: Callable[[], float] = time.monotonic
+    #: How handlers pause between polls (cooperative under gevent's patched time).
+    sleep: Callable[[float], None] = time.sleep
     #: Hosts marked by startMaintenance (Peloton has no such stage; see handlers/maintenance.py).
     scheduled_hosts: set[str] = field(default_factory=set)
     #: Pauses an update whose pulses stopped (handlers.updates.pulse_expired); required, so

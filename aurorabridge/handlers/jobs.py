@@ -169,13 +169,31 @@ def create_job(ctx: BridgeContext, args: Any) -> Any:
         return invalid_request(f"Job {checked.key} already exists")
     spec = ctx.job_spec(checked, pool=existing.spec.respool_id.value if existing is not None else "")
     if existing is None:
-        ctx.port.create_stateless_job(spec)
+        created = ctx.port.create_stateless_job(spec)
+        _await_tasks(ctx, created.job_id.value, spec.instance_count)
         return ok()
     # The key of a killed job is the same Peloton job (Peloton keeps name -> id, and so did
     # its bridge): bring it back with the new config, every instance started as new.
     ctx.port.replace_job(existing.job_id, existing.version, update_job_spec(ctx, existing, spec),
                          stateless_pb2.UpdateSpec(batch_size=0, start_pods=True))
     return ok()
+
+
+#: Seconds between looks for a new job's tasks (`_await_tasks`).
+TASKS_POLL_S = 0.02
+
+
+def _await_tasks(ctx: BridgeContext, job_id: str, count: int) -> None:
+    """Return once the job has `count` pods, or after `create_visible_s`.
+
+    Aurora stores a new job's tasks PENDING before createJob answers, and its client's
+    `job create` checks for them right after; Peloton's job engine creates them a moment
+    after CreateJob answers, so without this wait a busy cluster answers "no tasks".
+    Past the deadline the job still exists and its tasks follow: createJob stays OK.
+    """
+    deadline = ctx.clock() + ctx.handlers.create_visible_s
+    while len(query_pods(ctx, job_id, summary_only=True)) < count and ctx.clock() < deadline:
+        ctx.sleep(TASKS_POLL_S)
 
 
 def _not_updating(ctx: BridgeContext, job: Job) -> Any | None:

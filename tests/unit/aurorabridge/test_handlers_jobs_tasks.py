@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aurorabridge.thrift_api import api
+from aurorabridge.config import HandlerSettings, RespoolSettings
+from aurorabridge.handlers import handler_table, updates
+from aurorabridge.handlers.context import BridgeContext
+from aurorabridge.respool_loader import RespoolLoader
+from aurorabridge.thrift_api import api, args_class
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from tests.harness.fake_peloton import FakePeloton
 from tests.unit.aurorabridge import builders as b
-from tests.unit.aurorabridge.conftest import Call, messages
+from tests.unit.aurorabridge.conftest import Call, FakeClock, messages
 
 OK, INVALID = api.ResponseCode.OK, api.ResponseCode.INVALID_REQUEST
 KEY = api.JobKey(role="www", environment="devel", name="hello")
@@ -255,3 +259,50 @@ def test_kill_tasks_says_no_tasks_only_when_none_is_live(call: Call, fake: FakeP
     assert done.responseCode == OK and messages(done) == "No tasks to kill."
     one = call("killTasks", job=key.job, instances=[0], message="")
     assert messages(one) == "No tasks to kill."
+
+
+class SlowPods:
+    """A FakePeloton whose new job shows no pods for the first `hidden` QueryPods calls, as the
+    job manager's engine creates them a moment after CreateJob answers."""
+
+    def __init__(self, fake: FakePeloton, hidden: int) -> None:
+        self.fake, self.hidden, self.looks = fake, hidden, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fake, name)
+
+    def query_pods(self, job_id: str, spec: Any, **kw: Any) -> Any:
+        self.looks += 1
+        if self.looks <= self.hidden:
+            return type(self.fake.query_pods(job_id, spec, **kw))()
+        return self.fake.query_pods(job_id, spec, **kw)
+
+
+def _context_over(port: Any, clock: FakeClock, **settings: Any) -> BridgeContext:
+    loader = RespoolLoader(port, RespoolSettings(retry_for_s=0, retry_interval_s=0))
+    return BridgeContext(port, loader, HandlerSettings(workers=4, **settings), clock=clock,
+                         sleep=clock.advance, on_pulse_expired=updates.pulse_expired)
+
+
+def test_create_job_answers_once_its_tasks_exist(fake: FakePeloton, clock: FakeClock) -> None:
+    # Aurora's client checks for the new job's tasks right after `--wait-until`; Aurora stored
+    # them before createJob answered, so the bridge waits for Peloton's to exist.
+    port = SlowPods(fake, hidden=5)
+    table = handler_table(_context_over(port, clock))
+    resp = table["createJob"](args_class("createJob")(description=b.job_configuration(instances=2)))
+    assert resp.responseCode == OK, messages(resp)
+    assert port.looks == 6
+    query = api.TaskQuery(jobKeys=[KEY])
+    found = table["getTasksWithoutConfigs"](args_class("getTasksWithoutConfigs")(query=query))
+    assert len(found.result.scheduleStatusResult.tasks) == 2
+
+
+def test_create_job_stays_ok_when_its_tasks_are_slower_than_the_wait(
+        fake: FakePeloton, clock: FakeClock) -> None:
+    port = SlowPods(fake, hidden=10**9)
+    table = handler_table(_context_over(port, clock, create_visible_s=3.0))
+    start = clock.now
+    resp = table["createJob"](args_class("createJob")(description=b.job_configuration(instances=2)))
+    assert resp.responseCode == OK, messages(resp)
+    assert 3.0 <= clock.now - start < 3.1
+    assert fake.calls_of("create_stateless_job")
