@@ -5,10 +5,12 @@ then hands the accepted runs to the backend in one call per host outside the loc
 backend refuses, the runs it was given are un-booked and reported as launch failures.
 A failure is marked `unreached` when the launch did not get to the host: the host is
 unknown or not connected, or the backend could not find or reach it (NotFound,
-Unavailable: an agent killed -9 refuses connections until its heartbeats time out and
-it is no longer offered; a run that did start after a call timed out is an orphan its
-job manager kills).  The job manager does not count such a launch against the task; a
-run the host manager turned down (no room, cordoned) is a plain failure.
+Unavailable: an agent killed -9 refuses connections until its heartbeats time out; a run
+that did start after a call timed out is an orphan its job manager kills).  The job
+manager does not count such a launch against the task; a run the host manager turned
+down (no room, cordoned) is a plain failure.  A host the backend could not reach is held
+from placement (UNREACHED, core/lifecycle/host_reach.py) until it is heard from again or `unreached_hold`
+seconds pass, so the dead agent does not take every launch until its heartbeats time out.
 
 Kill finds each run's host in the run index (O(1) per run) and sends one kill per host.
 - A run that only holds a reservation is killed by freeing the reservation.
@@ -43,7 +45,7 @@ class Router:
 
     def __init__(self, registry: HostRegistry, leases: LeaseBook, backend: HostBackend,
                  lock: threading.Lock, deferred: Deferred, clock: Callable[[], float],
-                 pending_kill_ttl: float) -> None:
+                 pending_kill_ttl: float, unreached_hold: float) -> None:
         self._registry = registry
         self._leases = leases
         self._backend = backend
@@ -51,6 +53,7 @@ class Router:
         self._deferred = deferred
         self._clock = clock
         self._ttl = pending_kill_ttl
+        self._hold = unreached_hold
         #: run id -> (grace, expiry) for kills of runs no host has reported yet.
         self._pending: dict[str, tuple[float, float]] = {}
 
@@ -107,6 +110,9 @@ class Router:
                 # A run the host already reported on is real: keep it, its events tell the rest.
                 if run is not None and run.hostname == hostname and run.state is TaskState.LAUNCHED:
                     self._registry.remove_run(spec.run_id)
+            held = unreached and self._registry.unreached(hostname, self._clock() + self._hold)
+        if held:
+            log.warning("%s; not offered until heard from (at most %g s)", reason, self._hold)
         return [LaunchFailure(spec.run_id, reason, unreached=unreached) for spec in specs]
 
     def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
