@@ -178,6 +178,17 @@ class HostManager:
             if not self.run_due():
                 return
 
+    def offer_order(self) -> tuple[str, ...]:
+        """The hosts a lease would take now, in the order it takes them (the forecast copies
+        it: placement breaks ties between hosts by it)."""
+        with self._lock:
+            return self.registry.offer_order()
+
+    def restore_offer_order(self, names: tuple[str, ...]) -> None:
+        """Offer the hosts named first, in that order (a simulation resuming a live order)."""
+        with self._lock:
+            self.registry.restore_offer_order(names)
+
     # -- HostManagerPort: placement engine side --------------------------------------------
     def acquire_hosts(self, max_hosts: int = 0) -> HostLease:
         """Lease every offerable host (or the first `max_hosts`)."""

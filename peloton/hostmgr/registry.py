@@ -161,6 +161,19 @@ class HostRegistry:
         else:
             self.offerable.pop(rec.hostname, None)
 
+    def offer_order(self) -> tuple[str, ...]:
+        """The offerable hosts in the order a lease takes them."""
+        return tuple(self.offerable)
+
+    def restore_offer_order(self, names: tuple[str, ...]) -> None:
+        """Put the offerable hosts named in `names` first, in that order (a simulation
+        resuming another cluster's rotation); the others follow in their own order."""
+        named = [n for n in dict.fromkeys(names) if n in self.offerable]
+        first = set(named)
+        rest = [n for n in self.offerable if n not in first]
+        self.offerable.clear()
+        self.offerable.update(dict.fromkeys([*named, *rest]))
+
     # -- runs ----------------------------------------------------------------------------
     def add_run(self, rec: HostRecord, run_id: str, claim: Claim, state: TaskState) -> RunRecord:
         """Book a run on a host."""

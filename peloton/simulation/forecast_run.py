@@ -36,6 +36,7 @@ from peloton.core.forecast.model import (
 from peloton.core.model.resources import Resources
 from peloton.simulation.driver import PelotonSimulator
 from peloton.simulation.forecast_plan import WARMUP, ForecastScenario, build, has_unknowns
+from peloton.simulation.forecast_resume import Resume
 from peloton.simulation.result import TaskEventKind
 from peloton.simulation.trace import TraceJob
 
@@ -89,7 +90,7 @@ class _Watch:
         """The run reached its horizon, ran out of work, or was stopped."""
 
 
-def _policy(fs: ForecastScenario) -> Callable[[TraceJob, int, float], float | None]:
+def duration_policy(fs: ForecastScenario) -> Callable[[TraceJob, int, float], float | None]:
     """A running task's first run ends at its absolute time; any other run (a queued task's,
     a running task's again after preemption) lasts its duration."""
     launched: set[tuple[str, int]] = set()
@@ -113,7 +114,8 @@ def start_times(fs: ForecastScenario, deadline: float,
     Raises `_OutOfTime` when the wall deadline passes first.
     """
     watch = _Watch(fs.targets, deadline, clock)
-    PelotonSimulator(duration=_policy(fs), stop_when=watch.stop).run(fs.scenario, watch)
+    PelotonSimulator(duration=duration_policy(fs), stop_when=watch.stop,
+                     after_round=Resume(fs)).run(fs.scenario, watch)
     if watch.out_of_time:
         raise _OutOfTime
     return {fs.tasks[key]: max(0.0, t - WARMUP) for key, t in watch.started.items()}
