@@ -292,8 +292,11 @@ class ForecastServicer(forecast_pb2_grpc.ForecastServiceServicer):  # type: igno
 
 
 def serve_forecast(grpc: ServiceHost, resmgr: ResourceManager, hostmgr: HostManagerPort,
-                   store: Store, rotation: Callable[[], HostRotation] | None = None) -> None:
+                   store: Store, rotation: Callable[[], HostRotation] | None = None) -> LiveState:
     """Register ForecastService on `grpc`, over these daemons and store (`rotation`: where
-    the host manager and placement engine run in this process, `rotation_of` them)."""
+    the host manager and placement engine run in this process, `rotation_of` them); returns
+    the live state it reads."""
+    live = LiveState(resmgr, hostmgr, store, rotation=rotation)
     register(grpc, forecast_pb2_grpc.add_ForecastServiceServicer_to_server,
-             ForecastServicer(LiveState(resmgr, hostmgr, store, rotation=rotation)))
+             ForecastServicer(live))
+    return live

@@ -254,6 +254,8 @@ class Forecast:
     now: float
     estimate: Estimate
     binding: Binding
+    #: The changes that start it sooner than `estimate` over the same seeds (those that would
+    #: not, and those not run within the wall time, are named in `notes`).
     counterfactuals: tuple[Counterfactual, ...]
     bounds: Bounds
     #: Wall-clock seconds spent, and whether the wall cap cut it short.
