@@ -10,6 +10,8 @@ bridge, the archiver, the UI) and tests/conftest.py call it first.  It:
   That pool is enlarged because with the default 10 threads, nine or more concurrent
   in-process gRPC calls deadlock (seen on these machines).  Nothing else uses that
   pool: blocking C calls (sqlite3) go to their own `peloton.common.blocking` pool;
+* caps the process's malloc arenas before its threads start (peloton.common.mallocpolicy),
+  so native thread pools do not each keep a big write's high-water mark;
 * sets the garbage collector's thresholds for a process holding much long-lived
   state (peloton.common.gcpolicy), and a shorter GIL switch interval: a SQLite
   thread gives the GIL up around every row it steps (executemany), and each time it
@@ -28,7 +30,7 @@ from __future__ import annotations
 import os
 import sys
 
-from peloton.common import gcpolicy
+from peloton.common import gcpolicy, mallocpolicy
 
 # Set before gRPC starts (importing this module comes first in every daemon and in `peloton`).
 # Our processes fork only to exec; gevent's subprocess forks in Python, and gRPC's fork
@@ -51,6 +53,7 @@ def setup() -> None:
     global _done
     if _done:
         return
+    mallocpolicy.limit_arenas()
     from gevent import monkey
 
     monkey.patch_all()
