@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 
@@ -19,6 +20,8 @@ from tests.harness.cluster import UpCluster
 from tests.harness.procs import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+#: How long one block may take (a block takes 10-20 s on an idle machine).
+BLOCK_SECS = 200
 BLOCK = re.compile(r"<!-- tour:begin (\w+) -->\s*```sh\n(.*?)```\s*<!-- tour:end -->", re.S)
 
 
@@ -43,11 +46,22 @@ def up(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def run_block(up: UpCluster, text: str) -> subprocess.CompletedProcess[str]:
+    """Run one tour block in its own session; on the deadline the whole session is killed
+    (the CLI's waits included) and the test fails with what the block printed so far, so a
+    hang names the step it hung in."""
     env = {**os.environ, "JOBMGR_URL": f"127.0.0.1:{up.jobmgr_port}",
            "RESMGR_URL": f"127.0.0.1:{up.resmgr_port}",
            "HOSTMGR_URL": f"127.0.0.1:{up.hostmgr_port}"}
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.Popen(["bash", "-xeuo", "pipefail", "-c", text], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=BLOCK_SECS)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the block did not finish in {BLOCK_SECS} s; it printed:\n{out}\n{err}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_readme_has_both_tour_blocks() -> None:
