@@ -15,6 +15,11 @@ Start order (reverse on stop): group commit, recovery (the cache and the other
 daemons' view are rebuilt before anything acts), goal-state engines, status
 events, placement processor, evictor, daemon jobs, deadlines, peer resync, and the cron
 scheduler last (cron runs start only once everything else works).
+
+`ownership` (ownership.py) says which job partitions this job manager drives; alone it
+holds all of them and nothing is filtered.  Recovery, the goal-state engines and the
+status events handle only owned jobs; `acquire_partition` / `release_partition` are the
+handover's two halves (docs/design/all-active-jobmgr.md).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from peloton.jobmgr.goalstate.update import UpdateActions
 from peloton.jobmgr.job_deps import JobDeps, Listeners
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.lifecycle_lock import LifecycleGate
+from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.peers import PeerResync
 from peloton.jobmgr.placement_processor import PlacementProcessor
 from peloton.jobmgr.recovery import Recovery
@@ -83,8 +89,10 @@ class JobManager:
 
     def __init__(self, store: Store, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, ownership: Ownership | None = None) -> None:
         config = self.config = config or JobManagerConfig()
+        self.ownership = ownership = ownership or Ownership()
+        owns = ownership.owns
         # AdminService's Kill / Launch locks: everything that kills or launches uses the gate.
         raw_hostmgr = hostmgr
         hostmgr = self.lifecycle = LifecycleGate(raw_hostmgr)
@@ -102,16 +110,17 @@ class JobManager:
                                         config)
         self.update_actions = UpdateActions(self.cache, self.control, self.queue, store)
         self.engines = GoalStateEngines(self.queue, self.job_actions, self.task_actions,
-                                        self.update_actions, config)
+                                        self.update_actions, config, owns=owns)
         # 4. API operations, loops, recovery
         self.jobs = JobOps(self.cache, store, resmgr, hostmgr, self.queue, clock)
         self.tasks = TaskOps(self.cache, store, hostmgr, self.control, self.queue)
         self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
                                      resmgr, hostmgr, clock)
-        self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue)
+        self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue,
+                                 owns=owns)
         # Orphan runs (of no known task) are killed whatever the Kill lock says.
         self.events = StatusEvents(self.cache, raw_hostmgr.subscribe("jobmgr"), raw_hostmgr,
-                                   self.queue, config)
+                                   self.queue, config, owns=owns)
         self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
                                             self.lifecycle, events_behind=self.events.behind,
@@ -174,6 +183,27 @@ class JobManager:
 
     def _recover(self) -> None:
         self.recovery.recover()
+
+    def acquire_partition(self, partition: int) -> int:
+        """Begin driving the jobs of `partition` (taken over from another member, whose
+        term of it has ended): recover them from storage as a start does, hand their runs
+        to the other daemons and evaluate them.  Returns the jobs loaded."""
+        ownership, cache = self.ownership, self.cache
+        ownership.acquire(partition)
+        return self.recovery.recover(
+            only=lambda job_id: ownership.partition(job_id) == partition and job_id not in cache)
+
+    def release_partition(self, partition: int) -> int:
+        """Stop driving the jobs of `partition` (it moves to another member): they leave
+        the goal-state queue and the cache, and their events are left to the new owner.
+        Nothing is written: the jobs stay active in storage for the next owner's recovery.
+        Returns the jobs dropped."""
+        self.ownership.release(partition)
+        dropped = [job for job in self.cache if self.ownership.partition(job.job_id) == partition]
+        for job in dropped:
+            self.queue.forget_job(job.job_id, job.instances())
+            self.cache.forget(job.job_id)
+        return len(dropped)
 
     def start(self) -> None:
         """Recover and begin driving jobs."""

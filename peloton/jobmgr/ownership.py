@@ -1,0 +1,55 @@
+"""Which jobs this job manager drives: the job partitions it holds.
+
+With all-active job managers (docs/design/all-active-jobmgr.md) each member runs the
+goal-state engines, recovery and status handling only for the jobs of the partitions it
+holds (`peloton.core.partitions.partition_of`).  A job manager alone holds every
+partition (`Ownership()`), which is today's behaviour: nothing is filtered.
+
+`JobManager.acquire_partition` / `release_partition` (app.py) change it; the components
+only ask `owns(job_id)`.  Everything runs on the job manager's hub, so the set needs no
+lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from peloton.core.partitions import DEFAULT_PARTITIONS, partition_of
+
+
+class Ownership:
+    """The partitions this job manager holds (by default: all of them)."""
+
+    def __init__(self, count: int = DEFAULT_PARTITIONS, held: Iterable[int] | None = None) -> None:
+        self.count = count
+        self._held: set[int] = set(range(count)) if held is None else set(held)
+        if any(not 0 <= p < count for p in self._held):
+            raise ValueError(f"partitions must be in 0..{count - 1}: {sorted(self._held)}")
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The partitions held now."""
+        return frozenset(self._held)
+
+    @property
+    def everything(self) -> bool:
+        """Every partition is held (a lone job manager): no job is filtered out."""
+        return len(self._held) == self.count
+
+    def partition(self, job_id: str) -> int:
+        """The partition of `job_id`."""
+        return partition_of(job_id, self.count)
+
+    def owns(self, job_id: str) -> bool:
+        """This job manager drives `job_id` (holds its partition)."""
+        return self.everything or partition_of(job_id, self.count) in self._held
+
+    def acquire(self, partition: int) -> None:
+        """Hold `partition` from now on."""
+        if not 0 <= partition < self.count:
+            raise ValueError(f"partition {partition} is not in 0..{self.count - 1}")
+        self._held.add(partition)
+
+    def release(self, partition: int) -> None:
+        """Hold `partition` no more."""
+        self._held.discard(partition)

@@ -1,0 +1,127 @@
+"""A job manager drives only the jobs of the partitions it owns (ownership.py), deterministically.
+
+The scene: a lone job manager (every partition) creates two jobs in different partitions
+and runs them; then a job manager built over the same store and fakes, holding only the
+first job's partition, takes over, as a member of an all-active cluster would after a
+restart.  It must recover, evaluate and apply events only for its own job, never kill
+the other job's runs as orphans, pick the other partition up on `acquire_partition`
+(with the run that ended meanwhile restarted exactly once) and let its own go on
+`release_partition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import cast
+
+import pytest
+
+from peloton.core.model.ids import RunId, new_id
+from peloton.core.partitions import partition_of
+from peloton.core.ports import HostManagerPort
+from peloton.core.states import TaskState
+from peloton.jobmgr.app import JobManager
+from peloton.jobmgr.ownership import Ownership
+from peloton.storage import Store
+from tests.unit.jobmgr.harness import Harness, job_spec
+
+S = TaskState
+COUNT = 4
+
+
+def job_in(partition: int) -> str:
+    return next(j for j in iter(new_id, None) if partition_of(j, COUNT) == partition)
+
+
+@pytest.fixture
+def h() -> Iterator[Harness]:
+    harness = Harness()
+    yield harness
+    harness.close()
+
+
+def take_over(h: Harness, held: set[int]) -> JobManager:
+    """A job manager over the same store and fakes holding only `held`, now the harness's."""
+    jm = JobManager(cast(Store, h.conflicts), h.rm, cast(HostManagerPort, h.hosts), h.config,
+                    clock=h.clock,
+                    ownership=Ownership(COUNT, held))
+    h.jm = jm
+    jm.recovery.recover()
+    return jm
+
+
+def run_of(h: Harness, job_id: str, instance: int) -> str:
+    return str(RunId(job_id, instance, h.store.get_task_runtime(job_id, instance).run_id))
+
+
+def launches(h: Harness, job_id: str, instance: int) -> list[str]:
+    runs = [RunId.parse(spec.run_id) for _, spec in h.hosts.launches]
+    return [str(r) for r in runs if (r.job_id, r.instance) == (job_id, instance)]
+
+
+def test_a_lone_job_manager_owns_every_partition() -> None:
+    lone = Ownership(COUNT)
+    assert lone.everything and lone.held == frozenset(range(COUNT))
+    assert all(lone.owns(new_id()) for _ in range(20))
+    some = Ownership(COUNT, {1})
+    assert not some.everything
+    assert some.owns(job_in(1)) and not some.owns(job_in(2))
+    with pytest.raises(ValueError):
+        Ownership(COUNT, {COUNT})
+
+
+def test_a_member_drives_only_its_partitions_and_takes_one_over(h: Harness) -> None:
+    mine, theirs = job_in(0), job_in(1)
+    for job_id in (mine, theirs):
+        h.jm.jobs.create(job_spec(2), job_id)
+    h.settle(5)
+    assert h.states(mine) == h.states(theirs) == [S.RUNNING, S.RUNNING]
+    h.hosts.killed.clear()
+
+    jm = take_over(h, {0})
+    assert mine in jm.cache and theirs not in jm.cache  # recovery loaded only its own
+    before = list(h.hosts.launches)
+
+    # A run of a job it owns that the task is not on is an orphan and is killed; one of
+    # another member's job is left to that member (its owner kills it, once).
+    stray_mine, stray_theirs = str(RunId(mine, 0, 7)), str(RunId(theirs, 0, 7))
+    h.hosts.emit(stray_theirs, S.RUNNING, "host-0")
+    h.hosts.emit(stray_mine, S.RUNNING, "host-0")
+    h.settle(1)
+    assert h.hosts.killed == [stray_mine]
+
+    # Its own task's failure is applied and the task restarted on a new run.
+    h.hosts.finish(run_of(h, mine, 0), S.FAILED)
+    h.settle(60)
+    assert h.states(mine) == [S.RUNNING, S.RUNNING]
+    assert h.store.get_task_runtime(mine, 0).run_id == 2
+
+    # A key of a job it does not own does nothing, even if something schedules it.
+    jm.queue.enqueue_job(theirs)
+    h.run_due()
+    assert theirs not in jm.cache
+    assert h.hosts.launches == [*before, (h.store.get_task_runtime(mine, 0).host,
+                                          h.hosts.launches[-1][1])]  # only mine's new run
+
+    # Taking the other partition over: recovered (its runs handed back, none launched
+    # again), then driven: a failure restarts the task exactly once.
+    ended = run_of(h, theirs, 0)
+    assert jm.acquire_partition(1) == 1
+    assert theirs in jm.cache
+    h.settle(5)
+    assert launches(h, theirs, 0) == [ended] and len(launches(h, theirs, 1)) == 1
+    h.hosts.finish(ended, S.FAILED)
+    h.settle(60)
+    assert h.states(theirs) == [S.RUNNING, S.RUNNING]
+    assert launches(h, theirs, 0) == [ended, str(RunId(theirs, 0, 2))]  # no doubled run
+
+    # Releasing its first partition: the job leaves the cache and the queue, stays active
+    # in storage for the next owner, and its events are no longer applied here.
+    h.hosts.killed.clear()
+    assert jm.release_partition(0) == 1
+    assert mine not in jm.cache and not jm.queue.jobs.is_tracked(mine)
+    assert mine in h.store.get_active_jobs()
+    h.hosts.finish(run_of(h, mine, 1), S.FAILED)
+    h.settle(60)
+    assert h.store.get_task_runtime(mine, 1).state is S.RUNNING and h.hosts.killed == []
+    assert jm.ownership.held == frozenset({1})
