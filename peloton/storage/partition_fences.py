@@ -17,16 +17,30 @@ another member claimed a newer epoch.  Objects of an ended term keep a view that
 writes again, even if the member later takes the partition back: the new term has a new
 view (as a new leadership term builds new objects).
 
+`PartitionFences.routed()` is the store a member's job manager writes through: every
+write of a job goes to the fenced view of the job's partition (PartitionNotHeld if this
+member does not hold it), so no code path can write a job under another partition's
+fence or under none.  Which argument names the job is a table (`JOB_WRITES`), checked
+total over the Store's write methods by a test; writes that are not of one job
+(`CLUSTER_WRITES`: pools, hosts, cron schedules, ...) are refused through it (their
+owner among the members is still to be decided).  A batch (`write_task_runtimes`,
+`add_pod_events`) must stay within one partition: each partition has its own fence, and
+one transaction checks one fence.
+
 Every call is made on the member's hub (one greenlet at a time); nothing here blocks
 except the store calls.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import Any, cast
 
-from peloton.core.errors import Unavailable
+from peloton.common.fencing import READ_PREFIXES
+from peloton.core.errors import FailedPrecondition, InvalidArgument, Unavailable
 from peloton.core.partitions import DEFAULT_PARTITIONS, fence_name, partition_of
 from peloton.storage.leader_store import FencedOut
 from peloton.storage.store import Store
@@ -132,5 +146,103 @@ class PartitionFences:
                                    f"{job_id}")
         return term.store
 
+    def routed(self) -> Store:
+        """The store with every write of a job routed to its partition's fenced view (see
+        the module docstring); reads go to the plain store."""
+        return cast(Store, _Routed(self, self._store))
 
-__all__ = ["FencedOut", "PartitionFences", "PartitionNotHeld", "PartitionTerm"]
+
+class By(Enum):
+    """Where a write method's job id is."""
+
+    JOB_ID = "the first argument, a job id"
+    ITEM = "the first argument's job_id (UpdateInfo, SecretInfo, VolumeInfo)"
+    BATCH = "each item's job_id (RuntimeWrite, PodEvent); one partition per batch"
+    UPDATE = "the job of the update: the event's or the id's (read once, then remembered)"
+
+
+#: Every write of one job, and where its job id is.
+JOB_WRITES: dict[str, By] = {
+    **{name: By.JOB_ID for name in (
+        "add_active_job", "add_job_config", "create_job", "create_job_with_tasks",
+        "create_task_configs", "create_task_runtimes", "delete_active_job", "delete_job",
+        "delete_job_configs", "delete_pod_events", "delete_task_runtimes",
+        "update_job_runtime", "update_task_runtime")},
+    **{name: By.ITEM for name in (
+        "create_update", "update_update", "create_secret", "update_secret", "create_volume",
+        "update_volume")},
+    "write_task_runtimes": By.BATCH,
+    "add_pod_events": By.BATCH,
+    "add_workflow_event": By.UPDATE,
+    "delete_update": By.UPDATE,
+}
+#: Writes that are not of one job: refused through a routed store.
+CLUSTER_WRITES = frozenset({
+    "clear_checkpoints", "create_cron_job", "create_resource_pool", "delete_cron_job",
+    "delete_host", "delete_records", "delete_resource_pool", "delete_secret", "delete_volume",
+    "expire_pod_events", "put_checkpoint", "put_framework_info", "put_host", "put_records",
+    "update_cron_job", "update_resource_pool"})
+#: Methods about fencing itself: passed through.
+META = frozenset({"claim_leadership", "leader_epoch", "with_fencing"})
+
+
+class NotRoutable(FailedPrecondition):
+    """A write that is not of one job, sent through a member's partition-routed store."""
+
+    kind = "not_routable"
+
+
+class _Routed:
+    """Attribute proxy: reads pass through, writes go to their job's partition's view."""
+
+    def __init__(self, fences: PartitionFences, store: Store) -> None:
+        self._fences = fences
+        self._store = store
+        self._job_of_update: dict[str, str] = {}  # an update's job never changes
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if (not callable(value) or name.startswith(READ_PREFIXES) or name.startswith("_")
+                or name in META):
+            return value
+        by = JOB_WRITES.get(name)
+        if by is None:
+            raise NotRoutable(f"{name} is not a write of one job; a partition-routed store "
+                              "cannot fence it")
+
+        @functools.wraps(value)
+        def write(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else next(iter(kwargs.values()))
+            if by is By.BATCH and not first:
+                return value(*args, **kwargs)  # nothing to write, nothing to fence
+            job_id = self._job_id(by, first)
+            return getattr(self._fences.for_job(job_id), name)(*args, **kwargs)
+
+        self.__dict__[name] = write
+        return write
+
+    def _job_id(self, by: By, first: Any) -> str:
+        if by is By.JOB_ID:
+            return str(first)
+        if by is By.ITEM:
+            return str(first.job_id)
+        if by is By.BATCH:
+            return self._one_partition(first)
+        update_id = str(first if isinstance(first, str) else first.update_id)
+        job_id = self._job_of_update.get(update_id)
+        if job_id is None:
+            job_id = self._job_of_update[update_id] = self._store.get_update(update_id).job_id
+        return job_id
+
+    def _one_partition(self, items: Sequence[Any]) -> str:
+        count = self._fences.count
+        first = str(items[0].job_id)
+        partition = partition_of(first, count)
+        if any(partition_of(str(item.job_id), count) != partition for item in items[1:]):
+            raise InvalidArgument("a batch of writes spans job partitions; each partition "
+                                  "has its own fence, so write one partition per batch")
+        return first
+
+
+__all__ = ["CLUSTER_WRITES", "JOB_WRITES", "By", "FencedOut", "NotRoutable", "PartitionFences",
+           "PartitionNotHeld", "PartitionTerm"]

@@ -10,12 +10,12 @@ import dataclasses
 
 import pytest
 
-from peloton.core.errors import Unavailable
+from peloton.core.errors import InvalidArgument, Unavailable
 from peloton.core.partitions import fence_name, partition_of
-from peloton.core.states import JobState
-from peloton.storage import Store
+from peloton.core.states import JobState, TaskState
+from peloton.storage import RuntimeWrite, Store
 from peloton.storage.leader_store import FencedOut
-from peloton.storage.partition_fences import PartitionFences, PartitionNotHeld
+from peloton.storage.partition_fences import NotRoutable, PartitionFences, PartitionNotHeld
 from tests.contract import factories as f
 
 COUNT = 8
@@ -123,3 +123,75 @@ def test_solo_claims_count_up_per_partition(store: Store) -> None:
     assert a.held == frozenset({0, 1})
     a.release_all()
     assert a.held == frozenset()
+
+
+# -- the partition-routed store: every write of a job through its partition's fence ---------
+
+def test_routed_writes_go_through_their_jobs_partition(store: Store) -> None:
+    mine, theirs = _job_in(2), _job_in(5)
+    a = PartitionFences(store, "a", count=COUNT)
+    b = PartitionFences(store, "b", count=COUNT)
+    a.claim(2, 10)
+    a.claim(5, 10)
+    routed = a.routed()
+    routed.create_job(mine, f.job_spec(), f.job_runtime())
+    routed.create_job(theirs, f.job_spec(), f.job_runtime())
+    b.claim(5, 20)  # b takes partition 5 over; a still believes it holds it
+    with pytest.raises(FencedOut):
+        routed.add_active_job(theirs)
+    routed.add_active_job(mine)  # partition 2 is still a's
+    a.release(5)
+    with pytest.raises(PartitionNotHeld):
+        routed.add_active_job(theirs)
+    b.routed().add_active_job(theirs)
+    assert set(store.get_active_jobs()) == {mine, theirs}
+    assert routed.get_job_runtime(theirs).state is JobState.PENDING  # reads pass
+
+
+def test_routed_batches_stay_within_one_partition(store: Store) -> None:
+    mine, other = _job_in(1), _job_in(3)
+    a = PartitionFences(store, "a", count=COUNT)
+    a.claim(1, 10)
+    a.claim(3, 10)
+    routed = a.routed()
+    routed.create_task_runtimes(mine, {i: f.task_runtime() for i in range(2)})
+    routed.create_task_runtimes(other, {0: f.task_runtime()})
+    running = dataclasses.replace(f.task_runtime(TaskState.RUNNING), revision=1)
+    result = routed.write_task_runtimes([RuntimeWrite(mine, i, running) for i in range(2)])
+    assert result.ok and len(result.written) == 2
+    with pytest.raises(InvalidArgument):  # one transaction checks one partition's fence
+        routed.write_task_runtimes([RuntimeWrite(mine, 0, running), RuntimeWrite(other, 0, running)])
+    assert store.get_task_runtime(other, 0).state is TaskState.PENDING
+    assert routed.write_task_runtimes([]).ok  # nothing to write, nothing to fence
+    PartitionFences(store, "b", count=COUNT).claim(1, 11)
+    with pytest.raises(FencedOut):
+        routed.write_task_runtimes([RuntimeWrite(mine, 0, dataclasses.replace(
+            running, revision=2, message="stale"))])
+    assert store.get_task_runtime(mine, 0).message != "stale"
+
+
+def test_routed_workflow_writes_follow_their_jobs_partition(store: Store) -> None:
+    jid = f.job_id()
+    p = partition_of(jid, COUNT)
+    a = PartitionFences(store, "a", count=COUNT)
+    a.claim(p, 10)
+    routed = a.routed()
+    routed.create_job(jid, f.job_spec(), f.job_runtime())
+    update = routed.create_update(f.update_info(jid))
+    routed.add_workflow_event(f.workflow_event(update.update_id, None, 1.0))
+    assert len(store.get_workflow_events(update.update_id)) == 1
+    PartitionFences(store, "b", count=COUNT).claim(p, 30)
+    with pytest.raises(FencedOut):
+        routed.add_workflow_event(f.workflow_event(update.update_id, 0, 2.0))
+    with pytest.raises(FencedOut):
+        routed.update_update(dataclasses.replace(update, instances_total=9))
+    assert len(store.get_workflow_events(update.update_id)) == 1
+
+
+def test_cluster_wide_writes_are_refused_through_a_routed_store(store: Store) -> None:
+    routed = PartitionFences(store, "a", count=COUNT).routed()
+    with pytest.raises(NotRoutable):
+        routed.create_resource_pool(f.pool("p-1"))
+    with pytest.raises(NotRoutable):
+        routed.put_host(f.host("h1"))
+    assert store.get_resource_pools() == [] and store.get_hosts() == []
