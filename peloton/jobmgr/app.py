@@ -19,7 +19,11 @@ scheduler last (cron runs start only once everything else works).
 `ownership` (ownership.py) says which job partitions this job manager drives; alone it
 holds all of them and nothing is filtered.  Recovery, the goal-state engines and the
 status events handle only owned jobs; `acquire_partition` / `release_partition` are the
-handover's two halves (docs/design/all-active-jobmgr.md).
+handover's two halves (docs/design/all-active-jobmgr.md).  Given `fences` (a member of an
+all-active cluster), every write goes through the job's partition's fence
+(`PartitionFences.routed()`), acquiring a partition claims it in the store first, releasing
+one ends its term before its jobs are dropped, and group-commit batches stay within one
+partition.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from peloton.api.grpc_server import ServiceHost
 from peloton.api.service_registry import register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.components import FunctionComponent, Lifecycle
+from peloton.core.partitions import partition_of
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
@@ -80,6 +85,7 @@ from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.volumes import VolumeKeeper
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import GroupCommitter, Store
+from peloton.storage.partition_fences import PartitionFences
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +95,15 @@ class JobManager:
 
     def __init__(self, store: Store, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
-                 clock: Clock = SYSTEM_CLOCK, ownership: Ownership | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, ownership: Ownership | None = None,
+                 fences: PartitionFences | None = None) -> None:
         config = self.config = config or JobManagerConfig()
+        # A member of an all-active cluster writes every job through its partition's fence
+        # (`fences.routed()`), and holds only the partitions it claimed there.
+        self.fences = fences
+        if fences is not None:
+            store = fences.routed()
+            ownership = ownership or Ownership(fences.count, fences.held)
         self.ownership = ownership = ownership or Ownership()
         owns = ownership.owns
         # AdminService's Kill / Launch locks: everything that kills or launches uses the gate.
@@ -98,7 +111,9 @@ class JobManager:
         hostmgr = self.lifecycle = LifecycleGate(raw_hostmgr)
         self.store, self.resmgr, self.hostmgr, self.clock = store, resmgr, hostmgr, clock
         # 1. what is due, and the aggregate that schedules it
-        self.committer = GroupCommitter(store)
+        count = ownership.count
+        self.committer = GroupCommitter(  # one transaction checks one partition's fence
+            store, batch_key=None if fences is None else lambda w: partition_of(w.job_id, count))
         self.queue = GoalStateQueue(clock, config.runtime_update_interval)
         self.cache = JobCache(JobDeps(store, self.committer, self.queue, clock, Listeners(),
                                       task_configs=TaskConfigCache(config.task_config_cache_bytes)))
@@ -184,11 +199,15 @@ class JobManager:
     def _recover(self) -> None:
         self.recovery.recover()
 
-    def acquire_partition(self, partition: int) -> int:
+    def acquire_partition(self, partition: int, epoch: int | None = None) -> int:
         """Begin driving the jobs of `partition` (taken over from another member, whose
-        term of it has ended): recover them from storage as a start does, hand their runs
-        to the other daemons and evaluate them.  Returns the jobs loaded."""
+        term of it has ended): with fences, claim it in the store from `epoch` on (FencedOut
+        if a newer owner holds it: then nothing is loaded), then recover its jobs from
+        storage as a start does, hand their runs to the other daemons and evaluate them.
+        Returns the jobs loaded."""
         ownership, cache = self.ownership, self.cache
+        if self.fences is not None:
+            self.fences.claim(partition, epoch)
         ownership.acquire(partition)
         return self.recovery.recover(
             only=lambda job_id: ownership.partition(job_id) == partition and job_id not in cache)
@@ -198,6 +217,8 @@ class JobManager:
         the goal-state queue and the cache, and their events are left to the new owner.
         Nothing is written: the jobs stay active in storage for the next owner's recovery.
         Returns the jobs dropped."""
+        if self.fences is not None:
+            self.fences.release(partition)  # first: no write of its jobs from now on
         self.ownership.release(partition)
         dropped = [job for job in self.cache if self.ownership.partition(job.job_id) == partition]
         for job in dropped:

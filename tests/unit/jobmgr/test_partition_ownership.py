@@ -19,10 +19,12 @@ import pytest
 from peloton.core.model.ids import RunId, new_id
 from peloton.core.partitions import partition_of
 from peloton.core.ports import HostManagerPort
-from peloton.core.states import TaskState
+from peloton.core.states import JobState, TaskState
 from peloton.jobmgr.app import JobManager
 from peloton.jobmgr.ownership import Ownership
 from peloton.storage import Store
+from peloton.storage.leader_store import FencedOut
+from peloton.storage.partition_fences import PartitionFences, PartitionNotHeld
 from tests.unit.jobmgr.harness import Harness, job_spec
 
 S = TaskState
@@ -125,3 +127,59 @@ def test_a_member_drives_only_its_partitions_and_takes_one_over(h: Harness) -> N
     h.settle(60)
     assert h.store.get_task_runtime(mine, 1).state is S.RUNNING and h.hosts.killed == []
     assert jm.ownership.held == frozenset({1})
+
+
+def member(h: Harness, name: str) -> JobManager:
+    """A job manager of an all-active cluster over the harness's store and fakes, holding
+    nothing yet; it writes every job through its partition's fence."""
+    return JobManager(h.store, h.rm, cast(HostManagerPort, h.hosts), h.config, clock=h.clock,
+                      fences=PartitionFences(h.store, name, count=COUNT))
+
+
+def test_two_members_that_both_believe_they_own_a_partition_cannot_both_write(
+        h: Harness) -> None:
+    jid = job_in(0)
+    h.jm.jobs.create(job_spec(2), jid)
+    h.settle(5)
+    assert h.states(jid) == [S.RUNNING, S.RUNNING]
+    runs = [run_of(h, jid, i) for i in range(2)]
+    a, b = member(h, "a"), member(h, "b")
+    assert a.acquire_partition(0, epoch=10) == 1
+    assert b.acquire_partition(0, epoch=20) == 1  # b took it over; a has not been told
+    assert a.ownership.owns(jid) and b.ownership.owns(jid)
+    before = h.store.get_job_runtime(jid)
+
+    with pytest.raises(FencedOut):  # a's stop is refused by the store itself
+        a.jobs.stop(jid)
+    assert h.store.get_job_runtime(jid) == before
+    # a applies the status stream as it believes it should: the round is refused (its loop
+    # would retry it until a is told it lost the partition), and nothing of it lands.
+    h.hosts.finish(runs[0], S.FAILED)
+    with pytest.raises(FencedOut):
+        a.run_due()
+    assert h.store.get_task_runtime(jid, 0).state is S.RUNNING and h.hosts.killed == []
+
+    # b, the owner, applies the event (within the restart throttle, so no new run yet) and
+    # the stop; the job ends with the running run killed once and nothing relaunched.
+    h.jm = b
+    h.settle(1)
+    assert h.store.get_task_runtime(jid, 0).state is S.FAILED
+    b.jobs.stop(jid)
+    h.settle(60)
+    assert h.states(jid) == [S.FAILED, S.KILLED]
+    assert h.hosts.killed == [runs[1]]
+    assert launches(h, jid, 0) == [runs[0]] and launches(h, jid, 1) == [runs[1]]
+    with pytest.raises(FencedOut):  # and a stale claim cannot take it back
+        a.acquire_partition(0, epoch=15)
+
+
+def test_a_member_with_no_partition_writes_no_job(h: Harness) -> None:
+    jid = job_in(3)
+    h.jm.jobs.create(job_spec(1), jid)
+    h.settle(5)
+    idle = member(h, "idle")
+    idle.recovery.recover()
+    assert len(idle.cache) == 0
+    with pytest.raises(PartitionNotHeld):  # the write belongs to the owner: forward it
+        idle.jobs.stop(jid)
+    assert h.store.get_job_runtime(jid).goal_state is not JobState.KILLED
