@@ -13,7 +13,9 @@ Pure arithmetic for docs/design/all-active-jobmgr.md:
 * `moves(before, after)`: the partitions whose owner differs between two assignments,
   what a handover has to do;
 * `fence_name(partition)`: the name a partition's epoch is kept under in the store (the
-  same leader-epoch mechanism as a role's, peloton/storage/leader_store.py).
+  same leader-epoch mechanism as a role's, peloton/storage/leader_store.py);
+* `PartitionSet`: the partitions a member asks the shared daemons about (the resource
+  manager hands it placements and preemption victims of those partitions' jobs only).
 """
 
 from __future__ import annotations
@@ -54,6 +56,28 @@ def score(member: str, partition: int) -> int:
 def fence_name(partition: int) -> str:
     """The store's fence (leader-epoch) name of a partition."""
     return f"{FENCE_PREFIX}{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSet:
+    """Some of a cluster's `count` partitions: the jobs whose work one member takes.
+
+    Callers that want every job (a lone job manager) pass None instead, so a cluster of
+    one asks exactly what it asked before partitions existed.
+    """
+
+    count: int
+    held: frozenset[int]
+
+    def __post_init__(self) -> None:
+        _check_count(self.count)
+        if any(not 0 <= p < self.count for p in self.held):
+            raise InvalidArgument(f"partitions must be in 0..{self.count - 1}: "
+                                  f"{sorted(self.held)}", field="partitions")
+
+    def covers(self, job_id: str) -> bool:
+        """`job_id`'s partition is one of these."""
+        return partition_of(job_id, self.count) in self.held
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,8 +139,8 @@ class JobManager:
         self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
                                             self.lifecycle, events_behind=self.events.behind,
-                                            volumes=self.volumes)
-        self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock)
+                                            volumes=self.volumes, ownership=ownership)
+        self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock, ownership)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)
         self.resync = PeerResync(self.recovery)

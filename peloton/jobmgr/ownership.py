@@ -6,7 +6,9 @@ holds (`peloton.core.partitions.partition_of`).  A job manager alone holds every
 partition (`Ownership()`), which is today's behaviour: nothing is filtered.
 
 `JobManager.acquire_partition` / `release_partition` (app.py) change it; the components
-only ask `owns(job_id)`.  Everything runs on the job manager's hub, so the set needs no
+ask `owns(job_id)`, and the loops that take work from the resource manager (placements,
+preemption victims) ask it for `asked()`'s partitions only, so the work of a job reaches
+its owner and no one else.  Everything runs on the job manager's hub, so the set needs no
 lock.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from peloton.core.partitions import DEFAULT_PARTITIONS, partition_of
+from peloton.core.partitions import DEFAULT_PARTITIONS, PartitionSet, partition_of
 
 
 class Ownership:
@@ -43,6 +45,12 @@ class Ownership:
     def owns(self, job_id: str) -> bool:
         """This job manager drives `job_id` (holds its partition)."""
         return self.everything or partition_of(job_id, self.count) in self._held
+
+    def asked(self) -> PartitionSet | None:
+        """What to ask the resource manager for: None (every job) while every partition is
+        held, so a lone job manager's calls are what they were before partitions; else
+        the partitions held now (none: ask for nothing)."""
+        return None if self.everything else PartitionSet(self.count, frozenset(self._held))
 
     def acquire(self, partition: int) -> None:
         """Hold `partition` from now on."""

@@ -17,6 +17,11 @@ otherwise never looked at again), and the placement of a run that has already
 ended is given back to the resource manager: its allocation would otherwise be
 held for ever, the run placed, timed out and placed again.
 
+With all-active job managers (ownership.py) it asks only for the placements of
+its own partitions' jobs, so a placement of a job it does not cache is truly
+stale (the job is gone) and is killed in the resource manager; one of a
+partition that moved away since it was asked for is left to the new owner.
+
 Back-pressure: every launched run comes back as two or three status events, and
 applying them is most of the job manager's work.  While the status stream is
 behind (its last poll filled a whole batch), launching more only lengthens the
@@ -46,6 +51,7 @@ from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.lifecycle_lock import LifecycleGate
+from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.volumes import VolumeKeeper
 
 log = logging.getLogger(__name__)
@@ -75,8 +81,11 @@ class PlacementProcessor:
                  clock: Clock, config: JobManagerConfig,
                  gate: LifecycleGate | None = None,
                  events_behind: Callable[[], bool] = lambda: False,
-                 volumes: VolumeKeeper | None = None) -> None:
+                 volumes: VolumeKeeper | None = None,
+                 ownership: Ownership | None = None) -> None:
         self.cache = cache
+        #: The partitions whose placements this job manager asks for and launches.
+        self.ownership = ownership or Ownership()
         #: Which persistent volume a stateful run uses (None: launched without one).
         self.volumes = volumes
         #: AdminService's Launch lock: while it is on, no placement is taken.
@@ -108,7 +117,9 @@ class PlacementProcessor:
             if timeout > 0:
                 gevent.sleep(BEHIND_WAIT)  # let the status events catch up first
             return 0
-        placements = self.resmgr.get_placements(self.config.launch_batch, timeout)
+        owns = self.ownership.owns
+        placements = self.resmgr.get_placements(self.config.launch_batch, timeout,
+                                                self.ownership.asked())
         held, self._held = self._held, []
         if not placements and not held:
             return 0
@@ -117,6 +128,11 @@ class PlacementProcessor:
         stale: list[TaskId] = []
         taken = held + [(p, t) for p in placements for t in p.tasks]
         for placement, placed in taken:
+            if not owns(placed.task_id.job_id):
+                # Its partition moved away since it was asked for (or held): the new owner's
+                # recovery queues the run afresh, and a kill from here could take that new
+                # queued run with it.  Leave it to the owner.
+                continue
             if self.cache.get(placed.task_id.job_id) is None:
                 stale.append(placed.task_id)
                 continue

@@ -17,6 +17,7 @@ from peloton.core.partitions import (
     DEFAULT_PARTITIONS,
     Assignment,
     Move,
+    PartitionSet,
     assign,
     fence_name,
     handover,
@@ -143,3 +144,19 @@ def test_bad_counts_are_refused() -> None:
 def test_fence_names_are_per_partition() -> None:
     assert fence_name(7) == "jobmgr/partition/7"
     assert len({fence_name(p) for p in range(DEFAULT_PARTITIONS)}) == DEFAULT_PARTITIONS
+
+
+@given(st.sets(st.integers(min_value=0, max_value=15)), st.lists(st.uuids(), max_size=20))
+def test_a_partition_set_covers_exactly_the_jobs_of_its_partitions(
+        held: set[int], jobs: list[uuid.UUID]) -> None:
+    some = PartitionSet(16, frozenset(held))
+    for job in map(str, jobs):
+        assert some.covers(job) is (partition_of(job, 16) in held)
+        assert some.covers(job.upper()) is some.covers(job)
+
+
+def test_a_partition_set_names_partitions_of_its_count_only() -> None:
+    with pytest.raises(InvalidArgument):
+        PartitionSet(4, frozenset({4}))
+    with pytest.raises(InvalidArgument):
+        PartitionSet(0, frozenset())

@@ -6,7 +6,9 @@ first job's partition, takes over, as a member of an all-active cluster would af
 restart.  It must recover, evaluate and apply events only for its own job, never kill
 the other job's runs as orphans, pick the other partition up on `acquire_partition`
 (with the run that ended meanwhile restarted exactly once) and let its own go on
-`release_partition`.
+`release_partition`.  Members of an all-active cluster write through their partitions'
+fences, and share one resource manager whose placements and victims each takes only for
+its own jobs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import cast
 
 import pytest
 
-from peloton.core.model.ids import RunId, new_id
+from peloton.core.model.ids import RunId, TaskId, new_id
+from peloton.core.model.sched import Victim, VictimReason
 from peloton.core.partitions import partition_of
 from peloton.core.ports import HostManagerPort
 from peloton.core.states import JobState, TaskState
@@ -183,3 +186,49 @@ def test_a_member_with_no_partition_writes_no_job(h: Harness) -> None:
     with pytest.raises(PartitionNotHeld):  # the write belongs to the owner: forward it
         idle.jobs.stop(jid)
     assert h.store.get_job_runtime(jid).goal_state is not JobState.KILLED
+
+
+def step_all(*members: JobManager) -> None:
+    """Run every member's due work, in turn, until a whole round finds nothing to do."""
+    for _ in range(200):
+        if not sum(m.run_due() + m.evictor.evict_once() for m in members):
+            return
+    raise AssertionError("the members still had work after 200 rounds")
+
+
+def test_two_members_launch_and_preempt_only_their_own_jobs(h: Harness) -> None:
+    # One resource manager serves both members: before placements were asked for by
+    # partition, whichever member polled first took every placement and killed the other
+    # member's as stale (it does not cache that job), so the job never ran.
+    a, b = member(h, "a"), member(h, "b")
+    for p in (0, 1):
+        a.acquire_partition(p, epoch=10)
+    for p in (2, 3):
+        b.acquire_partition(p, epoch=10)
+    ours, theirs = job_in(0), job_in(2)
+    a.jobs.create(job_spec(2), ours)
+    b.jobs.create(job_spec(2), theirs)
+    with pytest.raises(PartitionNotHeld):  # a job is created by its partition's owner
+        a.jobs.create(job_spec(1), job_in(3))
+    h.rm.auto_place = False
+    b.engines.run_due()
+    a.engines.run_due()  # both jobs' tasks are queued in the one resource manager
+    h.rm.auto_place = True
+    a.placement.launch_once(0.0)  # a polls first: it must take (place) only its own
+    assert [RunId.parse(s.run_id).job_id for _, s in h.hosts.launches] == [ours, ours]
+    step_all(a, b)
+    assert h.states(ours) == h.states(theirs) == [S.RUNNING, S.RUNNING]
+    assert h.rm.killed == [] and h.hosts.killed == []
+    for job_id in (ours, theirs):
+        assert [len(launches(h, job_id, i)) for i in range(2)] == [1, 1]  # each run once
+
+    # A preemption victim goes to its job's owner: a leaves b's victim in the resource
+    # manager, b takes it and moves its run.
+    victim = Victim(TaskId(theirs, 1), 1, VictimReason.PREEMPTED, "host-0")
+    h.rm.victims = [victim]
+    assert a.evictor.evict_once() == 0 and h.rm.victims == [victim]
+    assert b.evictor.evict_once() == 1 and h.rm.victims == []
+    step_all(a, b)
+    assert h.hosts.killed == [str(RunId(theirs, 1, 1))]
+    assert launches(h, theirs, 1) == [str(RunId(theirs, 1, 1)), str(RunId(theirs, 1, 2))]
+    assert h.store.get_task_runtime(theirs, 1).state is S.RUNNING
