@@ -126,6 +126,12 @@ class PartitionFences:
             term.end()
             log.info("%s: released partition %d (epoch %d)", self.holder, partition, term.epoch)
 
+    def epochs(self) -> dict[int, int]:
+        """Partition -> epoch of every term held here (ended ones are gone): what this
+        member's calls to its peers carry (peloton/api/ports_grpc/term_fence.py), so a
+        peer refuses them once a newer owner of any of these partitions has called."""
+        return {p: term.epoch for p, term in list(self._terms.items())}
+
     def release_all(self) -> None:
         """End every term (leaving the cluster, or ZooKeeper lost)."""
         for partition in list(self._terms):
