@@ -116,6 +116,17 @@ class HostEvent:
     healthy: str = ""
 
 
+#: Separates a status-stream consumer group from one member of it: "jobmgr@<member id>".
+MEMBER_SEP = "@"
+
+
+def member_consumer(consumer: str, member: str) -> str:
+    """The status-stream consumer name of one member of a group of consumers (each job
+    manager of an all-active cluster reads every event as `jobmgr@<member id>`; the host
+    manager waits for the group, not for a fixed name: peloton/hostmgr/events.py)."""
+    return f"{consumer}{MEMBER_SEP}{member}"
+
+
 class EventStream(Protocol):
     """A consumer's view of the host manager's status stream (at-least-once, in order)."""
 

@@ -23,7 +23,8 @@ handover's two halves (docs/design/all-active-jobmgr.md).  Given `fences` (a mem
 all-active cluster), every write goes through the job's partition's fence
 (`PartitionFences.routed()`), acquiring a partition claims it in the store first, releasing
 one ends its term before its jobs are dropped, and group-commit batches stay within one
-partition.
+partition.  Given `member` (its member id), it reads the status stream as its own consumer
+`jobmgr@<member>`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from peloton.api.service_registry import register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.components import FunctionComponent, Lifecycle
 from peloton.core.partitions import partition_of
-from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.core.ports import HostManagerPort, ResourceManagerPort, member_consumer
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.cron import CronScheduler, FunctionActions
@@ -88,6 +89,8 @@ from peloton.storage import GroupCommitter, Store
 from peloton.storage.partition_fences import PartitionFences
 
 log = logging.getLogger(__name__)
+#: The job manager's status-stream consumer (its members': `jobmgr@<member id>`).
+STREAM_CONSUMER = "jobmgr"
 
 
 class JobManager:
@@ -96,7 +99,7 @@ class JobManager:
     def __init__(self, store: Store, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
                  clock: Clock = SYSTEM_CLOCK, ownership: Ownership | None = None,
-                 fences: PartitionFences | None = None) -> None:
+                 fences: PartitionFences | None = None, member: str | None = None) -> None:
         config = self.config = config or JobManagerConfig()
         # A member of an all-active cluster writes every job through its partition's fence
         # (`fences.routed()`), and holds only the partitions it claimed there.
@@ -134,7 +137,11 @@ class JobManager:
         self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue,
                                  owns=owns)
         # Orphan runs (of no known task) are killed whatever the Kill lock says.
-        self.events = StatusEvents(self.cache, raw_hostmgr.subscribe("jobmgr"), raw_hostmgr,
+        # Each member of an all-active cluster reads the whole status stream under its own
+        # name (it acts on its partitions' events and acknowledges all of them).
+        consumer = STREAM_CONSUMER if member is None else member_consumer(STREAM_CONSUMER,
+                                                                          member)
+        self.events = StatusEvents(self.cache, raw_hostmgr.subscribe(consumer), raw_hostmgr,
                                    self.queue, config, owns=owns)
         self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,

@@ -42,7 +42,8 @@ S = TaskState
 
 
 class StatusEvents:
-    """Consumes the status stream as consumer "jobmgr"."""
+    """Consumes the status stream (as consumer "jobmgr", or "jobmgr@<member id>" for a
+    member of an all-active cluster: every member reads every event)."""
 
     def __init__(self, cache: JobCache, stream: EventStream, hostmgr: HostManagerPort,
                  queue: GoalStateQueue, config: JobManagerConfig,

@@ -136,7 +136,7 @@ def member(h: Harness, name: str) -> JobManager:
     """A job manager of an all-active cluster over the harness's store and fakes, holding
     nothing yet; it writes every job through its partition's fence."""
     return JobManager(h.store, h.rm, cast(HostManagerPort, h.hosts), h.config, clock=h.clock,
-                      fences=PartitionFences(h.store, name, count=COUNT))
+                      fences=PartitionFences(h.store, name, count=COUNT), member=name)
 
 
 def test_two_members_that_both_believe_they_own_a_partition_cannot_both_write(
@@ -221,6 +221,11 @@ def test_two_members_launch_and_preempt_only_their_own_jobs(h: Harness) -> None:
     assert h.rm.killed == [] and h.hosts.killed == []
     for job_id in (ours, theirs):
         assert [len(launches(h, job_id, i)) for i in range(2)] == [1, 1]  # each run once
+    # Each member read every status event under its own name and acknowledged them all
+    # (the other member's too: it applies only its own).
+    head = len(h.hosts.events)
+    assert {c: o for c, o in h.hosts.acked.items() if c.startswith("jobmgr@")} == {
+        "jobmgr@a": head, "jobmgr@b": head}
 
     # A preemption victim goes to its job's owner: a leaves b's victim in the resource
     # manager, b takes it and moves its run.
