@@ -24,7 +24,9 @@ all-active cluster), every write goes through the job's partition's fence
 (`PartitionFences.routed()`), acquiring a partition claims it in the store first, releasing
 one ends its term before its jobs are dropped, and group-commit batches stay within one
 partition.  Given `member` (its member id), it reads the status stream as its own consumer
-`jobmgr@<member>`.
+`jobmgr@<member>`; given `forwarder`, a call about a job another member drives is sent to
+that member (servicers/forwarding.py), and a job created without an id gets one this
+member drives.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.gen.pelotonpy.api.cron import cron_pb2_grpc
 from peloton.api.gen.pelotonpy.api.update import update_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
-from peloton.api.service_registry import register
+from peloton.api.service_registry import Forwarder, register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.components import FunctionComponent, Lifecycle
 from peloton.core.partitions import partition_of
@@ -99,7 +101,8 @@ class JobManager:
     def __init__(self, store: Store, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
                  clock: Clock = SYSTEM_CLOCK, ownership: Ownership | None = None,
-                 fences: PartitionFences | None = None, member: str | None = None) -> None:
+                 fences: PartitionFences | None = None, member: str | None = None,
+                 forwarder: Forwarder | None = None) -> None:
         config = self.config = config or JobManagerConfig()
         # A member of an all-active cluster writes every job through its partition's fence
         # (`fences.routed()`), and holds only the partitions it claimed there.
@@ -130,7 +133,8 @@ class JobManager:
         self.engines = GoalStateEngines(self.queue, self.job_actions, self.task_actions,
                                         self.update_actions, config, owns=owns)
         # 4. API operations, loops, recovery
-        self.jobs = JobOps(self.cache, store, resmgr, hostmgr, self.queue, clock)
+        self.jobs = JobOps(self.cache, store, resmgr, hostmgr, self.queue, clock,
+                           new_job_id=ownership.new_job_id)
         self.tasks = TaskOps(self.cache, store, hostmgr, self.control, self.queue)
         self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
                                      resmgr, hostmgr, clock)
@@ -162,6 +166,8 @@ class JobManager:
             self.engines, self.events, self.placement, self.evictor, self.daemons,
             self.deadlines, self.resync, self.cron, self.volumes,
         ], name="jobmgr")
+        #: Sends calls about another member's job to its owner (all-active members).
+        self.forwarder = forwarder
         if grpc is not None:
             self.register(grpc)
 
@@ -176,32 +182,32 @@ class JobManager:
         jobs, tasks, workflows = self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()
         self.watch = WatchPublisher(cache.listeners)
-        hook = self.api_lock
+        hook, fw = self.api_lock, self.forwarder
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
-                 JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook)
+                 JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook, forward=fw)
         register(grpc, task_pb2_grpc.add_TaskManagerServicer_to_server,
-                 TaskManagerServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook)
+                 TaskManagerServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook, forward=fw)
         register(grpc, update_svc_pb2_grpc.add_UpdateServiceServicer_to_server,
-                 UpdateServicer(cache, jobs, workflows), hook=hook)
+                 UpdateServicer(cache, jobs, workflows), hook=hook, forward=fw)
         register(grpc, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server,
-                 JobServicer(cache, store, resmgr, hostmgr, jobs, tasks, workflows), hook=hook)
+                 JobServicer(cache, store, resmgr, hostmgr, jobs, tasks, workflows), hook=hook, forward=fw)
         register(grpc, pod_svc_pb2_grpc.add_PodServiceServicer_to_server,
-                 PodServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook)
+                 PodServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook, forward=fw)
         register(grpc, watch_svc_pb2_grpc.add_WatchServiceServicer_to_server,
-                 WatchServicer(self.watch), hook=hook)
+                 WatchServicer(self.watch), hook=hook, forward=fw)
         register(grpc, admin_svc_pb2_grpc.add_AdminServiceServicer_to_server,
-                 AdminServicer(self.engines, self.api_lock, self.lifecycle), hook=hook)
+                 AdminServicer(self.engines, self.api_lock, self.lifecycle), hook=hook, forward=fw)
         register(grpc, cron_pb2_grpc.add_CronServiceServicer_to_server,
                  CronServicer(self.store, self.cron,
                               lambda spec: self.resmgr.validate_pool(spec.respool_id),
-                              self.cron.now_ms), hook=hook)
+                              self.cron.now_ms), hook=hook, forward=fw)
         register(grpc, update_pb2_grpc.add_WorkflowOptionsServiceServicer_to_server,
-                 WorkflowOptionsServicer(workflows, self.clock), hook=hook)
+                 WorkflowOptionsServicer(workflows, self.clock), hook=hook, forward=fw)
         volumes = VolumeOps(store, cache, self.volumes)
         register(grpc, volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
-                 VolumeServicer(volumes), hook=hook)
+                 VolumeServicer(volumes), hook=hook, forward=fw)
         register(grpc, v1_volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
-                 V1VolumeServicer(volumes), hook=hook)
+                 V1VolumeServicer(volumes), hook=hook, forward=fw)
 
     def _recover(self) -> None:
         self.recovery.recover()

@@ -14,8 +14,9 @@ lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from peloton.core.model.ids import new_id
 from peloton.core.partitions import DEFAULT_PARTITIONS, PartitionSet, partition_of
 
 
@@ -51,6 +52,16 @@ class Ownership:
         held, so a lone job manager's calls are what they were before partitions; else
         the partitions held now (none: ask for nothing)."""
         return None if self.everything else PartitionSet(self.count, frozenset(self._held))
+
+    def new_job_id(self, draw: Callable[[], str] = new_id) -> str:
+        """A fresh job id this job manager drives (so a create needs no forwarding): ids
+        are drawn until one falls in a held partition (any id while all or none are
+        held).  A member holding h of P partitions draws P/h ids on average."""
+        if self.everything or not self._held:
+            return draw()
+        while not self.owns(job_id := draw()):
+            pass
+        return job_id
 
     def acquire(self, partition: int) -> None:
         """Hold `partition` from now on."""

@@ -3,10 +3,10 @@
 The cluster is test_multiprocess.py's (each daemon a `peloton ...` process), with two job
 manager processes configured with `jobmgr.partitions` (peloton/cluster/daemons/members.py):
 they split the job partitions between them, share one resource manager, host manager and
-status stream, and each runs only its own partitions' jobs.  Writes are not forwarded
-between members yet, so each job is created through the member owning its partition (the
-test picks the job id).  Every run must be launched exactly once, and a SIGTERM'd member
-must hand its partitions over before it exits.  Every wait has a deadline.
+status stream, and each runs only its own partitions' jobs.  Any member answers any call:
+a job created through either member, with an id in either member's partitions or with
+none, must succeed, each of its runs launched exactly once; and a SIGTERM'd member must
+hand its partitions over before it exits.  Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from peloton.common.membership import PARTITIONS, role_path
+from peloton.core.model.ids import is_uuid
 from peloton.core.partitions import partition_of
 from peloton.core.states import TaskState
 from peloton.storage import Store, StoreOptions, open_store
@@ -87,17 +88,25 @@ def member(mc: MultiCluster, name: str) -> Daemon:
     return next(d for d in mc.daemons if d.name == name)
 
 
-def run_via(mc: MultiCluster, via: Daemon, name: str, job_id: str, count: int = 3) -> None:
-    """Create a batch job through one member and wait until it ends SUCCEEDED."""
-    path = mc.base / f"{name}.yaml"
-    path.write_text(JOB.format(name=name, count=count))
+def cli_via(mc: MultiCluster, via: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI talking to one member (and to the resource and host managers)."""
     peers = [f"--jobmgr={via.address}", f"--resmgr=127.0.0.1:{mc.ports['resmgr']}",
              f"--hostmgr=127.0.0.1:{mc.ports['hostmgr']}"]
-    result = subprocess.run([PELOTON, *peers, "-t", "20s", "job", "create", "-i", job_id,
-                             "/DefaultResPool", str(path), "--wait", "--wait-timeout", "45s"],
-                            cwd=mc.base, capture_output=True, text=True, timeout=60)
+    return subprocess.run([PELOTON, *peers, "-t", "20s", *args], cwd=mc.base,
+                          capture_output=True, text=True, timeout=60)
+
+
+def run_via(mc: MultiCluster, via: Daemon, name: str, job_id: str = "", count: int = 3) -> str:
+    """Create a batch job through one member (with `job_id`, or letting it pick one), wait
+    until it ends SUCCEEDED; returns its id."""
+    path = mc.base / f"{name}.yaml"
+    path.write_text(JOB.format(name=name, count=count))
+    given = ["-i", job_id] if job_id else []
+    result = cli_via(mc, via, "job", "create", *given, "/DefaultResPool", str(path), "--wait",
+                     "--wait-timeout", "45s")
     assert result.returncode == 0 and "SUCCEEDED" in result.stdout, \
         result.stdout + result.stderr + mc.logs()
+    return job_id or next(w for w in result.stdout.split() if is_uuid(w))
 
 
 def ran_once(store: Store, job_id: str, count: int = 3) -> None:
@@ -107,12 +116,25 @@ def ran_once(store: Store, job_id: str, count: int = 3) -> None:
     assert {(rt.state, rt.run_id) for rt in runtimes.values()} == {(TaskState.SUCCEEDED, 1)}
 
 
-def test_each_member_runs_the_jobs_of_its_partitions(cluster: MultiCluster, store: Store) -> None:
+def test_jobs_created_through_either_member_all_run_once(
+        cluster: MultiCluster, store: Store) -> None:
     held = owners(cluster)
-    for name in ("m1", "m2"):
-        job_id = job_id_in({p for p, m in held.items() if m == name})
-        run_via(cluster, member(cluster, name), f"on-{name}", job_id)
-        ran_once(store, job_id)
+    drivers: dict[str, str] = {}
+    for via in ("m1", "m2"):
+        for owner in ("m1", "m2"):  # an id of its own partitions, and of the other's
+            job_id = job_id_in({p for p, m in held.items() if m == owner})
+            run_via(cluster, member(cluster, via), f"{via}-{owner}", job_id)
+            ran_once(store, job_id)
+            drivers[job_id] = owner
+        picked = run_via(cluster, member(cluster, via), f"{via}-any")  # no id given
+        ran_once(store, picked)
+        drivers[picked] = held[partition_of(picked, COUNT)]
+    # Reads and writes of any job through any member reach its owner.
+    for job_id in drivers:
+        for via in ("m1", "m2"):
+            got = cli_via(cluster, member(cluster, via), "job", "get", job_id)
+            assert got.returncode == 0 and "SUCCEEDED" in got.stdout, got.stdout + got.stderr
+    assert set(drivers.values()) == {"m1", "m2"}
 
 
 def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(

@@ -10,6 +10,9 @@ runs one JobManager for its whole life and drives the job partitions it holds:
   live only while the ZooKeeper connection is up, so writes stop when it is SUSPENDED),
   stamps its calls to the resource and host managers with its partitions' epochs
   (term_fence.stamped_by_partition), and reads the status stream as `jobmgr@<member id>`;
+* any member answers any call: one about a job another member drives is forwarded to it
+  (peloton/jobmgr/servicers/forwarding.py, one hop), and a job created without an id
+  gets one this member drives;
 * the `jobmanager/leader` election still runs, for discovery only: clients that want one
   address (the CLI's default, Aurora's client) dial its winner, which has no extra power;
 * without ZooKeeper the process is the only member and holds every partition from the
@@ -25,15 +28,19 @@ at once) and only then does the job manager stop.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.ports_grpc.term_fence import stamped_by_partition
+from peloton.api.tls_grpc import open_channel
 from peloton.cluster.daemons.config import JobmgrProcessConfig
 from peloton.cluster.daemons.roles import Runtime
 from peloton.common.components import Component, FunctionComponent
 from peloton.common.leader import JOB_MANAGER, Candidate, LeaderId
 from peloton.common.membership import PartitionMember
+from peloton.core.partitions import partition_of
+from peloton.jobmgr.servicers.forwarding import MemberForwarder, update_job_from
 from peloton.storage.partition_fences import PartitionFences
 
 if TYPE_CHECKING:
@@ -55,29 +62,52 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     config, store, zk = rt.config, rt.the_store(), rt.zk
     name = member_id(config, grpc_port)
     count = config.jobmgr.partitions
-    membership: list[PartitionMember] = []
+    member = None if zk is None else PartitionMember(
+        zk, name, me, on_acquire=lambda p, epoch: _acquire(jm, p, epoch),
+        on_release=lambda p: _release(jm, p), count=count, root=config.election.root)
     # A partition's writes stop as soon as the ZooKeeper connection is not up (before the
     # session can expire and its node go to another member).
-    fences = PartitionFences(store, name, count=count,
-                             live=lambda: all(m.connected for m in membership))
+    fences = PartitionFences(store, name, count=count, live=_live(member))
     resmgr, hostmgr = rt.resmgr(), rt.hostmgr()
+    forwarder = None
+    if member is not None:
+        tls = rt.security.tls
+        forwarder = MemberForwarder(
+            lambda job_id: jm.ownership.owns(job_id), _owner_address(member),
+            update_job_from(store.get_update),
+            connect=lambda address: open_channel(address, tls))
+        rt.closers.append(forwarder)
     jm = JobManager(store, stamped_by_partition(resmgr, fences.epochs),
                     stamped_by_partition(hostmgr, fences.epochs), config.jobmgr, grpc=grpc,
-                    fences=fences, member=name)
+                    fences=fences, member=name, forwarder=forwarder)
     # A resource or host manager that started over (a new leader term, empty) is handed
     # back what this member holds.
     resmgr.channel.add_term_listener(lambda old, new: jm.resync.restarted(resmgr=True))
     hostmgr.channel.add_term_listener(lambda old, new: jm.resync.restarted(hostmgr=True))
-    if zk is None:
+    if zk is None or member is None:
         return [jm, _solo(jm, count)]
-    member = PartitionMember(zk, name, me, on_acquire=lambda p, epoch: _acquire(jm, p, epoch),
-                             on_release=lambda p: _release(jm, p), count=count,
-                             root=config.election.root)
-    membership.append(member)
     # The election stays for discovery only: tools that want one address dial its winner.
     discovery = Candidate(zk, JOB_MANAGER, me, on_gained=lambda _epoch: None,
                           on_lost=lambda: None, root=config.election.root)
     return [jm, member, discovery]
+
+
+def _live(member: PartitionMember | None) -> Callable[[], bool]:
+    return (lambda: True) if member is None else (lambda: member.connected)
+
+
+def _owner_address(member: PartitionMember) -> Callable[[str], str | None]:
+    """The gRPC address of the member driving a job now (ZooKeeper reads), None while its
+    partition has no other owner."""
+
+    def owner(job_id: str) -> str | None:
+        holder = member.owner(partition_of(job_id, member.count))
+        if holder is None or holder == member.member_id:
+            return None
+        published = member.member(holder)
+        return None if published is None else f"{published.ip}:{published.grpc}"
+
+    return owner
 
 
 def _acquire(jm: JobManager, partition: int, epoch: int) -> None:
