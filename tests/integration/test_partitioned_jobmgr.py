@@ -6,7 +6,8 @@ they split the job partitions between them, share one resource manager, host man
 status stream, and each runs only its own partitions' jobs.  Any member answers any call:
 a job created through either member, with an id in either member's partitions or with
 none, must succeed, each of its runs launched exactly once; and a SIGTERM'd member must
-hand its partitions over before it exits.  Every wait has a deadline.
+hand its partitions over before it exits.  Without ZooKeeper a member holds every
+partition (solo epochs).  Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from peloton.core.states import TaskState
 from peloton.storage import Store, StoreOptions, open_store
 from tests.harness.multiproc import ROLES, Daemon, MultiCluster
 from tests.harness.procs import PELOTON, stop, wait_for
-from tests.integration.test_multiprocess import JOB, POOL
+from tests.integration.test_multiprocess import JOB, POOL, run_job
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.e2e]
 
@@ -150,3 +151,18 @@ def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
     job_id = job_id_in(moving)
     run_via(cluster, member(cluster, "m1"), "after-handover", job_id)
     ran_once(store, job_id)
+
+
+def test_a_member_without_zookeeper_holds_every_partition(tmp_path: Path) -> None:
+    mc = MultiCluster(tmp_path)
+    try:
+        mc.ready(*[mc.spawn(role) for role in ("resmgr", "hostmgr", "placement")])
+        jobmgr = mc.spawn("jobmgr", jobmgr={"partitions": 4})
+        mc.ready(jobmgr)
+        mc.agent("solo-agent")
+        (tmp_path / "pool.yaml").write_text(POOL)
+        mc.cli("respool", "create", "/DefaultResPool", str(tmp_path / "pool.yaml"))
+        run_job(mc, "solo-member")
+        assert all(f"holds partition {p}" in jobmgr.log() for p in range(4)), jobmgr.log()
+    finally:
+        mc.close()
