@@ -110,6 +110,11 @@ def run_via(mc: MultiCluster, via: Daemon, name: str, job_id: str = "", count: i
     return job_id or next(w for w in result.stdout.split() if is_uuid(w))
 
 
+def states(store: Store, job_id: str) -> set[TaskState]:
+    """The states of a job's tasks, as stored."""
+    return {rt.state for rt in store.get_task_runtimes(job_id).values()}
+
+
 def ran_once(store: Store, job_id: str, count: int = 3) -> None:
     """Every task of the job succeeded on its first run (none launched again)."""
     runtimes = store.get_task_runtimes(job_id)
@@ -143,11 +148,23 @@ def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
     moving = {p for p, m in owners(cluster).items() if m == "m2"}
     assert moving
     leaver = member(cluster, "m2")
+    # A job of one of m2's partitions is running when m2 stops: m1 takes its runs over and
+    # they finish once, none launched again.
+    running = job_id_in(moving)
+    path = cluster.base / "running.yaml"
+    path.write_text(JOB.format(name="running", count=3).replace("sleep 0.2", "sleep 4"))
+    created = cli_via(cluster, leaver, "job", "create", "-i", running, "/DefaultResPool",
+                      str(path))
+    assert created.returncode == 0, created.stdout + created.stderr
+    wait_for(lambda: states(store, running) == {TaskState.RUNNING}, 30, "its tasks running")
     stop(leaver.proc, timeout=10)  # SIGTERM
     assert all(f"releasing partition {p}: leaving" in leaver.log() for p in moving), \
         leaver.log()
     wait_for(lambda: set(owners(cluster).values()) == {"m1"} and len(owners(cluster)) == COUNT,
              HANDOVER, "m1 holding every partition")
+    wait_for(lambda: states(store, running) == {TaskState.SUCCEEDED}, 30,
+             "the running job's tasks finishing under m1")
+    ran_once(store, running)
     job_id = job_id_in(moving)
     run_via(cluster, member(cluster, "m1"), "after-handover", job_id)
     ran_once(store, job_id)
