@@ -221,9 +221,25 @@ class JobManager:
         ownership, cache = self.ownership, self.cache
         if self.fences is not None:
             self.fences.claim(partition, epoch)
+            self._announce(partition)
         ownership.acquire(partition)
         return self.recovery.recover(
             only=lambda job_id: ownership.partition(job_id) == partition and job_id not in cache)
+
+    def _announce(self, partition: int) -> None:
+        """Make one no-op call to each peer, so they hear the partition's new epoch now.
+
+        A member's peer calls carry its partitions' epochs and the peers refuse an older
+        one only once they have heard a newer one (term_fence.py): the partition's previous
+        owner, paused, could otherwise still kill or launch runs of it until this member
+        happened to call about one of its jobs (never, for a partition without runs).
+        Best effort: a peer that is down hears it with the next call."""
+        try:
+            self.resmgr.kill_tasks([])
+            self.hostmgr.reconcile([])
+        except Exception as exc:
+            log.warning("partition %d: could not announce its new epoch to the peers: %s",
+                        partition, exc)
 
     def release_partition(self, partition: int) -> int:
         """Stop driving the jobs of `partition` (it moves to another member): they leave

@@ -35,6 +35,7 @@ from peloton.api.ports_grpc.term_fence import (
 from peloton.core.errors import FailedPrecondition
 from peloton.core.model.ids import TaskId
 from peloton.core.partitions import PartitionSet, fence_name
+from peloton.jobmgr.app import JobManager
 from peloton.storage import Store, StoreOptions, open_store
 from peloton.storage.partition_fences import PartitionFences
 from tests.fakes.hostmgr import FakeHostManager
@@ -225,3 +226,27 @@ def test_a_paused_owner_of_a_moved_partition_is_refused_by_the_peers(store: Stor
     finally:
         client.close()
         server.stop(0)
+
+
+def test_a_member_acquiring_a_partition_tells_the_peers_its_epoch_at_once(
+        peers: tuple[FakeResourceManager, FakeHostManager, GrpcResourceManager,
+                     GrpcHostManager], store: Store) -> None:
+    # Partition 0 has no job, so the new owner's recovery calls no peer about it: were it
+    # not announced, the peers would still admit the old owner's calls naming it.
+    rm, hosts, grm, ghm = peers
+
+    def member(name: str) -> JobManager:
+        fences = PartitionFences(store, name, count=4)
+        return JobManager(store, stamped_by_partition(grm, fences.epochs),
+                          stamped_by_partition(ghm, fences.epochs), fences=fences,
+                          member=name)
+
+    a, b = member("a"), member("b")
+    a.acquire_partition(0, epoch=10)
+    a.resmgr.kill_tasks([TaskId("job-a", 0)])
+    b.acquire_partition(0, epoch=20)  # a, paused, has not been told
+    with pytest.raises(FailedPrecondition, match="epoch 10 is over"):
+        a.resmgr.kill_tasks([TaskId("job-a", 1)])
+    with pytest.raises(FailedPrecondition, match="epoch 10 is over"):
+        a.hostmgr.kill(["job-a-1-1"])
+    assert rm.killed == [TaskId("job-a", 0)] and hosts.killed == []
