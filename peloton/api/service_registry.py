@@ -14,7 +14,7 @@ servicer, and serves it
   message that names the method (they are listed in the README);
 * optionally through a daemon's `CallHook`, which sees every call first (the
   job manager's API lockdown refuses calls there);
-* optionally with a `Forwarder` that may answer a unary call elsewhere before any
+* optionally with a `Forwarder` that may answer a call elsewhere before any
   of that (a member of an all-active job manager cluster sends a call about
   another member's job to its owner and relays the owner's reply, already
   serialized, or its status).
@@ -71,12 +71,17 @@ class CallHook(Protocol):
 
 
 class Forwarder(Protocol):
-    """Answers, elsewhere, the unary calls that are not this process's to answer."""
+    """Answers, elsewhere, the calls that are not this process's to answer."""
 
     def forward(self, where: str, request: Any, context: grpc.ServicerContext) -> bytes | None:
         """The serialized reply of the process that should answer the call, or None to
         answer it here.  A failure of that process is reproduced on `context` (abort);
         a PelotonError raised here is mapped like the servicer's own."""
+        ...
+
+    def forward_stream(self, where: str, request: Any,
+                       context: grpc.ServicerContext) -> Iterator[bytes] | None:
+        """As `forward`, for a server-streaming call: the serialized replies, or None."""
         ...
 
 
@@ -179,8 +184,8 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
     return call
 
 
-def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None
-                  ) -> Callable[..., Iterator[Any]]:
+def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None,
+                  forward: Forwarder | None = None) -> Callable[..., Iterator[Any]]:
     public = where.startswith(PUBLIC_PREFIXES)
 
     def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
@@ -188,6 +193,10 @@ def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook |
         try:
             if public:
                 check_request(request)
+            if forward is not None and (relayed := forward.forward_stream(where, request,
+                                                                          context)) is not None:
+                yield from relayed
+                return
             if hook is not None:
                 yield from hook.stream(where, lambda: fn(request, context))
             else:
@@ -229,11 +238,14 @@ def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[st
             request_deserializer=_safe(handler.request_deserializer),
             response_serializer=serialize)
     if handler.unary_stream is not None:
-        stream = (_guard_stream(handler.unary_stream, where, hook) if method in own
+        stream = (_guard_stream(handler.unary_stream, where, hook, forward) if method in own
                   else _unimplemented(where))
+        serialize = handler.response_serializer
+        if forward is not None and serialize is not None:
+            serialize = _relaying(serialize)
         return grpc.unary_stream_rpc_method_handler(
             stream, request_deserializer=_safe(handler.request_deserializer),
-            response_serializer=handler.response_serializer)
+            response_serializer=serialize)
     raise ValueError(f"{where}: only unary and server-streaming methods are served")
 
 
@@ -251,7 +263,7 @@ def register(server: ServiceHost, add_fn: Callable[[Any, Any], None], servicer: 
     """Serve `servicer` (a subclass of a generated XServicer) on `server`; returns its name.
 
     With `hook`, every implemented method runs through it (see CallHook); with `forward`,
-    every implemented unary method may be answered elsewhere first (see Forwarder).
+    every implemented method may be answered elsewhere first (see Forwarder).
     """
     recorder = _Recorder()
     add_fn(servicer, recorder)

@@ -12,6 +12,7 @@ partition (solo epochs).  Every wait has a deadline.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -135,11 +136,15 @@ def test_jobs_created_through_either_member_all_run_once(
         picked = run_via(cluster, member(cluster, via), f"{via}-any")  # no id given
         ran_once(store, picked)
         drivers[picked] = held[partition_of(picked, COUNT)]
-    # Reads and writes of any job through any member reach its owner.
+    # Reads of any job through any member reach its owner, a streamed one (v1 ListPods) too.
     for job_id in drivers:
         for via in ("m1", "m2"):
             got = cli_via(cluster, member(cluster, via), "job", "get", job_id)
             assert got.returncode == 0 and "SUCCEEDED" in got.stdout, got.stdout + got.stderr
+            pods = cli_via(cluster, member(cluster, via), "-j", "job", "stateless",
+                           "list-pods", job_id)
+            assert pods.returncode == 0, pods.stdout + pods.stderr
+            assert len(json.loads(pods.stdout)["pods"]) == 3, pods.stdout
     assert set(drivers.values()) == {"m1", "m2"}
 
 

@@ -14,8 +14,9 @@ trust than a read path per method.
 * Between owners (the partition's node is gone, its next owner has not claimed it yet)
   the call waits up to `wait` seconds for one, then answers UNAVAILABLE, as a leader
   failover does.
-* Calls about no single job (queries, lists, watches, a create without an id) are
-  answered here; a create without an id picks one in a partition this member holds
+* Server-streaming calls about one job (v1 ListPods) are relayed the same way.  Calls
+  about no single job (queries, lists, watches, a create without an id) are answered
+  here; a create without an id picks one in a partition this member holds
   (ownership.py), so it is never forwarded.
 
 Writes are never applied here under the owner's fence: the owner's cache would not see
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -99,6 +100,43 @@ class MemberForwarder:
     def forward(self, where: str, request: Any, context: grpc.ServicerContext) -> bytes | None:
         """The owner's serialized reply if another member drives the request's job; None
         to answer here.  Unavailable when it cannot be forwarded (see the docstring)."""
+        target = self._target(request, context)
+        if target is None:
+            return None
+        address, metadata, timeout = target
+        call = self._channel(address).unary_unary(
+            f"/{where}", request_serializer=_serialize, response_deserializer=None)
+        self.forwarded += 1
+        try:
+            reply: bytes = call(request, timeout=timeout, metadata=metadata)
+        except grpc.RpcError as err:
+            _reproduce(err, context)
+            raise  # unreachable: abort raises
+        return reply
+
+    def forward_stream(self, where: str, request: Any,
+                       context: grpc.ServicerContext) -> Iterator[bytes] | None:
+        """The owner's serialized replies of a server-streaming call about another member's
+        job (v1 ListPods), or None to answer here; as `forward`."""
+        target = self._target(request, context)
+        if target is None:
+            return None
+        address, metadata, timeout = target
+        call = self._channel(address).unary_stream(
+            f"/{where}", request_serializer=_serialize, response_deserializer=None)
+        self.forwarded += 1
+        return self._relay(call(request, timeout=timeout, metadata=metadata), context)
+
+    @staticmethod
+    def _relay(replies: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            yield from replies
+        except grpc.RpcError as err:
+            _reproduce(err, context)
+
+    def _target(self, request: Any, context: grpc.ServicerContext
+                ) -> tuple[str, list[tuple[str, str]], float] | None:
+        """(owner address, metadata to send, timeout) of a call to forward, or None."""
         job_id = job_of(request, self.update_job)
         if job_id is None or self.drives(job_id):
             return None
@@ -114,17 +152,7 @@ class MemberForwarder:
         remaining = context.time_remaining()
         timeout = remaining if remaining is not None and remaining < FORWARD_TIMEOUT \
             else FORWARD_TIMEOUT
-        call = self._channel(address).unary_unary(
-            f"/{where}", request_serializer=_serialize, response_deserializer=None)
-        self.forwarded += 1
-        try:
-            reply: bytes = call(request, timeout=max(0.1, timeout),
-                                metadata=[*passed, (FORWARDED_KEY, "1")])
-        except grpc.RpcError as err:
-            context.set_trailing_metadata(tuple(err.trailing_metadata() or ()))
-            context.abort(err.code(), err.details() or "")
-            raise  # unreachable: abort raises
-        return reply
+        return address, [*passed, (FORWARDED_KEY, "1")], max(0.1, timeout)
 
     def close(self) -> None:
         """Close the channels to other members."""
@@ -154,6 +182,12 @@ class MemberForwarder:
             if channel is None:
                 channel = self._channels[address] = self._connect(address)
             return channel
+
+
+def _reproduce(err: grpc.RpcError, context: grpc.ServicerContext) -> None:
+    """End the call with the owner's status, details and trailers (its error field)."""
+    context.set_trailing_metadata(tuple(err.trailing_metadata() or ()))
+    context.abort(err.code(), err.details() or "")
 
 
 def _serialize(request: Message) -> bytes:

@@ -13,8 +13,14 @@ from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
 from peloton.api.gen.peloton.api.v0.update.svc import update_svc_pb2
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1
-from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2
+from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import (
+    stateless_svc_pb2,
+    stateless_svc_pb2_grpc,
+)
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
+from peloton.api.grpc_server import GrpcServer
+from peloton.api.service_registry import register
 from peloton.core.errors import NotFound, Unavailable
 from peloton.core.model.ids import new_id
 from peloton.core.partitions import partition_of
@@ -147,3 +153,63 @@ def test_other_message_fields_before_the_job_id_are_passed_over() -> None:
     request.config.name = "a job"  # a set message field that names no job
     assert job_of(request, update_job) == JOB
     assert job_of(job_pb2.CreateRequest(config=request.config), update_job) is None
+
+
+# -- over the wire: a member relays the owner's answers --------------------------------------
+class Owner(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
+    """What the owning member answers (names itself in every reply)."""
+
+    def GetJob(self, request: Any, context: Any) -> Any:
+        if request.job_id.value != JOB:
+            raise NotFound("job not found", field="job_id")
+        reply = stateless_svc_pb2.GetJobResponse()
+        reply.job_info.spec.name = "from the owner"
+        return reply
+
+    def ListPods(self, request: Any, context: Any) -> Any:
+        for i in range(3):
+            yield stateless_svc_pb2.ListPodsResponse(pods=[pod_pb2.PodSummary(
+                pod_name=v1.PodName(value=f"{JOB}-{i}"))])
+
+
+class NotOwner(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
+    """A member that must never answer itself: every call is about the owner's job."""
+
+    def GetJob(self, request: Any, context: Any) -> Any:
+        raise AssertionError("answered by a member that does not drive the job")
+
+    def ListPods(self, request: Any, context: Any) -> Any:
+        raise AssertionError("answered by a member that does not drive the job")
+
+
+def test_a_member_relays_the_owners_replies_and_errors() -> None:
+    owner = GrpcServer("127.0.0.1:0")
+    register(owner, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, Owner())
+    owner.start()
+    fw = MemberForwarder(lambda _job: False, lambda _job: f"127.0.0.1:{owner.port}",
+                         update_job)
+    member = GrpcServer("127.0.0.1:0")
+    register(member, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, NotOwner(),
+             forward=fw)
+    member.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
+    try:
+        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
+        got = stub.GetJob(stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=JOB)),
+                          timeout=10)
+        assert got.job_info.spec.name == "from the owner"
+        pods = [p.pod_name.value for r in stub.ListPods(
+            stateless_svc_pb2.ListPodsRequest(job_id=v1.JobID(value=JOB)), timeout=10)
+            for p in r.pods]
+        assert pods == [f"{JOB}-{i}" for i in range(3)]
+        with pytest.raises(grpc.RpcError) as err:  # the owner's status and error field
+            stub.GetJob(stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=new_id())),
+                        timeout=10)
+        assert err.value.code() is grpc.StatusCode.NOT_FOUND
+        assert ("peloton-error-field", "job_id") in tuple(err.value.trailing_metadata())
+        assert fw.forwarded == 3
+    finally:
+        channel.close()
+        fw.close()
+        member.stop(0)
+        owner.stop(0)
