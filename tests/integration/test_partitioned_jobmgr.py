@@ -6,8 +6,9 @@ they split the job partitions between them, share one resource manager, host man
 status stream, and each runs only its own partitions' jobs.  Any member answers any call:
 a job created through either member, with an id in either member's partitions or with
 none, must succeed, each of its runs launched exactly once; and a SIGTERM'd member must
-hand its partitions over before it exits.  Without ZooKeeper a member holds every
-partition (solo epochs).  Every wait has a deadline.
+hand its partitions over before it exits; a member killed with SIGKILL mid-run loses only
+its own partitions, once its session expires, and no run is launched twice.  Without
+ZooKeeper a member holds every partition (solo epochs).  Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -173,6 +174,35 @@ def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
     job_id = job_id_in(moving)
     run_via(cluster, member(cluster, "m1"), "after-handover", job_id)
     ran_once(store, job_id)
+
+
+def test_a_member_killed_mid_run_loses_only_its_partitions_and_no_run_is_doubled(
+        cluster: MultiCluster, store: Store) -> None:
+    joiner = cluster.spawn("jobmgr", "m3", jobmgr={"partitions": COUNT, "member_id": "m3"})
+    cluster.ready(joiner)
+    wait_for(lambda: set(owners(cluster).values()) == {"m1", "m3"}
+             and len(owners(cluster)) == COUNT, 20, "m3 holding partitions")
+    held = owners(cluster)
+    theirs = {p for p, m in held.items() if m == "m3"}
+    running = job_id_in(theirs)
+    path = cluster.base / "killed.yaml"
+    path.write_text(JOB.format(name="killed", count=3).replace("sleep 0.2", "sleep 4"))
+    created = cli_via(cluster, member(cluster, "m1"), "job", "create", "-i", running,
+                      "/DefaultResPool", str(path))  # forwarded to m3
+    assert created.returncode == 0, created.stdout + created.stderr
+    wait_for(lambda: states(store, running) == {TaskState.RUNNING}, 30, "its tasks running")
+    survivor = member(cluster, "m1")
+    seen = len(survivor.tail.lines)
+    cluster.kill9(joiner)
+    # m1's partitions never moved; m3's come to m1 once ZooKeeper expires m3's session.
+    wait_for(lambda: set(owners(cluster).values()) == {"m1"} and len(owners(cluster)) == COUNT,
+             SESSION * 3, "m1 holding every partition after m3's session expired")
+    wait_for(lambda: states(store, running) == {TaskState.SUCCEEDED}, 30,
+             "the killed member's job finishing under m1")
+    ran_once(store, running)
+    after = survivor.tail.lines[seen:]
+    assert not any("releasing partition" in line for line in after), after  # m1's stayed
+    assert all(any(f"acquired partition {p} " in line for line in after) for p in theirs)
 
 
 def test_a_member_without_zookeeper_holds_every_partition(tmp_path: Path) -> None:
