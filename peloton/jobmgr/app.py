@@ -93,6 +93,8 @@ from peloton.storage.partition_fences import PartitionFences
 log = logging.getLogger(__name__)
 #: The job manager's status-stream consumer (its members': `jobmgr@<member id>`).
 STREAM_CONSUMER = "jobmgr"
+#: How much longer than a long poll a released partition waits for a launch round (s).
+QUIESCE_SLACK = 5.0
 
 
 class JobManager:
@@ -249,6 +251,11 @@ class JobManager:
         if self.fences is not None:
             self.fences.release(partition)  # first: no write of its jobs from now on
         self.ownership.release(partition)
+        # A launch round that asked for this partition's placements ends before the new
+        # owner can start (and queue its runs again), so it cannot take one of theirs.
+        if not self.placement.quiesce(self.config.poll_timeout + QUIESCE_SLACK):
+            log.warning("partition %d: a launch round is still running; releasing anyway",
+                        partition)
         dropped = [job for job in self.cache if self.ownership.partition(job.job_id) == partition]
         for job in dropped:
             self.queue.forget_job(job.job_id, job.instances())

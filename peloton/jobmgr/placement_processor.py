@@ -38,6 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 import gevent
+import gevent.lock
 
 from peloton.common.clock import Clock
 from peloton.common.loop import Loop
@@ -97,6 +98,8 @@ class PlacementProcessor:
         self.config = config
         #: Placements whose LAUNCHED write was not stored: tried again next round.
         self._held: list[tuple[Placement, PlacedTask]] = []
+        #: Held while a round runs (see `quiesce`).
+        self._round = gevent.lock.BoundedSemaphore(1)
         self._loop = Loop("placement-processor",
                           lambda: self.launch_once(self.config.poll_timeout), log=log)
 
@@ -110,6 +113,22 @@ class PlacementProcessor:
 
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
+        with self._round:
+            return self._launch_round(timeout)
+
+    def quiesce(self, timeout: float) -> bool:
+        """Wait (up to `timeout` s) until no round is in flight; False if one still is.
+
+        A partition being released waits for this: a round that asked the resource manager
+        for the partition's placements before the release could otherwise take, from its
+        long poll, a placement its new owner's recovery queued meanwhile, and drop it (it is
+        no longer this member's to launch) for the resource manager's launch timeout."""
+        if not self._round.acquire(timeout=timeout):
+            return False
+        self._round.release()
+        return True
+
+    def _launch_round(self, timeout: float) -> int:
         if self.gate is not None and self.gate.launch_locked:
             gevent.sleep(timeout)  # what waiting for placements would have taken
             return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import cast
 
+import gevent
 import pytest
 
 from peloton.core.model.ids import RunId, TaskId, new_id
@@ -237,3 +238,18 @@ def test_two_members_launch_and_preempt_only_their_own_jobs(h: Harness) -> None:
     assert h.hosts.killed == [str(RunId(theirs, 1, 1))]
     assert launches(h, theirs, 1) == [str(RunId(theirs, 1, 1)), str(RunId(theirs, 1, 2))]
     assert h.store.get_task_runtime(theirs, 1).state is S.RUNNING
+
+
+def test_a_partition_is_released_only_after_a_launch_round_that_asked_for_it(
+        h: Harness) -> None:
+    # The round's long poll asked for partition 0's placements; had the release not waited,
+    # the new owner could queue a run that this poll then took and dropped.
+    a = member(h, "a")
+    a.acquire_partition(0, epoch=10)
+    h.rm.auto_place = False  # nothing to place: the poll waits its whole timeout
+    round_ = gevent.spawn(a.placement.launch_once, 0.3)
+    gevent.sleep(0.05)
+    assert not round_.dead
+    a.release_partition(0)
+    assert round_.dead  # the release returned only once the round had ended
+    assert a.placement.quiesce(0.0)
