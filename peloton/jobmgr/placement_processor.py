@@ -98,8 +98,11 @@ class PlacementProcessor:
         self.config = config
         #: Placements whose LAUNCHED write was not stored: tried again next round.
         self._held: list[tuple[Placement, PlacedTask]] = []
-        #: Held while a round runs (see `quiesce`).
+        #: Held while a round runs (see `quiesce`); rounds started, and the last one
+        #: `quiesce` gave up waiting for.
         self._round = gevent.lock.BoundedSemaphore(1)
+        self._rounds = 0
+        self._given_up = -1
         self._loop = Loop("placement-processor",
                           lambda: self.launch_once(self.config.poll_timeout), log=log)
 
@@ -114,6 +117,7 @@ class PlacementProcessor:
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
         with self._round:
+            self._rounds += 1
             return self._launch_round(timeout)
 
     def quiesce(self, timeout: float) -> bool:
@@ -122,8 +126,13 @@ class PlacementProcessor:
         A partition being released waits for this: a round that asked the resource manager
         for the partition's placements before the release could otherwise take, from its
         long poll, a placement its new owner's recovery queued meanwhile, and drop it (it is
-        no longer this member's to launch) for the resource manager's launch timeout."""
+        no longer this member's to launch) for the resource manager's launch timeout.
+        A round already waited for in vain is not waited for again (releasing every
+        partition one by one must not wait for a stuck round once per partition)."""
+        if self._round.locked() and self._given_up == self._rounds:
+            return False
         if not self._round.acquire(timeout=timeout):
+            self._given_up = self._rounds
             return False
         self._round.release()
         return True

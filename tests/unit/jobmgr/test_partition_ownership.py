@@ -253,3 +253,17 @@ def test_a_partition_is_released_only_after_a_launch_round_that_asked_for_it(
     a.release_partition(0)
     assert round_.dead  # the release returned only once the round had ended
     assert a.placement.quiesce(0.0)
+
+
+def test_releasing_many_partitions_waits_for_a_stuck_round_only_once(h: Harness) -> None:
+    a = member(h, "a")
+    for p in range(COUNT):
+        a.acquire_partition(p, epoch=10)
+    h.rm.auto_place = False
+    round_ = gevent.spawn(a.placement.launch_once, 0.5)  # "stuck" for the whole test
+    gevent.sleep(0.05)
+    assert not a.placement.quiesce(0.1)  # waited for, in vain
+    assert not a.placement.quiesce(5.0)  # the same round: not waited for again
+    assert not round_.dead
+    round_.join(2)
+    assert a.placement.quiesce(0.0)
