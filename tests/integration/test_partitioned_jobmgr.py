@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from peloton.common.membership import PARTITIONS, role_path
 from peloton.core.model.ids import is_uuid
-from peloton.core.partitions import partition_of
+from peloton.core.partitions import assign, partition_of
 from peloton.core.states import TaskState
 from peloton.storage import Store, StoreOptions, open_store
 from tests.harness.multiproc import ROLES, Daemon, MultiCluster
@@ -51,8 +52,7 @@ def cluster(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
                    for name in ("m1", "m2")])
         mc.agent("pj-agent-1")
         (base / "pool.yaml").write_text(POOL)
-        wait_for(lambda: set(owners(mc).values()) == {"m1", "m2"}
-                 and len(owners(mc)) == COUNT, 20, "both members holding partitions")
+        wait_for(lambda: settled(mc, "m1", "m2"), 20, "both members holding their partitions")
         mc.cli("respool", "create", "/DefaultResPool", str(base / "pool.yaml"))
         yield mc
     finally:
@@ -74,10 +74,23 @@ def owners(mc: MultiCluster) -> dict[int, str]:
         path = role_path(mc.root, ROLES["jobmgr"], PARTITIONS)
         if zk.exists(path) is None:
             return {}
-        return {int(p): zk.get(f"{path}/{p}")[0].decode() for p in zk.get_children(path)}
+        held = {}
+        for p in zk.get_children(path):
+            try:
+                held[int(p)] = zk.get(f"{path}/{p}")[0].decode()
+            except NoNodeError:
+                pass  # released between the listing and the read: between owners
+        return held
     finally:
         zk.stop()
         zk.close()
+
+
+def settled(mc: MultiCluster, *members: str) -> bool:
+    """Every partition is held by the member the rendezvous assignment gives it (no
+    handover between `members` still under way)."""
+    want = assign(members, COUNT)
+    return owners(mc) == {p: want.owner(p) for p in range(COUNT)}
 
 
 def job_id_in(partitions: set[int]) -> str:
@@ -180,8 +193,7 @@ def test_a_member_killed_mid_run_loses_only_its_partitions_and_no_run_is_doubled
         cluster: MultiCluster, store: Store) -> None:
     joiner = cluster.spawn("jobmgr", "m3", jobmgr={"partitions": COUNT, "member_id": "m3"})
     cluster.ready(joiner)
-    wait_for(lambda: set(owners(cluster).values()) == {"m1", "m3"}
-             and len(owners(cluster)) == COUNT, 20, "m3 holding partitions")
+    wait_for(lambda: settled(cluster, "m1", "m3"), 20, "the handover to m3 done")
     held = owners(cluster)
     theirs = {p for p, m in held.items() if m == "m3"}
     running = job_id_in(theirs)
