@@ -62,6 +62,8 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     config, store, zk = rt.config, rt.the_store(), rt.zk
     name = member_id(config, grpc_port)
     count = config.jobmgr.partitions
+    # The membership's callbacks and the forwarder name `jm`, built below: they run only
+    # once the components start, when it exists.
     member = None if zk is None else PartitionMember(
         zk, name, me, on_acquire=lambda p, epoch: _acquire(jm, p, epoch),
         on_release=lambda p: _release(jm, p), count=count, root=config.election.root)
