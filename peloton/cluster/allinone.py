@@ -55,6 +55,7 @@ from peloton.storage import Store, StoreOptions, check_schema, open_store
 if TYPE_CHECKING:
     from archiver.app import Archiver
     from aurorabridge.app import AuroraBridge
+    from peloton.cluster.forecast import LiveState
     from peloton.cluster.zk_presence import ClusterPresence
     from ui.server import UiServer
 
@@ -155,6 +156,8 @@ class AllInOne:
         self.archiver: Archiver | None = None
         self.ui: UiServer | None = None
         self.presence: ClusterPresence | None = None
+        #: What the forecast service reads (set by `start`).
+        self.forecast: LiveState | None = None
 
     def store_url(self) -> str:
         """The storage URL in use."""
@@ -170,7 +173,7 @@ class AllInOne:
     def start(self) -> None:
         """Build and start everything (see the module docstring for the order)."""
         from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
-        from peloton.cluster.forecast import serve_forecast
+        from peloton.cluster.forecast import rotation_of, serve_forecast
         from peloton.hostmgr.app import HostManager
         from peloton.hostmgr.config import HostManagerConfig
         from peloton.jobmgr.app import JobManager
@@ -185,8 +188,10 @@ class AllInOne:
         hostmgr = HostManager(views["hostmgr"], backend,
                               HostManagerConfig(consumers=("jobmgr", "resmgr")), grpc_server=self.grpc)
         resmgr = ResourceManager(views["resmgr"], hostmgr, grpc=self.grpc)
-        serve_forecast(self.grpc, resmgr, hostmgr, store)
         placement = PlacementEngine(resmgr, hostmgr)
+        # Both run here, so the forecast copies the host order placement breaks ties by.
+        self.forecast = serve_forecast(self.grpc, resmgr, hostmgr, store,
+                                       rotation=rotation_of(hostmgr, placement))
         jobmgr = JobManager(views["jobmgr"], resmgr, hostmgr, grpc=self.grpc)
         # The host manager's service, as a separate one serves it: clients (the Aurora bridge's
         # task reconciliation triggers) reach the host backends' reconciliation through it.

@@ -3,10 +3,14 @@ and the store, run forward by the real scheduler in a worker process.
 
 `LiveState.snapshot()` copies, under the resource manager's lock, what it knows (pools with
 config, entitlement and allocation; the queues in admission order; the admitted and running
-records with their hosts), then reads outside the lock the hosts (the host manager's
-summaries: capacity, labels, maintenance) and, per job involved, its newest config (type,
-priority, gang size) and its runtimes (when each running task started; the durations of its
-finished runs, its history: `core.forecast.durations`).
+records with their hosts; and the state that decides what it does next: how long each
+queued gang has been refused and which holds its queue's room, each task's failed
+placements, when entitlements were computed and whether demand changed since, the
+preemption counts, the admission loop's last pass), then reads outside the lock the hosts
+(the host manager's summaries: capacity, labels, maintenance), the host order placement
+breaks ties by where this process can read it (`rotation_of`), and, per job involved, its
+newest config (type, priority, gang size) and its runtimes (when each running task
+started; the durations of its finished runs, its history: `core.forecast.durations`).
 
 `run_in_worker` runs `peloton.simulation.forecast_worker` in a child process: the
 simulation builds its own daemons and store, which must not share this daemon's metrics,
@@ -20,13 +24,14 @@ the composition roots register it beside the resource manager (`serve_forecast`)
 from __future__ import annotations
 
 import logging
+import math
 import pickle  # between this process and its own child: both run this code, nothing else
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from peloton.api.convert.ext_forecast import forecast_to_pb
@@ -47,6 +52,7 @@ from peloton.core.forecast.model import (
     Bounds,
     DurationSource,
     Forecast,
+    HostRotation,
     LiveHost,
     PoolState,
     QueuedTask,
@@ -55,7 +61,10 @@ from peloton.core.forecast.model import (
 )
 from peloton.core.model.job import JobSpec
 from peloton.core.ports import HostManagerPort
+from peloton.core.respool.queues import QueueKind
 from peloton.core.states import HostState, JobType, TaskState
+from peloton.hostmgr.app import HostManager
+from peloton.placement.app import PlacementEngine
 from peloton.resmgr.app import ResourceManager
 from peloton.resmgr.pools import view_of
 from peloton.storage import Store
@@ -94,12 +103,16 @@ class LiveState:
     """Reads a `Snapshot` from the live daemons and the store (module docstring)."""
 
     def __init__(self, resmgr: ResourceManager, hostmgr: HostManagerPort, store: Store,
-                 now: Callable[[], float] = time.time) -> None:
+                 now: Callable[[], float] = time.time,
+                 rotation: Callable[[], HostRotation] | None = None) -> None:
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self.store = store
         #: The clock task runtimes' start and completion times are read against.
         self.now = now
+        #: Reads the host order placement uses, where this process can (`rotation_of`: the
+        #: host manager and placement engine in this process); None: not carried.
+        self.rotation = rotation
 
     def snapshot(self, job_id: str, duration: float | None = None) -> Snapshot:
         """Live state now; `duration` is the caller's estimate for `job_id`'s tasks."""
@@ -114,13 +127,19 @@ class LiveState:
             # admission order.
             admitted: list[tuple[Any, bool, int]] = []
             waiting: list[tuple[Any, bool, int]] = []
+            # Each waiting task's gang: how long admission has refused it, whether it holds
+            # its queue's reservation (they decide what is admitted beside it).
+            gangs: dict[Any, tuple[float | None, bool, QueueKind]] = {}
             for node in book.tracker.tree.leaves():
                 if node.queues is None:
                     continue
-                for _, gang in node.queues.gangs():
+                holders = {id(g) for g in node.queues.reserved.values()}
+                for kind, gang in node.queues.gangs():
+                    refused = None if gang.refused_since is None else mono - gang.refused_since
                     for rec in gang.tasks:
                         if rec.state is TaskState.PENDING:
                             waiting.append((rec, False, len(gang.tasks)))
+                            gangs[rec.task_id] = (refused, id(gang) in holders, kind)
             running_raw = []
             for rec in book.tracker.records():
                 if rec.state in _ADMITTED:
@@ -129,22 +148,41 @@ class LiveState:
                     running_raw.append((rec, book.hosts.get(rec.task_id, ""),
                                         mono - rec.start_time))
             preemption = rm.config.preemption_enabled
+            attempts_raw = [rec.placement_attempts for rec, _, _ in admitted + waiting]
+            entitled_for = mono - rm.entitled_at if rm.entitled_at > -math.inf else None
+            stale = book.demand_changed
+            admitted_at = rm.loops.admitted_at
+            admitted_for = mono - admitted_at if admitted_at > -math.inf else None
+            over = tuple(sorted((paths[pool_id], n) for pool_id, n in
+                                (rm.preemptor.counter.counts.items() if rm.preemptor else ())
+                                if pool_id in paths))
         queued_raw = admitted + waiting
         # The resource manager's own words (it takes its lock itself).
         reasons = rm.pending_reasons([rec.task_id for rec, _, _ in queued_raw])
         jobs = {rec.task_id.job_id for rec, _, _ in queued_raw} | \
             {rec.task_id.job_id for rec, _, _ in running_raw}
         facts = {j: self._job(j, duration if j == job_id else None) for j in sorted(jobs)}
-        pools = tuple(PoolState(v.path, v.config, v.entitlement, v.allocation) for v in views)
-        queued = tuple(self._queued(rec, admitted, gang, paths, facts, reasons)
-                       for rec, admitted, gang in queued_raw)
+        pools = tuple(PoolState(v.path, v.config, v.entitlement, v.allocation,
+                                v.non_slack_entitlement, v.slack_entitlement) for v in views)
+        never = (None, False, QueueKind.PENDING)
+        queued = tuple(replace(self._queued(rec, admitted, gang, paths, facts, reasons),
+                               refused_for=gangs.get(rec.task_id, never)[0],
+                               holds_room=gangs.get(rec.task_id, never)[1],
+                               queue=gangs.get(rec.task_id, never)[2],
+                               placement_attempts=attempts)
+                       for (rec, admitted, gang), attempts in zip(queued_raw, attempts_raw,
+                                                                  strict=True))
         running = tuple(self._running(rec, host, elapsed, paths, facts, now)
                         for rec, host, elapsed in running_raw if host)
         hosts = tuple(LiveHost(s.info.hostname, s.capacity, s.info.labels,
                                 maintenance=not s.connected or s.info.state is not HostState.UP)
                       for s in self.hostmgr.host_summaries())
         return Snapshot(now=now, pools=pools, hosts=hosts, running=running, queued=queued,
-                        preemption=preemption)
+                        preemption=preemption,
+                        rotation=self.rotation() if self.rotation is not None else None,
+                        entitled_for=entitled_for, entitlement_stale=stale,
+                        admitted_for=admitted_for,
+                        over_cycles=over)
 
     def _job(self, job_id: str, given: float | None) -> _Job:
         try:
@@ -182,6 +220,13 @@ class LiveState:
                            task.resources, host, durations.remaining(job.duration, elapsed),
                            job.source, task.priority, task.preemptible, max(elapsed, 0.0),
                            job.duration)
+
+
+def rotation_of(hostmgr: HostManager, placement: PlacementEngine) -> Callable[[], HostRotation]:
+    """Reads the host order of a host manager and a placement engine of this process."""
+    def read() -> HostRotation:
+        return HostRotation(hostmgr.offer_order(), placement.host_layout())
+    return read
 
 
 def bounds_of(request: pb.ForecastRequest) -> Bounds:
@@ -247,7 +292,11 @@ class ForecastServicer(forecast_pb2_grpc.ForecastServiceServicer):  # type: igno
 
 
 def serve_forecast(grpc: ServiceHost, resmgr: ResourceManager, hostmgr: HostManagerPort,
-                   store: Store) -> None:
-    """Register ForecastService on `grpc`, over these daemons and store."""
+                   store: Store, rotation: Callable[[], HostRotation] | None = None) -> LiveState:
+    """Register ForecastService on `grpc`, over these daemons and store (`rotation`: where
+    the host manager and placement engine run in this process, `rotation_of` them); returns
+    the live state it reads."""
+    live = LiveState(resmgr, hostmgr, store, rotation=rotation)
     register(grpc, forecast_pb2_grpc.add_ForecastServiceServicer_to_server,
-             ForecastServicer(LiveState(resmgr, hostmgr, store)))
+             ForecastServicer(live))
+    return live

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import os
 import types
 import typing
@@ -147,6 +148,23 @@ def from_mapping(schema: type[T], data: Mapping[str, Any], path: str = "") -> T:
         raise InvalidArgument(f"{path or 'config'}: {exc}", field=path or None) from exc
 
 
+class WrongValue(InvalidArgument):
+    """A value of the wrong type or range; `detail` is the message without the key, for
+    readers (the simulation's files) that name the place their own way."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(f"config key {key}: {detail}", field=key)
+        self.detail = detail
+
+
+def convert(tp: Any, value: Any, key: str) -> Any:
+    """`value` as the type `tp` by this reader's rules, the one set every file format shares
+    (daemon and auth configs here, the simulation's files through `simulation.fields`):
+    a boolean is not a number, 2.0 is not an integer, numbers are finite, None only where
+    the type allows it.  WrongValue names `key` and the value."""
+    return _convert(tp, value, key)
+
+
 def _convert(tp: Any, value: Any, key: str) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     from_env = isinstance(value, _EnvText)
@@ -203,6 +221,8 @@ def _scalar(tp: Any, value: Any, key: str, from_env: bool) -> Any:
         allowed = int if tp is int else int | float
         if isinstance(value, bool) or not isinstance(value, allowed):
             raise _bad(key, value, expected)
+        if tp is float and not math.isfinite(value):  # YAML's .nan and .inf parse as floats
+            raise _bad(key, value, "a finite number")
         return tp(value)
     if tp in (str, Path):
         if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -232,9 +252,9 @@ def _retag(item: Any, parent: Any) -> Any:
     return item
 
 
-def _bad(key: str, value: Any, expected: str) -> InvalidArgument:
+def _bad(key: str, value: Any, expected: str) -> WrongValue:
     source = f" (from ${value.var})" if isinstance(value, _EnvText) else ""
-    return InvalidArgument(f"config key {key}{source}: expected {expected}, got {_show(value)}", field=key)
+    return WrongValue(key, f"expected {expected}, got {_show(value)}{source}")
 
 
 def _show(value: Any) -> str:

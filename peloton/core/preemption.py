@@ -98,6 +98,11 @@ class OverAllocationCounter:
         self.sustained_cycles = sustained_cycles
         self.counts: dict[str, int] = {}
 
+    def resume(self, counts: dict[str, int]) -> None:
+        """Take over another counter's streaks (a simulation resuming a live resource
+        manager: the forecast)."""
+        self.counts = dict(counts)
+
     def observe(self, pools: Iterable[PoolNode]) -> list[OverAllocation]:
         """Record one cycle; return the pools that have now been over long enough."""
         out: list[OverAllocation] = []

@@ -73,7 +73,7 @@ class HostManager:
         self.maintenance = Maintenance(self.registry, self.leases, store, self._lock, clock,
                                        cfg.recovery_grace, on_state=self._maintenance_state)
         self.router = Router(self.registry, self.leases, backend, self._lock, self.deferred,
-                             clock.monotonic, cfg.pending_kill_ttl)
+                             clock.monotonic, cfg.pending_kill_ttl, cfg.unreached_hold)
         self.intake = Intake(self.registry, self.leases, self.events, self.router, self._lock,
                              self.deferred, self.maintenance.enqueue, self._count_update())
         self._launched = self.metrics.counter("launched_runs", "Runs handed to hosts")
@@ -144,9 +144,14 @@ class HostManager:
                     log=log)
 
     def prune(self) -> None:
-        """Expire leases, reservations and pending kills (the pruner greenlet's work)."""
+        """Expire leases, reservations, holds on unreached hosts and pending kills (the
+        pruner greenlet's work)."""
         with self._lock:
             self.leases.prune()
+            offered = self.registry.expire_holds(self._clock.monotonic())
+        if offered:
+            log.info("%s: not heard from %g s after a launch failed to reach it; no longer "
+                     "held from placement", ", ".join(offered), self.config.unreached_hold)
         self.router.prune()
 
     def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
@@ -173,6 +178,17 @@ class HostManager:
         for _ in range(100):
             if not self.run_due():
                 return
+
+    def offer_order(self) -> tuple[str, ...]:
+        """The hosts a lease would take now, in the order it takes them (the forecast copies
+        it: placement breaks ties between hosts by it)."""
+        with self._lock:
+            return self.registry.offer_order()
+
+    def restore_offer_order(self, names: tuple[str, ...]) -> None:
+        """Offer the hosts named first, in that order (a simulation resuming a live order)."""
+        with self._lock:
+            self.registry.restore_offer_order(names)
 
     # -- HostManagerPort: placement engine side --------------------------------------------
     def acquire_hosts(self, max_hosts: int = 0) -> HostLease:

@@ -35,13 +35,18 @@ class HostManagerConfig:
     recovery_grace: float = 10.0
     #: A kill for a run no host has reported yet is remembered this long (it may re-register).
     pending_kill_ttl: float = 3600.0
+    #: A host a launch could not get to is not offered until it is heard from (a heartbeat,
+    #: a re-registration) or for this many seconds (backends that report no heartbeats);
+    #: longer than the backend's heartbeat timeout, so a dead agent is gone before it ends.
+    unreached_hold: float = 30.0
 
     def __post_init__(self) -> None:
         for name in ("lease_timeout", "reservation_timeout", "prune_interval",
                      "member_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be > 0", field=name)
-        for name in ("reconcile_interval", "recovery_grace", "pending_kill_ttl"):
+        for name in ("reconcile_interval", "recovery_grace", "pending_kill_ttl",
+                     "unreached_hold"):
             if getattr(self, name) < 0:
                 raise InvalidArgument(f"{name} must be >= 0", field=name)
         if self.event_buffer_size < 1:

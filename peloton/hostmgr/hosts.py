@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from peloton.core.lifecycle.host_reach import CONNECTED, Reach
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostOffer
 from peloton.core.model.resources import ZERO, PortRange, Resources, from_units, to_units
@@ -82,10 +83,10 @@ def subtract_ports(ranges: tuple[PortRange, ...], used: set[int]) -> tuple[PortR
 class HostRecord:
     """A host as the host manager books it; see the module docstring."""
 
-    __slots__ = ("_offer", "address", "agent_id", "allocated", "capacity", "connected", "file_address",
-                 "hostname", "labels", "lease_id", "port_ranges", "reserved", "revocable_units",
-                 "revocable_used_units", "runs", "schedulable", "state", "task_labels",
-                 "used_ports")
+    __slots__ = ("_offer", "address", "agent_id", "allocated", "capacity", "file_address",
+                 "hostname", "labels", "lease_id", "port_ranges", "reach", "reserved",
+                 "revocable_units", "revocable_used_units", "runs", "schedulable", "state",
+                 "task_labels", "used_ports")
 
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
@@ -97,8 +98,9 @@ class HostRecord:
         self.revocable_units = 0
         self.port_ranges: tuple[PortRange, ...] = ()
         self.labels: tuple[Label, ...] = ()
-        #: False until the backend reports the host, and again after it is gone.
-        self.connected = False
+        #: DISCONNECTED until the backend reports the host, and again after it is gone;
+        #: moved only by the registry, through the table in core/lifecycle/host_reach.py.
+        self.reach = Reach.DISCONNECTED
         #: False while the backend says the host takes no new runs (a cordoned node).
         self.schedulable = True
         self.state = HostState.UP
@@ -121,8 +123,12 @@ class HostRecord:
         self.port_ranges = host.ports
         self.labels = host.labels
         self.schedulable = host.schedulable
-        self.connected = True
         self._offer = None
+
+    @property
+    def connected(self) -> bool:
+        """Registered with the backend (possibly unreached: see core/lifecycle/host_reach.py)."""
+        return self.reach in CONNECTED
 
     # -- what is free --------------------------------------------------------------------
     def available(self) -> Resources:

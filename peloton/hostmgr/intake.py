@@ -61,6 +61,13 @@ class Intake:
             self._leases.drop_host(hostname)
         log.warning("host %s gone: %s", hostname, reason)
 
+    def host_seen(self, hostname: str) -> None:
+        """A host gave a sign of life: if a launch could not get to it, offer it again."""
+        with self._lock:
+            offered = self._registry.heard(hostname)
+        if offered:
+            log.info("host %s heard from again: no longer held from placement", hostname)
+
     def status_update(self, update: StatusUpdate) -> None:
         """A run changed state: append it to the stream and apply it to the books."""
         self.status_updates((update,))

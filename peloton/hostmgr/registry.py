@@ -1,12 +1,15 @@
 """The host registry: every host the backend reported or storage remembers, and every run.
 
-It owns three indexes that keep the hot paths free of scans over all hosts:
+It owns four indexes that keep the hot paths free of scans over all hosts:
 - `runs`: run id -> RunRecord, so a status update or a kill finds its host in O(1);
-- `offerable`: hosts that are connected, schedulable, UP, not leased and have room, in the
-  order they
-  became so (first fit), so a lease walks only hosts it can hand out;
-- `draining`: DRAINING hosts, whose runs the job manager must move.
-Every change to a host goes through `refresh`, which keeps `offerable` exact.
+- `offerable`: hosts that are connected and not unreached (core/lifecycle/host_reach.py `OFFERED`),
+  schedulable, UP, not leased and have room, in the order they became so (first fit), so
+  a lease walks only hosts it can hand out;
+- `draining`: DRAINING hosts, whose runs the job manager must move;
+- `held`: UNREACHED hosts and when their hold ends, so a heartbeat of any other host costs
+  one lookup and the pruner looks only at held hosts.
+Every change to a host goes through `refresh`, which keeps `offerable` exact; every change
+to its reach goes through `_move`, which applies the table in core/lifecycle/host_reach.py.
 
 Maintenance records (`HostInfo`: state, goal state) live in `infos`; a host with no
 record is UP.  Not thread-safe: the host manager holds its lock around every call.
@@ -18,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from peloton.core.feasibility import HostShape
+from peloton.core.lifecycle.host_reach import CONNECTED, OFFERED, Reach, ReachEvent, next_reach
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import ZERO, Resources, from_units
 from peloton.core.model.sla_policy import JOB_SLA_DRAIN, DrainRequest
@@ -39,6 +43,8 @@ class HostRegistry:
         self.infos: dict[str, HostInfo] = {}
         self.offerable: dict[str, None] = {}
         self.draining: set[str] = set()
+        #: UNREACHED host -> monotonic time at which it is offered again unless heard from.
+        self.held: dict[str, float] = {}
         #: Runs seen to end, so a late non-terminal re-delivery does not book them again and a
         #: kill of a finished run needs no reconciliation.  Run ids are never reused.
         self.ended: OrderedDict[str, None] = OrderedDict()
@@ -67,18 +73,52 @@ class HostRegistry:
         rec.describe(backend_host)
         self._capacity = None
         self._shapes = None
-        self.refresh(rec)
+        self._move(rec, ReachEvent.REGISTERED)
         return rec
 
     def disconnect(self, hostname: str) -> HostRecord | None:
         """A host went away; its runs stay booked until the backend reports them."""
         rec = self.hosts.get(hostname)
         if rec is not None:
-            rec.connected = False
+            self._move(rec, ReachEvent.GONE)
+        return rec
+
+    def unreached(self, hostname: str, until: float) -> bool:
+        """A launch did not get to the host: hold it from placement until it is heard from,
+        or until `until` (monotonic).  True if the host is held now."""
+        rec = self.hosts.get(hostname)
+        if rec is None:
+            return False
+        self._move(rec, ReachEvent.UNREACHED)
+        if rec.reach is Reach.UNREACHED:
+            self.held[hostname] = until  # a later failure holds it longer
+            return True
+        return False
+
+    def heard(self, hostname: str) -> bool:
+        """The backend heard from the host (a heartbeat); True if that ended its hold."""
+        if hostname not in self.held:  # nearly every heartbeat: one lookup
+            return False
+        self._move(self.hosts[hostname], ReachEvent.HEARD)
+        return True
+
+    def expire_holds(self, now: float) -> list[str]:
+        """End the holds due by `now` (monotonic); returns the hosts offered again."""
+        due = [name for name, until in self.held.items() if until <= now]
+        for name in due:
+            self._move(self.hosts[name], ReachEvent.HOLD_EXPIRED)
+        return due
+
+    def _move(self, rec: HostRecord, event: ReachEvent) -> None:
+        """Apply `event` to the host's reach (host_reach.py's table) and keep the indexes exact."""
+        before = rec.reach
+        rec.reach = after = next_reach(before, event)
+        if after is not Reach.UNREACHED:
+            self.held.pop(rec.hostname, None)
+        if (before in CONNECTED) != (after in CONNECTED):
             self._capacity = None
             self._shapes = None
-            self.refresh(rec)
-        return rec
+        self.refresh(rec)
 
     def known(self, hostname: str) -> bool:
         """The backend reported the host at some point, or storage has a record of it."""
@@ -115,11 +155,24 @@ class HostRegistry:
 
     def refresh(self, rec: HostRecord) -> None:
         """Re-decide whether the host can be offered (call after any change to it)."""
-        if (rec.connected and rec.schedulable and rec.state is HostState.UP
+        if (rec.reach in OFFERED and rec.schedulable and rec.state is HostState.UP
                 and rec.lease_id is None and rec.has_room()):
             self.offerable.setdefault(rec.hostname, None)
         else:
             self.offerable.pop(rec.hostname, None)
+
+    def offer_order(self) -> tuple[str, ...]:
+        """The offerable hosts in the order a lease takes them."""
+        return tuple(self.offerable)
+
+    def restore_offer_order(self, names: tuple[str, ...]) -> None:
+        """Put the offerable hosts named in `names` first, in that order (a simulation
+        resuming another cluster's rotation); the others follow in their own order."""
+        named = [n for n in dict.fromkeys(names) if n in self.offerable]
+        first = set(named)
+        rest = [n for n in self.offerable if n not in first]
+        self.offerable.clear()
+        self.offerable.update(dict.fromkeys([*named, *rest]))
 
     # -- runs ----------------------------------------------------------------------------
     def add_run(self, rec: HostRecord, run_id: str, claim: Claim, state: TaskState) -> RunRecord:

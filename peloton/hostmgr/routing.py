@@ -3,6 +3,14 @@
 Launch books every run under the lock (consuming its reservation, or taking free room),
 then hands the accepted runs to the backend in one call per host outside the lock; if the
 backend refuses, the runs it was given are un-booked and reported as launch failures.
+A failure is marked `unreached` when the launch did not get to the host: the host is
+unknown or not connected, or the backend could not find or reach it (NotFound,
+Unavailable: an agent killed -9 refuses connections until its heartbeats time out; a run
+that did start after a call timed out is an orphan its job manager kills).  The job
+manager does not count such a launch against the task; a run the host manager turned
+down (no room, cordoned) is a plain failure.  A host the backend could not reach is held
+from placement (UNREACHED, core/lifecycle/host_reach.py) until it is heard from again or `unreached_hold`
+seconds pass, so the dead agent does not take every launch until its heartbeats time out.
 
 Kill finds each run's host in the run index (O(1) per run) and sends one kill per host.
 - A run that only holds a reservation is killed by freeing the reservation.
@@ -20,7 +28,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from peloton.core.errors import PelotonError
+from peloton.core.errors import NotFound, PelotonError, Unavailable
 from peloton.core.model.sched import LaunchFailure, LaunchSpec
 from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.backends.base import HostBackend
@@ -37,7 +45,7 @@ class Router:
 
     def __init__(self, registry: HostRegistry, leases: LeaseBook, backend: HostBackend,
                  lock: threading.Lock, deferred: Deferred, clock: Callable[[], float],
-                 pending_kill_ttl: float) -> None:
+                 pending_kill_ttl: float, unreached_hold: float) -> None:
         self._registry = registry
         self._leases = leases
         self._backend = backend
@@ -45,6 +53,7 @@ class Router:
         self._deferred = deferred
         self._clock = clock
         self._ttl = pending_kill_ttl
+        self._hold = unreached_hold
         #: run id -> (grace, expiry) for kills of runs no host has reported yet.
         self._pending: dict[str, tuple[float, float]] = {}
 
@@ -56,10 +65,11 @@ class Router:
         with self._lock:
             rec = self._registry.hosts.get(hostname)
             problem = _host_problem(rec)
+            unreached = rec is None or not rec.connected
             for spec in tasks:
                 if problem:
                     self._leases.drop(spec.run_id)
-                    failures.append(LaunchFailure(spec.run_id, problem))
+                    failures.append(LaunchFailure(spec.run_id, problem, unreached=unreached))
                     continue
                 assert rec is not None
                 why = self._book(rec, spec)
@@ -73,7 +83,8 @@ class Router:
             except Exception as exc:
                 if not isinstance(exc, PelotonError):
                     log.exception("backend %s failed to launch on %s", self._backend.name, hostname)
-                failures.extend(self._unbook(hostname, accepted, f"launch on {hostname}: {exc}"))
+                failures.extend(self._unbook(hostname, accepted, f"launch on {hostname}: {exc}",
+                                             unreached=isinstance(exc, NotFound | Unavailable)))
         return failures
 
     def _book(self, rec: HostRecord, spec: LaunchSpec) -> str | None:
@@ -91,14 +102,18 @@ class Router:
         self._registry.add_run(rec, spec.run_id, claim, TaskState.LAUNCHED)
         return ""
 
-    def _unbook(self, hostname: str, specs: Sequence[LaunchSpec], reason: str) -> list[LaunchFailure]:
+    def _unbook(self, hostname: str, specs: Sequence[LaunchSpec], reason: str, *,
+                unreached: bool) -> list[LaunchFailure]:
         with self._lock:
             for spec in specs:
                 run = self._registry.runs.get(spec.run_id)
                 # A run the host already reported on is real: keep it, its events tell the rest.
                 if run is not None and run.hostname == hostname and run.state is TaskState.LAUNCHED:
                     self._registry.remove_run(spec.run_id)
-        return [LaunchFailure(spec.run_id, reason) for spec in specs]
+            held = unreached and self._registry.unreached(hostname, self._clock() + self._hold)
+        if held:
+            log.warning("%s; not offered until heard from (at most %g s)", reason, self._hold)
+        return [LaunchFailure(spec.run_id, reason, unreached=unreached) for spec in specs]
 
     def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
         """Book runs already running on a host (recovery: the job manager knows their specs)."""

@@ -6,7 +6,11 @@ launch): a task killed or restarted while it was being placed is skipped,
 and the run the resource manager placed is forgotten there.  Runtimes are
 written LAUNCHED *before* the host is asked to start them, so after a
 crash the launch-timeout rule finds them; a host that refuses the launch
-turns the run FAILED (a system failure, retried).  A LAUNCHED write that kept
+turns the run FAILED (a system failure, retried), and a launch that did not get
+to its host (an agent killed -9 is offered until its heartbeats time out) turns
+it LOST before it started: replaced without counting, as Peloton re-enqueues a
+launch that failed (placement.go processSkippedLaunches), or an agent's death
+would spend a task's tries within seconds.  A LAUNCHED write that kept
 losing its compare-and-set (task_writes.py) is not launched: its placement is
 held and tried again next round (the change is derived again from the runtime
 stored then), and so is every placement of a round that raised (the store
@@ -43,7 +47,7 @@ import gevent.lock
 from peloton.common.clock import Clock
 from peloton.common.loop import Loop
 from peloton.core.model.ids import RunId, TaskId
-from peloton.core.model.sched import LaunchSpec, PlacedTask, Placement
+from peloton.core.model.sched import LaunchFailure, LaunchSpec, PlacedTask, Placement
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import TaskState
@@ -181,8 +185,7 @@ class PlacementProcessor:
             failures = self.hostmgr.launch(hostname, specs)
             count += len(specs) - len(failures)
             if failures:
-                self._launch_failed(hostname, [f.run_id for f in failures],
-                                    [f.reason for f in failures])
+                self._launch_failed(hostname, failures)
         return count
 
     def _write_all(self, by_job: Mapping[str, dict[int, tuple[Placement, PlacedTask]]],
@@ -241,20 +244,23 @@ class PlacementProcessor:
                      and cur.run_id == items[t.instance][1].run_id and cur.state.terminal)
         return outcome.written
 
-    def _launch_failed(self, hostname: str, run_ids: list[str], reasons: list[str]) -> None:
+    def _launch_failed(self, hostname: str, failures: list[LaunchFailure]) -> None:
+        # The resource manager holds each run's allocation: give it back first, while the
+        # task is still on the failed run (the end written below lets the task engine
+        # queue the next run, which a kill by task id would take with it).  If that
+        # raises, the runs stay LAUNCHED and their launch timeout replaces them.
+        self.resmgr.kill_tasks([RunId.parse(f.run_id).task for f in failures])
         now = self.clock.wall()
-        dead: list[TaskId] = []
-        for run_id, reason in zip(run_ids, reasons, strict=True):
-            rid = RunId.parse(run_id)
+        for failure in failures:
+            rid = RunId.parse(failure.run_id)
             job = self.cache.get(rid.job_id)
-            dead.append(rid.task)
             if job is None:
                 continue
-            msg = f"launch on {hostname} failed: {reason}"
-            if job.write_task(rid.instance, _launch_failed(rid.run, now, msg)).conflict:
+            msg = f"launch on {hostname} failed: {failure.reason}"
+            ended = _launch_failed(rid.run, now, msg, unreached=failure.unreached)
+            if job.write_task(rid.instance, ended).conflict:
                 # Still LAUNCHED: the task engine's launch timeout replaces the run.
                 self.cache.deps.queue.enqueue_task(rid.job_id, rid.instance)
-        self.resmgr.kill_tasks(dead)
 
 
 def _launch(run: int, placement: Placement, ports: tuple[tuple[str, int], ...],
@@ -267,10 +273,12 @@ def _launch(run: int, placement: Placement, ports: tuple[tuple[str, int], ...],
     return change
 
 
-def _launch_failed(run: int, now: float, message: str) -> TaskChange:
+def _launch_failed(run: int, now: float, message: str, *, unreached: bool) -> TaskChange:
     def change(cur: TaskRuntime) -> TaskRuntime | None:
         if cur.run_id != run or cur.state is not S.LAUNCHED:
             return None
+        if unreached:
+            return runs.unreached_launch(cur, now, message)
         return runs.failed_launch(cur, now, message)
 
     return change

@@ -116,6 +116,15 @@ def failed_launch(rt: TaskRuntime, now: float, message: str) -> TaskRuntime:
                                failure_count=rt.failure_count + 1)
 
 
+def unreached_launch(rt: TaskRuntime, now: float, message: str) -> TaskRuntime:
+    """The launch did not get to the host (it is gone, not yet timed out): the run is
+    LOST before it started, which does not count against the task (core run_end.py)."""
+    counted = 1 if counts_as_failure(rt, S.LOST) else 0
+    return evolve(rt, state=S.LOST, completion_time=now, message=message,
+                  reason=end_reason(rt, S.LOST, "REASON_LAUNCH_FAILED"), update_time=now,
+                  failure_count=rt.failure_count + counted)
+
+
 def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
                 pinned: bool = False) -> TaskRuntime | None:
     """The runtime after a host status event for run `run_id`, or None to drop the event.

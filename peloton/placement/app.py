@@ -24,11 +24,14 @@ on) and which a failed round throws away.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from peloton.common.loop import Loop
 from peloton.common.metrics import Metrics
+from peloton.core.model.host import HostOffer
 from peloton.core.model.sched import PlacementFailure
+from peloton.core.placement.hosts import HostIndex, IndexLayout
 from peloton.core.placement.stack import PlacementConfig, Placer
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.placement.config import PlacementEngineConfig
@@ -87,6 +90,16 @@ class PlacementEngine:
         """Always None: the engine keeps no timers; its work is what the resource manager
         has ready (whose `next_due` covers placement retries)."""
         return None
+
+    # -- its host order (the forecast copies it: ties between hosts break by it) ---------------
+    def host_layout(self) -> IndexLayout | None:
+        """Where each host sits in the kept host index (None: no round kept one yet)."""
+        return self._placer.index.layout() if self._placer is not None else None
+
+    def restore_host_layout(self, layout: IndexLayout, offers: Mapping[str, HostOffer]) -> None:
+        """Keep an index with `layout` (a simulation resuming another cluster's state);
+        the next round rebuilds every host from its lease, at these positions."""
+        self._placer = Placer((), self._placer_config, HostIndex.arranged(layout, offers))
 
     # -- one round ----------------------------------------------------------------------------
     def run_once(self, timeout: float = 0.0) -> RoundStats:

@@ -55,6 +55,16 @@ class Loops:
         self._work_seen = -1
         self._admitted_at = -math.inf
 
+    @property
+    def admitted_at(self) -> float:
+        """When a stepping caller last made an admission pass (monotonic; -inf: never)."""
+        return self._admitted_at
+
+    def resume_admitted_at(self, at: float) -> None:
+        """Date the last admission pass `at`: a simulation resuming a live loop's phase
+        (the loop passes every period after it)."""
+        self._admitted_at = at
+
     def start(self) -> None:
         """Subscribe to the status stream (so nothing is trimmed before we read it), spawn loops."""
         cfg = self.rm.config

@@ -117,8 +117,12 @@ class SimulatedCluster:
                  preemption: bool = True, watcher: TaskWatcher | None = None,
                  resmgr_config: ResourceManagerConfig | None = None,
                  jobmgr_config: JobManagerConfig | None = None,
-                 placement_config: PlacementEngineConfig | None = None) -> None:
+                 placement_config: PlacementEngineConfig | None = None,
+                 after_round: Callable[[SimulatedCluster], int] | None = None) -> None:
         self.clock = clock = SimulationClock(epoch)
+        #: Called after every reactive round; returns the work it did (the forecast resumes
+        #: live scheduler state there: forecast_resume.py).
+        self._after_round = after_round
         self._durations = durations
         self.store = open_store("sqlite://", StoreOptions(
             bootstrap=True, retrier=Retrier(NO_RETRY), clock=clock.wall, sqlite_threads=0))
@@ -263,6 +267,8 @@ class SimulatedCluster:
             self.counts["placement_rounds"] += 1
         done += placed
         done += self.jm.run_due()
+        if self._after_round is not None:
+            done += self._after_round(self)
         return done
 
     def next_due(self) -> float | None:

@@ -98,7 +98,8 @@ class PelotonSimulator:
                  jobmgr_config: JobManagerConfig | None = None,
                  placement_config: PlacementEngineConfig | None = None,
                  duration: DurationPolicy = trace_duration,
-                 stop_when: Callable[[], bool] | None = None) -> None:
+                 stop_when: Callable[[], bool] | None = None,
+                 after_round: Callable[[SimulatedCluster], int] | None = None) -> None:
         self.resmgr_config = resmgr_config
         self.jobmgr_config = jobmgr_config
         self.placement_config = placement_config
@@ -106,6 +107,8 @@ class PelotonSimulator:
         #: Asked after every instant: True ends the run there (the forecast stops once its
         #: targets started, or its wall time is spent), as if the horizon were reached.
         self.stop_when = stop_when
+        #: Called after each reactive round of the daemons (`SimulatedCluster`).
+        self.after_round = after_round
         #: What the last run did (`SimulatedCluster.counts`), for benchmarks.
         self.counts: dict[str, int] = {}
 
@@ -135,7 +138,7 @@ class _Replay:
             epoch=scenario.epoch, durations=self._duration, seed=scenario.seed,
             preemption=scenario.preemption, watcher=self.observer.task_changed,
             resmgr_config=sim.resmgr_config, jobmgr_config=sim.jobmgr_config,
-            placement_config=sim.placement_config)
+            placement_config=sim.placement_config, after_round=sim.after_round)
         self._jobs = scenario.trace.jobs
         self._next_job = 0
         self._actions = scenario.timeline

@@ -1,21 +1,23 @@
 """Strict, typed access to one JSON or YAML mapping, naming `path.key` in every error.
 
-All of the simulation's formats are read through `Fields`, so they agree on what
-strict means: unknown keys are errors (a typo never passes silently), a boolean
-is not a number, 2.0 is not an integer, null means "not given".  Errors are
-`InvalidArgument` with `field` set to the dotted path (`changes[2].drain.count`);
-the loaders wrap them into `InputError` with the file (and line, for JSON lines).
+All of the simulation's formats are read through `Fields`, and every value through the
+daemons' config reader (`peloton.common.config.convert`), so a cluster, pools, what-if or
+trace file and a daemon's config agree on what strict means: unknown keys are errors (a
+typo never passes silently), a boolean is not a number, 2.0 is not an integer, numbers
+are finite, null means "not given".  Errors are `InvalidArgument` with `field` set to the
+dotted path (`changes[2].drain.count`); the loaders wrap them into `InputError` with the
+file (and line, for JSON lines).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from peloton.common.config import WrongValue, convert
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.resources import Resources
 from peloton.simulation.errors import InputError
@@ -39,13 +41,17 @@ def kind_of(value: object) -> str:
     return "a mapping"
 
 
+def typed(tp: type, value: object, field: str) -> Any:
+    """`value` as `tp` by the config reader's rules; InvalidArgument naming `field`."""
+    try:
+        return convert(tp, value, field)
+    except WrongValue as exc:
+        raise InvalidArgument(exc.detail, field=field) from None
+
+
 def number(value: object, field: str) -> float:
     """A finite int or float as float (booleans and NaN/inf refused)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(f"must be a number, got {kind_of(value)} {value!r}", field=field)
-    if not math.isfinite(value):
-        raise InvalidArgument(f"must be a finite number, got {value!r}", field=field)
-    return float(value)
+    return float(typed(float, value, field))
 
 
 def join(prefix: str, key: str) -> str:
@@ -86,9 +92,7 @@ class Fields:
         value = self.get(key, required=required)
         if value is None:
             return default
-        if not isinstance(value, str):
-            raise InvalidArgument(f"must be a string, got {kind_of(value)}", field=self.field(key))
-        return value
+        return str(typed(str, value, self.field(key)))
 
     def number(self, key: str, default: float = 0.0, *, required: bool = False,
                minimum: float | None = None, positive: bool = False) -> float:
@@ -109,9 +113,7 @@ class Fields:
         value = self.get(key, required=required)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidArgument(f"must be an integer, got {kind_of(value)} {value!r}",
-                                  field=self.field(key))
+        value = int(typed(int, value, self.field(key)))
         if minimum is not None and value < minimum:
             raise InvalidArgument(f"must be >= {minimum}, got {value}", field=self.field(key))
         return value
@@ -121,10 +123,7 @@ class Fields:
         value = self.get(key)
         if value is None:
             return default
-        if not isinstance(value, bool):
-            raise InvalidArgument(f"must be true or false, got {kind_of(value)} {value!r}",
-                                  field=self.field(key))
-        return value
+        return bool(typed(bool, value, self.field(key)))
 
     def items(self, key: str, *, required: bool = False) -> list[Any]:
         """A list member ([] when absent)."""

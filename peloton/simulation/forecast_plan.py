@@ -5,12 +5,19 @@ the present: every running task is submitted at t = 0, pinned to its host by a H
 constraint on a label only that host carries (`PIN`), with preemption off, so the
 real scheduler admits and places exactly what runs now (the running tasks fit the
 cluster, so the demand-driven entitlement covers every pool's use).  At t = WARMUP
-(which is `now`) preemption returns to its live setting and the queued tasks are
-submitted in queue order.  A running task ends at WARMUP + its remaining time
-whenever it was placed (`ForecastScenario.end_at`, applied by the engine's duration
-policy); run again after a preemption, it runs its whole expected duration; a queued task
-runs its expected duration once started.  The running tasks are submitted in the order they
-started, spread over the warm-up, so the preemptor (most recently started first) ranks them
+(which is `now`) preemption returns to its live setting, the queued tasks are
+submitted in queue order, and the pins are released: every host is announced again
+with the label `RELEASED`, which the pin accepts as well as its own host (a task
+preempted after now runs again wherever placement puts it, as it would live).  What
+the jobs cannot carry (how long each queued gang has been refused, the gang holding
+its pool's room, each task's failed placements, the host order placement breaks ties
+by) is in `ForecastScenario`, and forecast_resume.py puts it back into the daemons at now.
+
+A running task ends at WARMUP + its remaining time whenever it was placed
+(`ForecastScenario.end_at`, applied by the engine's duration policy); run again after a
+preemption, it runs its whole expected duration; a queued task runs its expected
+duration once started.  The running tasks are submitted in the order they started,
+spread over the warm-up, so the preemptor (most recently started first) ranks them
 as it ranks the live ones.
 
 Hosts in maintenance take no work: they are left out, and their running tasks are
@@ -27,34 +34,53 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
-from peloton.core.forecast.model import DurationSource, QueuedTask, RunningTask, Snapshot
-from peloton.core.model.constraints import Condition, Label, LabelConstraint, LabelKind
+from peloton.core.forecast.model import (
+    DurationSource,
+    QueuedTask,
+    RunningTask,
+    Snapshot,
+)
+from peloton.core.model.constraints import (
+    Condition,
+    Constraint,
+    Label,
+    LabelConstraint,
+    LabelKind,
+    OrConstraint,
+)
 from peloton.core.model.ids import ROOT_POOL_ID
+from peloton.core.respool.queues import QueueKind
 from peloton.core.states import JobType
 from peloton.simulation.cluster import SimHost
 from peloton.simulation.pools import PoolSpec, PoolsSpec
-from peloton.simulation.scenario import Scenario, SetPreemption
+from peloton.simulation.scenario import AddHosts, Scenario, SetPreemption
 from peloton.simulation.trace import Trace, TraceHeader, TraceJob
 
-#: Simulated seconds the present takes to rebuild before `now` (t = WARMUP is now).  Not a
-#: whole second: the entitlement refreshes every second, and a queue arriving at least
-#: `entitlement_min_interval` after a refresh is admitted against entitlements that
-#: already count it, as the live queue is.
-WARMUP = 5.5
+#: Simulated seconds the present takes to rebuild before `now` (t = WARMUP is now).  A
+#: whole number of every daemon's period (1 s, 2 s for preemption), so their passes fall at
+#: now + whole periods, as they do live when now is one of the live passes (the benchmark's
+#: instants are; a daemon's phase is otherwise not in the snapshot).  The queue arrives
+#: just after the passes at now, so forecast_resume.py recomputes the entitlements once it
+#: is in: live, they count it already.
+WARMUP = 6.0
 #: Seconds the last running task submitted in the warm-up has to start before now, and the
 #: distinct submit times the running tasks are spread over before that (each costs an instant).
 STARTS_SETTLE = 2.0
 START_STEPS = 35
-#: Host label pinning a running task to the host it runs on.
+#: Host label pinning a running task to the host it runs on (during the warm-up).
 PIN = "peloton.forecast/host"
+#: Host label every host gets at now, which every pin accepts: the pins are released.
+RELEASED = Label("peloton.forecast/released", "true")
 #: How far each kind of estimate varies between runs (factor range).
 SPREAD = {DurationSource.HISTORY: (0.5, 1.5), DurationSource.DEFAULT: (0.25, 2.0)}
 #: A sampling interval longer than any horizon: the forecast reads no samples.
 NO_SAMPLES = 1e12
 
 Target = tuple[str, int]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +94,12 @@ class ForecastScenario:
     end_at: dict[str, tuple[float | None, ...]]
     #: The (trace job, instance) keys of the targets.
     targets: frozenset[tuple[str, int]]
+    #: (trace job, instance) -> the live queued task it stands for, for every queued task
+    #: with a history in the resource manager (refused, holding room, failed placement).
+    waited: dict[tuple[str, int], QueuedTask] = field(default_factory=dict)
+    #: The snapshot it was built from: the live scheduler state forecast_resume.py puts
+    #: back at now (host order, entitlements, preemption counts, admission phase).
+    live: Snapshot | None = None
 
 
 def _factor(rng: random.Random, source: DurationSource, variation: int) -> float:
@@ -79,8 +111,11 @@ def _factor(rng: random.Random, source: DurationSource, variation: int) -> float
 
 
 def _pools(snapshot: Snapshot) -> PoolsSpec:
+    """The pools, parents first and siblings in the snapshot's (the live tree's) order:
+    admission visits the leaves in tree order, which orders the tasks of one pass (and so
+    of one placement round) across pools."""
     specs = []
-    for state in sorted(snapshot.pools, key=lambda p: p.path):
+    for state in sorted(snapshot.pools, key=lambda p: p.path.count("/")):
         parent = state.path.rsplit("/", 1)[0]
         config = replace(state.config, name=state.path.rsplit("/", 1)[1],
                          parent_id=parent or ROOT_POOL_ID)
@@ -90,13 +125,15 @@ def _pools(snapshot: Snapshot) -> PoolsSpec:
     return pools
 
 
-def _pin(hostname: str) -> LabelConstraint:
-    return LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label(PIN, hostname), 1)
+def _pin(hostname: str) -> Constraint:
+    """On `hostname` until the hosts carry `RELEASED` (now), then anywhere."""
+    return OrConstraint((LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label(PIN, hostname), 1),
+                         LabelConstraint(LabelKind.HOST, Condition.EQUAL, RELEASED, 1)))
 
 
-def _runs(items: Iterable[QueuedTask], key: Callable[[QueuedTask], object]) -> list[list[QueuedTask]]:
-    """Consecutive items with equal `key(item)`, in order (the queue's order is kept)."""
-    out: list[list[QueuedTask]] = []
+def _runs(items: Iterable[T], key: Callable[[T], object]) -> list[list[T]]:
+    """Consecutive items with equal `key(item)`, in order (the given order is kept)."""
+    out: list[list[T]] = []
     last: object = object()
     for item in items:
         k = key(item)
@@ -121,16 +158,22 @@ def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0,
              for r in snapshot.running if r.hostname not in up_names]
     jobs: list[TraceJob] = []
     end_at: dict[str, tuple[float | None, ...]] = {}
-    # One trace job per (job, host, shape), submitted in the order the tasks started (the
-    # longest running first, spread over the warm-up), so the preemptor, which takes the
-    # most recently started first, ranks them as it ranks the live ones.
+    # One trace job per (start, job, host, shape), submitted in the order the tasks started
+    # (the longest running first, spread over the warm-up), so the preemptor, which takes
+    # the most recently started first, ranks them as it ranks the live ones.  Tasks that
+    # started together live start together here; those the spread puts together anyway are
+    # submitted newest first; and jobs that started together in job id order, as the
+    # preemptor breaks its ties by task id (trace order numbers the jobs).  Within a job
+    # the instances are numbered host by host (one trace job per host keeps the pins few).
+    started = sorted({r.elapsed for r in running}, reverse=True)
+    step = {e: math.floor(k * START_STEPS / max(len(started), START_STEPS))
+            for k, e in enumerate(started)}
     by_key: dict[object, list[RunningTask]] = {}
-    for r in sorted(running, key=lambda r: (-r.elapsed, r.job_id, r.instance)):
-        by_key.setdefault((r.job_id, r.pool, r.hostname, r.resources, r.priority,
+    for r in sorted(running, key=lambda r: (step[r.elapsed], r.elapsed, r.job_id, r.instance)):
+        by_key.setdefault((r.elapsed, r.job_id, r.pool, r.hostname, r.resources, r.priority,
                            r.preemptible, r.remaining is None), []).append(r)
-    steps = max(len(by_key), 1)
-    for rank, runs in enumerate(by_key.values()):
-        at = math.floor(rank * START_STEPS / steps) * (WARMUP - STARTS_SETTLE) / START_STEPS
+    for runs in by_key.values():
+        at = step[runs[0].elapsed] * (WARMUP - STARTS_SETTLE) / START_STEPS
         first = runs[0]
         name = f"run-{len(jobs)}"
         ends: list[float | None] = []
@@ -149,6 +192,7 @@ def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0,
                              constraint=_pin(first.hostname)))
         end_at[name] = tuple(ends)
     tasks: dict[tuple[str, int], Target] = {}
+    waited: dict[tuple[str, int], QueuedTask] = {}
     queued_jobs: list[TraceJob] = []
     for group in _runs([*moved, *snapshot.queued],
                        lambda q: (q.job_id, q.pool, q.resources, q.priority, q.preemptible,
@@ -158,6 +202,9 @@ def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0,
         durations = []
         for i, q in enumerate(group):
             tasks[(name, i)] = (q.job_id, q.instance)
+            if (q.refused_for is not None or q.holds_room or q.placement_attempts
+                    or q.queue is not QueueKind.PENDING):
+                waited[(name, i)] = q
             if q.duration is not None:
                 durations.append(max(q.duration * _factor(rng, q.source, variation), 1e-3))
         service = head.duration is None
@@ -168,13 +215,15 @@ def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0,
             preemptible=head.preemptible, type=JobType.SERVICE if service else JobType.BATCH,
             constraint=head.constraint))
     wanted = frozenset(k for k, v in tasks.items() if v in targets)
-    timeline = (SetPreemption(0.0, False), SetPreemption(WARMUP, snapshot.preemption))
+    released = tuple(replace(h, labels=(*h.labels, RELEASED)) for h in hosts)
+    timeline = (SetPreemption(0.0, False), SetPreemption(WARMUP, snapshot.preemption),
+                AddHosts(WARMUP, released))
     scenario = Scenario(label="forecast", trace=Trace(TraceHeader(name="forecast"),
                                                       tuple(jobs + queued_jobs)),
                         hosts=hosts, pools=_pools(snapshot), preemption=False,
                         timeline=timeline, horizon=WARMUP + horizon,
                         sample_interval=NO_SAMPLES, seed=seed, epoch=snapshot.now - WARMUP)
-    return ForecastScenario(scenario, tasks, end_at, wanted)
+    return ForecastScenario(scenario, tasks, end_at, wanted, waited, snapshot)
 
 
 def has_unknowns(snapshot: Snapshot) -> bool:

@@ -10,8 +10,15 @@ Bounded twice, and the answer says so: the simulation looks at most `bounds.hori
 seconds past now (a target not started by then is "not within the horizon"), and
 the whole answer spends at most `bounds.wall` seconds of wall time — every run
 checks the deadline on each event, and runs not made in time are reported as not
-made (`Forecast.truncated`).  The baseline's variations come first, then each
-counterfactual's.
+made (`Forecast.truncated`, and a note naming each change not run).
+
+The wall time is shared seed by seed: a round runs the baseline's variation k, then each
+change's variation k, so a small cap tries every change once before any second variation
+(not the baseline's five, then whatever is left).  Each change is compared with the
+baseline over the same seeds (paired): the answer keeps the complete rounds only (or, if
+not even the first finished, the first round's runs that did), so a change that cannot
+help comes out exactly equal to the baseline.  Only the changes that start the targets
+earlier (p50, then p90, in whole seconds) are offered; the others are noted as not helping.
 
 This module is an edge of the simulation package: it runs the engine (driver.py).
 """
@@ -25,7 +32,7 @@ from dataclasses import dataclass, field
 
 from peloton.core.errors import InvalidArgument, NotFound
 from peloton.core.forecast.binding import binding
-from peloton.core.forecast.changes import candidates
+from peloton.core.forecast.changes import Change, candidates, named
 from peloton.core.forecast.model import (
     Bounds,
     Counterfactual,
@@ -33,9 +40,11 @@ from peloton.core.forecast.model import (
     Forecast,
     Snapshot,
 )
+from peloton.core.forecast.render import starts
 from peloton.core.model.resources import Resources
 from peloton.simulation.driver import PelotonSimulator
 from peloton.simulation.forecast_plan import WARMUP, ForecastScenario, build, has_unknowns
+from peloton.simulation.forecast_resume import Resume
 from peloton.simulation.result import TaskEventKind
 from peloton.simulation.trace import TraceJob
 
@@ -89,7 +98,7 @@ class _Watch:
         """The run reached its horizon, ran out of work, or was stopped."""
 
 
-def _policy(fs: ForecastScenario) -> Callable[[TraceJob, int, float], float | None]:
+def duration_policy(fs: ForecastScenario) -> Callable[[TraceJob, int, float], float | None]:
     """A running task's first run ends at its absolute time; any other run (a queued task's,
     a running task's again after preemption) lasts its duration."""
     launched: set[tuple[str, int]] = set()
@@ -113,7 +122,8 @@ def start_times(fs: ForecastScenario, deadline: float,
     Raises `_OutOfTime` when the wall deadline passes first.
     """
     watch = _Watch(fs.targets, deadline, clock)
-    PelotonSimulator(duration=_policy(fs), stop_when=watch.stop).run(fs.scenario, watch)
+    PelotonSimulator(duration=duration_policy(fs), stop_when=watch.stop,
+                     after_round=Resume(fs)).run(fs.scenario, watch)
     if watch.out_of_time:
         raise _OutOfTime
     return {fs.tasks[key]: max(0.0, t - WARMUP) for key, t in watch.started.items()}
@@ -145,19 +155,49 @@ def estimate(values: list[float | None]) -> Estimate:
                     runs=len(values), started=sum(v is not None for v in values))
 
 
-def _estimate(snapshot: Snapshot, targets: frozenset[Target], variations: int, seed: int,
-              bounds: Bounds, deadline: float, clock: Callable[[], float]) -> Estimate | None:
-    """The estimate over the variations, or None if not even one run finished in time."""
-    values: list[float | None] = []
+def _earlier(change: Estimate, base: Estimate) -> bool:
+    """Whether `change` starts the targets earlier than `base` (p50, then p90, in the whole
+    seconds the answer is given in; not started within the horizon is later than any time)."""
+    def key(est: Estimate) -> tuple[float, float]:
+        return (math.inf if est.p50 is None else round(est.p50),
+                math.inf if est.p90 is None else round(est.p90))
+    return key(change) < key(base)
+
+
+@dataclass(slots=True)
+class _Runs:
+    """The runs made so far: the baseline's, and each change's, by variation."""
+
+    base: list[float | None] = field(default_factory=list)
+    changes: dict[int, list[float | None]] = field(default_factory=dict)
+    refused: dict[int, str] = field(default_factory=dict)
+
+
+def _run_rounds(snapshot: Snapshot, targets: frozenset[Target], changes: list[Change],
+                variations: int, seed: int, bounds: Bounds, deadline: float,
+                clock: Callable[[], float]) -> _Runs:
+    """Round k runs the baseline's variation k, then each change's, until the variations
+    are done or the wall deadline passes (the run under way is dropped)."""
+    runs = _Runs(changes={n: [] for n in range(len(changes))})
     for k in range(variations):
-        if clock() >= deadline:
-            break
-        fs = build(snapshot, targets, variation=k, seed=seed, horizon=bounds.horizon)
-        try:
-            values.append(run_once(fs, deadline, clock))
-        except _OutOfTime:
-            break
-    return estimate(values) if values else None
+        plan: list[tuple[int, Snapshot, frozenset[Target]]] = [(-1, snapshot, targets)]
+        plan += [(n, c.snapshot, c.targets) for n, c in enumerate(changes)
+                 if n not in runs.refused]
+        for n, snap, wanted in plan:
+            if clock() >= deadline:
+                return runs
+            try:
+                fs = build(snap, wanted, variation=k, seed=seed, horizon=bounds.horizon)
+                value = run_once(fs, deadline, clock)
+            except _OutOfTime:
+                return runs
+            except InvalidArgument as exc:  # the change breaks a pool rule (never the base's)
+                if n < 0:
+                    raise
+                runs.refused[n] = exc.message
+                continue
+            (runs.base if n < 0 else runs.changes[n]).append(value)
+    return runs
 
 
 def forecast(snapshot: Snapshot, job_id: str, instances: tuple[int, ...] = (), *,
@@ -175,8 +215,11 @@ def forecast(snapshot: Snapshot, job_id: str, instances: tuple[int, ...] = (), *
     queued = [q for q in snapshot.queued
               if q.job_id == job_id and (not instances or q.instance in instances)]
     if not queued:
-        what = f"instances {', '.join(map(str, instances))} of job" if instances else "job"
-        raise NotFound(f"{what} {job_id} has no pending task to forecast")
+        what = f"job {job_id} has"
+        if instances:
+            verb = "has" if len(set(instances)) == 1 else "have"
+            what = f"{named(set(instances))} of job {job_id} {verb}"
+        raise NotFound(f"{what} no pending task to forecast")
     targets = frozenset((q.job_id, q.instance) for q in queued)
     variations = bounds.variations if has_unknowns(snapshot) else 1
     notes = [NO_ARRIVALS]
@@ -184,18 +227,31 @@ def forecast(snapshot: Snapshot, job_id: str, instances: tuple[int, ...] = (), *
         notes.append(ONE_RUN)
     if any(q.gang > 1 for q in snapshot.queued):
         notes.append("gangs are simulated task by task (their all-or-nothing start is not)")
-    base = _estimate(snapshot, targets, variations, seed, bounds, deadline, clock)
+    changes = candidates(snapshot, targets)
+    runs = _run_rounds(snapshot, targets, changes, variations, seed, bounds, deadline, clock)
+    tried = [n for n in range(len(changes)) if n not in runs.refused]
+    # Paired: the complete rounds only, or the first round's runs if it did not complete.
+    keep = max(min((len(runs.changes[n]) for n in tried), default=len(runs.base)), 1)
+    base_values = runs.base[:keep]
+    base = estimate(base_values) if base_values else None
     truncated = base is None or base.runs < variations
     counterfactuals = []
-    for change in candidates(snapshot, targets):
-        try:
-            est = _estimate(change.snapshot, change.targets, variations, seed, bounds,
-                            deadline, clock) if clock() < deadline else None
-        except InvalidArgument as exc:  # the change breaks a pool rule: say so
-            notes.append(f"{change.description}: not possible ({exc.message})")
+    for n, change in enumerate(changes):
+        if n in runs.refused:
+            notes.append(f"{change.description}: not possible ({runs.refused[n]})")
             continue
-        truncated = truncated or est is None or est.runs < variations
-        counterfactuals.append(Counterfactual(change.kind, change.description, est))
+        values = runs.changes[n][:keep]
+        if base is None or not values:
+            truncated = True
+            notes.append(f"not run within the wall time: {change.description}")
+            continue
+        est = estimate(values)
+        if _earlier(est, base):
+            counterfactuals.append(Counterfactual(change.kind, change.description, est))
+        else:
+            with_it, without = starts(est, bounds.horizon), starts(base, bounds.horizon)
+            notes.append(f"would not help: {change.description}: starts {with_it}, "
+                         + ("as without it" if with_it == without else f"without it {without}"))
     return Forecast(job_id=job_id, instances=tuple(sorted(i for _, i in targets)),
                     now=snapshot.now, estimate=base or Estimate(None, None, 0, 0),
                     binding=binding(snapshot, queued[0]), counterfactuals=tuple(counterfactuals),

@@ -82,6 +82,9 @@ def bench_sim() -> None:
         def host_gone(self, hostname: str, reason: str) -> None:
             pass
 
+        def host_seen(self, hostname: str) -> None:
+            pass
+
         def status_update(self, update: StatusUpdate) -> None:
             backend.acknowledge([update])
             if update.state.terminal:
@@ -127,6 +130,9 @@ class _Counter:
 
     def host_gone(self, hostname: str, reason: str) -> None:
         print(f"host gone: {hostname}: {reason}", file=sys.stderr)
+
+    def host_seen(self, hostname: str) -> None:
+        pass  # heartbeats: nothing to count
 
     def status_updates(self, updates: Sequence[StatusUpdate]) -> None:
         for update in updates:

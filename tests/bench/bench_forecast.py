@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from peloton.cluster.forecast import LiveState
+from peloton.cluster.forecast import LiveState, rotation_of
 from peloton.core.forecast.model import DurationSource, Snapshot
 from peloton.core.model.resources import Resources
 from peloton.simulation.cluster import ClusterSpec, HostGroup, load_cluster
@@ -129,7 +129,8 @@ def replay(trace: Trace, cluster: ClusterSpec, pools: PoolsSpec,
             sim.run_instant()
             while todo and todo[0] <= t:
                 todo.pop(0)
-                live = LiveState(sim.resmgr, sim.hostmgr, sim.store, now=sim.clock.now)
+                live = LiveState(sim.resmgr, sim.hostmgr, sim.store, now=sim.clock.now,
+                                 rotation=rotation_of(sim.hostmgr, sim.placement))
                 estimated = live.snapshot("")
                 snaps[t] = (estimated, _exact(estimated, by_id, starts, t))
             if nxt_job == len(jobs) and not todo and observer.all_batch_finished:
@@ -176,12 +177,18 @@ def _rank(values: list[float], p: int) -> float:
     return ordered[max(math.ceil(p / 100 * len(ordered)), 1) - 1] if ordered else math.nan
 
 
+def _abs_error(predicted: float, actual: float) -> float:
+    """|predicted - actual| to the microsecond: the two runs count time from other origins
+    (the forecast's now is its t = 6 s), so equal instants differ by float rounding."""
+    return round(abs(predicted - actual), 6)
+
+
 def errors(predicted: dict[Key, float], actual: dict[Key, float], at: float) -> tuple[list[float], int]:
     """Absolute errors over the tasks both know, and how many were left out."""
     out, left = [], 0
     for key, secs in predicted.items():
         if key in actual:
-            out.append(abs(secs - (actual[key] - at)))
+            out.append(_abs_error(secs, actual[key] - at))
         else:
             left += 1
     return out, left
@@ -197,7 +204,8 @@ def job_errors(predicted: dict[Key, float], actual: dict[Key, float],
     out, left = [], 0
     for keys in jobs.values():
         if all(k in actual for k in keys):
-            out.append(abs(max(predicted[k] for k in keys) - (max(actual[k] for k in keys) - at)))
+            out.append(_abs_error(max(predicted[k] for k in keys),
+                                  max(actual[k] for k in keys) - at))
         else:
             left += 1
     return out, left

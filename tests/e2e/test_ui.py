@@ -3,7 +3,9 @@
 The pages are loaded in Chromium and the DOM their scripts built is read
 back: the job list, the job's tasks and their states, the task's log text,
 pools and hosts.  Then a job is stopped through the UI's JSON API (what
-the Stop button posts) and the job page is seen to show it stopped.
+the Stop button posts) and the job page is seen to show it stopped.  The forecast panel is
+asked on a waiting job's job and task pages and compared with the JSON API's answer, and seen
+to say why when there is no forecast (nothing pending, or no answer within the page's 30 s).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,5 +198,140 @@ def test_unknown_pages_and_bad_job_ids_show_not_found_and_stop_asking(up: tuple[
         first = browser.evaluate(tab, count)
         time.sleep(5)  # more than two refresh periods: a page that retried would have asked again
         assert browser.evaluate(tab, count) == first == 1
+    finally:
+        browser.close()
+
+
+# -- the forecast panel (ui/static/js/forecast.js) ----------------------------------------------
+ASK = "document.querySelector('[data-forecast=ask]')"
+#: The panel's answer once it has one (data-state done or failed), as a JSON value; null before.
+ANSWER = """(() => {
+  const out = document.querySelector('[data-forecast=result]');
+  if (!out || !['done', 'failed'].includes(out.dataset.state)) return null;
+  const facts = {};
+  for (const dt of out.querySelectorAll('dt')) facts[dt.textContent] = dt.nextElementSibling.textContent;
+  const banner = document.getElementById('banner');
+  return {state: out.dataset.state, facts,
+          changes: [...out.querySelectorAll('[data-forecast=changes] li')].map((li) => li.textContent),
+          error: out.querySelector('[data-forecast=error]')?.textContent ?? null,
+          banner: banner.hidden ? null : banner.textContent, asking_again: !ASK.disabled};
+})()""".replace("ASK", ASK)
+_SPAN = r"(?:now|\d+s|\d+m\d\ds|\d+h\d\dm|\d+d\d\dh|not within \S+)"
+#: A start as the panel writes it: one time, or "<p50> (p50) to <p90> (p90)".
+RANGE = re.compile(rf"{_SPAN}(?: \(p50\) to {_SPAN} \(p90\))?")
+
+
+@pytest.fixture(scope="module")
+def forecast_jobs(up: tuple[UpCluster, str],
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """Pool /uifc may use 1 cpu: `busy` (one 1-cpu task sleeping) holds it and `waiting` (two
+    1-cpu tasks) queues behind it, both instances PENDING on the pool's limit."""
+    cluster, _ = up
+    base = tmp_path_factory.mktemp("forecast")
+    cluster.cli("respool", "create", "/uifc", str(write_pool(base, "uifc", cpu_limit=1)))
+    busy = create(cluster, "/uifc", write_job(base, "ui-fc-busy", "sleep 600", cpu=1))
+    eventually(lambda: cluster.client.list_tasks(busy).result.value[0].runtime.state == task_pb2.RUNNING,
+               60, "busy RUNNING")
+    waiting = create(cluster, "/uifc", write_job(base, "ui-fc-waiting", "true", cpu=1, count=2))
+    try:
+        eventually(lambda: [t.runtime.state for _, t in sorted(
+            cluster.client.list_tasks(waiting).result.value.items())] == [task_pb2.PENDING] * 2,
+                   60, "both instances of waiting PENDING")
+        yield busy, waiting
+    finally:
+        cluster.cli("job", "stop", waiting)
+        cluster.cli("job", "stop", busy)
+
+
+def ask_forecast(browser: Browser, tab: str, *, visible: bool = True) -> dict[str, Any]:
+    """Wait for the page and its forecast panel, press "Forecast start", wait for the answer."""
+    panel = "document.querySelector('section[aria-label=forecast]')"
+    browser.wait_for(tab, f"document.body.dataset.loaded === 'true' && {ASK} !== null", 60)
+    assert browser.evaluate(tab, f"{panel}.hidden") is (not visible)
+    browser.evaluate(tab, f"{ASK}.click()")
+    # The forecast runs the scheduler forward for up to 10 s of wall time (ui/reads.py), in a
+    # worker process that may be slow to start on a busy machine.
+    answer: dict[str, Any] = browser.wait_for(tab, ANSWER, 90)
+    assert answer["banner"] is None, f"the page shows an error: {answer['banner']}"
+    assert answer["asking_again"], "the button stays disabled after the answer"
+    return answer
+
+
+def api_forecast(cluster: UpCluster, job_id: str, query: str = "") -> dict[str, Any]:
+    url = f"http://127.0.0.1:{cluster.ui_port}/ui/api/jobs/{job_id}/forecast{query}"
+    with urllib.request.urlopen(url, timeout=90) as response:
+        return dict(json.loads(response.read()))
+
+
+def assert_shows(answer: dict[str, Any], api: dict[str, Any], which: str) -> None:
+    """The panel shows the API's answer for the same job: what it is for, the binding
+    constraint and the changes that would start it sooner, in the API's order.  Each ask runs
+    the forecast afresh (other seeds may finish within the wall time), so the start times are
+    checked for form and sense, not compared digit for digit."""
+    assert answer["state"] == "done" and answer["error"] is None, answer
+    facts = answer["facts"]
+    assert facts["For"] == which
+    binding = api["binding"]
+    assert binding["kind"] == "pool-limit" and "pool /uifc is at its limit" in binding["summary"]
+    assert facts["Binding now"] == f"{api['binding']['kind']}: {api['binding']['summary']}"
+    assert api["estimate"]["runs"] > 0 and api["estimate"]["p50_secs"] is not None, api
+    assert RANGE.fullmatch(facts["Starts"]) and facts["Starts"] != "now", facts["Starts"]
+    assert re.fullmatch(r"looked 1d00h ahead, \d+\.\d s of 10 s wall time( \(cut short\))?", facts["Bounds"])
+    changes = [c["change"] for c in api["counterfactuals"]]
+    assert changes and len(answer["changes"]) == len(changes), (answer["changes"], changes)
+    for line, change in zip(answer["changes"], changes, strict=True):
+        assert line.startswith(f"{change}: "), (line, change)
+        estimate = line.removeprefix(f"{change}: ")
+        assert RANGE.fullmatch(estimate) or estimate == "not run within the wall time", line
+
+
+@pytest.mark.timeout(400)
+def test_the_forecast_panel_on_a_waiting_jobs_job_and_task_pages(
+        up: tuple[UpCluster, str], forecast_jobs: tuple[str, str]) -> None:
+    cluster, _ = up
+    _, waiting = forecast_jobs
+    browser = Browser(timeout=60)
+    try:
+        job = browser.open(f"http://127.0.0.1:{cluster.ui_port}/jobs/{waiting}")
+        answer = ask_forecast(browser, job)
+        assert_shows(answer, api_forecast(cluster, waiting),
+                     "the last of 2 pending instances (0, 1)")
+
+        task = browser.open(f"http://127.0.0.1:{cluster.ui_port}/jobs/{waiting}/tasks/1")
+        answer = ask_forecast(browser, task)
+        assert_shows(answer, api_forecast(cluster, waiting, "?instance=1"), "instance 1")
+    finally:
+        browser.close()
+
+
+def test_the_forecast_panel_says_why_when_there_is_no_forecast(
+        up: tuple[UpCluster, str], forecast_jobs: tuple[str, str]) -> None:
+    cluster, _ = up
+    busy, waiting = forecast_jobs
+    base = f"http://127.0.0.1:{cluster.ui_port}"
+    # An unknown instance has no task page, hence no panel: the page says "not found".
+    unknown = page(cluster, f"/jobs/{waiting}/tasks/7")
+    assert unknown.find("section", data_not_found="true")
+    assert not unknown.find_all("section", aria_label="forecast")
+    browser = Browser(timeout=60)
+    try:
+        # Nothing of busy waits: its pages hide the panel.  A page a refresh behind the cluster
+        # (the task started meanwhile) can still ask: the answer says why there is none.
+        tab = browser.open(f"{base}/jobs/{busy}")
+        answer = ask_forecast(browser, tab, visible=False)
+        assert answer["state"] == "failed"
+        assert answer["error"] == f"No forecast: job {busy} has no pending task to forecast (not_found)"
+        tab = browser.open(f"{base}/jobs/{busy}/tasks/0")
+        answer = ask_forecast(browser, tab, visible=False)
+        assert answer["state"] == "failed" and answer["error"].startswith("No forecast: ")
+        assert answer["error"].endswith(f"of job {busy} has no pending task to forecast (not_found)")
+
+        # A forecast that never answers: the page gives up after its 30 s and says so.
+        tab = browser.open(f"{base}/jobs/{waiting}")
+        browser.wait_for(tab, f"document.body.dataset.loaded === 'true' && {ASK} !== null", 60)
+        browser.hold_requests(tab, "*/forecast*")
+        answer = ask_forecast(browser, tab)
+        assert answer["state"] == "failed"
+        assert answer["error"] == "No forecast: the UI server did not answer within 30s (unavailable)"
     finally:
         browser.close()

@@ -8,7 +8,8 @@ It keeps the port's promises in the simplest way that is still true:
 * `commit_lease` books a reservation per placed run (refusing ones that no
   longer fit) and frees the leased hosts; `release_lease` frees them;
 * `launch` consumes a run's reservation (or books room directly) and, with
-  `auto_run` on, reports the run RUNNING at once; `finish` (a test helper)
+  `auto_run` on, reports the run RUNNING at once; a launch to an unknown host, or to
+  one in `unreachable` (still offered, its agent gone), fails `unreached`; `finish` (a test helper)
   and `kill` end runs with a terminal event, freeing their room;
 * `subscribe` gives a per-consumer cursor over one ordered event list;
   acknowledged offsets persist per consumer name, as the port says.
@@ -148,6 +149,8 @@ class FakeHostManager:
         self.launches: list[tuple[str, LaunchSpec]] = []
         self.refused: list[HostReservation] = []
         self.drains: dict[str, DrainRequest] = {}
+        #: Hosts still offered whose agent cannot be reached (killed, not yet timed out).
+        self.unreachable: set[str] = set()
         self._ids = itertools.count(1)
 
     # -- test setup and helpers ------------------------------------------------------------
@@ -234,8 +237,11 @@ class FakeHostManager:
         failures = []
         self.launches += [(hostname, spec) for spec in tasks]
         for spec in tasks:
-            if host is None:
-                failures.append(LaunchFailure(spec.run_id, f"unknown host {hostname}"))
+            if host is None or hostname in self.unreachable:
+                if host is not None:
+                    host.bookings.pop(spec.run_id, None)  # its reservation is given up
+                failures.append(LaunchFailure(spec.run_id, f"cannot reach host {hostname}",
+                                              unreached=True))
                 continue
             booking = host.bookings.get(spec.run_id)
             if booking is None:

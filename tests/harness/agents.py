@@ -26,6 +26,7 @@ class Recorder:
         self.hosts: dict[str, BackendHost] = {}
         self.host_ups: list[str] = []
         self.gone: list[tuple[str, str]] = []
+        self.seen: list[str] = []
         self.updates: list[StatusUpdate] = []
         self._lock = threading.Lock()
 
@@ -37,6 +38,10 @@ class Recorder:
     def host_gone(self, hostname: str, reason: str) -> None:
         with self._lock:
             self.gone.append((hostname, reason))
+
+    def host_seen(self, hostname: str) -> None:
+        with self._lock:
+            self.seen.append(hostname)
 
     def status_update(self, update: StatusUpdate) -> None:
         with self._lock:

@@ -240,6 +240,11 @@ class Browser:
                 raise AssertionError(f"timed out after {timeout}s waiting for {predicate}{error}")
             time.sleep(0.2)
 
+    def hold_requests(self, session: str, url_pattern: str) -> None:
+        """Hold every request of the tab whose URL matches `url_pattern` (`*` wildcards) with
+        no answer, as a server that never replies would: the page's own timeout must act."""
+        self.call("Fetch.enable", {"patterns": [{"urlPattern": url_pattern}]}, session)
+
     def close(self) -> None:
         """End the browser (by process group) and remove its profile."""
         try:

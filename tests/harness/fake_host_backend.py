@@ -54,6 +54,11 @@ class FakeBackend:
         if self.listener is not None:
             self.listener.host_gone(hostname, "removed by the test")
 
+    def heartbeat(self, hostname: str) -> None:
+        """The host gives a sign of life (as our agents' heartbeats do)."""
+        if self.listener is not None and hostname in self.hosts:
+            self.listener.host_seen(hostname)
+
     def report(self, run_id: str, state: TaskState, hostname: str = "",
                **extra: object) -> StatusUpdate:
         """The run's host reports a new state (a fresh uuid per report)."""

@@ -195,20 +195,7 @@ FAULTS: dict[str, Callable[[Outage], Callable[[], None]]] = {
 }
 
 
-#: Found by this test, not fixed yet: see the reason.
-AGENT_KILL_BUG = (
-    "a launch to an agent killed -9 fails at once (connection refused) and counts as a "
-    "system failure of the task; the host manager keeps offering the dead host until its "
-    "heartbeat timeout (5 s), so placement puts the task there again and its 4 system "
-    "retries (MIN_SYSTEM_FAILURE_RETRIES) are spent within seconds: the job ends FAILED. "
-    "A launch that never reached its host should not count, or a host that refused a "
-    "connection should not be offered again until it is heard from")
-
-
-@pytest.mark.parametrize("fault", [
-    "none", "store", "zookeeper",
-    pytest.param("agent", marks=pytest.mark.xfail(strict=True, reason=AGENT_KILL_BUG)),
-])
+@pytest.mark.parametrize("fault", ["none", "store", "zookeeper", "agent"])
 def test_every_acknowledged_job_succeeds_and_no_run_executes_twice(
         outage: Outage, fault: str) -> None:
     started = time.monotonic()

@@ -23,6 +23,8 @@ from peloton.api.client_transport import NON_LEADER, ServiceHandle, Transport
 from peloton.api.convert.private_hosts import (
     event_from_pb,
     event_to_pb,
+    launch_failure_from_pb,
+    launch_failure_to_pb,
     launches_from_pb,
     launches_to_pb,
     offer_from_pb,
@@ -51,7 +53,7 @@ from peloton.core.model.constraints import (
 from peloton.core.model.host import HostInfo, HostOffer
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import PortRange, Resources
-from peloton.core.model.sched import LaunchSpec
+from peloton.core.model.sched import LaunchFailure, LaunchSpec
 from peloton.core.model.task import (
     CommandSpec,
     HealthCheckSpec,
@@ -126,7 +128,7 @@ def test_tasks_keep_sharing_their_placement_needs() -> None:
     assert back[0].request.needs is back[3].request.needs
 
 
-def test_offers_summaries_and_events_survive_the_wire() -> None:
+def test_offers_summaries_events_and_launch_failures_survive_the_wire() -> None:
     offer = HostOffer("h1", "agent-1", Resources(4, 8, 9, 1), Resources(1, 2, 3, 0),
                       (PortRange(31000, 31009),), (Label("zone", "a"),), HostState.DRAINING, 0.5,
                       ((Label("job", JOB), 2),))
@@ -139,6 +141,9 @@ def test_offers_summaries_and_events_survive_the_wire() -> None:
         event = HostEvent(7, f"{JOB}-0-1", S.FAILED, "h1", "agent-1", 12.5, "boom", "REASON_X",
                           exit_code, "UNHEALTHY")
         assert event_from_pb(event_to_pb(event)) == event
+    for unreached in (False, True):
+        failure = LaunchFailure(f"{JOB}-0-1", "host h1 is not connected", unreached=unreached)
+        assert launch_failure_from_pb(launch_failure_to_pb(failure)) == failure
 
 
 def test_a_value_this_process_does_not_know_is_refused_by_name() -> None:

@@ -214,12 +214,12 @@ def launches_from_pb(specs: Sequence[pb.TaskSpec],
 
 def launch_failure_to_pb(f: LaunchFailure) -> pb.LaunchFailure:
     """LaunchFailure -> message."""
-    return pb.LaunchFailure(run_id=f.run_id, reason=f.reason)
+    return pb.LaunchFailure(run_id=f.run_id, reason=f.reason, unreached=f.unreached)
 
 
 def launch_failure_from_pb(m: pb.LaunchFailure) -> LaunchFailure:
     """Message -> LaunchFailure."""
-    return LaunchFailure(m.run_id, m.reason)
+    return LaunchFailure(m.run_id, m.reason, unreached=m.unreached)
 
 
 # -- the status stream ----------------------------------------------------------------------------

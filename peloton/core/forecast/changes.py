@@ -9,8 +9,11 @@
   one holding the most cpu (its queued tasks go too);
 * hosts of a shape added: the shape of the largest host (or a host just big enough),
   as many as the target's pending tasks need;
-* fewer instances: half of the job's pending instances (the targeted first);
-* smaller resources: the target job's tasks asking for half.
+* fewer instances: the first half of the job's pending instances, for a
+  forecast of the whole job only (for some of its instances, the others are not theirs to
+  give up: the change would say nothing about them);
+* smaller resources: the targets asking for half (the whole job's pending tasks, or the
+  instances asked about).
 
 Each is a new `Snapshot` and target set; the simulation runs it like the baseline.
 """
@@ -18,6 +21,7 @@ Each is a new `Snapshot` and target set; the simulation runs it like the baselin
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from peloton.core import words
@@ -79,11 +83,20 @@ def add_hosts(snapshot: Snapshot, shape: LiveHost, count: int) -> Snapshot:
     return replace(snapshot, hosts=snapshot.hosts + added)
 
 
-def resize(snapshot: Snapshot, job_id: str, factor: float) -> Snapshot:
-    """The queued tasks of `job_id` ask for `factor` times their resources."""
+def resize(snapshot: Snapshot, job_id: str, factor: float,
+           only: frozenset[int] | None = None) -> Snapshot:
+    """The queued tasks of `job_id` (those of the instances `only`, if given) ask for
+    `factor` times their resources."""
     return replace(snapshot, queued=tuple(
-        replace(q, resources=q.resources.scale(factor)) if q.job_id == job_id else q
+        replace(q, resources=q.resources.scale(factor))
+        if q.job_id == job_id and (only is None or q.instance in only) else q
         for q in snapshot.queued))
+
+
+def named(instances: Iterable[int]) -> str:
+    """"instance 3", "instances 3, 5"."""
+    ids = sorted(instances)
+    return f"instance{'s' if len(ids) != 1 else ''} {', '.join(map(str, ids))}"
 
 
 def keep_instances(snapshot: Snapshot, job_id: str, keep: frozenset[int]) -> Snapshot:
@@ -147,14 +160,20 @@ def candidates(snapshot: Snapshot, targets: frozenset[Target]) -> list[Change]:
                                        f"({words.resources(shape.capacity)}) added",
                           add_hosts(snapshot, shape, count), targets))
     queued_of_job = [q.instance for q in snapshot.queued if q.job_id == job_id]
-    if len(queued_of_job) > 1:
-        ordered = sorted(queued_of_job, key=lambda i: ((job_id, i) not in targets, i))
+    whole_job = all((job_id, i) in targets for i in queued_of_job)
+    if whole_job and len(queued_of_job) > 1:
+        ordered = sorted(queued_of_job)
         keep = frozenset(ordered[:math.ceil(len(ordered) / 2)])
         kept_targets = frozenset(t for t in targets if t[1] in keep)
         out.append(Change(K.FEWER_INSTANCES,
                           f"{len(keep)} of the job's {len(ordered)} pending instances",
                           keep_instances(snapshot, job_id, keep), kept_targets))
-    out.append(Change(K.SMALLER_RESOURCES,
-                      f"half the resources per task ({words.resources(head.resources.scale(0.5))})",
-                      resize(snapshot, job_id, 0.5), targets))
+    half = words.resources(head.resources.scale(0.5))
+    if whole_job:
+        out.append(Change(K.SMALLER_RESOURCES, f"half the resources per task ({half})",
+                          resize(snapshot, job_id, 0.5), targets))
+    else:
+        mine = frozenset(i for _, i in targets)
+        out.append(Change(K.SMALLER_RESOURCES, f"half the resources for {named(mine)} ({half})",
+                          resize(snapshot, job_id, 0.5, mine), targets))
     return out

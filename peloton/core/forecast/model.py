@@ -3,7 +3,11 @@
 A `Snapshot` is what the scheduler knows at one wall-clock moment `now`, as plain
 values: the pools (config, entitlement, allocation), the hosts (capacity, labels,
 up or draining), the tasks running (where, and when each is expected to end) and the
-tasks queued (in queue order, with what each asks for).  The daemon that serves the
+tasks queued (in queue order, with what each asks for), and the scheduler state that
+decides what happens next and that no job carries (how long each queued gang has been
+refused, failed placements, preemption counts, the daemons' timing, the host order
+placement breaks ties by), so that with the true durations and no new jobs the forecast
+does what the scheduler does.  The daemon that serves the
 forecast builds it from its own state and its ports; the simulation copies it into
 a scenario and runs the real daemons forward (peloton/simulation/forecast_plan.py).
 
@@ -18,6 +22,8 @@ from enum import StrEnum
 from peloton.core.model.constraints import Constraint, Label
 from peloton.core.model.resources import Resources
 from peloton.core.model.respool import ResourcePoolConfig
+from peloton.core.placement.hosts import IndexLayout
+from peloton.core.respool.queues import QueueKind
 
 #: Simulated seconds a forecast looks ahead at most, by default (a day).
 DEFAULT_HORIZON = 86_400.0
@@ -48,6 +54,10 @@ class PoolState:
     config: ResourcePoolConfig
     entitlement: Resources = Resources()
     allocation: Resources = Resources()
+    #: The two parts of `entitlement` admission compares against (None: not known; the
+    #: forecast computes its own from the demand).
+    non_slack_entitlement: Resources | None = None
+    slack_entitlement: Resources | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +115,33 @@ class QueuedTask:
     admitted: bool = False
     #: The resource manager's own words for why it waits ("" if it gave none).
     reason: str = ""
+    #: Seconds since admission first refused its gang (None: not refused yet).  A gang
+    #: refused long enough holds room in its pool (core/respool/admission.py), so how long
+    #: it has waited decides what is admitted beside it.
+    refused_for: float | None = None
+    #: Its gang holds its queue's reservation now: work behind it starts only beside it.
+    holds_room: bool = False
+    #: Times placement failed to find it a host; the wait before the next try, and when it
+    #: gives its admission back, grow with them (resmgr/taskbook.py).
+    placement_attempts: int = 0
+    #: The pool queue it waits in (admission moves a refused gang to its class's queue).
+    queue: QueueKind = QueueKind.PENDING
+
+
+@dataclass(frozen=True, slots=True)
+class HostRotation:
+    """Which host placement picks among equals, as the live daemons hold it now.
+
+    Placement takes the fullest host that fits and breaks ties by the host's position in
+    its index; hosts leave the index while full and come back at the position freed last,
+    in the order the host manager offers them again.  So the same tasks on the same hosts
+    are placed on other hosts than live unless both orders are copied.  `offer_order`:
+    the host manager's offerable hosts in lease order; `layout`: the placement engine's
+    index (None: it has not placed yet).
+    """
+
+    offer_order: tuple[str, ...]
+    layout: IndexLayout | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +149,25 @@ class Snapshot:
     """Live state at wall-clock `now` (epoch seconds); `queued` is in queue order."""
 
     now: float
+    #: In the live tree's order, parents first (admission visits the leaves in that order).
     pools: tuple[PoolState, ...]
     hosts: tuple[LiveHost, ...]
     running: tuple[RunningTask, ...] = ()
     queued: tuple[QueuedTask, ...] = ()
     preemption: bool = True
+    #: The host order placement uses (None: not known; the forecast starts one afresh).
+    rotation: HostRotation | None = None
+    #: Seconds since the resource manager last computed entitlements (None: not known).
+    #: It recomputes on new demand only a minimum interval after the last time.
+    entitled_for: float | None = None
+    #: Demand changed since (the entitlements do not count all of it yet).
+    entitlement_stale: bool = False
+    #: Seconds since the resource manager's admission loop last passed (None: not known);
+    #: it passes every scheduling period after that.
+    admitted_for: float | None = None
+    #: (pool path, preemption cycles in a row it has been over its entitlement), for the
+    #: pools counted now: preemption acts after a number of such cycles.
+    over_cycles: tuple[tuple[str, int], ...] = ()
 
     def pool(self, path: str) -> PoolState:
         """The pool at `path` (KeyError if none)."""
@@ -203,6 +254,8 @@ class Forecast:
     now: float
     estimate: Estimate
     binding: Binding
+    #: The changes that start it sooner than `estimate` over the same seeds (those that would
+    #: not, and those not run within the wall time, are named in `notes`).
     counterfactuals: tuple[Counterfactual, ...]
     bounds: Bounds
     #: Wall-clock seconds spent, and whether the wall cap cut it short.

@@ -24,7 +24,8 @@ def span(secs: float | None, horizon: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
-def _range(est: Estimate, horizon: float) -> str:
+def starts(est: Estimate, horizon: float) -> str:
+    """When it starts, in words: "3m20s", "1m00s (p50) to 2m00s (p90)"."""
     if est.runs == 0:
         return "unknown (no run finished within the wall time)"
     p50, p90 = span(est.p50, horizon), span(est.p90, horizon)
@@ -47,7 +48,7 @@ def _bounds(f: Forecast) -> str:
 def text(f: Forecast) -> str:
     """The forecast as the CLI prints it."""
     h = f.bounds.horizon
-    lines = [f"{_what(f)}: starts {_range(f.estimate, h)}",
+    lines = [f"{_what(f)}: starts {starts(f.estimate, h)}",
              f"  binding now ({f.binding.kind.value}): {f.binding.summary}"]
     if f.binding.hosts_total:
         why = ", ".join(f"{n} {reason}" for reason, n in f.binding.rejections)
@@ -59,7 +60,7 @@ def text(f: Forecast) -> str:
         lines.append("what would start it sooner:")
         width = max(len(c.change) for c in f.counterfactuals)
         for c in f.counterfactuals:
-            est = "not run (wall time spent)" if c.estimate is None else _range(c.estimate, h)
+            est = "not run (wall time spent)" if c.estimate is None else starts(c.estimate, h)
             lines.append(f"  {c.change:<{width}}  {est}")
     lines.extend(f"note: {n}" for n in f.notes)
     lines.append(f"bounds: {_bounds(f)}")
@@ -95,7 +96,7 @@ def to_json(f: Forecast) -> dict[str, Any]:
 def reason_line(f: Forecast) -> str:
     """One line for a pending reason: the estimate, what binds, and the best change."""
     h = f.bounds.horizon
-    out = f"expected to start {_range(f.estimate, h)}; {f.binding.summary}"
+    out = f"expected to start {starts(f.estimate, h)}; {f.binding.summary}"
     best = None
     for c in f.counterfactuals:
         if c.estimate is None or c.estimate.p50 is None:

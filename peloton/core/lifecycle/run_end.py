@@ -17,6 +17,12 @@ count for runs that never started.
 A run lost before it started is written LOST with reason `LOST_BEFORE_START`, so the
 retry decision, made later from the stored runtime alone, knows it did not count and
 runs the task again whatever its budget (`may_run_again`).
+
+Whether a task runs again after its run ended is also what its job's state is derived
+from: a task about to run again is not done (job_state.py), or a batch job would end,
+and be untracked, between a run's end and the next run's start.  `AFTER_END` says it
+per goal-state action the task table names for an ended run; `runs_again` reads it off a
+stored runtime, with the same budget the task engine's FAIL_RETRY applies.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from peloton.core.lifecycle.retry import batch_retry_allowed
+from peloton.core.lifecycle.task_goalstate import TaskAction, action_for
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import TERMINAL_TASK_STATES, TaskState
 
@@ -31,6 +38,10 @@ S = TaskState
 
 #: The reason of a run that was LOST before its host reported it STARTING or RUNNING.
 LOST_BEFORE_START = "REASON_LOST_BEFORE_START"
+#: Failure reasons that are the system's fault, not the task's (at least 4 tries, retry.py).
+SYSTEM_REASONS = frozenset({"REASON_LAUNCH_FAILED", "REASON_CONTAINER_LAUNCH_FAILED",
+                            "REASON_INVALID_OFFERS", "REASON_EXECUTOR_TERMINATED",
+                            "REASON_AGENT_REMOVED", "REASON_AGENT_DISCONNECTED"})
 #: Goals under which a run that ends KILLED was meant to stop.
 STOP_GOALS = frozenset({S.KILLED, S.DELETED, S.PREEMPTING})
 
@@ -89,8 +100,45 @@ def end_reason(before: TaskRuntime, ended: TaskState, reported: str) -> str:
     return reported
 
 
-def may_run_again(rt: TaskRuntime, max_failures: int, *, system_failure: bool) -> bool:
-    """May an ended batch task run again?  A run lost before it started always may."""
+def may_run_again(rt: TaskRuntime, max_failures: int) -> bool:
+    """May an ended batch task run again?  A run lost before it started always may; one
+    that failed for a system reason (`SYSTEM_REASONS`) gets at least 4 tries."""
     if rt.state is S.LOST and rt.reason == LOST_BEFORE_START:
         return True
-    return batch_retry_allowed(rt.failure_count, max_failures, system_failure=system_failure)
+    return batch_retry_allowed(rt.failure_count, max_failures,
+                               system_failure=rt.reason in SYSTEM_REASONS)
+
+
+class Again(StrEnum):
+    """Whether a task whose run ended starts another."""
+
+    NO = "no"
+    YES = "yes"
+    #: While its restart policy allows (`may_run_again`): a batch task's FAIL_RETRY.
+    WHILE_ALLOWED = "while_allowed"
+
+
+#: The task table's action for an ended run -> does the task run again?  Every action the
+#: table (task_goalstate.py) names for a terminal state has a row; a test walks them all.
+AFTER_END: dict[TaskAction, Again] = {
+    # Succeeded (a batch task), or stopped under a kill goal: ended for good.
+    TaskAction.NOOP: Again.NO,
+    TaskAction.DELETE: Again.NO,
+    TaskAction.STATE_INVALID: Again.NO,
+    # A restart or an update wants a new run on the desired run or config.
+    TaskAction.INITIALIZE: Again.YES,
+    # A service task always runs again, after its throttle.
+    TaskAction.TERMINATED_RETRY: Again.YES,
+    TaskAction.FAIL_RETRY: Again.WHILE_ALLOWED,
+}
+
+
+def runs_again(rt: TaskRuntime, max_failures: int) -> bool:
+    """Will this task start another run?  False while its current run has not ended;
+    `max_failures` is the restart policy of the config the run ended on."""
+    if not rt.state.terminal:
+        return False
+    again = AFTER_END[action_for(rt)]
+    if again is Again.WHILE_ALLOWED:
+        return may_run_again(rt, max_failures)
+    return again is Again.YES

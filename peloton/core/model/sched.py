@@ -36,10 +36,19 @@ class LaunchSpec:
 
 @dataclass(frozen=True, slots=True)
 class LaunchFailure:
-    """A run the host manager could not hand to its host, and why."""
+    """A run the host manager could not hand to its host, and why.
+
+    `unreached`: the launch did not get to the host: it is not registered or not
+    connected, or it could not be reached (an agent killed -9 refuses connections until
+    its heartbeats time out).  The run did not start there as far as anyone knows (one
+    that did, after a call that timed out, is an orphan its job manager kills when it is
+    reported), so its end is not the task's doing.  False when the host manager turned
+    the run down (no room, cordoned, the run already ended).
+    """
 
     run_id: str
     reason: str
+    unreached: bool = False
 
 
 @dataclass(frozen=True, slots=True)

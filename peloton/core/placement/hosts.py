@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
@@ -50,6 +51,23 @@ def key_of(free: int, idx: int) -> int:
 def lower_key(cpu: int) -> int:
     """Smallest key a host with at least `cpu` free milli-cores can have (exact)."""
     return (cpu if cpu > 0 else 0) << INDEX_BITS
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLayout:
+    """Where each host sits in a `HostIndex`: ties between equally free hosts break by
+    position, so two indexes with the same hosts place alike only with the same layout.
+
+    `positions` are (hostname, position) in the index's own order (the order hosts leave
+    it in when a sync drops several at once); `size` is how many positions exist; `free`
+    the positions left empty, in the order they are reused (last first).  A layout depends
+    on the history of hosts joining and leaving the lease, which is why the forecast
+    carries it (peloton/core/forecast/model.py, `HostRotation`).
+    """
+
+    positions: tuple[tuple[str, int], ...]
+    size: int
+    free: tuple[int, ...]
 
 
 class HostClass:
@@ -181,6 +199,31 @@ class HostIndex:
 
     def __len__(self) -> int:
         return len(self.by_name)
+
+    @classmethod
+    def arranged(cls, layout: IndexLayout, offers: Mapping[str, HostOffer]) -> HostIndex:
+        """An index holding `offers` at the positions of `layout` (hosts of the layout
+        without an offer are left out, their positions free; offers of hosts not in the
+        layout are ignored)."""
+        index = cls()
+        index.hosts = [None] * layout.size
+        index._free_slots = list(layout.free)
+        missing = []
+        for name, idx in layout.positions:
+            offer = offers.get(name)
+            if offer is None:
+                missing.append(idx)
+                continue
+            index._free_slots.append(idx)  # upsert takes the last free position
+            index.upsert(offer)
+        # A host gone since keeps nothing: its position is reused before the older free ones.
+        index._free_slots.extend(missing)
+        return index
+
+    def layout(self) -> IndexLayout:
+        """Where each host sits now (see `IndexLayout`)."""
+        return IndexLayout(tuple((name, rec.idx) for name, rec in self.by_name.items()),
+                           len(self.hosts), tuple(self._free_slots))
 
     def records(self) -> Iterator[HostRecord]:
         """Every host, in index order."""

@@ -71,10 +71,13 @@ class Placer:
     """
 
     def __init__(self, hosts: Iterable[HostOffer] = (),
-                 config: PlacementConfig = PlacementConfig()) -> None:
+                 config: PlacementConfig = PlacementConfig(),
+                 index: HostIndex | None = None) -> None:
+        """A placer over `hosts`, or over `index` as it is (its hosts are all rebuilt from
+        the offers of the first `sync`, at the positions they hold)."""
         self.config = config
         hosts = list(hosts)
-        self.index = HostIndex(hosts)
+        self.index = index if index is not None else HostIndex(hosts)
         # Cheapest first: state and gpu-ness are one comparison, exclusivity a flag,
         # host constraints a small tree walk; all four are cached per host class.
         self.static_filters: tuple[HostFilter, ...] = (
@@ -93,7 +96,8 @@ class Placer:
         self._failed: dict[PlacementNeeds, tuple[int, PlacementReport]] = {}
         #: hostname -> the offer its index record was built from and still equals (a host
         #: placement debited, or credited back by `release`, is left out: rebuilt on `sync`).
-        self._offers: dict[str, HostOffer] = {o.hostname: o for o in hosts}
+        self._offers: dict[str, HostOffer] = {} if index is not None else {
+            o.hostname: o for o in hosts}
 
     def sync(self, offers: Iterable[HostOffer]) -> int:
         """Make the index hold exactly `offers` (a new round's hosts); returns how many hosts

@@ -45,7 +45,11 @@ known: every gang may be placeable) is the caller's.
 
 Each admission costs O(gang size + tree depth); a pass also costs one
 check per refused shape (at most `depth` per queue) and O(1) per refused
-gang it passes over.
+gang it passes over.  A pass stops walking a queue as soon as the rest of it
+would only be passed over (`_rest_passed_over`, from the queue's count of gangs
+by shape): a pool whose queue holds a big job's identical tasks, refused for
+want of entitlement, costs a few checks per pass, not one step per queued task
+(the walk once took a third of the CPU of 100,000 tasks queued on 10,000 hosts).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from peloton.core.errors import InvalidArgument
 from peloton.core.model.resources import Resources
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.queues import ADMISSION_ORDER, GangQueue, QueueKind
-from peloton.core.respool.records import Gang
+from peloton.core.respool.records import Gang, Shape
 from peloton.core.states import TaskState
 
 
@@ -157,17 +161,24 @@ def fits_empty(node: PoolNode, gang: Gang, preemption_enabled: bool) -> bool:
 
 def _refusal(total: list[int], slack: list[int], np: list[int], controller: list[int],
              node: PoolNode, gang: Gang, preemption_enabled: bool) -> Admitter | None:
-    c, m, d, g = gang.need.units
-    if gang.revocable:
+    return _shape_refusal(total, slack, np, controller, node,
+                          (gang.need.units, gang.revocable, gang.preemptible, gang.controller),
+                          preemption_enabled)
+
+
+def _shape_refusal(total: list[int], slack: list[int], np: list[int], controller: list[int],
+                   node: PoolNode, shape: Shape, preemption_enabled: bool) -> Admitter | None:
+    (c, m, d, g), revocable, preemptible, is_controller = shape
+    if revocable:
         if not _fits(slack, None, c, m, d, g, node.slack_entitlement):
             return Admitter.ENTITLEMENT
         return None  # revocable gangs are never controller or non-preemptible gangs
     if not _fits(total, slack, c, m, d, g, node.non_slack_entitlement):
         return Admitter.ENTITLEMENT
     limit = node.controller_limit
-    if gang.controller and limit is not None and not _fits(controller, None, c, m, d, g, limit):
+    if is_controller and limit is not None and not _fits(controller, None, c, m, d, g, limit):
         return Admitter.CONTROLLER_LIMIT
-    if preemption_enabled and not gang.preemptible and not _fits(
+    if preemption_enabled and not preemptible and not _fits(
             np, None, c, m, d, g, node.reservation):
         return Admitter.RESERVATION
     return None
@@ -193,13 +204,69 @@ def _placeable(gang: Gang, host_room: Sequence[Resources], memo: dict[Resources,
 
 def side_queue(gang: Gang, preemption_enabled: bool) -> QueueKind | None:
     """Where a pending gang that could not be admitted waits, or None to stay pending."""
-    if not gang.preemptible and preemption_enabled:
+    return _side_queue(gang.revocable, gang.preemptible, gang.controller, preemption_enabled)
+
+
+def _side_queue(revocable: bool, preemptible: bool, controller: bool,
+                preemption_enabled: bool) -> QueueKind | None:
+    if not preemptible and preemption_enabled:
         return QueueKind.NON_PREEMPTIBLE
-    if gang.controller:
+    if controller:
         return QueueKind.CONTROLLER
-    if gang.revocable:
+    if revocable:
         return QueueKind.REVOCABLE
     return None
+
+
+def _rest_passed_over(node: PoolNode, queue: GangQueue, kind: QueueKind, refused: set[Shape],
+                      held: Gang | None, *, preemption_enabled: bool, now: float,
+                      reserve_after: float, host_room: Sequence[Resources],
+                      memo: dict[Resources, bool]) -> bool:
+    """Would walking the rest of `queue` only pass each gang over?  If so, date the first
+    refusal of those never refused (what the walk does to them) and return True.
+
+    True when every gang left (the head included) is counted by the queue under a shape
+    refused in this pass (queues.py: one PENDING task, need unchanged), so none is checked
+    or admitted; none of those shapes moves to a side queue from here; each fits some
+    host (so none is passed over as unplaceable, which could end the walk at the depth
+    limit); the reserved gang is not among them; and, with no gang holding the
+    reservation, none has been refused long enough to take it.  The walk would then
+    change nothing but the dates, in any order.
+    """
+    runs = queue.runs
+    if held is not None and held.queue is queue:
+        return False
+    counted = 0
+    shapes = []
+    for shape in refused:
+        run = runs.get(shape)
+        if run is None:
+            continue
+        _, revocable, preemptible, controller = shape
+        if kind is QueueKind.PENDING and _side_queue(revocable, preemptible, controller,
+                                                     preemption_enabled) is not None:
+            return False
+        counted += run.count
+        shapes.append((shape, run))
+    if counted != len(queue):
+        return False
+    for shape, run in shapes:
+        if host_room:
+            need = Resources.from_units(*shape[0])
+            fits = memo.get(need)
+            if fits is None:
+                fits = memo[need] = any(need.fits_in(room) for room in host_room)
+            if not fits:
+                return False
+        # Could one take the reservation?  The walk's own test, so rounding cannot tell
+        # the two apart.
+        if held is None and _shape_refusal(_ZERO, _ZERO, _ZERO, _ZERO, node, shape,
+                                           preemption_enabled) is None \
+                and now - run.earliest(now) >= reserve_after:
+            return False
+    for _, run in shapes:
+        run.stamp(now)
+    return True
 
 
 def _head(queue: GangQueue) -> Gang | None:
@@ -242,18 +309,41 @@ def admit_gangs(node: PoolNode, limit: int, *, preemption_enabled: bool, now: fl
         # Within a pass allocation only grows (and a reservation, once held, only adds to
         # it), so a gang shaped like one refused already is refused too: a pool full of
         # identical tasks costs one check per pass, not one per gang looked at.
-        refused: set[tuple[object, ...]] = set()
+        refused: set[Shape] = set()
         refused_with = held
-        unplaceable: set[tuple[object, ...]] = set()
+        unplaceable: set[Shape] = set()
         depth_left = policy.depth
+        # Whether anything but a pass-over happened since the last look at the rest of
+        # the queue (`_rest_passed_over`): a run of pass-overs cannot change its answer.
+        look = True
         while len(admitted) < limit:
-            gang = _head(queue)
+            gang = queue.peek()
             if gang is None:
                 break
+            run = gang.run
+            if run is None:
+                # Not counted by shape, so it may hold killed tasks (a counted gang is one
+                # PENDING task, queues.py): `_head` drops them, and empty gangs.
+                gang = _head(queue)
+                if gang is None:
+                    break
+                look = True
+                shape = (gang.need.units, gang.revocable, gang.preemptible, gang.controller)
+            else:
+                shape = run.shape
             if held is not refused_with:
                 refused.clear()
                 refused_with = held
-            shape = (gang.need.units, gang.revocable, gang.preemptible, gang.controller)
+                look = True
+            if refused and held is not gang and shape in refused:
+                if look and _rest_passed_over(
+                        node, queue, kind, refused, held, preemption_enabled=preemption_enabled,
+                        now=now, reserve_after=policy.reserve_after, host_room=host_room,
+                        memo=room_memo):
+                    break
+                look = False
+            else:
+                look = True
             if host_room and not _placeable(gang, host_room, room_memo):
                 # Never admitted, never reserves: passed over, counted once per shape.
                 if shape not in unplaceable:

@@ -21,6 +21,11 @@ from peloton.core.states import JobType, TaskState
 
 if TYPE_CHECKING:
     from peloton.core.respool.node import PoolNode
+    from peloton.core.respool.queues import GangQueue, ShapeRun
+
+#: What admission compares gangs by: need in fixed-point units, revocable, preemptible,
+#: controller.  Gangs of one shape get the same answer from every admitter.
+Shape = tuple[tuple[int, int, int, int], bool, bool, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +110,8 @@ class Gang:
     Peloton does), but are already subtracted from `need` and from demand.
     """
 
-    __slots__ = ("controller", "need", "preemptible", "priority", "refused_since", "revocable",
-                 "tasks")
+    __slots__ = ("controller", "need", "preemptible", "priority", "queue", "refused_since",
+                 "revocable", "run", "tasks")
 
     def __init__(self, tasks: list[TaskRecord]) -> None:
         first = tasks[0].task
@@ -117,6 +122,10 @@ class Gang:
         self.controller = first.controller
         #: When admission first refused the gang (None: never yet); see admission.py.
         self.refused_since: float | None = None
+        #: The queue holding the gang (None: not queued) and the run of its shape it is
+        #: counted in there (None: not counted); both kept by `GangQueue` (queues.py).
+        self.queue: GangQueue | None = None
+        self.run: ShapeRun | None = None
         if len(tasks) == 1:
             self.need = first.resources
         else:

@@ -172,6 +172,8 @@ class TaskTracker:
             rec.gang = gang
             self._queue(rec.pool, gang)
             return rec
+        if src is TaskState.PENDING:
+            _left_gang(rec)  # moved on while queued: its gang is walked to and trimmed
         if src is TaskState.INITIALIZED and to in ALLOCATED_STATES:
             self._allocate(rec)
         if to is TaskState.PLACING:
@@ -215,6 +217,7 @@ class TaskTracker:
             res = rec.resources
             rec.pool.add_demand(res, rec.revocable, -1)
             if gang is not None:
+                _left_gang(rec)
                 gang.need = gang.need - res
                 rec.gang = None
         elif rec.state in ALLOCATED_STATES:
@@ -233,3 +236,11 @@ class TaskTracker:
         rec.pool.add_allocation(t.resources, revocable=t.revocable, preemptible=t.preemptible,
                                 controller=t.controller, sign=-1)
         rec.pool.active.discard(rec)
+
+
+def _left_gang(rec: TaskRecord) -> None:
+    """A PENDING task leaves its queued gang other than by admission: its queue stops
+    counting the gang by shape (queues.py), whose need or tasks no longer match."""
+    gang = rec.gang
+    if gang is not None and gang.queue is not None:
+        gang.queue.changed(gang)

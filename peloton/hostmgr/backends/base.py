@@ -81,6 +81,12 @@ class HostEventListener(Protocol):
     def host_gone(self, hostname: str, reason: str) -> None:
         """A host stopped answering or deregistered; its runs will be reported LOST or re-reported."""
 
+    def host_seen(self, hostname: str) -> None:
+        """A registered host gave a sign of life (a heartbeat, a status report): one that a
+        launch could not get to is offered again.  Cheap (called on every heartbeat); a
+        backend that hears no heartbeats need not call it (the host manager gives up
+        holding such a host after a while)."""
+
     def status_update(self, update: StatusUpdate) -> None:
         """A run changed state; re-delivered until acknowledged."""
 

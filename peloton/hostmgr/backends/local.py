@@ -8,6 +8,8 @@ reconcile and browse sandboxes.
 - An agent silent for `heartbeat_timeout_secs` is reported `host_gone`;
   its runs are not reported LOST here (the agent keeps them running and
   re-reports them when it comes back; reconciliation settles the rest).
+- Every heartbeat and status report of a registered agent is reported
+  `host_seen`, so a host a launch could not reach is offered again at once.
 - Acknowledgements are batched per agent by one flusher thread.
 - Slack: an agent offers revocable cpu when it registers and with each
   heartbeat (peloton/agent/slack.py); a changed amount re-announces its host
@@ -169,7 +171,8 @@ class LocalBackend:
 
     def agent_seen(self, hostname: str, agent_id: str, slack: float | None = None,
                    identity: str = "") -> bool:
-        """Record a sign of life; False if this agent is not registered (it must re-register).
+        """Record a sign of life (reported `host_seen`); False if this agent is not registered
+        (it must re-register).
         PermissionDenied if another identity registered this host (as for `agent_registered`):
         one agent identity may not keep another's host alive nor report its tasks' status.
 
@@ -195,6 +198,7 @@ class LocalBackend:
         if changed:
             log.info("agent %s offers %g revocable cpus", hostname, host.revocable_cpu)
             listener.host_up(host)
+        listener.host_seen(hostname)
         return True
 
     # -- HostBackend ---------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import gevent
@@ -18,6 +19,7 @@ import gevent
 from peloton.common.goalstate import Action
 from peloton.core.lifecycle.job_goalstate import JobAction, job_actions, main_job_action
 from peloton.core.lifecycle.job_state import derive_job_state
+from peloton.core.lifecycle.run_end import runs_again
 from peloton.core.model.job import JobRuntime
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.states import JobState, JobType, TaskState
@@ -51,7 +53,7 @@ def derived_runtime(job: CachedJob, now: float) -> Callable[[JobRuntime], JobRun
         state = derive_job_state(
             counts, instance_count=size, job_type=spec.type, current=rt.state,
             goal=rt.goal_state, partially_created=not daemon and len(job) < spec.instance_count,
-            controller_state=controller)
+            controller_state=controller, rerunning=lambda: _rerunning(job))
         if rt.state is JobState.KILLING and not state.terminal:
             state = JobState.KILLING
         start = rt.start_time or (now if counts.get(S.RUNNING) or (
@@ -67,6 +69,12 @@ def derived_runtime(job: CachedJob, now: float) -> Callable[[JobRuntime], JobRun
                                    completion_time=completion)
 
     return change
+
+
+def _rerunning(job: CachedJob) -> Counter[TaskState]:
+    """Per ended state, the job's tasks that will run again (core run_end.py)."""
+    return Counter(rt.state for i, rt in job.tasks() if rt.state.terminal and runs_again(
+        rt, job.task_spec(i, rt.config_version).restart_policy.max_failures))
 
 
 class JobActions:

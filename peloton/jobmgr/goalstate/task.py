@@ -37,10 +37,6 @@ S = TaskState
 THROTTLED = "Task throttled due to failure"
 #: The reason of a run killed because its health check failed (Mesos' reason name).
 HEALTH_CHECK_FAILED = "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED"
-#: Failure reasons that are the system's fault, not the task's (at least 4 tries).
-SYSTEM_REASONS = frozenset({"REASON_LAUNCH_FAILED", "REASON_CONTAINER_LAUNCH_FAILED",
-                            "REASON_INVALID_OFFERS", "REASON_EXECUTOR_TERMINATED",
-                            "REASON_AGENT_REMOVED", "REASON_AGENT_DISCONNECTED"})
 
 #: An action's implementation: (actions, job, instance, the runtime it was chosen for).
 Impl = Callable[["TaskActions", CachedJob, int, TaskRuntime], None]
@@ -114,9 +110,10 @@ class TaskActions:
             self.control.resmgr.kill_tasks([TaskId(job.job_id, inst)])
 
     def fail_retry(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:
-        """A failed batch task runs again while its restart policy allows."""
+        """A failed batch task runs again while its restart policy allows (the same rule
+        its job's state is derived by: core run_end.py `runs_again`)."""
         policy = job.task_spec(inst, rt.config_version).restart_policy
-        if may_run_again(rt, policy.max_failures, system_failure=rt.reason in SYSTEM_REASONS):
+        if may_run_again(rt, policy.max_failures):
             self.control.initialize(job, [inst])
 
     def fail_unhealthy(self, job: CachedJob, inst: int, rt: TaskRuntime) -> None:

@@ -55,3 +55,42 @@ def test_controller_task_decides_terminal_state() -> None:
     assert _derive({S.SUCCEEDED: 4}, controller_state=S.LOST) is J.FAILED
     assert _derive({S.SUCCEEDED: 4}, controller_state=S.KILLED) is J.KILLED
     assert _derive({S.RUNNING: 4}, controller_state=S.FAILED) is J.RUNNING
+
+
+def _never() -> dict[S, int]:
+    raise AssertionError("asked which tasks run again when the counts cannot end the job")
+
+
+@pytest.mark.parametrize(("counts", "rerunning", "expected"), [
+    ({S.SUCCEEDED: 3, S.LOST: 1}, {S.LOST: 1}, J.PENDING),
+    ({S.SUCCEEDED: 3, S.FAILED: 1}, {S.FAILED: 1}, J.PENDING),
+    ({S.SUCCEEDED: 2, S.KILLED: 1, S.FAILED: 1}, {S.KILLED: 1}, J.PENDING),
+    ({S.SUCCEEDED: 2, S.KILLED: 1, S.FAILED: 1}, {S.FAILED: 1}, J.PENDING),
+    ({S.SUCCEEDED: 2, S.FAILED: 2}, {S.FAILED: 1}, J.PENDING),
+    ({S.SUCCEEDED: 3, S.LOST: 1}, {}, J.FAILED),
+    ({S.SUCCEEDED: 4}, {}, J.SUCCEEDED),
+    # A restarted task that had succeeded is not done either.
+    ({S.SUCCEEDED: 4}, {S.SUCCEEDED: 1}, J.PENDING),
+])
+def test_a_batch_task_that_will_run_again_is_not_done(
+        counts: dict[S, int], rerunning: dict[S, int], expected: J) -> None:
+    assert _derive(counts, current=J.PENDING, rerunning=lambda: rerunning) is expected
+    running = {**counts, S.SUCCEEDED: counts[S.SUCCEEDED] - 1, S.RUNNING: 1}
+    if expected is J.PENDING:  # with another task still running, the job runs
+        assert _derive(running, current=J.PENDING, rerunning=lambda: rerunning) is J.RUNNING
+
+
+@pytest.mark.parametrize("counts", [{S.RUNNING: 1, S.LOST: 3}, {S.PENDING: 4},
+                                    {S.FAILED: 2, S.PENDING: 2}, {S.RUNNING: 4}])
+def test_which_tasks_run_again_is_asked_only_when_the_counts_would_end_the_job(
+        counts: dict[S, int]) -> None:
+    assert not _derive(counts, rerunning=_never).terminal
+    assert _derive({S.SUCCEEDED: 4}, kind=JobType.SERVICE, goal=J.RUNNING,
+                   rerunning=_never) is J.SUCCEEDED  # services: the last ends, as Peloton
+    assert _derive({S.RUNNING: 2}, partially_created=True, rerunning=_never) is J.INITIALIZED
+
+
+def test_a_controller_task_that_will_run_again_does_not_end_its_job() -> None:
+    done = {S.SUCCEEDED: 3, S.LOST: 1}
+    assert _derive(done, controller_state=S.LOST) is J.FAILED
+    assert _derive(done, controller_state=S.LOST, rerunning=lambda: {S.LOST: 1}) is J.PENDING

@@ -8,6 +8,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from peloton.core.errors import Unavailable
+from peloton.core.lifecycle.host_reach import Reach
 from peloton.core.model.constraints import Label
 from peloton.core.model.resources import EPSILON, ZERO
 from peloton.core.ports import EventStream, HostManagerPort
@@ -27,6 +29,8 @@ step = st.one_of(
     st.tuples(st.just("kill"), st.just(""), st.integers(0, 15)),
     st.tuples(st.just("end"), st.just(""), st.integers(0, 15)),
     st.tuples(st.just("drain"), st.sampled_from(HOSTS), st.just(0)),
+    st.tuples(st.just("unreach"), st.sampled_from(HOSTS), st.integers(0, 15)),
+    st.tuples(st.just("heartbeat"), st.sampled_from(HOSTS), st.just(0)),
 )
 
 
@@ -40,9 +44,11 @@ def check_books(reg: HostRegistry) -> None:
         assert rec.allocated.approx_eq(total)
         assert rec.used_ports == {p for c in claims for p in c.ports}
         assert rec.task_labels == dict(Counter(lb for c in claims for lb in c.labels))
-        offerable = (rec.connected and rec.state is HostState.UP and rec.lease_id is None
+        offerable = (rec.connected and rec.reach is not Reach.UNREACHED
+                     and rec.state is HostState.UP and rec.lease_id is None
                      and rec.available().cpu > EPSILON)
         assert (rec.hostname in reg.offerable) == offerable
+        assert (rec.hostname in reg.held) == (rec.reach is Reach.UNREACHED)
     assert {r.run_id for rec in reg.hosts.values() for r in rec.runs.values()} == set(reg.runs)
 
 
@@ -68,6 +74,12 @@ def test_books_match_what_is_held(steps: list[tuple[str, str, int]]) -> None:
             backend.report(rid(i), TaskState.SUCCEEDED)
         elif action == "drain":
             hm.start_maintenance(host)
+        elif action == "unreach":  # the agent refuses connections
+            backend.failure = Unavailable(f"agent {host}: connection refused")
+            hm.launch(host, [spec(i, cpu=0.5, mem=100, labels=labels)])
+            backend.failure = None
+        elif action == "heartbeat":
+            backend.heartbeat(host)
         hm.settle()
         check_books(hm.registry)
     store.close()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from peloton.common.clock import FakeClock
+from peloton.core.errors import NotFound, Unavailable
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostOffer
 from peloton.core.model.resources import PortRange, Resources
@@ -57,14 +60,17 @@ def test_launch_books_resources_ports_and_labels_until_the_run_ends(
 
 
 def test_launch_failures_name_the_reason(hm: HostManager, backend: FakeBackend) -> None:
-    assert [f.reason for f in hm.launch("nowhere", [spec(0)])] == ["unknown host"]
+    assert [(f.reason, f.unreached) for f in hm.launch("nowhere", [spec(0)])] == [
+        ("unknown host", True)]
     failures = hm.launch("h2", [spec(1, cpu=1.5), spec(2, cpu=1.0)])
     assert [f.run_id for f in failures] == [rid(2)]
     assert "no room on h2" in failures[0].reason and "cpu" in failures[0].reason
+    assert not failures[0].unreached  # the host is there: the run did not fit
     assert "already in use" in hm.launch("h1", [spec(3, ports=(31002,)), spec(4, ports=(31002,))]
                                          )[0].reason
     backend.remove_host("h2")
-    assert "not connected" in hm.launch("h2", [spec(5)])[0].reason
+    (gone,) = hm.launch("h2", [spec(5)])
+    assert "not connected" in gone.reason and gone.unreached
 
 
 def test_launch_again_is_idempotent_and_a_backend_refusal_unbooks(
@@ -75,7 +81,20 @@ def test_launch_again_is_idempotent_and_a_backend_refusal_unbooks(
     backend.failure = ConnectionError("agent unreachable")
     failures = hm.launch("h1", [spec(1, cpu=2)])
     assert [f.run_id for f in failures] == [rid(1)] and "agent unreachable" in failures[0].reason
+    assert not failures[0].unreached  # an error the backend did not map: nothing is known
     assert offers(hm)["h1"].available.cpu == 3  # the refused run holds nothing
+
+
+@pytest.mark.parametrize("error", [Unavailable("agent h1: Launch failed: UNAVAILABLE"),
+                                   NotFound("no agent registered as 'h1'")])
+def test_a_launch_the_backend_could_not_get_to_its_host_is_unreached(
+        hm: HostManager, backend: FakeBackend, error: Exception) -> None:
+    # An agent killed -9 is still connected until its heartbeats time out.
+    backend.failure = error
+    (failure,) = hm.launch("h1", [spec(1, cpu=2)])
+    assert failure.run_id == rid(1) and failure.unreached
+    h1 = {s.info.hostname: s for s in hm.host_summaries()}["h1"]
+    assert h1.allocated == Resources() and h1.runs == ()  # the refused run holds nothing
 
 
 def test_a_leased_host_is_not_offered_again_until_released_or_expired(

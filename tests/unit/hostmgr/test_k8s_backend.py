@@ -123,6 +123,9 @@ class Listener:
     def host_gone(self, hostname: str, reason: str) -> None:
         self.gone.append((hostname, reason))
 
+    def host_seen(self, hostname: str) -> None:
+        pass
+
     def status_update(self, update: StatusUpdate) -> None:
         self.status_updates([update])
 

@@ -81,7 +81,9 @@ def test_the_hand_computed_case_starts_when_its_pool_frees_its_own_share() -> No
     assert got.binding.rejections == (("insufficient cpu", 2),)
     assert not got.truncated and got.instances == (0,)
     assert got.notes == ("assumes no job arrives after now",
-                         "every duration is known: one run, no variations")
+                         "every duration is known: one run, no variations",
+                         "would not help: half the resources per task (0.5 cpu, 512 MiB "
+                         "memory): starts 3m20s, as without it")
 
 
 def test_more_reservation_starts_it_now() -> None:
@@ -99,8 +101,11 @@ def test_more_reservation_starts_it_now() -> None:
     added = by_kind[CounterfactualKind.ADD_HOSTS]
     assert added.change == "1 host like h2 (5 cpu, 8 GiB memory) added"
     assert added.estimate is not None and added.estimate.p50 == 0.0
-    half = by_kind[CounterfactualKind.SMALLER_RESOURCES].estimate
-    assert half is not None and half.p50 == 200.0
+    # Half the cpu (0.5) still puts /b over its 5: qb starts at 200 s either way, so it is
+    # not offered as starting it sooner, but noted as not helping.
+    assert CounterfactualKind.SMALLER_RESOURCES not in by_kind
+    assert "would not help: half the resources per task (0.5 cpu, 512 MiB memory): starts " \
+        "3m20s, as without it" in got.notes
     # Nothing runs below qb's priority, and qb has one instance: those changes do not apply.
     assert CounterfactualKind.STOP_JOB not in by_kind
     assert CounterfactualKind.FEWER_INSTANCES not in by_kind
@@ -121,11 +126,13 @@ def test_a_lower_priority_job_stopped_frees_its_cpu() -> None:
                     tuple(q if q.job_id != "qb" else QueuedTask("qb", 0, "/b", CPU, 50.0,
                                                                 priority=5)
                           for q in snap.queued), preemption=False)
-    stop = {c.kind: c for c in forecast(snap, "qb").counterfactuals}[CounterfactualKind.STOP_JOB]
+    got = forecast(snap, "qb")
     # ja and jb both run 5 cpu at priority 0; the tie goes to the first by name.  Stopping ja
-    # frees h0 now, but /a's queue takes it and /b is still at its 5: qb waits for jb.
-    assert stop.change == "job ja (priority 0, holding 5 cpu, 5 GiB memory) stopped"
-    assert stop.estimate is not None and stop.estimate.p50 == 200.0
+    # frees h0 now, but /a's queue takes it and /b is still at its 5: qb waits for jb, so
+    # stopping ja would not start it sooner.
+    assert CounterfactualKind.STOP_JOB not in {c.kind for c in got.counterfactuals}
+    assert "would not help: job ja (priority 0, holding 5 cpu, 5 GiB memory) stopped: " \
+        "starts 3m20s, as without it" in got.notes
 
 
 def test_estimated_durations_give_a_range_over_seeded_variations() -> None:
@@ -161,7 +168,8 @@ def test_the_wall_time_cap_stops_the_forecast_and_says_so() -> None:
                    bounds=Bounds(wall=3.0, variations=5), clock=lambda: float(next(ticks)))
     assert got.truncated
     assert got.estimate.runs < 5
-    assert all(c.estimate is None for c in got.counterfactuals)
+    assert all(c.estimate is not None for c in got.counterfactuals)
+    assert any(n.startswith("not run within the wall time: ") for n in got.notes)
 
 
 def test_a_big_snapshot_answers_within_its_wall_time() -> None:
@@ -201,8 +209,10 @@ def test_estimate_is_nearest_rank_with_not_started_last() -> None:
 def test_asking_for_a_job_with_nothing_pending_or_bad_bounds_is_refused() -> None:
     with pytest.raises(NotFound, match="job ja has no pending task"):
         forecast(two_pools(), "ja")
-    with pytest.raises(NotFound, match="instances 3 of job qb"):
+    with pytest.raises(NotFound, match=r"^instance 3 of job qb has no pending task"):
         forecast(two_pools(), "qb", (3,))
+    with pytest.raises(NotFound, match=r"^instances 3, 4 of job qb have no pending task"):
+        forecast(two_pools(), "qb", (4, 3))
     with pytest.raises(InvalidArgument):
         forecast(two_pools(), "qb", bounds=Bounds(wall=0))
 
@@ -229,3 +239,97 @@ def test_with_true_durations_and_no_arrivals_the_forecast_is_what_the_replay_doe
     assert sorted(predicted.values()) == [70.0] * 4
     errs, left = errors(predicted, truth, 30.0)
     assert (errs, left) == ([0.0] * 4, 0)
+
+
+class Ticks:
+    """A clock that moves one second per reading (each simulated event reads it once)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def base_runs_cost(snap: Snapshot, target: str, variations: int) -> float:
+    """The `Ticks` seconds the baseline's `variations` runs take alone."""
+    from peloton.simulation.forecast_run import run_once
+
+    ticks = Ticks()
+    targets = frozenset((q.job_id, q.instance) for q in snap.queued if q.job_id == target)
+    for k in range(variations):
+        run_once(build(snap, targets, variation=k, horizon=86_400.0), float("inf"), ticks)
+    return ticks.now
+
+
+def limit_bound() -> Snapshot:
+    """One 4-cpu host, pool /p limited (and reserving) 4 cpu, all in use by job r (history
+    durations, so they vary); q's one task waits for the limit: a host added cannot help."""
+    config = ResourcePoolConfig(name="p", parent_id="root", resources=(
+        ResourceConfig(ResourceKind.CPU, reservation=4, limit=4, share=1),
+        ResourceConfig(ResourceKind.MEMORY, reservation=4096, limit=4096, share=1)))
+    return Snapshot(NOW, (PoolState("/p", config, Resources(cpu=4, mem_mb=4096),
+                                    Resources(cpu=4, mem_mb=4096)),),
+                    (LiveHost("h0", Resources(cpu=4, mem_mb=4096)),),
+                    tuple(RunningTask("r", i, "/p", CPU, "h0", 600.0 + 300 * i,
+                                      DurationSource.HISTORY) for i in range(4)),
+                    (QueuedTask("q", 0, "/p", CPU, 60.0, DurationSource.HISTORY),),
+                    preemption=False)
+
+
+def test_a_small_wall_cap_tries_every_change_before_more_variations() -> None:
+    """The wall time of the baseline's five variations alone: the baseline used to spend it
+    all and leave the changes none; shared round by round, every change runs, over the same
+    seeds as the baseline."""
+    snap = two_pools(source=DurationSource.HISTORY)
+    wall = base_runs_cost(snap, "qb", 5)
+    got = forecast(snap, "qb", bounds=Bounds(wall=wall, variations=5), clock=Ticks())
+    assert got.truncated and 1 <= got.estimate.runs < 5
+    assert not [n for n in got.notes if n.startswith("not run within the wall time")]
+    by_kind = {c.kind: c for c in got.counterfactuals}
+    more = by_kind[CounterfactualKind.RESERVATION].estimate
+    assert more is not None and more.p50 == 0.0
+    assert {c.estimate.runs for c in got.counterfactuals if c.estimate} == {got.estimate.runs}
+
+
+def test_a_change_that_cannot_help_comes_out_equal_over_the_same_seeds() -> None:
+    """The pool's limit binds: a host added cannot start q sooner.  Cut short after the
+    first round and part of the second, the answer compares over the first round only
+    (paired), so the host added starts q exactly when the baseline does and is not offered."""
+    snap = limit_bound()
+    wall = base_runs_cost(snap, "q", 5) * 1.2  # about 6 runs of 20
+    got = forecast(snap, "q", bounds=Bounds(wall=wall, variations=5), clock=Ticks())
+    assert got.truncated
+    assert CounterfactualKind.ADD_HOSTS not in {c.kind for c in got.counterfactuals}
+    (added,) = [n for n in got.notes if n.startswith("would not help: 1 host like h0")]
+    assert added.endswith(", as without it"), added
+    assert {c.estimate.runs for c in got.counterfactuals if c.estimate} <= {got.estimate.runs}
+    # With time for every variation, the same.
+    full = forecast(snap, "q", bounds=Bounds(variations=5))
+    assert full.estimate.runs == 5
+    assert CounterfactualKind.ADD_HOSTS not in {c.kind for c in full.counterfactuals}
+    assert all(c.estimate is not None and c.estimate.p50 is not None
+               and full.estimate.p50 is not None and c.estimate.p50 < full.estimate.p50
+               for c in full.counterfactuals)
+
+
+def test_an_instance_forecast_offers_only_changes_for_that_instance() -> None:
+    """Asked about qa's instance 3 alone: dropping half the job's pending instances is not
+    its change to make, and half the resources are for instance 3 only."""
+    from peloton.core.forecast.changes import candidates
+
+    snap = two_pools()
+    one = {c.kind: c for c in candidates(snap, frozenset({("qa", 3)}))}
+    assert CounterfactualKind.FEWER_INSTANCES not in one
+    smaller = one[CounterfactualKind.SMALLER_RESOURCES]
+    assert smaller.description == "half the resources for instance 3 (0.5 cpu, 512 MiB memory)"
+    assert {(q.instance, q.resources.cpu) for q in smaller.snapshot.queued
+            if q.job_id == "qa" and q.resources.cpu != 1} == {(3, 0.5)}
+    whole = {c.kind: c for c in candidates(
+        snap, frozenset(("qa", i) for i in range(10)))}
+    assert whole[CounterfactualKind.FEWER_INSTANCES].description == \
+        "5 of the job's 10 pending instances"
+    got = forecast(snap, "qa", (3,))
+    assert CounterfactualKind.FEWER_INSTANCES not in {c.kind for c in got.counterfactuals}
+    assert not [n for n in got.notes if "pending instances" in n]

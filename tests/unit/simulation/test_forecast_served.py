@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +122,27 @@ def test_at_most_two_forecasts_run_at_once(live: SimulatedCluster) -> None:
     finally:
         for _ in held:
             served._WORKERS.release()
+
+
+def test_the_all_in_one_forecast_carries_the_host_order(tmp_path: Path) -> None:
+    """`peloton up` runs the host manager and the placement engine in the serving process, so
+    its forecast copies their host order (offer order, index layout) into every snapshot."""
+    from peloton.cluster.allinone import AllInOne, UpConfig
+
+    umask = os.umask(0o022)  # the cluster makes its data dir private for the whole process
+    cluster = AllInOne(UpConfig(jobmgr_port=0, resmgr_port=0, hostmgr_port=0, aurora_port=-1,
+                                ui_port=-1, data_dir=tmp_path, agents=0, backend="sim:2"))
+    try:
+        cluster.start()
+        assert cluster.forecast is not None
+        deadline = time.monotonic() + 10.0
+        while True:
+            rotation = cluster.forecast.snapshot("no-such-job").rotation
+            assert rotation is not None
+            if len(rotation.offer_order) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert len(rotation.offer_order) == 2
+    finally:
+        cluster.stop()
+        os.umask(umask)

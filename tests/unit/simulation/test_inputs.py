@@ -73,7 +73,7 @@ def test_cluster_groups_expand_to_named_hosts_with_labels_dealt_round_robin() ->
      "hosts[0].labels.z: a list of values must not be empty"),
     ("version: 1\nhosts: [\n", "cluster.yaml:3: invalid YAML"),
     ("version: 1\npreemption: 1\nhosts:\n - {group: a, count: 1, resources: {cpu: 1}}",
-     "preemption: must be true or false"),
+     "preemption: expected true or false, got 1"),
 ])
 def test_cluster_errors_name_the_field(text: str, message: str) -> None:
     with pytest.raises(InputError) as err:

@@ -15,6 +15,7 @@ from tests.harness.procs import REPO
 from tests.unit.cli.test_job_forecast import JOB, Canned
 from tests.unit.ui import fakes
 from tests.unit.ui.conftest import Ui, serving
+from ui.reads import FORECAST_WALL_S
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def test_the_job_forecast_is_json_with_its_text(forecast_ui: tuple[Ui, Canned]) 
     assert got.data["binding"]["kind"] == "entitlement"
     assert got.data["text"].startswith(f"job {JOB} instance 0: starts 3m20s\n")
     (req,) = canned.requests
-    assert (list(req.instances), req.wall_secs) == ([0], 5.0)
+    assert (list(req.instances), req.wall_secs) == ([0], FORECAST_WALL_S)
 
 
 def test_nothing_pending_is_404_and_a_bad_instance_400(forecast_ui: tuple[Ui, Canned]) -> None:

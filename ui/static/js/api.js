@@ -20,8 +20,9 @@ async function request(path, options) {
   try {
     response = await fetch(path, {...options, signal: abort.signal, headers: {Accept: 'application/json', ...options.headers}});
   } catch (err) {
-    const why = err.name === 'AbortError' ? `no answer within ${TIMEOUT_MS / 1000}s` : err.message;
-    throw new ApiError('unavailable', `cannot reach the UI server: ${why}`, 0);
+    const why = err.name === 'AbortError' ? `the UI server did not answer within ${TIMEOUT_MS / 1000}s`
+      : `cannot reach the UI server: ${err.message}`;
+    throw new ApiError('unavailable', why, 0);
   } finally {
     clearTimeout(timer);
   }
