@@ -53,6 +53,10 @@ import click
               help="uids given to tasks whose job names no user of this host.")
 @click.option("--fetch-max-mb", default=1024.0, show_default=True, type=float,
               help="The largest file a task's URI (command.uris) may fetch, in MB.")
+@click.option("--fetch-cache-mb", default=2048.0, show_default=True, type=float,
+              help="What the cache of immutable remote volumes (cached URIs) may hold, in MB; "
+                   "beyond it, the least recently used entries no running task links to are "
+                   "evicted.")
 @click.option("--insecure", is_flag=True,
               help="Serve a non-loopback address without credentials or TLS.")
 @click.option("--tls-cert", default="", metavar="PEM", help="TLS certificate (also the agent's "
@@ -66,7 +70,7 @@ def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: 
           revocable_cpus: float, slack_from_usage: bool, enforce_fd_limit: bool,
           orphan_secs: float, username: str, password_file: str, allow_root_tasks: bool,
           task_users: str, dynamic_uids: str, insecure: bool, tls_cert: str, tls_key: str,
-          tls_ca: str, fetch_max_mb: float) -> None:
+          tls_ca: str, fetch_max_mb: float, fetch_cache_mb: float) -> None:
     """Run tasks on this machine for a Peloton host manager.
 
     Registers with the host manager, runs each task as a real process in its
@@ -98,7 +102,8 @@ def agent(name: str | None, hostmgr: str, zk_servers: tuple[str, ...], zk_root: 
                               allow_root_tasks=allow_root_tasks,
                               task_users=tuple(u for u in task_users.split(",") if u),
                               dynamic_uids=dynamic_uids, insecure=insecure, tls_cert=tls_cert,
-                              tls_key=tls_key, tls_ca=tls_ca, fetch_max_mb=fetch_max_mb)
+                              tls_key=tls_key, tls_ca=tls_ca, fetch_max_mb=fetch_max_mb,
+                              fetch_cache_mb=fetch_cache_mb)
     except PelotonError as exc:
         raise click.BadParameter(str(exc)) from None
     try:

@@ -105,7 +105,8 @@ class AgentApp:
                                  uid_claims=claims,
                                  volumes=Volumes(volumes_root(work, self.sandboxes.root)),
                                  remote=RemoteCache(remote_root(work, self.sandboxes.root),
-                                                    max_mb=config.fetch_max_mb))
+                                                    max_mb=config.fetch_max_mb,
+                                                    budget_mb=config.fetch_cache_mb))
         self.watcher = Watcher(self.executor, self.fifo, scan_secs=config.scan_secs,
                                sandbox_ttl_secs=config.sandbox_ttl_secs)
         self.files = FileServer(self.sandboxes, self.caps, config.host, config.files_port,
@@ -159,6 +160,7 @@ class AgentApp:
             log.error("*** peloton agent %s: using the slow PYTHON task supervisor ***", self.config.name)
         self.watcher.open_pipe()
         adopted = self.watcher.adopt_all()
+        self.executor.release_remote_of_dead_runs()
         self.watcher.start()
         self.reporter.start()
         self.server.start()

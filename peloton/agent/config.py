@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from peloton.agent.identity import DEFAULT_DYNAMIC_UIDS, IdentityPolicy
-from peloton.agent.remote_volumes import DEFAULT_MAX_MB
+from peloton.agent.remote_volumes import DEFAULT_BUDGET_MB, DEFAULT_MAX_MB
 from peloton.common.tls import TlsFiles
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
@@ -112,6 +112,9 @@ class AgentConfig:
     dynamic_uids: tuple[int, int] = DEFAULT_DYNAMIC_UIDS
     #: The largest file a task's URI may fetch (remote_volumes.py), in MB.
     fetch_max_mb: float = DEFAULT_MAX_MB
+    #: What the cache of immutable remote volumes may hold before its least recently used
+    #: entries no run holds are evicted (remote_volumes.py), in MB.
+    fetch_cache_mb: float = DEFAULT_BUDGET_MB
 
     def sandbox_root(self) -> Path:
         """Where sandboxes live: `<work dir>/sandboxes`, unless tasks (other users) could not

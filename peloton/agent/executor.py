@@ -10,7 +10,9 @@ move a run backwards, so duplicates and races are harmless.
 
 A run with a dynamic uid holds that uid's machine-wide claim (uidpool.py,
 uidlocks.py) from its launch until its terminal update is published; a run
-adopted after a restart takes its claim again.
+adopted after a restart takes its claim again.  Likewise a run holds the
+remote-volume cache entries it links to (remote_volumes.py) until its
+terminal update: only then may the cache evict them.
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ class Executor:
         with self._lock:
             run = self.runs.get(spec.run_id)
             if run is None or not run.fetching:  # killed (and reported) while fetching
-                self.remote.discard(fetched)
+                self.remote.discard(spec.run_id, fetched)
                 return
             run.fetching = False
             if error:
@@ -175,7 +177,7 @@ class Executor:
                 requests.append(self._request(spec))
             except PelotonError as exc:
                 if self.remote is not None:
-                    self.remote.discard(fetched)
+                    self.remote.discard(spec.run_id, fetched)
                 self._fail_launch(spec, str(exc))
                 continue
             self.runs[spec.run_id] = Run(spec, TaskState.STARTING, time.monotonic())
@@ -404,6 +406,8 @@ class Executor:
         run.state, run.last = state, update
         if state.terminal and run.spec is not None and run.spec.dynamic_uid:
             self.uid_claims.release(run.spec.uid, self._holder(run_id))
+        if state.terminal and self.remote is not None:
+            self.remote.release(run_id)  # its cache entries may be evicted from now on
         self.reporter.publish(update, terminal=state.terminal)
 
     @staticmethod
@@ -424,6 +428,16 @@ class Executor:
             spec = run.spec
             if spec is not None and spec.dynamic_uid and not run.state.terminal:
                 self._reclaim(run_id, spec.uid)
+
+    def release_remote_of_dead_runs(self) -> None:
+        """After the runs on disk are adopted (at start): cache entries held by runs that
+        are not live any more are released (they ended, or were forgotten, while no agent
+        ran; remote_volumes.py)."""
+        if self.remote is None:
+            return
+        with self._lock:
+            live = {run_id for run_id, run in self.runs.items() if not run.state.terminal}
+        self.remote.keep_users(live)
 
     def _reclaim(self, run_id: str, uid: int) -> None:
         try:

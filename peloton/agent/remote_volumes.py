@@ -9,7 +9,9 @@ live outside the work dir, so a task's user can always walk to it)::
     <root>/blobs/<sha256>    a fetched file, 0444 (0555 executable: `<sha256>.x`)
     <root>/blobs/<sha256>.d/ an unpacked archive: directories 0555, files 0444 or 0555
     <root>/index/<key>       0600: which blob a URL (with its checksum and flags) fetched
-    <root>/tmp/              0700: downloads in progress, renamed into blobs/ when whole
+    <root>/users/<run id>    0600: the entries a live run holds (one name a line)
+    <root>/tmp/              0700: downloads in progress, renamed into blobs/ when whole;
+                             evicted entries, renamed here before they are removed
 
 * **Cached** (`cache: true`, an immutable remote volume): fetched once per host.  The
   entry is named by the sha256 of what was fetched (content-addressed), so two URLs of the
@@ -27,8 +29,22 @@ live outside the work dir, so a task's user can always walk to it)::
   read) and `timeout_secs` per fetch.  A sha256 that does not match fails the run with both
   digests, and nothing is kept.  A `file:` URL is read only if every user could read it
   (the agent may be root; the task must not read through it what it could not read itself).
-* The cache is not pruned and not counted as the host's disk (the Mesos fetcher cache had a
-  size and an LRU; not built).
+* **Budget and eviction** (like the Mesos fetcher cache's `--fetcher_cache_size` and its
+  LRU): the cache holds at most `budget_mb` (the agent's `--fetch-cache-mb`, 2 GiB) of
+  entries, an entry's size being its file's length or the sum of its unpacked files.  An
+  entry is held by every run it was fetched or found for, from `prepare` until the run
+  ends (`release`, from the executor's terminal update) or will not start (`discard`);
+  the holders are also written to `users/<run id>`, so a restarted agent knows them.  A
+  new entry that would not fit evicts unheld entries, least recently used first (the rule:
+  remote_lru.py); when every entry is held the fetch proceeds anyway, the cache stays over
+  its budget (logged) and shrinks as runs release entries.  Last use is the entry's mtime,
+  set whenever a run takes or releases it.  An evicted entry is renamed out of `blobs/`
+  under the lock (no run can find it half removed) with its index keys, then removed; the
+  next run that names its URL fetches it again.  The sandbox of a finished run keeps its
+  link, which may then dangle.  Restarted, the agent rebuilds entries, sizes and last uses
+  from `blobs/` and holders from `users/`, then (once runs are adopted) releases the
+  holders that are no longer live (`keep_users`).
+* The budget is the cache's own bound; the disk the agent offers is not reduced by it.
 """
 
 from __future__ import annotations
@@ -44,13 +60,14 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from peloton.agent.model import RunSpec
+from peloton.agent.remote_lru import CacheEntry, plan_evictions
 from peloton.core.errors import (
     FailedPrecondition,
     PelotonError,
@@ -68,6 +85,9 @@ CHUNK = 256 * 1024
 DEFAULT_MAX_MB = 1024.0
 #: How long one fetch may take, unless the agent says otherwise.
 DEFAULT_TIMEOUT_SECS = 120.0
+#: How much the cache of immutable remote volumes may hold, unless the agent says otherwise
+#: (the Mesos fetcher cache's default size).
+DEFAULT_BUDGET_MB = 2048.0
 
 #: Opens a URL for reading: (url, timeout) -> (stream, Content-Length or None).
 Opener = Callable[[str, float], tuple[BinaryIO, int | None]]
@@ -149,8 +169,20 @@ class _Flight:
 
     done: threading.Event
     waiters: int = 0  # askers sharing it (besides the one downloading)
+    #: The runs of those askers: the downloader makes them holders of the new entry.
+    runs: set[str] = field(default_factory=set)
     entry: Path | None = None
     error: PelotonError | None = None
+
+
+@dataclass(slots=True)
+class _Entry:
+    """What the cache knows of one entry of blobs/."""
+
+    size: int
+    last_used: float
+    users: set[str] = field(default_factory=set)  # run ids holding it
+    keys: set[str] = field(default_factory=set)  # index/ files naming it
 
 
 class RemoteCache:
@@ -158,29 +190,41 @@ class RemoteCache:
 
     def __init__(self, root: Path, *, max_mb: float = DEFAULT_MAX_MB,
                  timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+                 budget_mb: float = DEFAULT_BUDGET_MB,
                  openers: dict[FetchKind, Opener] | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self.root = root
         self.max_mb = max_mb
         self.timeout_secs = timeout_secs
+        #: Bytes the entries may take (exceeded only while held entries leave no choice).
+        self.budget = int(budget_mb * MB)
         self._openers = {**OPENERS, **(openers or {})}
         self._monotonic = monotonic
+        self._wall = wall
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
+        self._entries: dict[str, _Entry] = {}  # by name in blobs/
+        self._held: dict[str, set[str]] = {}  # run id -> names of the entries it holds
         #: Downloads made (cache hits and shared waits are not): what a test can count.
         self.downloads = 0
+        #: Entries evicted since start: what a test can count.
+        self.evictions = 0
         self.blobs, self.index, self.tmp = root / "blobs", root / "index", root / "tmp"
+        self.users = root / "users"
         self._made = False
         if self.tmp.is_dir():
             for left in self.tmp.iterdir():  # downloads a crash interrupted
                 _remove(left)
+        if self.blobs.is_dir():
+            self._recover()
 
     def _make(self) -> None:
         """The cache's directories, made with the first fetch (most agents never fetch)."""
         if self._made:
             return
         for path, mode in ((self.root, 0o711), (self.blobs, 0o711), (self.index, 0o700),
-                           (self.tmp, 0o700)):
+                           (self.users, 0o700), (self.tmp, 0o700)):
             path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, mode)
         self._made = True
@@ -203,11 +247,12 @@ class RemoteCache:
         try:
             for vol in spec.remote:
                 if vol.cache:
-                    out.append(Fetched(vol, self._cached(vol), True))
+                    out.append(Fetched(vol, self._cached(vol, spec.run_id), True))
                 else:
                     out.append(Fetched(vol, self._private(vol), False))
+            self._record(spec.run_id)
         except BaseException:
-            self.discard(out)
+            self.discard(spec.run_id, out)
             raise
         return out
 
@@ -232,11 +277,149 @@ class RemoteCache:
             if os.geteuid() == 0 and spec.uid >= 0:
                 _chown_tree(dest, spec.uid, spec.gid)
 
-    def discard(self, fetched: list[Fetched]) -> None:
-        """Remove the private copies of a run that will not start."""
+    def discard(self, run_id: str, fetched: list[Fetched]) -> None:
+        """A run that will not start: remove its private copies, release its entries."""
         for item in fetched:
             if not item.shared:
                 _remove(item.path)
+        self.release(run_id)
+
+    # -- holders and the budget -----------------------------------------------------------
+    def release(self, run_id: str) -> None:
+        """The run ended (or will not start): it holds no entry any more, and entries kept
+        over the budget for it are evicted now.  Idempotent; the executor calls it with
+        every terminal update."""
+        with self._lock:
+            names = self._held.pop(run_id, None)
+            if names is None:
+                return
+            now = self._wall()
+            for name in names:
+                entry = self._entries.get(name)
+                if entry is not None:
+                    entry.users.discard(run_id)
+                    self._touch(name, entry, now)
+            _remove(self.users / run_id)
+            victims = self._evict(0)
+        _drop(victims)
+
+    def keep_users(self, live: Collection[str]) -> None:
+        """Release every holder but the `live` runs (after a restart, once the runs on disk
+        are adopted: the others ended, or were forgotten, while no agent ran)."""
+        with self._lock:
+            gone = [run_id for run_id in self._held if run_id not in live]
+        for run_id in gone:
+            self.release(run_id)
+
+    def entries(self) -> list[CacheEntry]:
+        """The cache's entries as the eviction rule sees them (a copy)."""
+        with self._lock:
+            return self._snapshot()
+
+    @property
+    def used(self) -> int:
+        """Bytes the entries take."""
+        with self._lock:
+            return sum(e.size for e in self._entries.values())
+
+    def _snapshot(self) -> list[CacheEntry]:
+        return [CacheEntry(name, e.size, e.last_used, len(e.users))
+                for name, e in self._entries.items()]
+
+    def _hold(self, path: Path, run_ids: Collection[str]) -> None:
+        """Make runs holders of an entry (with the lock held)."""
+        name = path.name
+        entry = self._entries.get(name)
+        if entry is None:  # on disk, unknown: put there by hand or by an older agent
+            entry = self._entries[name] = _Entry(_size(path), self._wall())
+        for run_id in run_ids:
+            entry.users.add(run_id)
+            self._held.setdefault(run_id, set()).add(name)
+        self._touch(name, entry, self._wall())
+
+    def _touch(self, name: str, entry: _Entry, now: float) -> None:
+        """Note a use, in memory and as the entry's mtime (what a restarted agent reads)."""
+        entry.last_used = now
+        try:
+            os.utime(self.blobs / name, (now, now), follow_symlinks=False)
+        except OSError as exc:
+            log.warning("remote volume cache: cannot note the use of %s: %s", name, exc)
+
+    def _record(self, run_id: str) -> None:
+        """Write down which entries a run holds, for an agent restarted while it lives."""
+        if not run_id or "/" in run_id or run_id.startswith("."):
+            return  # not a file name (run ids are checked before; a safety net)
+        with self._lock:
+            names = self._held.get(run_id)
+            if not names:
+                return
+            fd = os.open(self.users / run_id, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                         | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write("".join(f"{name}\n" for name in sorted(names)))
+
+    def _evict(self, incoming: int) -> list[Path]:
+        """Apply the eviction rule for `incoming` new bytes (with the lock held): evicted
+        entries leave blobs/ and the index now; the caller removes what is returned once
+        it has let go of the lock."""
+        plan = plan_evictions(self._snapshot(), self.budget, incoming)
+        victims = []
+        for name in plan.evict:
+            entry = self._entries.pop(name)
+            for key in entry.keys:
+                try:
+                    if (self.index / key).read_text().strip() == name:
+                        (self.index / key).unlink()
+                except FileNotFoundError:
+                    pass
+            path, moved = self.blobs / name, self.tmp / f"evicted.{uuid.uuid4().hex}"
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    os.chmod(path, 0o700)  # a directory moves only while its owner may write it
+                os.rename(path, moved)
+            except FileNotFoundError:
+                continue
+            victims.append(moved)
+            self.evictions += 1
+            log.info("remote volume cache: evicted %s (%d bytes, last used %s)", name,
+                     entry.size, time.strftime("%Y-%m-%d %H:%M:%S",
+                                               time.localtime(entry.last_used)))
+        if plan.over_by and incoming:
+            log.warning("remote volume cache %s: %d bytes over its budget of %d bytes, every "
+                        "other entry being held by a live run; it shrinks as runs end",
+                        self.root, plan.over_by, self.budget)
+        return victims
+
+    def _recover(self) -> None:
+        """Entries, sizes and last uses from blobs/ (an entry's mtime is its last use),
+        their index keys, and their holders from users/ (at start, before any fetch)."""
+        for item in os.scandir(self.blobs):
+            path = Path(item.path)
+            self._entries[item.name] = _Entry(_size(path), os.lstat(path).st_mtime)
+        if self.index.is_dir():
+            for item in os.scandir(self.index):
+                key = Path(item.path)
+                try:
+                    name = key.read_text().strip()
+                except (OSError, UnicodeDecodeError):
+                    name = ""  # not one of ours: dropped with the stale keys
+                entry = self._entries.get(name)
+                if entry is None:
+                    _remove(key)  # names an entry that is gone
+                else:
+                    entry.keys.add(item.name)
+        if self.users.is_dir():
+            for item in os.scandir(self.users):
+                try:
+                    text = Path(item.path).read_text()
+                except (OSError, UnicodeDecodeError):
+                    _remove(Path(item.path))
+                    continue
+                names = {n for n in text.split() if n in self._entries}
+                for name in names:
+                    self._entries[name].users.add(item.name)
+                self._held[item.name] = names
+        _drop(self._evict(0))  # the budget may be smaller than it was
 
     # -- the cache ------------------------------------------------------------------------
     @staticmethod
@@ -260,11 +443,13 @@ class RemoteCache:
         entry = self.blobs / name
         return entry if name and "/" not in name and os.path.lexists(entry) else None
 
-    def _cached(self, vol: RemoteVolume) -> Path:
-        """The cache entry of `vol`, fetched now unless it is here or being fetched."""
+    def _cached(self, vol: RemoteVolume, run_id: str) -> Path:
+        """The cache entry of `vol`, fetched now unless it is here or being fetched; held by
+        `run_id` when this returns."""
         with self._lock:
             entry = self._lookup(vol)
             if entry is not None:
+                self._hold(entry, (run_id,))
                 return entry
             flight = self._flights.get(vol.cache_key)
             mine = flight is None
@@ -272,14 +457,15 @@ class RemoteCache:
                 flight = self._flights[vol.cache_key] = _Flight(threading.Event())
             else:
                 flight.waiters += 1
+                flight.runs.add(run_id)
         if not mine:
             flight.done.wait()
             if flight.error is not None:
                 raise flight.error
             assert flight.entry is not None
-            return flight.entry
+            return flight.entry  # the downloader made this run a holder
         try:
-            flight.entry = self._store(vol)
+            flight.entry = self._store(vol, run_id, flight)
             return flight.entry
         except PelotonError as exc:
             flight.error = exc
@@ -292,25 +478,38 @@ class RemoteCache:
                 del self._flights[vol.cache_key]
             flight.done.set()
 
-    def _store(self, vol: RemoteVolume) -> Path:
+    def _store(self, vol: RemoteVolume, run_id: str, flight: _Flight) -> Path:
+        """Download `vol` into the cache, evicting what the budget asks, and make its run
+        (and the runs waiting on `flight`) its holders."""
         staged, digest = self._download(vol)
+        entry = self.blobs / self._name(vol, digest)
+        key = self._key(vol)
+        tmp = self.tmp / f"{key.name}.{uuid.uuid4().hex}"
+        ready = staged
+        victims: list[Path] = []
         try:
-            entry = self.blobs / self._name(vol, digest)
-            if not os.path.lexists(entry):
-                if vol.archive is not None:
-                    unpacked = self._unpack(vol, staged)
-                    _read_only(unpacked)
-                    os.rename(unpacked, entry)  # a directory moves while its owner may write it
-                    os.chmod(entry, 0o555)
-                else:
-                    os.chmod(staged, 0o555 if vol.executable else 0o444)
-                    os.rename(staged, entry)
-            key = self._key(vol)
-            tmp = self.tmp / f"{key.name}.{uuid.uuid4().hex}"
+            if vol.archive is not None and not os.path.lexists(entry):
+                ready = self._unpack(vol, staged)
+                _read_only(ready)
             tmp.write_text(entry.name)
-            os.rename(tmp, key)
+            with self._lock:  # eviction, entry and index change together: lookups see all
+                if not os.path.lexists(entry):
+                    size = _size(ready)
+                    victims = self._evict(size)
+                    if vol.archive is not None:
+                        os.rename(ready, entry)  # a directory moves while its owner may write it
+                        os.chmod(entry, 0o555)
+                    else:
+                        os.chmod(staged, 0o555 if vol.executable else 0o444)
+                        os.rename(staged, entry)
+                    self._entries[entry.name] = _Entry(size, self._wall())
+                os.rename(tmp, key)
+                self._hold(entry, {run_id, *flight.runs})
+                self._entries[entry.name].keys.add(key.name)
         finally:
-            _remove(staged)
+            for left in (staged, ready, tmp):
+                _remove(left)
+        _drop(victims)
         log.info("remote volume %s cached as %s", vol.url, entry.name)
         return entry
 
@@ -415,6 +614,23 @@ def _chown_tree(top: Path, uid: int, gid: int) -> None:
     for base, dirs, files in os.walk(top):  # never follows links
         for name in (*dirs, *files):
             os.lchown(os.path.join(base, name), uid, gid)
+
+
+def _size(path: Path) -> int:
+    """An entry's bytes: a file's length, or the sum of the files of an unpacked tree."""
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_size
+    total = 0
+    for base, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.lstat(os.path.join(base, name)).st_size
+    return total
+
+
+def _drop(victims: list[Path]) -> None:
+    for path in victims:
+        _remove(path)
 
 
 def _remove(path: Path) -> None:

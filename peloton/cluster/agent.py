@@ -17,7 +17,7 @@ from pathlib import Path
 
 from peloton.agent.app import AgentApp
 from peloton.agent.config import AgentConfig, parse_label, parse_ports
-from peloton.agent.remote_volumes import DEFAULT_MAX_MB
+from peloton.agent.remote_volumes import DEFAULT_BUDGET_MB, DEFAULT_MAX_MB
 from peloton.common.auth import is_loopback
 from peloton.common.auth.tokens import check_private
 from peloton.common.shutdown import stop_on_signals
@@ -35,12 +35,16 @@ def build_config(*, work_dir: str, name: str | None, hostmgr: str, host: str, po
                  allow_root_tasks: bool = False, task_users: tuple[str, ...] = (),
                  dynamic_uids: str = "70000-79999", insecure: bool = False, tls_cert: str = "",
                  tls_key: str = "", tls_ca: str = "",
-                 fetch_max_mb: float = DEFAULT_MAX_MB) -> AgentConfig:
+                 fetch_max_mb: float = DEFAULT_MAX_MB,
+                 fetch_cache_mb: float = DEFAULT_BUDGET_MB) -> AgentConfig:
     """An AgentConfig from CLI values; raises InvalidArgument on a bad port range, label,
     secret file, or a non-loopback address without credentials (unless `insecure`)."""
     if not (math.isfinite(fetch_max_mb) and fetch_max_mb > 0):
         raise InvalidArgument(f"--fetch-max-mb must be > 0, got {fetch_max_mb}",
                               field="fetch_max_mb")
+    if not (math.isfinite(fetch_cache_mb) and fetch_cache_mb >= 0):
+        raise InvalidArgument(f"--fetch-cache-mb must be >= 0, got {fetch_cache_mb}",
+                              field="fetch_cache_mb")
     if not (math.isfinite(revocable_cpus) and revocable_cpus >= 0):
         raise InvalidArgument(f"--revocable-cpus must be >= 0, got {revocable_cpus}",
                               field="revocable_cpus")
@@ -70,7 +74,8 @@ def build_config(*, work_dir: str, name: str | None, hostmgr: str, host: str, po
         ports=parse_ports(ports), labels=tuple(parse_label(lb) for lb in labels),
         name=name or socket.gethostname(), credentials=credentials, tls=tls,
         allow_root_tasks=allow_root_tasks, task_users=task_users,
-        dynamic_uids=(int(first), int(last)), fetch_max_mb=fetch_max_mb)
+        dynamic_uids=(int(first), int(last)), fetch_max_mb=fetch_max_mb,
+        fetch_cache_mb=fetch_cache_mb)
 
 
 def run(config: AgentConfig, *, kill_tasks_on_exit: bool = False) -> None:

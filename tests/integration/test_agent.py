@@ -8,8 +8,13 @@ on 127.0.0.1, stopped by PID.  Everything waits with deadlines.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from peloton.agent.remote_volumes import remote_root
 from peloton.api.grpc_server import GrpcServer
-from peloton.core.model.task import HealthCheckSpec, HealthCheckType, PortSpec
+from peloton.core.model.sched import LaunchSpec
+from peloton.core.model.task import HealthCheckSpec, HealthCheckType, PortSpec, UriSpec
 from peloton.core.states import HealthState, TaskState
 from peloton.hostmgr.backends.base import StatusUpdate
 from peloton.hostmgr.backends.local import LocalBackend
@@ -317,6 +324,60 @@ def test_agent_killed_with_sigkill_adopts_its_tasks_on_restart(hostmgr: Hostmgr,
         wait_for(lambda: gone(keep_pid), 10, "the adopted task killed")
     finally:
         second.stop()
+
+
+def _with_uri(launch: LaunchSpec, url: str) -> LaunchSpec:
+    command = dataclasses.replace(launch.spec.command, uris=(UriSpec(url, cache=True),))
+    return dataclasses.replace(launch, spec=dataclasses.replace(launch.spec, command=command))
+
+
+def test_the_remote_volume_cache_keeps_its_budget_across_a_restart(hostmgr: Hostmgr,
+                                                                    tmp_path: Path) -> None:
+    # 20 bytes of cache, entries of 15: one fits.  An entry a running task links to is kept
+    # (over budget), also by the agent restarted after kill -9; an unheld one is evicted, and
+    # fetched again by the next run that names it.
+    served = Path(tempfile.mkdtemp(prefix="pelotonpy-served-", dir="/tmp"))
+    os.chmod(served, 0o755)
+    for name in "ab":
+        (served / name).write_text(name * 14 + "\n")
+        os.chmod(served / name, 0o644)
+    work, rec = tmp_path / "agent", hostmgr.recorder
+    args = ["--fetch-cache-mb", str(20 / 1024 / 1024)]
+    first = AgentProcess(work, hostmgr.address, name="lru-agent", extra_args=args).start()
+    second = None
+
+    def blobs() -> set[str]:
+        root = remote_root(work, sandbox(work, "x").parent)
+        return {p.name for p in (root / "blobs").iterdir()}
+
+    def entry(name: str) -> str:
+        return hashlib.sha256((name * 14 + "\n").encode()).hexdigest()
+
+    def cat(name: str) -> bytes:
+        once = _with_uri(task(f"cat {name}"), f"file://{served}/{name}")
+        hostmgr.backend.launch("lru-agent", [once])
+        rec.wait_state(once.run_id, TaskState.SUCCEEDED, timeout=30)
+        return hostmgr.backend.read_sandbox("lru-agent", once.run_id, "stdout")
+
+    try:
+        wait_for(lambda: "lru-agent" in rec.hosts, 20, "agent registration")
+        assert cat("a") == b"a" * 14 + b"\n"
+        holder = _with_uri(task("sleep 300", grace=0.1), f"file://{served}/b")
+        hostmgr.backend.launch("lru-agent", [holder])
+        rec.wait_state(holder.run_id, TaskState.RUNNING)
+        assert blobs() == {entry("b")}  # a, no longer linked by a running task, went
+        first.stop(signal.SIGKILL)
+        second = AgentProcess(work, hostmgr.address, name="lru-agent", extra_args=args).start()
+        wait_for(lambda: rec.host_ups.count("lru-agent") >= 2, 20, "re-registration")
+        assert cat("a") == b"a" * 14 + b"\n"  # fetched again
+        # b is still held by the adopted run: a went once its run ended.
+        wait_for(lambda: blobs() == {entry("b")}, 10, "a evicted, b kept")
+        hostmgr.backend.kill("lru-agent", [holder.run_id], 0.1)
+        rec.wait_state(holder.run_id, TaskState.KILLED)
+        assert blobs() == {entry("b")}  # released, and within the budget: kept
+    finally:
+        (second or first).stop()
+        shutil.rmtree(served)
 
 
 def test_tasks_keep_running_while_the_host_manager_is_away(tmp_path: Path) -> None:

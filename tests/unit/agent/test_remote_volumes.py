@@ -24,7 +24,7 @@ from peloton.agent.executor import Executor
 from peloton.agent.identity import IdentityPolicy
 from peloton.agent.isolation import MemoryIsolation
 from peloton.agent.model import RunSpec
-from peloton.agent.remote_volumes import RemoteCache, remote_root
+from peloton.agent.remote_volumes import MB, RemoteCache, remote_root
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes
 from peloton.agent.wire import run_spec_from_pb
@@ -206,6 +206,133 @@ def test_the_cache_lives_beside_the_sandboxes(tmp_path: Path) -> None:
     assert remote_root(tmp_path, Path("/var/lib/x/ab")) == Path("/var/lib/x/ab.remote")
 
 
+# -- the budget ---------------------------------------------------------------------------------
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+def _budgeted(root: Path, budget: int, blobs: dict[str, bytes], clock: _Clock) -> RemoteCache:
+    return RemoteCache(root, budget_mb=budget / MB, openers={FetchKind.HTTP: _serve(blobs)},
+                       wall=clock)
+
+
+BLOBS = {f"http://h.invalid/{n}": n.encode() * 10 for n in "abcd"}  # 10 bytes each
+
+
+def _names(cache: RemoteCache) -> set[str]:
+    return {p.name for p in cache.blobs.iterdir()}
+
+
+def test_the_least_recently_used_entries_go_and_the_budget_holds(tmp_path: Path) -> None:
+    cache = _budgeted(tmp_path / "cache", 25, BLOBS, _Clock())
+    for n, name in enumerate("abc"):
+        spec = run(n, UriSpec(f"http://h.invalid/{name}", cache=True))
+        cache.prepare(spec)
+        cache.release(spec.run_id)
+        # a is used again after b was fetched: b is now the least recently used
+        if name == "b":
+            again = run(9, UriSpec("http://h.invalid/a", cache=True))
+            assert cache.ready(again)
+            cache.prepare(again)
+            cache.release(again.run_id)
+        assert cache.used <= 25
+    assert _names(cache) == {sha("a" * 10), sha("c" * 10)} and cache.evictions == 1
+    # The evicted URL's index entry went with it: asked again, it is fetched again.
+    assert len(list(cache.index.iterdir())) == 2
+    assert not cache.ready(run(5, UriSpec("http://h.invalid/b", cache=True)))
+    cache.prepare(run(5, UriSpec("http://h.invalid/b", cache=True)))
+    assert cache.downloads == 4 and _names(cache) == {sha("b" * 10), sha("c" * 10)}
+
+
+def test_held_entries_are_kept_over_budget_until_released(tmp_path: Path) -> None:
+    cache = _budgeted(tmp_path / "cache", 15, BLOBS, _Clock())
+    first, second = (run(n, UriSpec(f"http://h.invalid/{x}", cache=True))
+                     for n, x in ((1, "a"), (2, "b")))
+    cache.prepare(first)
+    cache.prepare(second)  # a is held: the fetch proceeds, the cache is over budget
+    assert cache.used == 20 and cache.evictions == 0
+    assert (cache.users / first.run_id).read_text() == sha("a" * 10) + "\n"
+    cache.release(second.run_id)  # b is the newest, but a is held: b goes
+    assert _names(cache) == {sha("a" * 10)} and cache.used == 10
+    cache.release(first.run_id)
+    cache.release(first.run_id)  # idempotent
+    assert cache.used == 10 and not (cache.users / first.run_id).exists()
+    assert [(e.name, e.users) for e in cache.entries()] == [(sha("a" * 10), 0)]
+
+
+def test_concurrent_askers_of_one_download_all_hold_it(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def slow(url: str, timeout: float) -> tuple[BinaryIO, int | None]:
+        assert release.wait(10)
+        return io.BytesIO(b"x" * 10), None
+
+    cache = RemoteCache(tmp_path / "cache", budget_mb=10 / MB, openers={FetchKind.HTTP: slow})
+    uri = UriSpec("http://h.invalid/x", cache=True)
+    threads = [threading.Thread(target=cache.prepare, args=(run(n, uri),)) for n in range(3)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: [f.waiters for f in cache._flights.values()] == [2], 5, "2 waiting runs")
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert [e.users for e in cache.entries()] == [3]
+
+
+def test_a_restarted_agent_recovers_sizes_last_uses_and_holders(tmp_path: Path) -> None:
+    clock = _Clock()
+    cache = _budgeted(tmp_path / "cache", 30, BLOBS, clock)
+    live, ended, old = (run(n, UriSpec(f"http://h.invalid/{x}", cache=True))
+                        for n, x in ((1, "a"), (2, "b"), (3, "c")))
+    for spec in (old, live, ended):  # c is the least recently used
+        cache.prepare(spec)
+    cache.release(old.run_id)
+    cache.release(ended.run_id)
+    before = {e.name: e for e in cache.entries()}
+
+    again = _budgeted(tmp_path / "cache", 30, BLOBS, clock)
+    assert again.used == 30
+    assert {e.name: e for e in again.entries()} == before  # last uses from the mtimes
+    again.prepare(run(4, UriSpec("http://h.invalid/d", cache=True)))
+    assert _names(again) == {sha(x * 10) for x in "abd"}  # c went; a, held, stayed
+    # Once the runs on disk are adopted, the holders that are gone are released.
+    again.keep_users({f"{JOB}-0-4"})
+    assert sha("a" * 10) in _names(again)  # within budget: released, not evicted
+    assert [e.users for e in again.entries() if e.name == sha("a" * 10)] == [0]
+    assert sorted(p.name for p in again.users.iterdir()) == [f"{JOB}-0-4"]
+
+
+def test_a_smaller_budget_evicts_at_start(tmp_path: Path) -> None:
+    cache = _budgeted(tmp_path / "cache", 100, BLOBS, _Clock())
+    for n, x in enumerate("abc"):
+        spec = run(n, UriSpec(f"http://h.invalid/{x}", cache=True))
+        cache.prepare(spec)
+        cache.release(spec.run_id)
+    smaller = _budgeted(tmp_path / "cache", 10, BLOBS, _Clock())
+    assert _names(smaller) == {sha("c" * 10)} and smaller.used == 10
+
+
+def test_an_evicted_archive_is_removed_whole(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("d/f.txt")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"12345"))
+    blobs = {"http://h.invalid/app.tgz": buf.getvalue(), "http://h.invalid/a": b"a" * 10}
+    cache = _budgeted(tmp_path / "cache", 12, blobs, _Clock())
+    tgz = run(1, UriSpec("http://h.invalid/app.tgz", cache=True))
+    cache.prepare(tgz)
+    assert cache.used == 5  # the unpacked files, not the archive
+    cache.release(tgz.run_id)
+    cache.prepare(run(2, UriSpec("http://h.invalid/a", cache=True)))
+    assert _names(cache) == {sha("a" * 10)} and list(cache.tmp.iterdir()) == []
+
+
 # -- the executor ------------------------------------------------------------------------------
 class _Spawner:
     command = ["peloton-supervisor"]
@@ -253,6 +380,32 @@ def test_a_run_waits_for_its_fetch_and_a_kill_meanwhile_stops_it(tmp_path: Path)
     assert executor.runs[killed.run_id].state is TaskState.KILLED
     link = tmp_path / "sandboxes" / kept.run_id / "conf"
     assert link.is_symlink() and link.read_bytes() == b"v1"
+
+
+def test_an_evicted_url_is_fetched_again_for_the_next_run(tmp_path: Path) -> None:
+    spawner = _Spawner()
+    cache = _budgeted(tmp_path / "cache", 15, BLOBS, _Clock())
+    executor = Executor(sandboxes=Sandboxes(tmp_path, tmp_path / "sandboxes"),
+                        isolation=MemoryIsolation("rlimit"), spawner=spawner,  # type: ignore[arg-type]
+                        reporter=StatusReporter(lambda batch: True), fifo=tmp_path / "notify",
+                        identities=IdentityPolicy(dynamic_uids=(70000, 70009)), remote=cache)
+    a, b = UriSpec("http://h.invalid/a", cache=True), UriSpec("http://h.invalid/b", cache=True)
+
+    def started(spec: RunSpec, n: int) -> None:
+        assert executor.launch([spec]) == []
+        wait_for(lambda: len(spawner.requests) == n, 10, f"the supervisor of {spec.run_id}")
+
+    started(run(1, a), 1)
+    started(run(2, b), 2)  # a is held by run 1: over budget, a kept
+    assert cache.used == 20
+    executor.lose(run(1, a).run_id, "gone")  # its end releases a, which goes
+    assert _names(cache) == {sha("b" * 10)}
+    executor.release_remote_of_dead_runs()  # run 2 is live: b stays held
+    assert [e.users for e in cache.entries()] == [1]
+    started(run(3, a), 3)  # fetched again (not ready: STARTING "fetching ...")
+    assert cache.downloads == 3
+    assert (tmp_path / "sandboxes" / run(3, a).run_id / "a").read_bytes() == b"a" * 10
+    assert _names(cache) == {sha("a" * 10), sha("b" * 10)}  # b held by run 2, over budget
 
 
 # -- helpers -----------------------------------------------------------------------------------
