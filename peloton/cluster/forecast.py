@@ -5,12 +5,13 @@ and the store, run forward by the real scheduler in a worker process.
 config, entitlement and allocation; the queues in admission order; the admitted and running
 records with their hosts; and the state that decides what it does next: how long each
 queued gang has been refused and which holds its queue's room, each task's failed
-placements, when entitlements were computed and whether demand changed since, the
-preemption counts, the admission loop's last pass), then reads outside the lock the hosts
-(the host manager's summaries: capacity, labels, maintenance), the host order placement
-breaks ties by where this process can read it (`rotation_of`), and, per job involved, its
-newest config (type, priority, gang size) and its runtimes (when each running task
-started; the durations of its finished runs, its history: `core.forecast.durations`).
+placements and when its placement retry is due, when entitlements were computed and
+whether demand changed since, the preemption counts, the admission loop's last pass, and
+the clock all of these are read on), then reads outside the lock the hosts (the host
+manager's summaries: capacity, labels, maintenance), the host order placement breaks ties
+by where this process can read it (`rotation_of`), and, per job involved, its newest config
+(type, priority, gang size) and its runtimes (when each running task started; the
+durations of its finished runs, its history: `core.forecast.durations`).
 
 `run_in_worker` runs `peloton.simulation.forecast_worker` in a child process: the
 simulation builds its own daemons and store, which must not share this daemon's metrics,
@@ -149,6 +150,7 @@ class LiveState:
                                         mono - rec.start_time))
             preemption = rm.config.preemption_enabled
             attempts_raw = [rec.placement_attempts for rec, _, _ in admitted + waiting]
+            retries = book.ready.retries()
             entitled_for = mono - rm.entitled_at if rm.entitled_at > -math.inf else None
             stale = book.demand_changed
             admitted_at = rm.loops.admitted_at
@@ -169,7 +171,9 @@ class LiveState:
                                refused_for=gangs.get(rec.task_id, never)[0],
                                holds_room=gangs.get(rec.task_id, never)[1],
                                queue=gangs.get(rec.task_id, never)[2],
-                               placement_attempts=attempts)
+                               placement_attempts=attempts,
+                               retry_in=(retries[rec.task_id] - mono
+                                         if rec.task_id in retries else None))
                        for (rec, admitted, gang), attempts in zip(queued_raw, attempts_raw,
                                                                   strict=True))
         running = tuple(self._running(rec, host, elapsed, paths, facts, now)
@@ -182,7 +186,7 @@ class LiveState:
                         rotation=self.rotation() if self.rotation is not None else None,
                         entitled_for=entitled_for, entitlement_stale=stale,
                         admitted_for=admitted_for,
-                        over_cycles=over)
+                        over_cycles=over, monotonic=mono)
 
     def _job(self, job_id: str, given: float | None) -> _Job:
         try:

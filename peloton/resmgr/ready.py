@@ -51,13 +51,22 @@ class ReadyQueue:
         self._later: list[tuple[float, int, ReadyEntry]] = []
         self._seq = itertools.count()
         self.owner: dict[TaskId, ReadyEntry] = {}
+        #: Tasks whose next entry waits for a retry time (`defer`).
+        self._deferred: dict[TaskId, float] = {}
 
     def __len__(self) -> int:
         """Entries queued or waiting to retry (stale ones included until they surface)."""
         return len(self._fifo) + len(self._later)
 
     def push(self, entry: ReadyEntry) -> None:
-        """Queue an entry at the tail; it now stands for its tasks."""
+        """Queue an entry at the tail; it now stands for its tasks (one `defer`red waits
+        for its retry time instead)."""
+        if self._deferred:
+            dues = [self._deferred.pop(r.task_id) for r in entry.records
+                    if r.task_id in self._deferred]
+            if dues:
+                self.push_later(entry, max(dues))
+                return
         self._own(entry)
         self._fifo.append(entry)
 
@@ -70,6 +79,16 @@ class ReadyQueue:
         """Queue an entry once `due` has passed (a placement retry)."""
         self._own(entry)
         heapq.heappush(self._later, (due, next(self._seq), entry))
+
+    def defer(self, task_id: TaskId, due: float) -> None:
+        """The task's next entry waits until `due` as a placement retry: a simulation
+        resuming a live retry timer (the task is admitted again where the timer is lost)."""
+        self._deferred[task_id] = due
+
+    def retries(self) -> dict[TaskId, float]:
+        """When each task waiting for a placement retry is due (stale entries left out)."""
+        return {rec.task_id: due for due, _, entry in self._later for rec in entry.records
+                if self.owner.get(rec.task_id) is entry}
 
     def _own(self, entry: ReadyEntry) -> None:
         owner = self.owner

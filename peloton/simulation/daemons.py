@@ -79,11 +79,12 @@ class SimulationClock(ManualClock):
     """One simulated time: a `Clock` for the daemons and a `SimClock` for the simulated hosts.
 
     `now()` and `monotonic()` are simulated seconds since t = 0 (the same float, so a
-    deadline the driver advances to is exactly due); `wall()` is `epoch` plus that.
+    deadline the driver advances to is exactly due), starting at `origin`; `wall()` is
+    `epoch` plus that.
     """
 
-    def __init__(self, epoch: float) -> None:
-        super().__init__(0.0)
+    def __init__(self, epoch: float, origin: float = 0.0) -> None:
+        super().__init__(origin)
         self.epoch = epoch
 
     def monotonic(self) -> float:
@@ -118,8 +119,11 @@ class SimulatedCluster:
                  resmgr_config: ResourceManagerConfig | None = None,
                  jobmgr_config: JobManagerConfig | None = None,
                  placement_config: PlacementEngineConfig | None = None,
-                 after_round: Callable[[SimulatedCluster], int] | None = None) -> None:
-        self.clock = clock = SimulationClock(epoch)
+                 after_round: Callable[[SimulatedCluster], int] | None = None,
+                 origin: float = 0.0) -> None:
+        self.clock = clock = SimulationClock(epoch, origin)
+        #: Where the clock starts; the periodic passes fall at whole periods after it.
+        self.origin = origin
         #: Called after every reactive round; returns the work it did (the forecast resumes
         #: live scheduler state there: forecast_resume.py).
         self._after_round = after_round
@@ -163,17 +167,18 @@ class SimulatedCluster:
         jm.recovery.recover()
         hm, rm, rmc = self.hostmgr, self.resmgr, self.resmgr.config
         # In the order the daemons start.  The daemons were started a whole number of
-        # periods before t = 0 (any phase is as real as another; this one puts every loop's
-        # passes at multiples of its period, t = 0 included, so what the timeline does at
-        # t = 0 is in place for the jobs submitted then).
+        # periods before the origin (any phase is as real as another; this one puts every
+        # loop's passes at multiples of its period after the origin, the origin included, so
+        # what the timeline does then is in place for the jobs submitted then).
+        start = self.origin
         self._periodic = [
-            _Periodic("hostmgr prune", hm.config.prune_interval, hm.prune, 0.0),
-            _Periodic("resmgr entitlement", rmc.entitlement_period, rm.refresh_capacity, 0.0),
-            _Periodic("resmgr preemption", rmc.preemption_period, rm.loops.preempt_once, 0.0),
-            _Periodic("jobmgr evictor", jm.config.evict_interval, jm.evictor.evict_once, 0.0),
-            _Periodic("jobmgr deadlines", jm.deadlines.interval, jm.deadlines.check_once, 0.0),
+            _Periodic("hostmgr prune", hm.config.prune_interval, hm.prune, start),
+            _Periodic("resmgr entitlement", rmc.entitlement_period, rm.refresh_capacity, start),
+            _Periodic("resmgr preemption", rmc.preemption_period, rm.loops.preempt_once, start),
+            _Periodic("jobmgr evictor", jm.config.evict_interval, jm.evictor.evict_once, start),
+            _Periodic("jobmgr deadlines", jm.deadlines.interval, jm.deadlines.check_once, start),
             _Periodic("jobmgr daemon jobs", jm.daemons.interval, jm.daemons.reconcile_once,
-                      0.0),
+                      start),
         ]
 
     def close(self) -> None:
@@ -235,13 +240,14 @@ class SimulatedCluster:
 
     def run_instant(self) -> None:
         """Everything due now: the periodic passes due, then `settle()`."""
-        now = self.now
+        now, origin = self.now, self.origin
         self.counts["instants"] += 1
         for p in self._periodic:
             if p.due <= now:
                 p.step()
-                # The loop sleeps one period after each pass (k x period: no drift).
-                p.due = (round(now / p.period) + 1) * p.period
+                # The loop sleeps one period after each pass (k x period after the origin:
+                # no drift).
+                p.due = origin + (round((now - origin) / p.period) + 1) * p.period
         due = self.resmgr.loops.next_admission()
         if due is not None and due <= now:
             self.resmgr.loops.admit_pass()

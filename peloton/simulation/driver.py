@@ -138,7 +138,8 @@ class _Replay:
             epoch=scenario.epoch, durations=self._duration, seed=scenario.seed,
             preemption=scenario.preemption, watcher=self.observer.task_changed,
             resmgr_config=sim.resmgr_config, jobmgr_config=sim.jobmgr_config,
-            placement_config=sim.placement_config, after_round=sim.after_round)
+            placement_config=sim.placement_config, after_round=sim.after_round,
+            origin=scenario.origin)
         self._jobs = scenario.trace.jobs
         self._next_job = 0
         self._actions = scenario.timeline
@@ -158,7 +159,7 @@ class _Replay:
         """The discrete-event loop (module docstring); returns the end time."""
         sc, cluster = self.scenario, self.cluster
         cluster.start(sc.hosts, ((p.path, p.config) for p in sc.pools))
-        t, stuck = 0.0, 0
+        t, stuck = sc.origin, 0
         while True:
             cluster.advance_to(t)
             if self._apply_actions(t):

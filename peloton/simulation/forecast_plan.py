@@ -10,8 +10,15 @@ submitted in queue order, and the pins are released: every host is announced aga
 with the label `RELEASED`, which the pin accepts as well as its own host (a task
 preempted after now runs again wherever placement puts it, as it would live).  What
 the jobs cannot carry (how long each queued gang has been refused, the gang holding
-its pool's room, each task's failed placements, the host order placement breaks ties
-by) is in `ForecastScenario`, and forecast_resume.py puts it back into the daemons at now.
+its pool's room, each task's failed placements and retry timer, the host order placement
+breaks ties by) is in `ForecastScenario`, and forecast_resume.py puts it back into the
+daemons at now.
+
+Times here are relative to the scenario's origin (`Scenario.origin`): where the snapshot
+has the live resource manager's clock, now in the run is that clock's reading and t = 0 is
+`WARMUP` before it, so what the daemons compute from times after now (a retry due time, the
+admission loop's next pass: sums and quotients of floats, which round by their magnitude)
+comes out as live; else the origin is 0 and now is `WARMUP`.
 
 A running task ends at WARMUP + its remaining time whenever it was placed
 (`ForecastScenario.end_at`, applied by the engine's duration policy); run again after a
@@ -100,6 +107,9 @@ class ForecastScenario:
     #: The snapshot it was built from: the live scheduler state forecast_resume.py puts
     #: back at now (host order, entitlements, preemption counts, admission phase).
     live: Snapshot | None = None
+    #: Simulated time of now in the run: `WARMUP` after the scenario's origin (the live
+    #: resource manager's clock at now where the snapshot has it, else `WARMUP`).
+    now: float = WARMUP
 
 
 def _factor(rng: random.Random, source: DurationSource, variation: int) -> float:
@@ -148,6 +158,9 @@ def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0,
           horizon: float) -> ForecastScenario:
     """The scenario of `snapshot` (module docstring), looking `horizon` seconds past now."""
     rng = random.Random(f"{seed}:{variation}")
+    # On the live clock where known (Scenario.origin): every time below is origin-based.
+    origin = 0.0 if snapshot.monotonic is None else snapshot.monotonic - WARMUP
+    now = origin + WARMUP
     up = tuple(h for h in snapshot.hosts if not h.maintenance)
     up_names = {h.hostname for h in up}
     hosts = tuple(SimHost(h.hostname, "live", h.capacity, (*h.labels, Label(PIN, h.hostname)))
@@ -173,14 +186,14 @@ def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0,
         by_key.setdefault((r.elapsed, r.job_id, r.pool, r.hostname, r.resources, r.priority,
                            r.preemptible, r.remaining is None), []).append(r)
     for runs in by_key.values():
-        at = step[runs[0].elapsed] * (WARMUP - STARTS_SETTLE) / START_STEPS
+        at = origin + step[runs[0].elapsed] * (WARMUP - STARTS_SETTLE) / START_STEPS
         first = runs[0]
         name = f"run-{len(jobs)}"
         ends: list[float | None] = []
         again: list[float] = []
         for r in runs:
             factor = _factor(rng, r.source, variation)
-            ends.append(None if r.remaining is None else WARMUP + r.remaining * factor)
+            ends.append(None if r.remaining is None else now + r.remaining * factor)
             whole = r.duration if r.duration is not None else r.remaining
             again.append(max((whole or 1.0) * factor, 1e-3))
         service = first.remaining is None
@@ -203,27 +216,28 @@ def build(snapshot: Snapshot, targets: frozenset[Target], *, variation: int = 0,
         for i, q in enumerate(group):
             tasks[(name, i)] = (q.job_id, q.instance)
             if (q.refused_for is not None or q.holds_room or q.placement_attempts
-                    or q.queue is not QueueKind.PENDING):
+                    or q.retry_in is not None or q.queue is not QueueKind.PENDING):
                 waited[(name, i)] = q
             if q.duration is not None:
                 durations.append(max(q.duration * _factor(rng, q.source, variation), 1e-3))
         service = head.duration is None
         queued_jobs.append(TraceJob(
-            name, WARMUP, head.pool, len(group), head.resources,
+            name, now, head.pool, len(group), head.resources,
             duration=None if service else max(durations),
             durations=() if service else tuple(durations), priority=head.priority,
             preemptible=head.preemptible, type=JobType.SERVICE if service else JobType.BATCH,
             constraint=head.constraint))
     wanted = frozenset(k for k, v in tasks.items() if v in targets)
     released = tuple(replace(h, labels=(*h.labels, RELEASED)) for h in hosts)
-    timeline = (SetPreemption(0.0, False), SetPreemption(WARMUP, snapshot.preemption),
-                AddHosts(WARMUP, released))
+    timeline = (SetPreemption(origin, False), SetPreemption(now, snapshot.preemption),
+                AddHosts(now, released))
     scenario = Scenario(label="forecast", trace=Trace(TraceHeader(name="forecast"),
                                                       tuple(jobs + queued_jobs)),
                         hosts=hosts, pools=_pools(snapshot), preemption=False,
-                        timeline=timeline, horizon=WARMUP + horizon,
-                        sample_interval=NO_SAMPLES, seed=seed, epoch=snapshot.now - WARMUP)
-    return ForecastScenario(scenario, tasks, end_at, wanted, waited, snapshot)
+                        timeline=timeline, horizon=now + horizon,
+                        sample_interval=NO_SAMPLES, seed=seed, epoch=snapshot.now - now,
+                        origin=origin)
+    return ForecastScenario(scenario, tasks, end_at, wanted, waited, snapshot, now)
 
 
 def has_unknowns(snapshot: Snapshot) -> bool:

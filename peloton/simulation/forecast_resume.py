@@ -13,6 +13,10 @@ they do next:
   waits in (a gang admission refused waits in the queue of its class);
 * how many times placement failed to find each queued task a host: the wait before its
   next try, and when it gives its admission back, grow with them;
+* when each admitted task placement failed for is due to be tried again: admitted afresh
+  at now it would be placed at once, and its retry timer is set only by the failure
+  itself, in a round no hook sees between; so it is given to the ready queue with the
+  task (`ReadyQueue.defer`) before the admission pass that admits it;
 * the host order placement breaks ties by (`HostRotation`): the host manager's offer
   order and the placement engine's index positions;
 * how many preemption cycles in a row each pool has been over its entitlement
@@ -36,6 +40,7 @@ books it sets are those `cluster/forecast.py` reads live.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from peloton.core.forecast.model import QueuedTask
@@ -52,8 +57,8 @@ class Resume:
     """The hook (module docstring) for one run of `fs`."""
 
     fs: ForecastScenario
-    #: Simulated time of now in the run.
-    at: float = WARMUP
+    #: Simulated time of now in the run (`fs.now`).
+    at: float = field(init=False, default=WARMUP)
     #: The live queued tasks with a history, by simulated task id (from `fs.waited`).
     _waited: dict[TaskId, QueuedTask] = field(default_factory=dict)
     _rotated: bool = False
@@ -61,6 +66,7 @@ class Resume:
     _tracked: int = -1
 
     def __post_init__(self) -> None:
+        self.at = self.fs.now
         ids = {job.job: job_id_for(k) for k, job in enumerate(self.fs.scenario.trace.jobs)}
         self._waited = {TaskId(ids[name], i): live for (name, i), live in self.fs.waited.items()}
 
@@ -150,7 +156,7 @@ class Resume:
                 # its date (queues.py keeps counts by shape and first refusal).
                 arrived = [pending.pop() for _ in range(len(pending))]
                 for gang in arrived:
-                    live = self._live(gang)
+                    live = self._live(gang, rm.book.ready.defer, now)
                     kind = QueueKind.PENDING if live is None else live.queue
                     if live is not None:
                         done += 1
@@ -161,14 +167,17 @@ class Resume:
                         queues.reserved[kind] = gang
         return done
 
-    def _live(self, gang: Gang) -> QueuedTask | None:
+    def _live(self, gang: Gang, defer: Callable[[TaskId, float], None],
+              now: float) -> QueuedTask | None:
         """The live task of `gang`'s first task with a history (each resumed once); every
-        task of it takes its own count of failed placements."""
+        task of it takes its own count of failed placements and its retry timer."""
         first = None
         for rec in gang.tasks:
             live = self._waited.pop(rec.task_id, None)
             if live is None:
                 continue
             rec.placement_attempts = live.placement_attempts
+            if live.retry_in is not None:
+                defer(rec.task_id, now + live.retry_in)
             first = first or live
         return first

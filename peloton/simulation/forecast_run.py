@@ -43,7 +43,7 @@ from peloton.core.forecast.model import (
 from peloton.core.forecast.render import starts
 from peloton.core.model.resources import Resources
 from peloton.simulation.driver import PelotonSimulator
-from peloton.simulation.forecast_plan import WARMUP, ForecastScenario, build, has_unknowns
+from peloton.simulation.forecast_plan import ForecastScenario, build, has_unknowns
 from peloton.simulation.forecast_resume import Resume
 from peloton.simulation.result import TaskEventKind
 from peloton.simulation.trace import TraceJob
@@ -126,7 +126,7 @@ def start_times(fs: ForecastScenario, deadline: float,
                      after_round=Resume(fs)).run(fs.scenario, watch)
     if watch.out_of_time:
         raise _OutOfTime
-    return {fs.tasks[key]: max(0.0, t - WARMUP) for key, t in watch.started.items()}
+    return {fs.tasks[key]: max(0.0, t - fs.now) for key, t in watch.started.items()}
 
 
 def run_once(fs: ForecastScenario, deadline: float,

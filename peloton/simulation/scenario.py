@@ -140,3 +140,8 @@ class Scenario:
     changes: tuple[str, ...] = ()
     #: Arrival-rate factor the trace was scaled by (1 = as recorded).
     arrival_scale: float = 1.0
+    #: The simulated time the run starts at (the daemons' monotonic clocks read it then;
+    #: the trace, the timeline and the horizon count on that clock too).  0 for a replay; a
+    #: forecast starts where the live resource manager's clock stood, so the daemons' float
+    #: arithmetic on times (sums, differences, quotients by a period) rounds as live.
+    origin: float = 0.0

@@ -126,6 +126,9 @@ class QueuedTask:
     placement_attempts: int = 0
     #: The pool queue it waits in (admission moves a refused gang to its class's queue).
     queue: QueueKind = QueueKind.PENDING
+    #: Seconds until its placement retry is due (None: not waiting for one).  An admitted
+    #: task placement failed for waits that long before placement looks at it again.
+    retry_in: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,10 @@ class Snapshot:
     #: (pool path, preemption cycles in a row it has been over its entitlement), for the
     #: pools counted now: preemption acts after a number of such cycles.
     over_cycles: tuple[tuple[str, int], ...] = ()
+    #: The resource manager's monotonic clock at now (None: not known).  The forecast's
+    #: daemons count time on the same clock, so what they compute from times (a retry due
+    #: time, the next admission pass) rounds as the live daemons' arithmetic does.
+    monotonic: float | None = None
 
     def pool(self, path: str) -> PoolState:
         """The pool at `path` (KeyError if none)."""

@@ -20,6 +20,7 @@ from peloton.core.model.resources import ResourceKind, Resources
 from peloton.core.model.respool import ResourceConfig, ResourcePoolConfig
 from peloton.core.placement.hosts import HostIndex, IndexLayout
 from peloton.hostmgr.registry import HostRegistry
+from peloton.simulation.daemons import SimulatedCluster
 from peloton.simulation.driver import PelotonSimulator
 from peloton.simulation.forecast_plan import WARMUP, build
 from peloton.simulation.forecast_resume import Resume
@@ -185,6 +186,46 @@ def test_a_task_that_failed_placement_before_now_keeps_its_longer_retry_wait() -
     # behind it, its next ones end a cycle and it then waits 1.6 s between tries.
     fresh, tried = start(0), start(2)
     assert 10.0 <= fresh < 10.5 and 11.0 <= tried < 12.5, (fresh, tried)
+
+
+def test_an_admitted_task_waiting_for_a_placement_retry_is_not_placed_before_it() -> None:
+    """`q` was admitted, failed placement once and is due to be tried again in 1.5 s; a host
+    is free now.  Live, placement looks at it only then; admitted afresh, it would be
+    placed at once."""
+    def start(retry_in: float | None) -> float:
+        snap = Snapshot(now=NOW, pools=(pool("/p"),), hosts=(LiveHost("h0", HOST),),
+                        queued=(QueuedTask("q", 0, "/p", cpu(1), 50.0, admitted=True,
+                                           placement_attempts=1, retry_in=retry_in),),
+                        preemption=False)
+        fs = build(snap, frozenset({("q", 0)}), horizon=600.0)
+        return start_times(fs, deadline=math.inf)[("q", 0)]
+    waiting, fresh = start(1.5), start(None)
+    assert 1.5 <= waiting < 2.0 and fresh < 1.0, (waiting, fresh)
+
+
+def test_the_forecast_counts_time_on_the_live_clock_so_it_rounds_as_live() -> None:
+    """Live, the resource manager's clock reads 9,186.1 s at now and its admission loop
+    last passed at 9,186.0 s: the loop's next pass (9,186.0 + 0.1) is now, exactly.  Counted
+    from another origin, the same 0.1 s apart round otherwise, and the forecast's loop
+    would pass a hair before now and decide other passes than live (an admission pass 0.1 s
+    late: `ceil((due - last) / period)` differs)."""
+    mono, last, period = 9186.1, 9186.0, 0.1
+    assert last + period == mono  # the live arithmetic
+    snap = Snapshot(now=NOW, pools=(pool("/p"),), hosts=(LiveHost("h0", HOST),),
+                    queued=(QueuedTask("q", 0, "/p", cpu(1), 50.0),), preemption=False,
+                    admitted_for=mono - last, monotonic=mono)
+    fs = build(snap, frozenset({("q", 0)}), horizon=60.0)
+    resume = Resume(fs)
+    seen: list[tuple[float, float]] = []
+
+    def spy(cluster: SimulatedCluster) -> int:
+        done = resume(cluster)
+        if cluster.now == fs.now:
+            seen.append((cluster.now, cluster.resmgr.loops.admitted_at))
+        return done
+    PelotonSimulator(duration=duration_policy(fs), after_round=spy).run(fs.scenario, Starts())
+    assert seen and all(now == mono and at == last and at + period == now
+                        for now, at in seen), seen
 
 
 def test_the_pools_keep_the_live_trees_order_parents_first() -> None:

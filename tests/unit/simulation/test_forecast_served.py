@@ -66,7 +66,7 @@ def state(cluster: SimulatedCluster) -> LiveState:
 
 def test_live_state_is_what_the_daemons_hold(live: SimulatedCluster) -> None:
     snap = state(live).snapshot(job_id_for(1))
-    assert snap.now == 150.0
+    assert snap.now == 150.0 and snap.monotonic == 150.0  # the resource manager's clock
     assert [(p.path, p.allocation.cpu) for p in snap.pools] == [("/p", 4.0)]
     assert [(h.hostname, h.capacity.cpu, h.maintenance) for h in snap.hosts] == [("h0", 4, False)]
     a = job_id_for(0)
@@ -77,6 +77,7 @@ def test_live_state_is_what_the_daemons_hold(live: SimulatedCluster) -> None:
     assert (queued.job_id, queued.instance, queued.pool, queued.duration, queued.source) == \
         (job_id_for(1), 0, "/p", 3600.0, DurationSource.DEFAULT)
     assert queued.reason.startswith("waiting for admission in pool /p (1st of 1 queued)")
+    assert queued.retry_in is None  # not admitted: no placement retry
     given = state(live).snapshot(job_id_for(1), duration=30.0).queued[0]
     assert (given.duration, given.source) == (30.0, DurationSource.GIVEN)
 
