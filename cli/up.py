@@ -107,6 +107,12 @@ if TYPE_CHECKING:
               help="With --zk: root of the ServerSets of announced jobs (<root>/<role>/<env>/<job>).")
 @click.option("--announcer-use-ip", is_flag=True,
               help="With --zk: announce hosts by address instead of by name.")
+@click.option("--jobmgrs", default=0, type=int, metavar="N",
+              help="Run N all-active job managers, each daemon as its own process, with a "
+                   "ZooKeeper (--zk, else one started here from the Debian jars); no Aurora "
+                   "bridge or UI in this mode.")
+@click.option("--partitions", default=64, show_default=True, type=int,
+              help="With --jobmgrs: the job partitions split among the job managers.")
 @security_options
 def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_port: int,
        store: str, data_dir: str, agents: int, agent_cpus: float, agent_mem_mb: float,
@@ -118,8 +124,8 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
        ui_port: int,
        ui_allowed_hosts: tuple[str, ...], keep_tasks: bool,
        orphan_secs: float, allow_root_tasks: bool, zk: str, zk_root: str, aurora_zk_path: str,
-       announcer_serverset_path: str, announcer_use_ip: bool, auth: str, insecure: bool, tls_cert: str,
-       tls_key: str, tls_ca: str) -> None:
+       announcer_serverset_path: str, announcer_use_ip: bool, jobmgrs: int, partitions: int,
+       auth: str, insecure: bool, tls_cert: str, tls_key: str, tls_ca: str) -> None:
     """Start every daemon of a one-machine cluster and serve until Ctrl-C, which stops its
     tasks too (unless --keep-tasks).
 
@@ -133,7 +139,12 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
       peloton up --auth users.yaml --host 0.0.0.0   # README, Security
       peloton up --backend k8s:$HOME/.kube/config   # pods on a Kubernetes cluster
       peloton up --zk 127.0.0.1:2181   # daemons, Aurora endpoint, announced jobs in ZooKeeper
+      peloton up --jobmgrs 2           # two all-active job managers, one process per daemon
     """
+    if jobmgrs:
+        _up_processes(host, jobmgr_port, resmgr_port, hostmgr_port, store, data_dir, agents,
+                      zk, zk_root, jobmgrs, partitions)
+        return
     ports = {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
              "--hostmgr-port": hostmgr_port, "--aurora-port": aurora_port, "--ui-port": ui_port}
     check_ports(host, ports)
@@ -178,6 +189,25 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
             raise
         flag = next((f for f, p in ports.items() if p == clash), "")
         raise click.ClickException(_in_use(host, clash, flag)) from None
+
+
+def _up_processes(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int,
+                  store: str, data_dir: str, agents: int, zk: str, zk_root: str, jobmgrs: int,
+                  partitions: int) -> None:
+    """`peloton up --jobmgrs N`: every daemon its own process (peloton/cluster/processes.py)."""
+    check_ports(host, {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
+                       "--hostmgr-port": hostmgr_port})
+    from peloton.cluster.processes import ProcessesConfig, run
+    from peloton.core.errors import PelotonError
+
+    try:
+        run(ProcessesConfig(jobmgrs=jobmgrs, host=host, jobmgr_port=jobmgr_port,
+                            resmgr_port=resmgr_port, hostmgr_port=hostmgr_port, store=store,
+                            data_dir=Path(data_dir), agents=agents, zk=zk, zk_root=zk_root,
+                            partitions=partitions),
+            announce=lambda line: click.echo(line))
+    except PelotonError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _kube_settings(path: str, namespace: str) -> KubeConfig:

@@ -13,7 +13,11 @@ servicer, and serves it
 * with methods our servicer does not define answering UNIMPLEMENTED with a
   message that names the method (they are listed in the README);
 * optionally through a daemon's `CallHook`, which sees every call first (the
-  job manager's API lockdown refuses calls there).
+  job manager's API lockdown refuses calls there);
+* optionally with a `Forwarder` that may answer a call elsewhere before any
+  of that (a member of an all-active job manager cluster sends a call about
+  another member's job to its owner and relays the owner's reply, already
+  serialized, or its status).
 
 Requests of the public API are held to the maxima of peloton/api/limits.py
 (INVALID_ARGUMENT naming the field) before the servicer runs, and unary
@@ -63,6 +67,21 @@ class CallHook(Protocol):
 
     def stream(self, where: str, call: Callable[[], Iterator[Any]]) -> Iterator[Any]:
         """Run a server-streaming call (`call()` returns the response iterator)."""
+        ...
+
+
+class Forwarder(Protocol):
+    """Answers, elsewhere, the calls that are not this process's to answer."""
+
+    def forward(self, where: str, request: Any, context: grpc.ServicerContext) -> bytes | None:
+        """The serialized reply of the process that should answer the call, or None to
+        answer it here.  A failure of that process is reproduced on `context` (abort);
+        a PelotonError raised here is mapped like the servicer's own."""
+        ...
+
+    def forward_stream(self, where: str, request: Any,
+                       context: grpc.ServicerContext) -> Iterator[bytes] | None:
+        """As `forward`, for a server-streaming call: the serialized replies, or None."""
         ...
 
 
@@ -134,8 +153,8 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, where: str) -> Non
                   f"internal error in {where} ({type(exc).__name__}; logged as {ref})")
 
 
-def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = None
-                 ) -> Callable[..., Any]:
+def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = None,
+                 forward: Forwarder | None = None) -> Callable[..., Any]:
     public = where.startswith(PUBLIC_PREFIXES)
 
     def call(request: Any, context: grpc.ServicerContext) -> Any:
@@ -143,6 +162,9 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
         try:
             if public:
                 check_request(request)
+            if forward is not None and (relayed := forward.forward(where, request,
+                                                                   context)) is not None:
+                return relayed
             if hook is not None:
                 reply = hook.unary(where, lambda: fn(request, context))
             else:
@@ -162,8 +184,8 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
     return call
 
 
-def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None
-                  ) -> Callable[..., Iterator[Any]]:
+def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None,
+                  forward: Forwarder | None = None) -> Callable[..., Iterator[Any]]:
     public = where.startswith(PUBLIC_PREFIXES)
 
     def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
@@ -171,6 +193,10 @@ def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook |
         try:
             if public:
                 check_request(request)
+            if forward is not None and (relayed := forward.forward_stream(where, request,
+                                                                          context)) is not None:
+                yield from relayed
+                return
             if hook is not None:
                 yield from hook.stream(where, lambda: fn(request, context))
             else:
@@ -199,33 +225,51 @@ def _unimplemented(where: str) -> Callable[..., Any]:
 
 
 def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[str],
-          hook: CallHook | None = None) -> Any:
+          hook: CallHook | None = None, forward: Forwarder | None = None) -> Any:
     where = f"{service}/{method}"
     if handler.unary_unary is not None:
         fn = handler.unary_unary if method in own else _unimplemented(where)
+        serialize = handler.response_serializer
+        if forward is not None and serialize is not None:
+            serialize = _relaying(serialize)
         return grpc.unary_unary_rpc_method_handler(
-            _guard_unary(fn, where, hook if method in own else None),
+            _guard_unary(fn, where, hook if method in own else None,
+                         forward if method in own else None),
             request_deserializer=_safe(handler.request_deserializer),
-            response_serializer=handler.response_serializer)
+            response_serializer=serialize)
     if handler.unary_stream is not None:
-        stream = (_guard_stream(handler.unary_stream, where, hook) if method in own
+        stream = (_guard_stream(handler.unary_stream, where, hook, forward) if method in own
                   else _unimplemented(where))
+        serialize = handler.response_serializer
+        if forward is not None and serialize is not None:
+            serialize = _relaying(serialize)
         return grpc.unary_stream_rpc_method_handler(
             stream, request_deserializer=_safe(handler.request_deserializer),
-            response_serializer=handler.response_serializer)
+            response_serializer=serialize)
     raise ValueError(f"{where}: only unary and server-streaming methods are served")
 
 
+def _relaying(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    # A relayed reply arrives serialized by the process that answered: sent on unchanged.
+    def out(reply: Any) -> bytes:
+        return reply if isinstance(reply, bytes) else serialize(reply)
+
+    return out
+
+
 def register(server: ServiceHost, add_fn: Callable[[Any, Any], None], servicer: object,
-             aliases: Sequence[str] = (), hook: CallHook | None = None) -> str:
+             aliases: Sequence[str] = (), hook: CallHook | None = None,
+             forward: Forwarder | None = None) -> str:
     """Serve `servicer` (a subclass of a generated XServicer) on `server`; returns its name.
 
-    With `hook`, every implemented method runs through it (see CallHook).
+    With `hook`, every implemented method runs through it (see CallHook); with `forward`,
+    every implemented method may be answered elsewhere first (see Forwarder).
     """
     recorder = _Recorder()
     add_fn(servicer, recorder)
     own = implemented_methods(servicer)
-    wrapped = {m: _wrap(recorder.name, m, h, own, hook) for m, h in recorder.handlers.items()}
+    wrapped = {m: _wrap(recorder.name, m, h, own, hook, forward)
+               for m, h in recorder.handlers.items()}
     names = [recorder.name, *aliases]
     legacy = LEGACY_ALIASES.get(recorder.name)
     if legacy and legacy not in names:

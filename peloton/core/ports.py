@@ -32,6 +32,7 @@ from peloton.core.model.sched import (
     Victim,
 )
 from peloton.core.model.sla_policy import DrainRequest
+from peloton.core.partitions import PartitionSet
 from peloton.core.respool.records import RmTask
 from peloton.core.states import HostState, TaskState
 
@@ -67,9 +68,13 @@ class ResourceManagerPort(Protocol):
     def kill_tasks(self, task_ids: Sequence[TaskId]) -> None:
         """Forget these tasks: drop them from queues, free what they hold.  Idempotent."""
 
-    def get_placements(self, limit: int, timeout: float) -> list[Placement]:
+    def get_placements(self, limit: int, timeout: float,
+                       partitions: PartitionSet | None = None) -> list[Placement]:
         """Placed runs ready to launch, at most `limit` tasks; waits up to `timeout` seconds
-        for the first one.  Each returned task moves to LAUNCHING."""
+        for the first one.  Each returned task moves to LAUNCHING.  Given `partitions` (a
+        member of an all-active cluster), only runs of jobs in those partitions are
+        returned: a placement is launched by its job's owner, never by whoever asks first;
+        None (a lone job manager): runs of any job."""
 
     def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
         """After a restart: re-track a run already placed/launched/running (allocation held)."""
@@ -78,8 +83,9 @@ class ResourceManagerPort(Protocol):
         """`recover_task` for many runs at once (one call, one lock: a restart hands back
         every run of every job)."""
 
-    def take_victims(self, limit: int) -> list[Victim]:
-        """Running tasks the preemptor wants stopped to free resources (each given once)."""
+    def take_victims(self, limit: int, partitions: PartitionSet | None = None) -> list[Victim]:
+        """Running tasks the preemptor wants stopped to free resources (each given once),
+        of jobs in `partitions` only when given (as `get_placements`)."""
 
     def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:
         """Why queued tasks are not running yet (admission or the last placement report)."""
@@ -108,6 +114,17 @@ class HostEvent:
     reason: str = ""
     exit_code: int | None = None
     healthy: str = ""
+
+
+#: Separates a status-stream consumer group from one member of it: "jobmgr@<member id>".
+MEMBER_SEP = "@"
+
+
+def member_consumer(consumer: str, member: str) -> str:
+    """The status-stream consumer name of one member of a group of consumers (each job
+    manager of an all-active cluster reads every event as `jobmgr@<member id>`; the host
+    manager waits for the group, not for a fixed name: peloton/hostmgr/events.py)."""
+    return f"{consumer}{MEMBER_SEP}{member}"
 
 
 class EventStream(Protocol):

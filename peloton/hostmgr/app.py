@@ -68,7 +68,8 @@ class HostManager:
         self.leases = LeaseBook(self.registry, clock.monotonic, cfg.lease_timeout, cfg.reservation_timeout)
         self.deferred = Deferred()
         self.acker = Acker(backend, self.deferred)
-        self.events = EventLog(cfg.event_buffer_size, cfg.consumers, self.acker)
+        self.events = EventLog(cfg.event_buffer_size, cfg.consumers, self.acker,
+                               member_idle=cfg.member_idle_timeout, now=clock.monotonic)
         self.maintenance = Maintenance(self.registry, self.leases, store, self._lock, clock,
                                        cfg.recovery_grace, on_state=self._maintenance_state)
         self.router = Router(self.registry, self.leases, backend, self._lock, self.deferred,

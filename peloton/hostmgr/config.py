@@ -24,6 +24,10 @@ class HostManagerConfig:
     #: Consumers whose acknowledgement is awaited from the start, even before they
     #: subscribe, so nothing is acknowledged to the backend that they never saw.
     consumers: tuple[str, ...] = ("jobmgr",)
+    #: A member consumer (`<consumer>@<member>`: each job manager of an all-active cluster)
+    #: not heard from for this many seconds is no longer waited for (events.py); longer
+    #: than the members' ZooKeeper session.
+    member_idle_timeout: float = 60.0
     #: Implicit reconciliation (every run re-reported) every this many seconds; 0 = only at start.
     reconcile_interval: float = 1800.0
     #: After start, a DRAINING host is not declared empty until this many seconds have passed,
@@ -37,7 +41,8 @@ class HostManagerConfig:
     unreached_hold: float = 30.0
 
     def __post_init__(self) -> None:
-        for name in ("lease_timeout", "reservation_timeout", "prune_interval"):
+        for name in ("lease_timeout", "reservation_timeout", "prune_interval",
+                     "member_idle_timeout"):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be > 0", field=name)
         for name in ("reconcile_interval", "recovery_grace", "pending_kill_ttl",

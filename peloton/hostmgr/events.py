@@ -15,11 +15,23 @@ is re-delivered after a crash (at least once, in order).
   acknowledged), so the backend re-delivers it once consumers catch up.  That is
   back-pressure, as in Peloton, where a full buffer means no ACK and Mesos resends.
 - Reads index a list by offset (O(batch), never O(buffer)); trimming is amortised O(1).
+- Member consumers: a consumer named `<group>@<member>` is one member of a group, e.g.
+  each job manager of an all-active cluster (`jobmgr@<member id>`,
+  docs/design/all-active-jobmgr.md), which reads every event, acts on its own
+  partitions' and acknowledges all.  A configured name is then the group's placeholder:
+  it holds trimming back only until the group's first member registers (so nothing is
+  acknowledged before some member of the group has it), and comes back, at the last
+  member's offset, when the group's last member is gone.  Members come and go with
+  the cluster, so a member not heard from (register, poll, acknowledge) for
+  `member_idle` seconds is forgotten instead of holding trimming back for ever; it
+  should exceed the members' ZooKeeper session (a member silent longer has lost its
+  partitions anyway, and its successor recovers and reconciles them).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 import time
 import uuid
@@ -28,11 +40,15 @@ from collections.abc import Callable, Sequence
 
 import gevent.event
 
-from peloton.core.ports import HostEvent
+from peloton.core.ports import MEMBER_SEP, HostEvent
 from peloton.hostmgr.backends.base import StatusUpdate
+
+log = logging.getLogger(__name__)
 
 #: How many trimmed uuids are remembered to recognise late re-deliveries.
 RECENT_UUIDS = 16384
+#: Seconds a member consumer may stay silent before it is forgotten.
+MEMBER_IDLE = 60.0
 
 
 class Offered(enum.Enum):
@@ -57,8 +73,12 @@ class EventLog:
     """The buffer, the consumers' acknowledged offsets, and trimming; see the module docstring."""
 
     def __init__(self, capacity: int, consumers: Sequence[str],
-                 on_trim: Callable[[list[StatusUpdate]], None]) -> None:
+                 on_trim: Callable[[list[StatusUpdate]], None], *,
+                 member_idle: float = MEMBER_IDLE,
+                 now: Callable[[], float] = time.monotonic) -> None:
         self.capacity = capacity
+        self.member_idle = member_idle
+        self._now = now
         #: Changes whenever the host manager restarts; remote consumers re-subscribe on a change.
         self.stream_id = str(uuid.uuid4())
         self._on_trim = on_trim
@@ -70,6 +90,10 @@ class EventLog:
         self._buffered: dict[str, int] = {}
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._acked: dict[str, int] = dict.fromkeys(consumers, 0)
+        #: Configured names standing for a group no member of which has registered.
+        self._placeholders: set[str] = set(consumers)
+        #: Member consumer -> when it was last heard from.
+        self._seen: dict[str, float] = {}
         self._signal = gevent.event.Event()
         self._waiting = 0
 
@@ -90,22 +114,29 @@ class EventLog:
     def offer(self, update: StatusUpdate) -> Offered:
         """Append an update unless it is a duplicate or the buffer is full."""
         signal = None
-        with self._lock:
-            if update.uuid in self._buffered:
-                return Offered.DUPLICATE
-            if update.uuid in self._recent:
-                reack = True
-            else:
-                reack = False
-                if self._next - self._first >= self.capacity:
-                    return Offered.FULL
-                offset = self._next
-                self._next += 1
-                self._items.append((to_event(offset, update), update))
-                if update.uuid:
-                    self._buffered[update.uuid] = offset
-                if self._waiting:
-                    signal, self._signal = self._signal, gevent.event.Event()
+        freed: list[StatusUpdate] = []
+        try:
+            with self._lock:
+                if update.uuid in self._buffered:
+                    return Offered.DUPLICATE
+                if update.uuid in self._recent:
+                    reack = True
+                else:
+                    reack = False
+                    if self._next - self._first >= self.capacity:
+                        freed = self._expire_locked()  # a member gone silent may hold it back
+                    if self._next - self._first >= self.capacity:
+                        return Offered.FULL
+                    offset = self._next
+                    self._next += 1
+                    self._items.append((to_event(offset, update), update))
+                    if update.uuid:
+                        self._buffered[update.uuid] = offset
+                    if self._waiting:
+                        signal, self._signal = self._signal, gevent.event.Event()
+        finally:
+            if freed:
+                self._on_trim(freed)
         if reack:
             self._on_trim([update])
             return Offered.REACKED
@@ -117,15 +148,33 @@ class EventLog:
     def register(self, consumer: str) -> int:
         """Make `consumer` known (it then holds trimming back); returns its acknowledged offset.
 
-        A consumer new to this stream starts just before the oldest buffered event.
+        A consumer new to this stream starts just before the oldest buffered event.  A
+        member consumer (`<group>@<member>`) is also kept alive by this: remote consumers
+        register on every poll.
         """
+        trimmed: list[StatusUpdate] = []
         with self._lock:
-            return self._acked.setdefault(consumer, self._first - 1)
+            group, sep, _ = consumer.partition(MEMBER_SEP)
+            if sep:
+                self._seen[consumer] = self._now()
+                if group in self._placeholders:  # a member stands for its group from now on
+                    offset = self._acked.pop(group, self._first - 1)
+                    self._placeholders.discard(group)
+                    self._acked.setdefault(consumer, offset)
+                    trimmed = self._trim_locked()
+            else:
+                self._placeholders.discard(consumer)
+            offset = self._acked.setdefault(consumer, self._first - 1)
+        if trimmed:
+            self._on_trim(trimmed)
+        return offset
 
     def forget(self, consumer: str) -> None:
         """Stop waiting for a consumer that is gone for good (an operator action)."""
         with self._lock:
             self._acked.pop(consumer, None)
+            self._seen.pop(consumer, None)
+            self._placeholders.discard(consumer)
             trimmed = self._trim_locked()
         if trimmed:
             self._on_trim(trimmed)
@@ -154,14 +203,37 @@ class EventLog:
     def acknowledge(self, consumer: str, offset: int) -> None:
         """`consumer` processed everything up to `offset`; trim what every consumer has."""
         with self._lock:
+            if consumer in self._seen:
+                self._seen[consumer] = self._now()
+            expired = self._expire_locked()
             offset = min(offset, self._next - 1)
             if offset <= self._acked.get(consumer, self._first - 1):
                 self._acked.setdefault(consumer, self._first - 1)
-                return
-            self._acked[consumer] = offset
-            trimmed = self._trim_locked()
+                trimmed = expired
+            else:
+                self._acked[consumer] = offset
+                trimmed = expired + self._trim_locked()
         if trimmed:
             self._on_trim(trimmed)
+
+    def _expire_locked(self) -> list[StatusUpdate]:
+        """Forget member consumers silent for longer than `member_idle`; returns what that
+        let be trimmed.  The last member of a group leaves its placeholder behind, at its
+        offset, so the group's next member still sees what it had not acknowledged."""
+        now = self._now()
+        gone = [c for c, seen in self._seen.items() if now - seen > self.member_idle]
+        if not gone:
+            return []
+        for consumer in gone:
+            del self._seen[consumer]
+            offset = self._acked.pop(consumer, self._first - 1)
+            group = consumer.partition(MEMBER_SEP)[0]
+            if not any(c.partition(MEMBER_SEP)[0] == group for c in self._seen):
+                self._placeholders.add(group)
+                self._acked[group] = min(offset, self._acked.get(group, offset))
+            log.warning("status stream: consumer %s silent for over %.0fs; no longer "
+                        "waiting for it", consumer, self.member_idle)
+        return self._trim_locked()
 
     def _trim_locked(self) -> list[StatusUpdate]:
         if not self._acked:
@@ -206,6 +278,8 @@ class ConsumerStream:
 
     def poll(self, limit: int, timeout: float) -> list[HostEvent]:
         """Events after the last one returned, oldest first; waits up to `timeout` seconds."""
+        if MEMBER_SEP in self.consumer:
+            self._log.register(self.consumer)  # a member not heard from is forgotten
         events = self._log.read(self._cursor, limit, timeout)
         if events:
             self._cursor = events[-1].offset

@@ -15,6 +15,18 @@ Start order (reverse on stop): group commit, recovery (the cache and the other
 daemons' view are rebuilt before anything acts), goal-state engines, status
 events, placement processor, evictor, daemon jobs, deadlines, peer resync, and the cron
 scheduler last (cron runs start only once everything else works).
+
+`ownership` (ownership.py) says which job partitions this job manager drives; alone it
+holds all of them and nothing is filtered.  Recovery, the goal-state engines and the
+status events handle only owned jobs; `acquire_partition` / `release_partition` are the
+handover's two halves (docs/design/all-active-jobmgr.md).  Given `fences` (a member of an
+all-active cluster), every write goes through the job's partition's fence
+(`PartitionFences.routed()`), acquiring a partition claims it in the store first, releasing
+one ends its term before its jobs are dropped, and group-commit batches stay within one
+partition.  Given `member` (its member id), it reads the status stream as its own consumer
+`jobmgr@<member>`; given `forwarder`, a call about a job another member drives is sent to
+that member (servicers/forwarding.py), and a job created without an id gets one this
+member drives.
 """
 
 from __future__ import annotations
@@ -35,10 +47,11 @@ from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc
 from peloton.api.gen.pelotonpy.api.cron import cron_pb2_grpc
 from peloton.api.gen.pelotonpy.api.update import update_pb2_grpc
 from peloton.api.grpc_server import ServiceHost
-from peloton.api.service_registry import register
+from peloton.api.service_registry import Forwarder, register
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.components import FunctionComponent, Lifecycle
-from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.core.partitions import partition_of
+from peloton.core.ports import HostManagerPort, ResourceManagerPort, member_consumer
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.cron import CronScheduler, FunctionActions
@@ -52,6 +65,7 @@ from peloton.jobmgr.goalstate.update import UpdateActions
 from peloton.jobmgr.job_deps import JobDeps, Listeners
 from peloton.jobmgr.jobs import JobOps
 from peloton.jobmgr.lifecycle_lock import LifecycleGate
+from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.peers import PeerResync
 from peloton.jobmgr.placement_processor import PlacementProcessor
 from peloton.jobmgr.recovery import Recovery
@@ -74,8 +88,13 @@ from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.volumes import VolumeKeeper
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import GroupCommitter, Store
+from peloton.storage.partition_fences import PartitionFences
 
 log = logging.getLogger(__name__)
+#: The job manager's status-stream consumer (its members': `jobmgr@<member id>`).
+STREAM_CONSUMER = "jobmgr"
+#: How much longer than a long poll a released partition waits for a launch round (s).
+QUIESCE_SLACK = 5.0
 
 
 class JobManager:
@@ -83,14 +102,26 @@ class JobManager:
 
     def __init__(self, store: Store, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, ownership: Ownership | None = None,
+                 fences: PartitionFences | None = None, member: str | None = None,
+                 forwarder: Forwarder | None = None) -> None:
         config = self.config = config or JobManagerConfig()
+        # A member of an all-active cluster writes every job through its partition's fence
+        # (`fences.routed()`), and holds only the partitions it claimed there.
+        self.fences = fences
+        if fences is not None:
+            store = fences.routed()
+            ownership = ownership or Ownership(fences.count, fences.held)
+        self.ownership = ownership = ownership or Ownership()
+        owns = ownership.owns
         # AdminService's Kill / Launch locks: everything that kills or launches uses the gate.
         raw_hostmgr = hostmgr
         hostmgr = self.lifecycle = LifecycleGate(raw_hostmgr)
         self.store, self.resmgr, self.hostmgr, self.clock = store, resmgr, hostmgr, clock
         # 1. what is due, and the aggregate that schedules it
-        self.committer = GroupCommitter(store)
+        count = ownership.count
+        self.committer = GroupCommitter(  # one transaction checks one partition's fence
+            store, batch_key=None if fences is None else lambda w: partition_of(w.job_id, count))
         self.queue = GoalStateQueue(clock, config.runtime_update_interval)
         self.cache = JobCache(JobDeps(store, self.committer, self.queue, clock, Listeners(),
                                       task_configs=TaskConfigCache(config.task_config_cache_bytes)))
@@ -102,21 +133,27 @@ class JobManager:
                                         config)
         self.update_actions = UpdateActions(self.cache, self.control, self.queue, store)
         self.engines = GoalStateEngines(self.queue, self.job_actions, self.task_actions,
-                                        self.update_actions, config)
+                                        self.update_actions, config, owns=owns)
         # 4. API operations, loops, recovery
-        self.jobs = JobOps(self.cache, store, resmgr, hostmgr, self.queue, clock)
+        self.jobs = JobOps(self.cache, store, resmgr, hostmgr, self.queue, clock,
+                           new_job_id=ownership.new_job_id)
         self.tasks = TaskOps(self.cache, store, hostmgr, self.control, self.queue)
         self.workflows = WorkflowOps(self.cache, store, self.job_actions, self.update_actions,
                                      resmgr, hostmgr, clock)
-        self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue)
+        self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue,
+                                 owns=owns)
         # Orphan runs (of no known task) are killed whatever the Kill lock says.
-        self.events = StatusEvents(self.cache, raw_hostmgr.subscribe("jobmgr"), raw_hostmgr,
-                                   self.queue, config)
+        # Each member of an all-active cluster reads the whole status stream under its own
+        # name (it acts on its partitions' events and acknowledges all of them).
+        consumer = STREAM_CONSUMER if member is None else member_consumer(STREAM_CONSUMER,
+                                                                          member)
+        self.events = StatusEvents(self.cache, raw_hostmgr.subscribe(consumer), raw_hostmgr,
+                                   self.queue, config, owns=owns)
         self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
                                             self.lifecycle, events_behind=self.events.behind,
-                                            volumes=self.volumes)
-        self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock)
+                                            volumes=self.volumes, ownership=ownership)
+        self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock, ownership)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)
         self.resync = PeerResync(self.recovery)
@@ -131,6 +168,8 @@ class JobManager:
             self.engines, self.events, self.placement, self.evictor, self.daemons,
             self.deadlines, self.resync, self.cron, self.volumes,
         ], name="jobmgr")
+        #: Sends calls about another member's job to its owner (all-active members).
+        self.forwarder = forwarder
         if grpc is not None:
             self.register(grpc)
 
@@ -145,35 +184,83 @@ class JobManager:
         jobs, tasks, workflows = self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()
         self.watch = WatchPublisher(cache.listeners)
-        hook = self.api_lock
+        hook, fw = self.api_lock, self.forwarder
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
-                 JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook)
+                 JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook, forward=fw)
         register(grpc, task_pb2_grpc.add_TaskManagerServicer_to_server,
-                 TaskManagerServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook)
+                 TaskManagerServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook, forward=fw)
         register(grpc, update_svc_pb2_grpc.add_UpdateServiceServicer_to_server,
-                 UpdateServicer(cache, jobs, workflows), hook=hook)
+                 UpdateServicer(cache, jobs, workflows), hook=hook, forward=fw)
         register(grpc, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server,
-                 JobServicer(cache, store, resmgr, hostmgr, jobs, tasks, workflows), hook=hook)
+                 JobServicer(cache, store, resmgr, hostmgr, jobs, tasks, workflows), hook=hook, forward=fw)
         register(grpc, pod_svc_pb2_grpc.add_PodServiceServicer_to_server,
-                 PodServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook)
+                 PodServicer(cache, store, resmgr, hostmgr, jobs, tasks), hook=hook, forward=fw)
         register(grpc, watch_svc_pb2_grpc.add_WatchServiceServicer_to_server,
-                 WatchServicer(self.watch), hook=hook)
+                 WatchServicer(self.watch), hook=hook, forward=fw)
         register(grpc, admin_svc_pb2_grpc.add_AdminServiceServicer_to_server,
-                 AdminServicer(self.engines, self.api_lock, self.lifecycle), hook=hook)
+                 AdminServicer(self.engines, self.api_lock, self.lifecycle), hook=hook, forward=fw)
         register(grpc, cron_pb2_grpc.add_CronServiceServicer_to_server,
                  CronServicer(self.store, self.cron,
                               lambda spec: self.resmgr.validate_pool(spec.respool_id),
-                              self.cron.now_ms), hook=hook)
+                              self.cron.now_ms), hook=hook, forward=fw)
         register(grpc, update_pb2_grpc.add_WorkflowOptionsServiceServicer_to_server,
-                 WorkflowOptionsServicer(workflows, self.clock), hook=hook)
+                 WorkflowOptionsServicer(workflows, self.clock), hook=hook, forward=fw)
         volumes = VolumeOps(store, cache, self.volumes)
         register(grpc, volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
-                 VolumeServicer(volumes), hook=hook)
+                 VolumeServicer(volumes), hook=hook, forward=fw)
         register(grpc, v1_volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
-                 V1VolumeServicer(volumes), hook=hook)
+                 V1VolumeServicer(volumes), hook=hook, forward=fw)
 
     def _recover(self) -> None:
         self.recovery.recover()
+
+    def acquire_partition(self, partition: int, epoch: int | None = None) -> int:
+        """Begin driving the jobs of `partition` (taken over from another member, whose
+        term of it has ended): with fences, claim it in the store from `epoch` on (FencedOut
+        if a newer owner holds it: then nothing is loaded), then recover its jobs from
+        storage as a start does, hand their runs to the other daemons and evaluate them.
+        Returns the jobs loaded."""
+        ownership, cache = self.ownership, self.cache
+        if self.fences is not None:
+            self.fences.claim(partition, epoch)
+            self._announce(partition)
+        ownership.acquire(partition)
+        return self.recovery.recover(
+            only=lambda job_id: ownership.partition(job_id) == partition and job_id not in cache)
+
+    def _announce(self, partition: int) -> None:
+        """Make one no-op call to each peer, so they hear the partition's new epoch now.
+
+        A member's peer calls carry its partitions' epochs and the peers refuse an older
+        one only once they have heard a newer one (term_fence.py): the partition's previous
+        owner, paused, could otherwise still kill or launch runs of it until this member
+        happened to call about one of its jobs (never, for a partition without runs).
+        Best effort: a peer that is down hears it with the next call."""
+        try:
+            self.resmgr.kill_tasks([])
+            self.hostmgr.reconcile([])
+        except Exception as exc:
+            log.warning("partition %d: could not announce its new epoch to the peers: %s",
+                        partition, exc)
+
+    def release_partition(self, partition: int) -> int:
+        """Stop driving the jobs of `partition` (it moves to another member): they leave
+        the goal-state queue and the cache, and their events are left to the new owner.
+        Nothing is written: the jobs stay active in storage for the next owner's recovery.
+        Returns the jobs dropped."""
+        if self.fences is not None:
+            self.fences.release(partition)  # first: no write of its jobs from now on
+        self.ownership.release(partition)
+        # A launch round that asked for this partition's placements ends before the new
+        # owner can start (and queue its runs again), so it cannot take one of theirs.
+        if not self.placement.quiesce(self.config.poll_timeout + QUIESCE_SLACK):
+            log.warning("partition %d: a launch round is still running; releasing anyway",
+                        partition)
+        dropped = [job for job in self.cache if self.ownership.partition(job.job_id) == partition]
+        for job in dropped:
+            self.queue.forget_job(job.job_id, job.instances())
+            self.cache.forget(job.job_id)
+        return len(dropped)
 
     def start(self) -> None:
         """Recover and begin driving jobs."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from peloton.core.errors import InvalidArgument
+
 
 @dataclass(frozen=True, slots=True)
 class JobManagerConfig:
@@ -37,3 +39,18 @@ class JobManagerConfig:
     #: Bytes (estimated) of per-instance task configs the job cache keeps in memory; the rest
     #: are read back from storage when asked for (peloton/jobmgr/task_configs.py).
     task_config_cache_bytes: int = 64 * 1024 * 1024
+    #: All-active job managers (docs/design/all-active-jobmgr.md): jobs split into this many
+    #: partitions, each process driving those ZooKeeper assigns it.  Fixed for the life of a
+    #: cluster's store (every member must agree).  0: one leader drives every job (today's
+    #: default, with standbys), until writes are forwarded between members.
+    partitions: int = 0
+    #: This process's member id among the job managers (unique, stable across restarts so
+    #: a restarted member gets its partitions back); empty: `<hostname>:<grpc port>`.
+    member_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.partitions < 0:
+            raise InvalidArgument("partitions must be >= 0 (0: a single leader)",
+                                  field="partitions")
+        if "/" in self.member_id:
+            raise InvalidArgument("member_id may not contain '/'", field="member_id")

@@ -42,6 +42,7 @@ from peloton.core.states import JobType, TaskState
 from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.task_writes import TaskWriteOutcome
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,12 @@ class Evictor:
     """Polls for victims and draining runs and moves them; see the module docstring."""
 
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
-                 config: JobManagerConfig, clock: Clock) -> None:
+                 config: JobManagerConfig, clock: Clock,
+                 ownership: Ownership | None = None) -> None:
         self.cache = cache
+        #: Whose victims to take: the resource manager hands each out once, so only the
+        #: owner of the victim's job may take it.
+        self.ownership = ownership or Ownership()
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self.config = config
@@ -89,7 +94,7 @@ class Evictor:
         held, self._held = self._held, []
         for reason, rid in held:
             runs[(rid.job_id, reason)].append(rid)
-        for victim in self.resmgr.take_victims(self.config.evict_batch):
+        for victim in self.resmgr.take_victims(self.config.evict_batch, self.ownership.asked()):
             reason = (TerminationReason.KILLED_HOST_MAINTENANCE
                       if victim.reason is VictimReason.HOST_MAINTENANCE
                       else TerminationReason.PREEMPTED_RESOURCES)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 
 from peloton.common.clock import Clock
 from peloton.core.errors import (
@@ -37,8 +38,11 @@ class JobOps:
     """Create, read, query, update and delete jobs."""
 
     def __init__(self, cache: JobCache, store: ReadOnlyStore, resmgr: ResourceManagerPort,
-                 hostmgr: HostManagerPort, queue: GoalStateQueue, clock: Clock) -> None:
+                 hostmgr: HostManagerPort, queue: GoalStateQueue, clock: Clock,
+                 new_job_id: Callable[[], str] = new_id) -> None:
         self.cache = cache
+        #: Draws the id of a job created without one (a member draws one it drives).
+        self.new_job_id = new_job_id
         self.store = store
         self.resmgr = resmgr
         #: What every host could hold, for refusing jobs that can never run.
@@ -53,7 +57,7 @@ class JobOps:
         With `rolling` (v1alpha CreateJob's create spec) the instances are added by an
         UPDATE workflow in batches, which may start paused, as Peloton's rolling create.
         """
-        job_id = validate_uuid(job_id, "id") if job_id else new_id()
+        job_id = validate_uuid(job_id, "id") if job_id else self.new_job_id()
         refuse_if_never_runs(self.resmgr, self.hostmgr, spec)
         try:
             self.store.get_job_runtime(job_id)

@@ -21,6 +21,11 @@ otherwise never looked at again), and the placement of a run that has already
 ended is given back to the resource manager: its allocation would otherwise be
 held for ever, the run placed, timed out and placed again.
 
+With all-active job managers (ownership.py) it asks only for the placements of
+its own partitions' jobs, so a placement of a job it does not cache is truly
+stale (the job is gone) and is killed in the resource manager; one of a
+partition that moved away since it was asked for is left to the new owner.
+
 Back-pressure: every launched run comes back as two or three status events, and
 applying them is most of the job manager's work.  While the status stream is
 behind (its last poll filled a whole batch), launching more only lengthens the
@@ -37,6 +42,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 import gevent
+import gevent.lock
 
 from peloton.common.clock import Clock
 from peloton.common.loop import Loop
@@ -50,6 +56,7 @@ from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.lifecycle_lock import LifecycleGate
+from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.volumes import VolumeKeeper
 
 log = logging.getLogger(__name__)
@@ -79,8 +86,11 @@ class PlacementProcessor:
                  clock: Clock, config: JobManagerConfig,
                  gate: LifecycleGate | None = None,
                  events_behind: Callable[[], bool] = lambda: False,
-                 volumes: VolumeKeeper | None = None) -> None:
+                 volumes: VolumeKeeper | None = None,
+                 ownership: Ownership | None = None) -> None:
         self.cache = cache
+        #: The partitions whose placements this job manager asks for and launches.
+        self.ownership = ownership or Ownership()
         #: Which persistent volume a stateful run uses (None: launched without one).
         self.volumes = volumes
         #: AdminService's Launch lock: while it is on, no placement is taken.
@@ -92,6 +102,11 @@ class PlacementProcessor:
         self.config = config
         #: Placements whose LAUNCHED write was not stored: tried again next round.
         self._held: list[tuple[Placement, PlacedTask]] = []
+        #: Held while a round runs (see `quiesce`); rounds started, and the last one
+        #: `quiesce` gave up waiting for.
+        self._round = gevent.lock.BoundedSemaphore(1)
+        self._rounds = 0
+        self._given_up = -1
         self._loop = Loop("placement-processor",
                           lambda: self.launch_once(self.config.poll_timeout), log=log)
 
@@ -105,6 +120,28 @@ class PlacementProcessor:
 
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
+        with self._round:
+            self._rounds += 1
+            return self._launch_round(timeout)
+
+    def quiesce(self, timeout: float) -> bool:
+        """Wait (up to `timeout` s) until no round is in flight; False if one still is.
+
+        A partition being released waits for this: a round that asked the resource manager
+        for the partition's placements before the release could otherwise take, from its
+        long poll, a placement its new owner's recovery queued meanwhile, and drop it (it is
+        no longer this member's to launch) for the resource manager's launch timeout.
+        A round already waited for in vain is not waited for again (releasing every
+        partition one by one must not wait for a stuck round once per partition)."""
+        if self._round.locked() and self._given_up == self._rounds:
+            return False
+        if not self._round.acquire(timeout=timeout):
+            self._given_up = self._rounds
+            return False
+        self._round.release()
+        return True
+
+    def _launch_round(self, timeout: float) -> int:
         if self.gate is not None and self.gate.launch_locked:
             gevent.sleep(timeout)  # what waiting for placements would have taken
             return 0
@@ -112,7 +149,9 @@ class PlacementProcessor:
             if timeout > 0:
                 gevent.sleep(BEHIND_WAIT)  # let the status events catch up first
             return 0
-        placements = self.resmgr.get_placements(self.config.launch_batch, timeout)
+        owns = self.ownership.owns
+        placements = self.resmgr.get_placements(self.config.launch_batch, timeout,
+                                                self.ownership.asked())
         held, self._held = self._held, []
         if not placements and not held:
             return 0
@@ -121,6 +160,11 @@ class PlacementProcessor:
         stale: list[TaskId] = []
         taken = held + [(p, t) for p in placements for t in p.tasks]
         for placement, placed in taken:
+            if not owns(placed.task_id.job_id):
+                # Its partition moved away since it was asked for (or held): the new owner's
+                # recovery queues the run afresh, and a kill from here could take that new
+                # queued run with it.  Leave it to the owner.
+                continue
             if self.cache.get(placed.task_id.job_id) is None:
                 stale.append(placed.task_id)
                 continue

@@ -8,11 +8,16 @@ host manager is asked to re-report every run we believe is alive, so a launch
 lost in the crash comes back LOST and is retried.  A job whose stored data is
 corrupt is skipped with an error naming it; it never stops the daemon.
 `hand_back` does the same for a resource or host manager that started over.
+
+With all-active job managers only the jobs this one owns are loaded (`owns`,
+ownership.py), and a partition taken over later is recovered on its own
+(`recover(only=...)`), the same way.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from peloton.core.errors import DataCorruption, NotFound
 from peloton.core.model.ids import RunId, TaskId
@@ -39,19 +44,23 @@ class Recovery:
     """Rebuilds the cache from storage and the other daemons' view from the cache."""
 
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
-                 control: RunControl, queue: GoalStateQueue) -> None:
+                 control: RunControl, queue: GoalStateQueue,
+                 owns: Callable[[str], bool] = lambda _job_id: True) -> None:
         self.cache = cache
+        self.owns = owns
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self.control = control
         self.queue = queue
 
-    def recover(self) -> int:
-        """Load every active job and hand its runs back to the other daemons; returns jobs
-        loaded."""
+    def recover(self, only: Callable[[str], bool] | None = None) -> int:
+        """Load every active job this job manager owns (and `only` accepts: one partition
+        taken over) and hand its runs back to the other daemons; returns jobs loaded."""
         handed = _HandBack(self, to_resmgr=True)
         loaded = 0
         for job_id in self.cache.active_ids():
+            if not self.owns(job_id) or (only is not None and not only(job_id)):
+                continue  # another member's, or already cached
             try:
                 job = self.cache.add(self.cache.load(job_id))
             except NotFound:

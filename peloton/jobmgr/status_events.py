@@ -12,12 +12,18 @@ the runtime stored then (the stream's cursor has moved on: a poll never returns
 them twice), and the stream is acknowledged only up to the first held event,
 so a crash re-delivers them too.  A round that raises (the store unavailable) holds its
 whole batch the same way: dropped, a task's end would never be stored.
+
+With all-active job managers, events of jobs another member owns (`owns`, ownership.py)
+are skipped here, never taken for orphans: their owner applies them from its own
+stream, and a member taking a partition over has the host manager re-report its runs
+(recovery's reconcile), so none is lost.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
@@ -36,11 +42,14 @@ S = TaskState
 
 
 class StatusEvents:
-    """Consumes the status stream as consumer "jobmgr"."""
+    """Consumes the status stream (as consumer "jobmgr", or "jobmgr@<member id>" for a
+    member of an all-active cluster: every member reads every event)."""
 
     def __init__(self, cache: JobCache, stream: EventStream, hostmgr: HostManagerPort,
-                 queue: GoalStateQueue, config: JobManagerConfig) -> None:
+                 queue: GoalStateQueue, config: JobManagerConfig,
+                 owns: Callable[[str], bool] = lambda _job_id: True) -> None:
         self.cache = cache
+        self.owns = owns
         self.stream = stream
         self.hostmgr = hostmgr
         self.queue = queue
@@ -101,6 +110,8 @@ class StatusEvents:
             except InvalidArgument:
                 log.warning("ignoring event for unparsable run id %r", ev.run_id)
                 continue
+            if not self.owns(rid.job_id):
+                continue  # its owner applies it (module docstring)
             if self.cache.get(rid.job_id) is None:
                 if not ev.state.terminal:
                     orphans.append(ev.run_id)

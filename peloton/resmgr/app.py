@@ -48,6 +48,7 @@ from peloton.core.model.sched import (
     PlacementGang,
     Victim,
 )
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import HostManagerPort, RecoveredRun
 from peloton.core.respool.entitlement import compute_entitlements
 from peloton.core.respool.records import RmTask
@@ -266,14 +267,16 @@ class ResourceManager:
         if freed:
             self.work.fire()
 
-    def get_placements(self, limit: int, timeout: float) -> list[Placement]:
-        """Placed runs to launch (PLACED -> LAUNCHING), waiting up to `timeout` for the first."""
+    def get_placements(self, limit: int, timeout: float,
+                       partitions: PartitionSet | None = None) -> list[Placement]:
+        """Placed runs to launch (PLACED -> LAUNCHING) of jobs in `partitions` (None: of any
+        job), waiting up to `timeout` for the first."""
         deadline = self.clock.monotonic() + timeout
         while True:
             token = self.placed_signal.token()
             with self.lock:
                 now = self.clock.monotonic()
-                out = self.book.get_placements(limit, now)
+                out = self.book.get_placements(limit, now, partitions)
             left = deadline - now
             if out or left <= 0:
                 return out
@@ -291,12 +294,13 @@ class ResourceManager:
             for run in runs:
                 self.book.recover(run.pool_id, run.task, run.state, run.hostname, now)
 
-    def take_victims(self, limit: int) -> list[Victim]:
-        """Running tasks to stop so their pools get back within entitlement (each once)."""
+    def take_victims(self, limit: int, partitions: PartitionSet | None = None) -> list[Victim]:
+        """Running tasks of jobs in `partitions` (None: of any job) to stop so their pools
+        get back within entitlement (each once)."""
         with self.lock:
             if self.preemptor is None:
                 return []
-            return self.preemptor.take(limit, self.clock.monotonic())
+            return self.preemptor.take(limit, self.clock.monotonic(), partitions)
 
     def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:
         """Why queued tasks are not running yet."""

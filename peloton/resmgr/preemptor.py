@@ -21,6 +21,7 @@ from collections import deque
 
 from peloton.core.model.ids import TaskId
 from peloton.core.model.sched import Victim, VictimReason
+from peloton.core.partitions import PartitionSet
 from peloton.core.preemption import OverAllocationCounter, VictimAction, select_victims
 from peloton.core.respool.records import TaskRecord
 from peloton.core.states import TaskState
@@ -72,12 +73,20 @@ class Preemptor:
                     revoked += 1
         return requeued, revoked
 
-    def take(self, limit: int, now: float) -> list[Victim]:
-        """Up to `limit` running victims, each once; they move RUNNING -> PREEMPTING."""
+    def take(self, limit: int, now: float,
+             partitions: PartitionSet | None = None) -> list[Victim]:
+        """Up to `limit` running victims of jobs in `partitions` (None: of any job), each
+        once; they move RUNNING -> PREEMPTING.  Other members' victims keep their place:
+        only a job's owner can stop its run, so one handed to another member would be
+        dropped there and its pool stay over entitlement until the preempting timeout."""
         book = self.book
         out: list[Victim] = []
+        others: list[TaskRecord] = []
         while self._victims and len(out) < limit:
             rec = self._victims.popleft()
+            if partitions is not None and not partitions.covers(rec.task_id.job_id):
+                others.append(rec)
+                continue
             self._queued.discard(rec.task_id)
             if book.tracker.get(rec.task_id) is not rec or rec.state is not TaskState.RUNNING:
                 continue  # it ended, or was killed or replaced, while it waited
@@ -85,4 +94,5 @@ class Preemptor:
             book.timeouts.start(rec.task_id, TaskState.PREEMPTING, now)
             out.append(Victim(rec.task_id, rec.task.run_id, VictimReason.PREEMPTED,
                               book.hosts.get(rec.task_id, "")))
+        self._victims.extendleft(reversed(others))
         return out

@@ -5,7 +5,8 @@
   its retry time.  A gang stays one entry while it is retried, so the
   placer keeps seeing it whole (all or nothing).
 * `PlacedQueue` holds placements (PLACED runs per host) until the job
-  manager takes them.
+  manager takes them, per job partition once members of an all-active
+  cluster ask by partition.
 
 Removal is lazy, as in Peloton: a task killed, preempted or placed while
 its entry waits is not searched for; the entry is checked when it comes
@@ -21,7 +22,8 @@ import itertools
 from collections import deque
 
 from peloton.core.model.ids import TaskId
-from peloton.core.model.sched import Placement
+from peloton.core.model.sched import PlacedTask, Placement
+from peloton.core.partitions import PartitionSet, partition_of
 from peloton.core.respool.records import TaskRecord
 
 
@@ -120,25 +122,75 @@ class ReadyQueue:
 
 
 class PlacedQueue:
-    """Placements reported by the placement engine, oldest first, until launched."""
+    """Placements reported by the placement engine, oldest first, until launched.
+
+    With all-active job managers each member takes the placements of its own partitions'
+    jobs only (`pop(partitions)`).  The queue learns the cluster's partition count from the
+    first member that asks and from then on keeps one FIFO per partition, each placement
+    split into one piece per partition of its tasks' jobs (same host, same agent), so a
+    member's take never scans or reorders another member's placements.  Until someone
+    asks by partition (a lone job manager) it is one FIFO, as before partitions.  An
+    unfiltered `pop` after the split takes the partitions' heads in turn.
+    """
 
     def __init__(self) -> None:
-        self._items: deque[Placement] = deque()
+        #: 0: one FIFO (nobody asked by partition); else the partition count of the split.
+        self._count = 0
+        self._fifos: dict[int, deque[Placement]] = {}
+        self._size = 0
+        #: Where the next pop's round over partitions starts (so none is always served last).
+        self._turn = 0
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._size
 
     def __bool__(self) -> bool:
-        return bool(self._items)
+        return self._size > 0
 
     def push(self, placement: Placement) -> None:
         """Keep a placement for the job manager."""
-        self._items.append(placement)
+        for key, piece in self._pieces(placement):
+            self._fifos.setdefault(key, deque()).append(piece)
+            self._size += 1
 
     def push_front(self, placement: Placement) -> None:
         """Return the unused rest of a placement to the head."""
-        self._items.appendleft(placement)
+        for key, piece in self._pieces(placement):
+            self._fifos.setdefault(key, deque()).appendleft(piece)
+            self._size += 1
 
-    def pop(self) -> Placement:
-        """The oldest placement (IndexError when empty)."""
-        return self._items.popleft()
+    def pop(self, partitions: PartitionSet | None = None) -> Placement | None:
+        """The oldest placement of a job in `partitions` (None: of any job), or None."""
+        if partitions is not None and partitions.count != self._count:
+            self._split(partitions.count)
+        keys = sorted(self._fifos) if partitions is None or self._count == 0 \
+            else sorted(partitions.held)
+        if not keys:
+            return None
+        start = self._turn % len(keys)
+        self._turn += 1
+        for key in keys[start:] + keys[:start]:
+            fifo = self._fifos.get(key)
+            if fifo:
+                self._size -= 1
+                return fifo.popleft()
+        return None
+
+    def _pieces(self, placement: Placement) -> list[tuple[int, Placement]]:
+        if self._count == 0:
+            return [(0, placement)]
+        by_key: dict[int, list[PlacedTask]] = {}
+        for task in placement.tasks:
+            by_key.setdefault(partition_of(task.task_id.job_id, self._count), []).append(task)
+        if len(by_key) == 1:
+            return [(next(iter(by_key)), placement)]
+        return [(key, Placement(placement.hostname, placement.agent_id, tuple(tasks)))
+                for key, tasks in by_key.items()]
+
+    def _split(self, count: int) -> None:
+        """Re-key every waiting placement by the partitions of `count` (once per cluster:
+        the count is fixed for the life of its store), keeping each FIFO's order."""
+        waiting = [p for key in sorted(self._fifos) for p in self._fifos[key]]
+        self._count, self._fifos, self._size = count, {}, 0
+        for placement in waiting:
+            self.push(placement)

@@ -37,6 +37,7 @@ from peloton.core.model.sched import (
     PlacementFailure,
     PlacementGang,
 )
+from peloton.core.partitions import PartitionSet
 from peloton.core.placement.request import GangRequest
 from peloton.core.respool.admission import BackfillPolicy
 from peloton.core.respool.records import RmTask, TaskRecord
@@ -219,12 +220,13 @@ class TaskBook:
         self.demand_changed = True
 
     # -- job manager: launch ----------------------------------------------------------------
-    def get_placements(self, limit: int, now: float) -> list[Placement]:
-        """Placed runs to launch, at most `limit`; PLACED -> LAUNCHING."""
+    def get_placements(self, limit: int, now: float,
+                       partitions: PartitionSet | None = None) -> list[Placement]:
+        """Placed runs to launch, at most `limit`, of jobs in `partitions` (None: of any
+        job); PLACED -> LAUNCHING."""
         out: list[Placement] = []
         taken = 0
-        while self.placed and taken < limit:
-            placement = self.placed.pop()
+        while taken < limit and (placement := self.placed.pop(partitions)) is not None:
             tasks = [p for p in placement.tasks if self._current(p, S.PLACED)]
             if not tasks:
                 continue

@@ -11,7 +11,11 @@ runtime, or Conflict / NotFound for its write alone, or the batch's error
 (e.g. Unavailable) if the whole transaction failed.
 
 Two writes of the same task never share a batch (the second waits for
-the next one), so per-task order is the order of submission.
+the next one), so per-task order is the order of submission.  With a
+`batch_key` (all-active job managers: the job's partition), a batch holds
+writes of one key only, since each partition's writes are checked against its
+own fence and one transaction checks one; the other writes wait, in order,
+for the next batches.
 
 Only `threading` primitives are used: under gevent they are monkey-patched
 into greenlet-friendly ones, so the same code serves threads and greenlets.
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from peloton.core.errors import Conflict, NotFound
 from peloton.core.model.ids import TaskId
@@ -67,10 +71,12 @@ class GroupCommitter:
     """
 
     def __init__(self, store: TaskRuntimeStore, *, flush_interval: float = 0.001,
-                 max_batch: int = 1000) -> None:
+                 max_batch: int = 1000,
+                 batch_key: Callable[[RuntimeWrite], Hashable] | None = None) -> None:
         if max_batch < 1 or flush_interval < 0:
             raise ValueError("max_batch must be >= 1 and flush_interval >= 0")
         self._store = store
+        self._batch_key = batch_key
         self.flush_interval = flush_interval
         self.max_batch = max_batch
         self._queue: deque[PendingWrite] = deque()
@@ -160,14 +166,17 @@ class GroupCommitter:
             self._commit(batch)
 
     def _take(self) -> list[PendingWrite]:
-        """Up to max_batch queued writes, oldest first, at most one per task."""
+        """Up to max_batch queued writes, oldest first, at most one per task (and all of
+        the oldest write's `batch_key`)."""
         batch: list[PendingWrite] = []
         deferred: list[PendingWrite] = []
         seen: set[tuple[str, int]] = set()
+        by = self._batch_key
+        first = by(self._queue[0].write) if by is not None and self._queue else None
         while self._queue and len(batch) < self.max_batch:
             pending = self._queue.popleft()
             key = (pending.write.job_id, pending.write.instance)
-            if key in seen:
+            if key in seen or (by is not None and by(pending.write) != first):
                 deferred.append(pending)
             else:
                 seen.add(key)

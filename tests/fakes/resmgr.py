@@ -8,7 +8,8 @@ It keeps the job manager's side of the port simply but truthfully:
   the same run again is a no-op); `kill_tasks` forgets tasks wherever they are;
 * with `auto_place` on, `get_placements` places every queued task at once,
   round-robin over the fake host manager's UP hosts, with consecutive
-  dynamic ports; with it off the test calls `place` itself;
+  dynamic ports; with it off the test calls `place` itself; given `partitions`
+  it hands out only placements (and victims) of jobs in them, as the real one;
 * `pending_reasons` explains queued tasks (a settable reason per task).
 
 The placement engine side (dequeue_gangs, set_placements) is not faked.
@@ -34,6 +35,7 @@ from peloton.core.model.sched import (
     PlacementGang,
     Victim,
 )
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import RecoveredRun
 from peloton.core.respool.records import RmTask
 from peloton.core.states import HostState, TaskState
@@ -119,13 +121,17 @@ class FakeResourceManager:
             self.queued.pop(task_id, None)
         self.ready = [p for p in self.ready if p.tasks[0].task_id not in gone]
 
-    def get_placements(self, limit: int, timeout: float) -> list[Placement]:
+    def get_placements(self, limit: int, timeout: float,
+                       partitions: PartitionSet | None = None) -> list[Placement]:
         deadline = time.monotonic() + timeout
         while True:
             if self.auto_place and self.queued:
                 self.place()
-            if self.ready or time.monotonic() >= deadline:
-                out, self.ready = self.ready[:limit], self.ready[limit:]
+            mine = [p for p in self.ready
+                    if partitions is None or partitions.covers(p.tasks[0].task_id.job_id)]
+            if mine or time.monotonic() >= deadline:
+                out = mine[:limit]
+                self.ready = [p for p in self.ready if p not in out]
                 return out
             gevent.sleep(0.01)
 
@@ -135,8 +141,10 @@ class FakeResourceManager:
     def recover_tasks(self, runs: Sequence[RecoveredRun]) -> None:
         self.recovered.extend(run.task.task_id for run in runs)
 
-    def take_victims(self, limit: int) -> list[Victim]:
-        out, self.victims = self.victims[:limit], self.victims[limit:]
+    def take_victims(self, limit: int, partitions: PartitionSet | None = None) -> list[Victim]:
+        out = [v for v in self.victims
+               if partitions is None or partitions.covers(v.task_id.job_id)][:limit]
+        self.victims = [v for v in self.victims if v not in out]
         return out
 
     def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:

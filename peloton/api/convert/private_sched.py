@@ -42,6 +42,7 @@ from peloton.core.model.sched import (
     Victim,
     VictimReason,
 )
+from peloton.core.partitions import PartitionSet
 from peloton.core.placement.request import GangRequest, PlacementNeeds, Strategy, TaskRequest
 from peloton.core.respool.records import RmTask
 
@@ -231,3 +232,13 @@ def enqueue_failure_to_pb(f: EnqueueFailure) -> pb.EnqueueFailure:
 def enqueue_failure_from_pb(m: pb.EnqueueFailure) -> EnqueueFailure:
     """Message -> EnqueueFailure."""
     return EnqueueFailure(task_id_from_pb(m.task_id), m.reason)
+
+
+def partitions_to_pb(partitions: PartitionSet) -> pb.PartitionSet:
+    """PartitionSet -> message."""
+    return pb.PartitionSet(count=partitions.count, held=sorted(partitions.held))
+
+
+def partitions_from_pb(msg: pb.PartitionSet) -> PartitionSet:
+    """Message -> PartitionSet (InvalidArgument "partitions" for a partition out of range)."""
+    return PartitionSet(msg.count, frozenset(msg.held))

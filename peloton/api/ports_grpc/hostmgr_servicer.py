@@ -117,6 +117,9 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
         if request.stream_id != current:  # a new consumer, or a new host manager: resume here
             return pb.PollEventsResponse(stream_id=current,
                                          acknowledged=stream.register(request.consumer))
+        # Registering again changes nothing but keeps a member consumer (`jobmgr@<member>`)
+        # from being forgotten as gone (peloton/hostmgr/events.py).
+        stream.register(request.consumer)
         events = stream.read(request.after, request.limit, min(request.timeout, MAX_WAIT))
         return pb.PollEventsResponse(stream_id=current, events=[event_to_pb(e) for e in events])
 

@@ -18,6 +18,7 @@ from peloton.api.convert.private_sched import (
     enqueue_failure_from_pb,
     gang_from_pb,
     needs_from_pb,
+    partitions_to_pb,
     placement_failure_to_pb,
     placement_from_pb,
     placement_to_pb,
@@ -38,6 +39,7 @@ from peloton.core.model.sched import (
     PlacementGang,
     Victim,
 )
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import RecoveredRun
 from peloton.core.respool.records import RmTask
 from peloton.core.states import TaskState
@@ -88,11 +90,15 @@ class GrpcResourceManager:
         self.channel.call("KillTasks", pb.KillTasksRequest(
             task_ids=[task_id_to_pb(t) for t in task_ids]), pb.KillTasksResponse)
 
-    def get_placements(self, limit: int, timeout: float) -> list[Placement]:
-        """Placed runs to launch, waiting up to `timeout` for the first."""
-        reply = self.channel.call("GetPlacements", pb.GetPlacementsRequest(limit=limit,
-                                                                          timeout=timeout),
-                                  pb.GetPlacementsResponse, wait=timeout)
+    def get_placements(self, limit: int, timeout: float,
+                       partitions: PartitionSet | None = None) -> list[Placement]:
+        """Placed runs to launch (of jobs in `partitions`), waiting up to `timeout` for the
+        first."""
+        request = pb.GetPlacementsRequest(limit=limit, timeout=timeout)
+        if partitions is not None:
+            request.partitions.CopyFrom(partitions_to_pb(partitions))
+        reply = self.channel.call("GetPlacements", request, pb.GetPlacementsResponse,
+                                  wait=timeout)
         return [placement_from_pb(p) for p in reply.placements]
 
     def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
@@ -115,10 +121,12 @@ class GrpcResourceManager:
                              state=run.state.value, hostname=run.hostname)
         self.channel.call("RecoverTasks", request, pb.RecoverTasksResponse)
 
-    def take_victims(self, limit: int) -> list[Victim]:
-        """Running tasks the preemptor wants stopped."""
-        reply = self.channel.call("TakeVictims", pb.TakeVictimsRequest(limit=limit),
-                                  pb.TakeVictimsResponse)
+    def take_victims(self, limit: int, partitions: PartitionSet | None = None) -> list[Victim]:
+        """Running tasks (of jobs in `partitions`) the preemptor wants stopped."""
+        request = pb.TakeVictimsRequest(limit=limit)
+        if partitions is not None:
+            request.partitions.CopyFrom(partitions_to_pb(partitions))
+        reply = self.channel.call("TakeVictims", request, pb.TakeVictimsResponse)
         return [victim_from_pb(v) for v in reply.victims]
 
     def pending_reasons(self, task_ids: Sequence[TaskId]) -> dict[TaskId, str]:

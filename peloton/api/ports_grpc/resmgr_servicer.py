@@ -16,6 +16,7 @@ from peloton.api.convert.private_sched import (
     enum_from_pb,
     gang_to_pb,
     needs_from_pb,
+    partitions_from_pb,
     placement_failure_from_pb,
     placement_from_pb,
     placement_to_pb,
@@ -67,7 +68,10 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
 
     def GetPlacements(self, request: pb.GetPlacementsRequest,
                       context: Any) -> pb.GetPlacementsResponse:
-        placements = self.port.get_placements(request.limit, min(request.timeout, MAX_WAIT))
+        partitions = partitions_from_pb(request.partitions) \
+            if request.HasField("partitions") else None
+        placements = self.port.get_placements(request.limit, min(request.timeout, MAX_WAIT),
+                                              partitions)
         return pb.GetPlacementsResponse(placements=[placement_to_pb(p) for p in placements])
 
     def RecoverTask(self, request: pb.RecoverTaskRequest, context: Any) -> pb.RecoverTaskResponse:
@@ -88,8 +92,10 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
         return pb.RecoverTasksResponse()
 
     def TakeVictims(self, request: pb.TakeVictimsRequest, context: Any) -> pb.TakeVictimsResponse:
-        return pb.TakeVictimsResponse(
-            victims=[victim_to_pb(v) for v in self.port.take_victims(request.limit)])
+        partitions = partitions_from_pb(request.partitions) \
+            if request.HasField("partitions") else None
+        return pb.TakeVictimsResponse(victims=[
+            victim_to_pb(v) for v in self.port.take_victims(request.limit, partitions)])
 
     def PendingReasons(self, request: pb.PendingReasonsRequest,
                        context: Any) -> pb.PendingReasonsResponse:

@@ -19,6 +19,18 @@ up`'s in-process ports) are not fenced here.
 What this does not close: a stale leader's call that reaches a peer before the new
 leader's first call and after the peer last read the store.  The new leader's recovery
 calls both peers before it serves, so that window ends when recovery starts.
+
+All-active job managers (docs/design/all-active-jobmgr.md) have no single `jobmgr` term:
+each member holds some job partitions, each claimed with its own epoch in the store
+(fence `jobmgr/partition/<p>`, peloton/storage/partition_fences.py).  A member's calls
+carry every partition it holds with its epoch, in one `peloton-partition-epochs` item
+(`<p>:<epoch>,...`), and the peer keeps a watermark per partition's fence name (the
+same `EpochWatermark`, the same stored epochs).  A call is refused if *any* partition it
+names has been called with a newer epoch: the member still believes it owns a partition
+that has moved (paused, cut off from ZooKeeper), and until it finds out and lets go, its
+kill or launch could be about that partition's runs.  Members compare only per
+partition, so two members holding different partitions never fence each other.  A
+member holding nothing sends no item (it makes no call about a job).
 """
 
 from __future__ import annotations
@@ -26,13 +38,14 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
 from peloton.core.errors import FailedPrecondition
+from peloton.core.partitions import fence_name
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +53,8 @@ M = TypeVar("M", bound=Message)
 
 #: Metadata key of a leader's call: "<role>:<epoch>".
 EPOCH_KEY = "peloton-leader-epoch"
+#: Metadata key of a partition member's call: "<partition>:<epoch>,..." (what it holds).
+PARTITIONS_KEY = "peloton-partition-epochs"
 
 
 class StaleTerm(FailedPrecondition):
@@ -58,6 +73,22 @@ def parse(value: str) -> tuple[str, int]:
     if not sep or not role or not epoch.isdigit():
         raise StaleTerm(f"unreadable {EPOCH_KEY} {value!r}", field=EPOCH_KEY)
     return role, int(epoch)
+
+
+def stamp_partitions(epochs: Mapping[int, int]) -> tuple[str, str]:
+    """The metadata item of a call made by a member holding `epochs` (partition -> epoch)."""
+    return PARTITIONS_KEY, ",".join(f"{p}:{e}" for p, e in sorted(epochs.items()))
+
+
+def parse_partitions(value: str) -> dict[str, int]:
+    """Fence name -> epoch from a partition stamp's value; StaleTerm if unreadable."""
+    out: dict[str, int] = {}
+    for item in value.split(","):
+        partition, sep, epoch = item.partition(":")
+        if not sep or not partition.isdigit() or not epoch.isdigit():
+            raise StaleTerm(f"unreadable {PARTITIONS_KEY} {value!r}", field=PARTITIONS_KEY)
+        out[fence_name(int(partition))] = int(epoch)
+    return out
 
 
 class EpochWatermark:
@@ -80,22 +111,33 @@ class EpochWatermark:
 
     def admit(self, role: str, epoch: int) -> None:
         """Record a call of `role`'s term `epoch`; StaleTerm if a newer term has been seen."""
-        if role not in self._newest and self._stored is not None:
-            try:
-                found = self._stored(role)
-            except Exception:  # the store is down: fence on what calls tell us
-                log.warning("term fence: cannot read the stored epoch of %s", role,
-                            exc_info=True)
-                found = None
-            with self._lock:
-                if found is not None and found > self._newest.get(role, -1):
-                    self._newest[role] = found
+        self.admit_all({role: epoch})
+
+    def admit_all(self, epochs: Mapping[str, int]) -> None:
+        """Record one call made under several terms (role or fence name -> epoch): StaleTerm,
+        recording nothing, if any of them is older than one seen."""
+        for role in epochs:
+            if role not in self._newest and self._stored is not None:
+                self._load(role)
         with self._lock:
-            newest = self._newest.get(role)
-            if newest is not None and epoch < newest:
-                raise StaleTerm(f"{role} epoch {epoch} is over: a newer leader (epoch {newest}) "
-                                "has called; this call is refused")
-            self._newest[role] = epoch
+            for role, epoch in epochs.items():
+                newest = self._newest.get(role)
+                if newest is not None and epoch < newest:
+                    raise StaleTerm(f"{role} epoch {epoch} is over: a newer leader (epoch "
+                                    f"{newest}) has called; this call is refused")
+            for role, epoch in epochs.items():
+                self._newest[role] = epoch
+
+    def _load(self, role: str) -> None:
+        assert self._stored is not None
+        try:
+            found = self._stored(role)
+        except Exception:  # the store is down: fence on what calls tell us
+            log.warning("term fence: cannot read the stored epoch of %s", role, exc_info=True)
+            found = None
+        with self._lock:
+            if found is not None and found > self._newest.get(role, -1):
+                self._newest[role] = found
 
 
 class TermFenceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped
@@ -106,11 +148,16 @@ class TermFenceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # grp
 
     def intercept_service(self, continuation: Callable[[Any], Any],
                           details: grpc.HandlerCallDetails) -> Any:
-        value = next((v for k, v in details.invocation_metadata or () if k == EPOCH_KEY), None)
-        if value is None:
+        metadata = details.invocation_metadata or ()
+        value = next((v for k, v in metadata if k == EPOCH_KEY), None)
+        held = next((v for k, v in metadata if k == PARTITIONS_KEY), None)
+        if value is None and held is None:
             return continuation(details)
         try:
-            self.watermark.admit(*parse(str(value)))
+            if value is not None:
+                self.watermark.admit(*parse(str(value)))
+            if held is not None:
+                self.watermark.admit_all(parse_partitions(str(held)))
         except StaleTerm as exc:
             log.warning("%s refused: %s", details.method, exc.message)
             return _refusal(continuation(details), exc.message)
@@ -163,6 +210,25 @@ class StampedCaller:
         return self._channel.call(method, request, response_type, wait=wait, metadata=extra)
 
 
+class PartitionStampedCaller:
+    """A channel whose every call carries the partitions a member holds now, with their
+    epochs (`epochs()`, e.g. PartitionFences.epochs; nothing while it holds none)."""
+
+    def __init__(self, channel: Caller, epochs: Callable[[], Mapping[int, int]]) -> None:
+        self._channel = channel
+        self._epochs = epochs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._channel, name)  # term listeners, close, target: the channel's
+
+    def call(self, method: str, request: Message, response_type: type[M], *,
+             wait: float = 0.0, metadata: Sequence[tuple[str, str]] = ()) -> M:
+        """The channel's call, stamped."""
+        epochs = self._epochs()
+        extra = (*metadata, stamp_partitions(epochs)) if epochs else tuple(metadata)
+        return self._channel.call(method, request, response_type, wait=wait, metadata=extra)
+
+
 P = TypeVar("P")
 
 
@@ -188,3 +254,12 @@ def term_epoch(current: Callable[[], int | None]) -> Callable[[], int | None]:
         return last[0] if last else None
 
     return epoch
+
+
+def stamped_by_partition(port: P, epochs: Callable[[], Mapping[int, int]]) -> P:
+    """A copy of a gRPC port adapter whose calls carry a member's partition epochs (as
+    `stamped` does a leader's term epoch); the copy shares the original's connections."""
+    view = copy.copy(port)
+    channel = getattr(port, "channel")  # noqa: B009  (every ports_grpc adapter has one)
+    view.channel = PartitionStampedCaller(channel, epochs)  # type: ignore[attr-defined]
+    return view

@@ -4,7 +4,9 @@ Start order: storage (schema checked; stateful roles), ZooKeeper (when
 configured), the gRPC server bound, the role's objects (the first term is
 built before serving, so the leader gate knows every service name), the
 server started, then leadership: the election joined (or, without
-ZooKeeper, the only instance leads at once).  Placement has no election: its
+ZooKeeper, the only instance leads at once).  A job manager configured with
+`jobmgr.partitions` is a member of an all-active cluster instead
+(members.py): it serves at once and drives the job partitions it holds.  Placement has no election: its
 engine starts right after the server.  Stop is the reverse; tasks keep
 running on their agents.
 
@@ -27,8 +29,15 @@ from peloton.api.auth_service import serve_auth
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.ports_grpc.term_fence import EpochWatermark, TermFenceInterceptor
 from peloton.api.unserved import register_unserved
-from peloton.cluster.daemons.config import SCHEMAS, DaemonConfig, HostmgrProcessConfig, load
+from peloton.cluster.daemons.config import (
+    SCHEMAS,
+    DaemonConfig,
+    HostmgrProcessConfig,
+    JobmgrProcessConfig,
+    load,
+)
 from peloton.cluster.daemons.leadership import Leadership
+from peloton.cluster.daemons.members import jobmgr_member
 from peloton.cluster.daemons.roles import ELECTED, Runtime, placement_engine
 from peloton.cluster.job_facts import StoreJobFacts
 from peloton.common.auth import build_security, check_bind
@@ -113,7 +122,13 @@ class DaemonProcess:
         rt = self.runtime = Runtime(self.role, cfg, store, zk, Metrics(self.role),
                                     security=security)
         parts: list[Component] = []
-        if self.role in ELECTED:
+        if isinstance(cfg, JobmgrProcessConfig) and cfg.jobmgr.partitions > 0:
+            # All-active: every job manager drives the job partitions it holds, and serves
+            # from the start (peloton/cluster/daemons/members.py).
+            register_unserved(grpc)
+            parts = [FunctionComponent("grpc", grpc.start, grpc.stop),
+                     *jobmgr_member(rt, grpc, self.advertised(), grpc.port)]
+        elif self.role in ELECTED:
             zk_role, terms = ELECTED[self.role]
             holder = f"{socket.gethostname()}:{os.getpid()}"
             the_store = rt.the_store()

@@ -5,13 +5,18 @@ key to actions; each `Engine` runs one schedule with one resolver.  This object
 starts and stops the three together (a lifecycle component), lets the API lock
 them down (AdminService GoalStateEngine), and runs them in the caller for tests
 (`run_due`).
+
+With all-active job managers each engine evaluates only the keys of jobs this job
+manager owns (`owns`, ownership.py): a key of another member's job that is still
+scheduled here (its partition was just released) resolves to no action.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 
-from peloton.common.goalstate import Engine
+from peloton.common.goalstate import Action, Engine
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.goalstate.job import JobActions
 from peloton.jobmgr.goalstate.queue import GoalStateQueue, TaskKey
@@ -27,11 +32,18 @@ class GoalStateEngines:
     name = "goal-state-engines"
 
     def __init__(self, queue: GoalStateQueue, jobs: JobActions, tasks: TaskActions,
-                 updates: UpdateActions, config: JobManagerConfig) -> None:
-        self.job: Engine[str] = Engine(queue.jobs, jobs.resolve, workers=config.job_workers)
-        self.task: Engine[TaskKey] = Engine(queue.tasks, tasks.resolve,
-                                            workers=config.task_workers)
-        self.update: Engine[str] = Engine(queue.updates, updates.resolve,
+                 updates: UpdateActions, config: JobManagerConfig,
+                 owns: Callable[[str], bool] = lambda _job_id: True) -> None:
+        def owned_job(resolve: Callable[[str], Sequence[Action]]) -> Callable[[str], Sequence[Action]]:
+            return lambda job_id: resolve(job_id) if owns(job_id) else ()
+
+        def owned_task(key: TaskKey) -> Sequence[Action]:
+            return tasks.resolve(key) if owns(key[0]) else ()
+
+        self.job: Engine[str] = Engine(queue.jobs, owned_job(jobs.resolve),
+                                       workers=config.job_workers)
+        self.task: Engine[TaskKey] = Engine(queue.tasks, owned_task, workers=config.task_workers)
+        self.update: Engine[str] = Engine(queue.updates, owned_job(updates.resolve),
                                           workers=config.update_workers)
         self._started = False
         self._locked = False

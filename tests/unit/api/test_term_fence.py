@@ -2,7 +2,9 @@
 
 A leader paused and resumed kept calling its peers for the 45 ms before it stepped down
 (it killed runs of the new leader's job and took its placement).  The peers now refuse a
-call stamped with an epoch older than one they have heard from (term_fence.py).
+call stamped with an epoch older than one they have heard from (term_fence.py).  Members
+of an all-active job manager cluster stamp every partition they hold, each fenced on its
+own.
 """
 
 from __future__ import annotations
@@ -19,15 +21,23 @@ from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
 from peloton.api.ports_grpc.resmgr_servicer import serve_resource_manager
 from peloton.api.ports_grpc.term_fence import (
     EPOCH_KEY,
+    PARTITIONS_KEY,
     EpochWatermark,
     StaleTerm,
     TermFenceInterceptor,
     parse,
+    parse_partitions,
+    stamp_partitions,
     stamped,
+    stamped_by_partition,
     term_epoch,
 )
 from peloton.core.errors import FailedPrecondition
 from peloton.core.model.ids import TaskId
+from peloton.core.partitions import PartitionSet, fence_name
+from peloton.jobmgr.app import JobManager
+from peloton.storage import Store, StoreOptions, open_store
+from peloton.storage.partition_fences import PartitionFences
 from tests.fakes.hostmgr import FakeHostManager
 from tests.fakes.resmgr import FakeResourceManager
 
@@ -134,3 +144,109 @@ def test_a_paused_leader_can_neither_kill_nor_take_placements_after_a_new_one_ca
     grm.kill_tasks([TaskId("job-c", 0)])  # an unstamped caller (placement, tools): not fenced
     assert rm.killed[-1] == TaskId("job-c", 0)
     assert EPOCH_KEY == "peloton-leader-epoch"
+
+
+# -- all-active job managers: one watermark per partition ----------------------------------------
+def test_partition_stamps_round_trip_and_unreadable_ones_are_refused() -> None:
+    key, value = stamp_partitions({3: 40, 0: 7})
+    assert key == PARTITIONS_KEY and value == "0:7,3:40"
+    assert parse_partitions(value) == {fence_name(0): 7, fence_name(3): 40}
+    for bad in ("", "0", "0:", "x:1", "0:1,", "1:-2"):
+        with pytest.raises(StaleTerm):
+            parse_partitions(bad)
+
+
+def test_a_call_is_refused_if_any_partition_it_names_is_stale() -> None:
+    marks = EpochWatermark()
+    marks.admit_all({fence_name(0): 10, fence_name(1): 11})  # member a
+    marks.admit_all({fence_name(2): 12})  # member b: other partitions never fence a
+    marks.admit_all({fence_name(0): 10, fence_name(1): 11})
+    marks.admit_all({fence_name(0): 20})  # b took partition 0 over; a has not been told
+    with pytest.raises(StaleTerm, match="epoch 10 is over"):
+        marks.admit_all({fence_name(0): 10, fence_name(1): 11, fence_name(3): 30})
+    assert marks.newest(fence_name(3)) is None  # a refused call records nothing
+    marks.admit_all({fence_name(1): 11})  # a let partition 0 go: its calls pass again
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    s = open_store("sqlite://", StoreOptions(bootstrap=True))
+    yield s
+    s.close()
+
+
+def partition_peers(store: Store) -> tuple[FakeResourceManager, GrpcServer, GrpcResourceManager]:
+    """A fake resource manager behind the term fence, its watermark reading `store` (as a
+    daemon's is), and an unstamped client of it."""
+    rm = FakeResourceManager(FakeHostManager())
+    server = GrpcServer("127.0.0.1:0", interceptors=[
+        TermFenceInterceptor(EpochWatermark(store.leader_epoch))])
+    serve_resource_manager(server, rm)
+    server.start()
+    return rm, server, GrpcResourceManager(StaticTarget([f"127.0.0.1:{server.port}"]),
+                                           caller="test", timeout=5.0)
+
+
+def test_a_paused_owner_of_a_moved_partition_is_refused_by_the_peers(store: Store) -> None:
+    a = PartitionFences(store, "a", count=4)
+    b = PartitionFences(store, "b", count=4)
+    a.claim(0, 10)
+    a.claim(1, 11)
+    b.claim(2, 12)
+    rm, server, client = partition_peers(store)
+    try:
+        via_a = stamped_by_partition(client, a.epochs)
+        via_b = stamped_by_partition(client, b.epochs)
+        via_a.kill_tasks([TaskId("job-a", 0)])
+        via_b.kill_tasks([TaskId("job-b", 0)])  # members of other partitions coexist
+        via_a.kill_tasks([TaskId("job-a", 1)])
+
+        b.claim(0, 20)  # partition 0 moves to b while a is paused
+        via_b.kill_tasks([TaskId("job-b", 1)])
+        with pytest.raises(FailedPrecondition, match="epoch 10 is over"):
+            via_a.kill_tasks([TaskId("job-c", 0)])
+        with pytest.raises(FailedPrecondition):
+            via_a.get_placements(10, 0.0, PartitionSet(4, frozenset({0, 1})))
+        assert TaskId("job-c", 0) not in rm.killed
+
+        a.release(0)  # a finds out and lets partition 0 go: its other calls pass again
+        via_a.kill_tasks([TaskId("job-a", 2)])
+        assert rm.killed[-1] == TaskId("job-a", 2)
+    finally:
+        client.close()
+        server.stop(0)
+
+    # A peer that starts over has heard from no one: it still refuses a's stale epoch,
+    # from the epoch b claimed in the store.
+    rm, server, client = partition_peers(store)
+    try:
+        with pytest.raises(FailedPrecondition, match="epoch 10 is over"):
+            stamped_by_partition(client, lambda: {0: 10}).kill_tasks([TaskId("job-c", 1)])
+        assert rm.killed == []
+    finally:
+        client.close()
+        server.stop(0)
+
+
+def test_a_member_acquiring_a_partition_tells_the_peers_its_epoch_at_once(
+        peers: tuple[FakeResourceManager, FakeHostManager, GrpcResourceManager,
+                     GrpcHostManager], store: Store) -> None:
+    # Partition 0 has no job, so the new owner's recovery calls no peer about it: were it
+    # not announced, the peers would still admit the old owner's calls naming it.
+    rm, hosts, grm, ghm = peers
+
+    def member(name: str) -> JobManager:
+        fences = PartitionFences(store, name, count=4)
+        return JobManager(store, stamped_by_partition(grm, fences.epochs),
+                          stamped_by_partition(ghm, fences.epochs), fences=fences,
+                          member=name)
+
+    a, b = member("a"), member("b")
+    a.acquire_partition(0, epoch=10)
+    a.resmgr.kill_tasks([TaskId("job-a", 0)])
+    b.acquire_partition(0, epoch=20)  # a, paused, has not been told
+    with pytest.raises(FailedPrecondition, match="epoch 10 is over"):
+        a.resmgr.kill_tasks([TaskId("job-a", 1)])
+    with pytest.raises(FailedPrecondition, match="epoch 10 is over"):
+        a.hostmgr.kill(["job-a-1-1"])
+    assert rm.killed == [TaskId("job-a", 0)] and hosts.killed == []

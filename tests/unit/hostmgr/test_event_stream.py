@@ -1,4 +1,5 @@
-"""The status stream: order, offsets, per-consumer acknowledgement, backend acks, dedupe, bounds."""
+"""The status stream: order, offsets, per-consumer acknowledgement, backend acks, dedupe, bounds,
+member consumers (all-active job managers)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Callable
 
 import gevent
 
+from peloton.common.clock import FakeClock
+from peloton.core.ports import member_consumer
 from peloton.core.states import TaskState
 from peloton.hostmgr.app import HostManager
 from peloton.hostmgr.config import HostManagerConfig
@@ -145,3 +148,61 @@ def test_many_events_are_trimmed_and_acked_in_order(hm: HostManager, backend: Fa
     hm.settle()
     assert seen == list(range(1, 3001))
     assert [u.run_id for u in backend.acked] == [rid(i) for i in range(3000)]
+
+
+def test_each_member_of_a_group_reads_every_event_and_trimming_waits_for_all(
+        make_hm: Callable[..., HostManager], backend: FakeBackend) -> None:
+    # All-active job managers: each member reads the whole stream as "jobmgr@<member>".
+    hm = make_hm(HostManagerConfig(consumers=("jobmgr", "resmgr"), recovery_grace=0.0))
+    updates = [backend.report(rid(0), s, "h1") for s in (S.STARTING, S.RUNNING, S.SUCCEEDED)]
+    resmgr = hm.subscribe("resmgr")
+    resmgr.acknowledge(resmgr.poll(10, 0)[-1].offset)
+    hm.settle()
+    assert backend.acked == []  # the job managers' placeholder holds until a member reads
+    a, b = hm.subscribe(member_consumer("jobmgr", "a")), hm.subscribe("jobmgr@b")
+    assert [e.offset for e in a.poll(10, 0)] == [e.offset for e in b.poll(10, 0)] == [1, 2, 3]
+    a.acknowledge(3)
+    hm.settle()
+    assert backend.acked == []  # b has not acknowledged anything
+    b.acknowledge(2)
+    hm.settle()
+    assert backend.acked == updates[:2]
+    b.acknowledge(3)
+    hm.settle()
+    assert backend.acked == updates
+
+
+def test_a_silent_member_is_forgotten_and_the_last_one_leaves_its_place_to_the_next(
+        make_hm: Callable[..., HostManager], backend: FakeBackend, clock: FakeClock) -> None:
+    hm = make_hm(HostManagerConfig(consumers=("jobmgr", "resmgr"), recovery_grace=0.0,
+                                   member_idle_timeout=30.0))
+    resmgr = hm.subscribe("resmgr")
+    a, b = hm.subscribe("jobmgr@a"), hm.subscribe("jobmgr@b")
+    first = [backend.report(rid(0), s, "h1") for s in (S.STARTING, S.RUNNING)]
+    for stream in (resmgr, a, b):
+        stream.poll(10, 0)
+    resmgr.acknowledge(2)
+    a.acknowledge(2)
+    hm.settle()
+    assert backend.acked == []  # b is silent (killed -9), but not for long enough yet
+
+    clock.advance(20)
+    a.poll(10, 0)  # a keeps itself known by polling, even with nothing to acknowledge
+    clock.advance(20)
+    a.acknowledge(2)  # b has been silent for 40 s: no longer waited for
+    hm.settle()
+    assert backend.acked == first
+
+    # a goes silent too: the group's placeholder takes its place at a's offset, so events
+    # after it wait for the next member, who reads them.
+    later = [backend.report(rid(1), s, "h1") for s in (S.STARTING, S.RUNNING)]
+    clock.advance(40)
+    resmgr.acknowledge(resmgr.poll(10, 0)[-1].offset)
+    hm.settle()
+    assert backend.acked == first
+    c = hm.subscribe("jobmgr@c")
+    events = c.poll(10, 0)
+    assert [e.offset for e in events] == [3, 4]
+    c.acknowledge(4)
+    hm.settle()
+    assert backend.acked == first + later

@@ -67,3 +67,24 @@ def test_flusher_thread_commits_and_stop_drains() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError):
         GroupCommitter(FakeRuntimes(), max_batch=0)  # type: ignore[arg-type]
+
+
+def test_a_batch_key_keeps_each_batch_to_one_key_in_submission_order() -> None:
+    class Recording(FakeRuntimes):
+        def __init__(self) -> None:
+            super().__init__()
+            self.jobs: list[list[str]] = []
+
+        def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
+            self.jobs.append([w.job_id for w in writes])
+            return super().write_task_runtimes(writes)
+
+    store = Recording()
+    partition = {"a1": 0, "a2": 0, "b1": 1}
+    committer = GroupCommitter(store, batch_key=lambda w: partition[w.job_id])  # type: ignore[arg-type]
+    pendings = [committer.submit(RuntimeWrite(job, i, TaskRuntime()))
+                for i, job in enumerate(["a1", "b1", "a2", "b1", "a1"])]
+    while committer.flush():
+        pass
+    assert store.jobs == [["a1", "a2", "a1"], ["b1", "b1"]]
+    assert all(p.done() and p.result().revision == 1 for p in pendings)

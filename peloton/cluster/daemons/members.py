@@ -1,0 +1,134 @@
+"""An all-active job manager process: a member of the job partitions, not a leader.
+
+With `jobmgr.partitions` set (docs/design/all-active-jobmgr.md) every job manager process
+runs one JobManager for its whole life and drives the job partitions it holds:
+
+* `PartitionMember` (peloton/common/membership.py) joins `<root>/jobmanager/members` and
+  calls `acquire_partition(p, epoch)` / `release_partition(p)` as ZooKeeper's assignment
+  says (one at a time, on its loop);
+* the job manager writes each job through its partition's fence (`PartitionFences`,
+  live only while the ZooKeeper connection is up, so writes stop when it is SUSPENDED),
+  stamps its calls to the resource and host managers with its partitions' epochs
+  (term_fence.stamped_by_partition), and reads the status stream as `jobmgr@<member id>`;
+* any member answers any call: one about a job another member drives is forwarded to it
+  (peloton/jobmgr/servicers/forwarding.py, one hop), and a job created without an id
+  gets one this member drives;
+* the `jobmanager/leader` election still runs, for discovery only: clients that want one
+  address (the CLI's default, Aurora's client) dial its winner, which has no extra power;
+* without ZooKeeper the process is the only member and holds every partition from the
+  start, each claimed with a solo epoch (the stored one + 1), as a solo leader does.
+
+Start order: the job manager (it recovers nothing yet: it holds nothing), the
+membership (each partition acquired is recovered, then driven), the discovery
+candidate.  Stop is the reverse, so SIGTERM is the graceful leave: the member node goes,
+every partition is released (its work stopped, its node deleted, its new owner starting
+at once) and only then does the job manager stop.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from peloton.api.grpc_server import ServiceHost
+from peloton.api.ports_grpc.term_fence import stamped_by_partition
+from peloton.api.tls_grpc import open_channel
+from peloton.cluster.daemons.config import JobmgrProcessConfig
+from peloton.cluster.daemons.roles import Runtime
+from peloton.common.components import Component, FunctionComponent
+from peloton.common.leader import JOB_MANAGER, Candidate, LeaderId
+from peloton.common.membership import PartitionMember
+from peloton.core.partitions import partition_of
+from peloton.jobmgr.servicers.forwarding import MemberForwarder, update_job_from
+from peloton.storage.partition_fences import PartitionFences
+
+if TYPE_CHECKING:
+    from peloton.jobmgr.app import JobManager
+
+
+def member_id(config: JobmgrProcessConfig, grpc_port: int) -> str:
+    """This process's member id: configured, else `<hostname>:<grpc port>`."""
+    return config.jobmgr.member_id or f"{socket.gethostname()}:{grpc_port}"
+
+
+def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
+                  grpc_port: int) -> list[Component]:
+    """The components of an all-active job manager process, in start order (see the module
+    docstring); the job manager's services are registered on `grpc` at once."""
+    from peloton.jobmgr.app import JobManager
+
+    assert isinstance(rt.config, JobmgrProcessConfig)
+    config, store, zk = rt.config, rt.the_store(), rt.zk
+    name = member_id(config, grpc_port)
+    count = config.jobmgr.partitions
+    # The membership's callbacks and the forwarder name `jm`, built below: they run only
+    # once the components start, when it exists.
+    member = None if zk is None else PartitionMember(
+        zk, name, me, on_acquire=lambda p, epoch: _acquire(jm, p, epoch),
+        on_release=lambda p: _release(jm, p), count=count, root=config.election.root)
+    # A partition's writes stop as soon as the ZooKeeper connection is not up (before the
+    # session can expire and its node go to another member).
+    fences = PartitionFences(store, name, count=count, live=_live(member))
+    resmgr, hostmgr = rt.resmgr(), rt.hostmgr()
+    forwarder = None
+    if member is not None:
+        tls = rt.security.tls
+        forwarder = MemberForwarder(
+            lambda job_id: jm.ownership.owns(job_id), _owner_address(member),
+            update_job_from(store.get_update),
+            connect=lambda address: open_channel(address, tls))
+        rt.closers.append(forwarder)
+    jm = JobManager(store, stamped_by_partition(resmgr, fences.epochs),
+                    stamped_by_partition(hostmgr, fences.epochs), config.jobmgr, grpc=grpc,
+                    fences=fences, member=name, forwarder=forwarder)
+    # A resource or host manager that started over (a new leader term, empty) is handed
+    # back what this member holds.
+    resmgr.channel.add_term_listener(lambda old, new: jm.resync.restarted(resmgr=True))
+    hostmgr.channel.add_term_listener(lambda old, new: jm.resync.restarted(hostmgr=True))
+    if zk is None or member is None:
+        return [jm, _solo(jm, count)]
+    # The election stays for discovery only: tools that want one address dial its winner.
+    discovery = Candidate(zk, JOB_MANAGER, me, on_gained=lambda _epoch: None,
+                          on_lost=lambda: None, root=config.election.root)
+    return [jm, member, discovery]
+
+
+def _live(member: PartitionMember | None) -> Callable[[], bool]:
+    return (lambda: True) if member is None else (lambda: member.connected)
+
+
+def _owner_address(member: PartitionMember) -> Callable[[str], str | None]:
+    """The gRPC address of the member driving a job now (ZooKeeper reads), None while its
+    partition has no other owner."""
+
+    def owner(job_id: str) -> str | None:
+        holder = member.owner(partition_of(job_id, member.count))
+        if holder is None or holder == member.member_id:
+            return None
+        published = member.member(holder)
+        return None if published is None else f"{published.ip}:{published.grpc}"
+
+    return owner
+
+
+def _acquire(jm: JobManager, partition: int, epoch: int) -> None:
+    jm.acquire_partition(partition, epoch)
+
+
+def _release(jm: JobManager, partition: int) -> None:
+    jm.release_partition(partition)
+
+
+def _solo(jm: JobManager, count: int) -> Component:
+    """Without ZooKeeper: hold every partition from start to stop."""
+
+    def start() -> None:
+        for partition in range(count):
+            jm.acquire_partition(partition)
+
+    def stop() -> None:
+        for partition in range(count):
+            jm.release_partition(partition)
+
+    return FunctionComponent("partitions:solo", start, stop)

@@ -1,0 +1,313 @@
+"""ZooKeeper membership of all-active job managers, and ownership of their job partitions.
+
+Layout (docs/design/all-active-jobmgr.md), beside the election's `<root>/<role>/leader`:
+
+    <root>/<role>/members/<member id>    ephemeral; the member's LeaderId JSON
+    <root>/<role>/partitions             persistent; data: the partition count (ASCII)
+    <root>/<role>/partitions/<n>         ephemeral; data: the owner's member id
+
+The members are the children of `members/`; partition `n` should belong to
+`assign(members, count).owner(n)` (rendezvous hashing, peloton/core/partitions.py) and
+belongs to whoever created `partitions/<n>`.  A partition's **epoch** is that node's
+`czxid` (the create's zxid, returned by the create itself): zxids only grow, so each
+claim of a partition has a larger epoch than every claim before it, as a leader term's
+does.  The owner claims the epoch in the store (peloton/storage/partition_fences.py)
+before it writes.
+
+One loop per member (a greenlet, or a thread with kazoo's threading handler), woken by
+watches and connection changes, re-checking every few seconds as a safety net; each pass
+*releases* the partitions held but no longer assigned (`on_release`, then the node is
+deleted), then *acquires* the partitions assigned but not held whose node is free
+(create the node, then `on_acquire(partition, epoch)`; a partition another member still
+holds is waited for with a watch on its node).  So a partition has at most one holder at
+a time, and the holder always learns of its loss (or ends its work) before the next one
+begins.
+
+Callbacks run one at a time on the loop, never concurrently; every `on_acquire` is
+followed by exactly one `on_release` of that partition: when it is assigned elsewhere, when
+the connection is SUSPENDED or LOST (before ZooKeeper can expire the session and free the
+node for someone else; `held` turns empty at once, even before the loop runs), on
+`stop()`, or when `on_acquire` raised (then the node is deleted and the claim retried after
+a backoff).  `stop()` is the graceful leave (SIGTERM): the member node goes first, so the
+others compute the assignment without it, then each partition is released and its node
+deleted, so its new owner starts at once instead of after the session timeout.
+
+A member id must be unique among live processes.  A member node left by an earlier
+session of the same id (a process restarted within its session timeout) is waited for:
+two processes with one id never run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+
+from peloton.common.leader import ELECTION_RETRY, JOB_MANAGER, RECHECK_SECONDS, ROOT, LeaderId
+from peloton.common.retry import RetryPolicy
+from peloton.core.errors import FailedPrecondition, InvalidArgument
+from peloton.core.partitions import DEFAULT_PARTITIONS, Assignment, assign, handover
+
+MEMBERS = "members"
+PARTITIONS = "partitions"
+
+
+def role_path(root: str, role: str, *parts: str) -> str:
+    """`<root>/<role>/<parts...>`, normalised (no doubled or trailing slashes)."""
+    return "/".join(["", *(p for p in "/".join([root, role, *parts]).split("/") if p)])
+
+
+class PartitionCountMismatch(FailedPrecondition):
+    """The cluster's partition count in ZooKeeper differs from this member's configuration."""
+
+    kind = "partition_count_mismatch"
+
+
+class PartitionMember:
+    """One job manager's membership and the partitions it holds; a `Component`."""
+
+    def __init__(self, client: KazooClient, member_id: str, me: LeaderId, *,
+                 on_acquire: Callable[[int, int], None], on_release: Callable[[int], None],
+                 count: int = DEFAULT_PARTITIONS, role: str = JOB_MANAGER, root: str = ROOT,
+                 retry: RetryPolicy = ELECTION_RETRY, rand: Callable[[], float] = random.random,
+                 recheck: float = RECHECK_SECONDS, log: logging.Logger | None = None) -> None:
+        if not member_id or "/" in member_id:
+            raise InvalidArgument(f"member id must be non-empty and have no '/': {member_id!r}",
+                                  field="member_id")
+        self.member_id = member_id
+        self.me = me
+        self.count = count
+        self.name = f"membership:{role}"
+        self.members_path = role_path(root, role, MEMBERS)
+        self.partitions_path = role_path(root, role, PARTITIONS)
+        self._my_path = f"{self.members_path}/{member_id}"
+        self._client = client
+        self._on_acquire = on_acquire
+        self._on_release = on_release
+        self._retry = retry
+        self._rand = rand
+        self._recheck = recheck
+        self._log = log or logging.getLogger("peloton.membership")
+        self._wake = client.handler.event_object()
+        self._loop: Any = None
+        self._stopping = False
+        self._connected = False
+        self._interrupted = False  # the connection dropped since the loop last looked
+        # partition -> epoch; replaced, never mutated, as other threads read it (`held`)
+        self._held: dict[int, int] = {}
+        self._assignment: Assignment | None = None
+
+    # -- what the rest of the process reads ------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        """The ZooKeeper connection is up (a partition's writes stop as soon as it is not)."""
+        return self._connected
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The partitions this member holds now (none while the connection is down)."""
+        return frozenset(self._held) if self._connected else frozenset()
+
+    def epoch(self, partition: int) -> int | None:
+        """The epoch of `partition` while this member holds it, else None."""
+        return self._held.get(partition) if self._connected else None
+
+    @property
+    def assignment(self) -> Assignment | None:
+        """The assignment computed from the last membership seen (None before the first)."""
+        return self._assignment
+
+    def owner(self, partition: int) -> str | None:
+        """The member holding `partition` now according to ZooKeeper (a read), or None
+        while it is between owners: whom to forward a write of its jobs to."""
+        try:
+            data, _ = self._client.get(f"{self.partitions_path}/{partition}")
+        except NoNodeError:
+            return None
+        return data.decode() or None
+
+    def member(self, member_id: str) -> LeaderId | None:
+        """The published address of a live member (a read), or None if it is not live."""
+        try:
+            data, _ = self._client.get(f"{self.members_path}/{member_id}")
+        except NoNodeError:
+            return None
+        return LeaderId.from_json(data)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Join; returns at once (the connection may still be coming up)."""
+        if self._loop is not None:
+            return
+        self._stopping = False
+        self._connected = self._client.connected
+        self._client.add_listener(self._on_state)
+        self._loop = self._client.handler.spawn(self._run)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Leave gracefully: the member node first, then every partition is released and its
+        node deleted (each one's new owner can start at once), then the loop ends."""
+        if self._loop is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        if self._loop not in (threading.current_thread(), gevent.getcurrent()):
+            self._loop.join(timeout)
+        self._client.remove_listener(self._on_state)
+        self._loop = None
+
+    def _on_state(self, state: str) -> None:
+        # Runs on kazoo's connection thread: record and wake the loop, never block here.
+        self._connected = state == KazooState.CONNECTED
+        if not self._connected:
+            self._interrupted = True
+        self._wake.set()
+
+    def _on_watch(self, _event: Any) -> None:
+        self._wake.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        failures = 0
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                try:
+                    self._step()
+                    failures = 0
+                    delay = self._recheck
+                except Exception as exc:  # the loop must outlive any error: it owns on_release
+                    failures += 1
+                    delay = self._retry.delay(failures, self._rand())
+                    self._log.warning("membership %s: %s; retrying in %.1fs", self.member_id,
+                                      str(exc) or type(exc).__name__, delay,
+                                      exc_info=not isinstance(
+                                          exc, KazooException | _Expected | PartitionCountMismatch))
+                if not self._stopping:
+                    self._wake.wait(delay)
+        finally:
+            self._leave()
+
+    def _session(self) -> int:
+        return int(self._client.client_id[0]) if self._client.client_id else -1
+
+    def _step(self) -> None:
+        if not self._connected:
+            self._release_all("ZooKeeper connection suspended or lost", delete=False)
+            return
+        if self._interrupted:  # our nodes may be gone with the session: start from ZooKeeper
+            self._interrupted = False
+            self._release_all("ZooKeeper connection was interrupted", delete=False)
+        self._check_count()
+        if not self._join():
+            return
+        members = self._client.get_children(self.members_path, watch=self._on_watch)
+        self._assignment = assignment = assign(members, self.count)
+        plan = handover(self.member_id, self._held, assignment)
+        for partition in sorted(plan.release):
+            self._release(partition, f"assigned to {assignment.owner(partition)}", delete=True)
+        for partition in sorted(plan.acquire):
+            self._acquire(partition)
+
+    def _check_count(self) -> None:
+        want = str(self.count).encode()
+        try:
+            self._client.create(self.partitions_path, want, makepath=True)
+            return
+        except NodeExistsError:
+            pass
+        data, stat = self._client.get(self.partitions_path)
+        if not data:  # made by a tool's ensure_path: record ours
+            self._client.set(self.partitions_path, want, version=stat.version)
+        elif data != want:
+            raise PartitionCountMismatch(
+                f"the cluster has {data.decode(errors='replace')} job partitions in ZooKeeper "
+                f"({self.partitions_path}); this job manager is configured with {self.count}")
+
+    def _join(self) -> bool:
+        """Our member node exists and is this session's (created if missing)."""
+        self._client.ensure_path(self.members_path)
+        stat = self._client.exists(self._my_path, watch=self._on_watch)
+        if stat is None:
+            try:
+                self._client.create(self._my_path, self.me.to_json(), ephemeral=True)
+            except NodeExistsError:
+                return False  # raced with an earlier session of ours; the watch wakes us
+            self._log.info("membership %s: joined %s", self.member_id, self.members_path)
+            return True
+        if stat.ephemeralOwner == self._session():
+            return True
+        self._log.warning("membership %s: a member node of an earlier session is still there; "
+                          "waiting for it to expire", self.member_id)
+        return False
+
+    def _acquire(self, partition: int) -> None:
+        path = f"{self.partitions_path}/{partition}"
+        stat = self._client.exists(path, watch=self._on_watch)
+        if stat is not None and stat.ephemeralOwner != self._session():
+            return  # its previous owner has not let go yet: the watch wakes us when it does
+        if stat is None:
+            try:
+                _, stat = self._client.create(path, self.member_id.encode(), ephemeral=True,
+                                              include_data=True)
+            except NodeExistsError:
+                self._client.exists(path, watch=self._on_watch)
+                return
+        # else: ours already (kept through a connection blip within the session): adopt it
+        epoch = int(stat.czxid)
+        self._held = {**self._held, partition: epoch}
+        self._log.info("membership %s: acquired partition %d (epoch %d)", self.member_id,
+                       partition, epoch)
+        try:
+            self._on_acquire(partition, epoch)
+        except Exception as exc:
+            self._log.exception("membership %s: on_acquire(%d) failed; letting it go",
+                                self.member_id, partition)
+            self._release(partition, "on_acquire failed", delete=True)
+            raise _Expected(f"on_acquire({partition}) failed: {exc}") from exc
+
+    def _release(self, partition: int, reason: str, *, delete: bool) -> None:
+        if partition not in self._held:
+            return
+        self._held = {p: e for p, e in self._held.items() if p != partition}
+        self._log.info("membership %s: releasing partition %d: %s", self.member_id, partition,
+                       reason)
+        try:
+            self._on_release(partition)
+        except Exception:
+            self._log.exception("membership %s: on_release(%d) failed", self.member_id,
+                                partition)
+        if delete:
+            self._delete_if_mine(f"{self.partitions_path}/{partition}")
+
+    def _release_all(self, reason: str, *, delete: bool) -> None:
+        for partition in sorted(self._held):
+            self._release(partition, reason, delete=delete)
+
+    def _delete_if_mine(self, path: str) -> None:
+        if not self._connected:
+            return  # the session will take the node with it
+        try:
+            stat = self._client.exists(path)
+            if stat is not None and stat.ephemeralOwner == self._session():
+                self._client.delete(path, version=stat.version)
+        except NoNodeError:
+            pass
+        except KazooException:
+            self._log.warning("membership %s: could not delete %s", self.member_id, path,
+                              exc_info=True)
+
+    def _leave(self) -> None:
+        self._delete_if_mine(self._my_path)  # first: the others reassign without us
+        self._release_all("leaving", delete=True)
+        self._assignment = None
+
+
+class _Expected(Exception):
+    """A failure the loop retries after a backoff without a stack trace."""

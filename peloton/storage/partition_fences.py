@@ -1,0 +1,254 @@
+"""Fencing per job partition: a member's writes to a partition's jobs pass only while it owns it.
+
+With all-active job managers (docs/design/all-active-jobmgr.md) each job partition has one
+owner at a time, and a partition's epoch is kept in the store exactly as a leader role's is
+(peloton/storage/leader_store.py), under the fence name `jobmgr/partition/<n>`
+(`peloton.core.partitions.fence_name`): the owner claims its epoch (ZooKeeper's zxid of its
+claim node) with `claim_leadership`, and writes the partition's jobs only through
+`with_fencing(name, epoch)`, so the store refuses, in the write's own transaction, a
+write of a member whose claim a newer owner has superseded, even if that member still
+believes it owns the partition (paused, cut off from ZooKeeper, slow to notice).
+
+`PartitionFences` is one member's set of held partitions.  Each claim starts a
+`PartitionTerm` with its own fenced store view; a term's view refuses writes in process as
+soon as the term ends (`release`, a newer claim of the same partition here, or the member's
+`live()` turning false, e.g. its ZooKeeper connection suspended), and in the store once
+another member claimed a newer epoch.  Objects of an ended term keep a view that never
+writes again, even if the member later takes the partition back: the new term has a new
+view (as a new leadership term builds new objects).
+
+`PartitionFences.routed()` is the store a member's job manager writes through: every
+write of a job goes to the fenced view of the job's partition (PartitionNotHeld if this
+member does not hold it), so no code path can write a job under another partition's
+fence or under none.  Which argument names the job is a table (`JOB_WRITES`), checked
+total over the Store's write methods by a test; writes that are not of one job
+(`CLUSTER_WRITES`: pools, hosts, cron schedules, ...) are refused through it (their
+owner among the members is still to be decided).  A batch (`write_task_runtimes`,
+`add_pod_events`) must stay within one partition: each partition has its own fence, and
+one transaction checks one fence.
+
+Every call is made on the member's hub (one greenlet at a time); nothing here blocks
+except the store calls.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import Any, cast
+
+from peloton.common.fencing import READ_PREFIXES
+from peloton.core.errors import FailedPrecondition, InvalidArgument, Unavailable
+from peloton.core.partitions import DEFAULT_PARTITIONS, fence_name, partition_of
+from peloton.storage.leader_store import FencedOut
+from peloton.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class PartitionNotHeld(Unavailable):
+    """This member does not hold the partition of the job it was asked to write."""
+
+    kind = "partition_not_held"
+
+
+class PartitionTerm:
+    """One member's hold on one partition, from its claim in the store until it ends.
+
+    `store` writes only while the term is current (and, in the store, while no newer
+    claim of the partition exists); reads always pass.
+    """
+
+    def __init__(self, store: Store, partition: int, count: int, epoch: int,
+                 live: Callable[[], bool]) -> None:
+        self.partition = partition
+        self.count = count
+        self.epoch = epoch
+        self._live = live
+        self._ended = False
+        self.store: Store = store.with_fencing(fence_name(partition), self._current_epoch)
+
+    @property
+    def current(self) -> bool:
+        """The term has not ended and the member is live (its claim may still be refused
+        by the store if a newer owner claimed; only a write can find that out)."""
+        return not self._ended and self._live()
+
+    def _current_epoch(self) -> int | None:
+        return self.epoch if self.current else None
+
+    def owns(self, job_id: str) -> bool:
+        """`job_id` is in this term's partition (a writer checks it before writing a job
+        through `store`, so no job is written under another partition's fence)."""
+        return partition_of(job_id, self.count) == self.partition
+
+    def end(self) -> None:
+        """End the term: `store` refuses every write from now on.  Idempotent."""
+        self._ended = True
+
+
+class PartitionFences:
+    """The partitions one member (`holder`) holds, each with its term and fenced store."""
+
+    def __init__(self, store: Store, holder: str, *, count: int = DEFAULT_PARTITIONS,
+                 live: Callable[[], bool] = lambda: True) -> None:
+        self._store = store
+        self.holder = holder
+        self.count = count
+        self._live = live
+        self._terms: dict[int, PartitionTerm] = {}
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The partitions with a term that has not ended."""
+        return frozenset(p for p, t in self._terms.items() if t.current)
+
+    def claim(self, partition: int, epoch: int | None) -> PartitionTerm:
+        """Claim `partition` in the store from `epoch` on (None: solo, the stored epoch + 1)
+        and start a term with it; a term of the partition held here before ends first.
+        FencedOut if the store already has a newer epoch for the partition (this member's
+        view of ZooKeeper is stale): nothing is held then."""
+        if not 0 <= partition < self.count:
+            raise ValueError(f"partition {partition} is not in 0..{self.count - 1}")
+        self.release(partition)
+        stored = self._store.claim_leadership(fence_name(partition), epoch, self.holder)
+        term = PartitionTerm(self._store, partition, self.count, stored, self._live)
+        self._terms[partition] = term
+        log.info("%s: holds partition %d (epoch %d)", self.holder, partition, stored)
+        return term
+
+    def release(self, partition: int) -> None:
+        """End this member's term of `partition`, if any (its writes stop at once)."""
+        term = self._terms.pop(partition, None)
+        if term is not None:
+            term.end()
+            log.info("%s: released partition %d (epoch %d)", self.holder, partition, term.epoch)
+
+    def epochs(self) -> dict[int, int]:
+        """Partition -> epoch of every term held here (ended ones are gone): what this
+        member's calls to its peers carry (peloton/api/ports_grpc/term_fence.py), so a
+        peer refuses them once a newer owner of any of these partitions has called."""
+        return {p: term.epoch for p, term in list(self._terms.items())}
+
+    def release_all(self) -> None:
+        """End every term (leaving the cluster, or ZooKeeper lost)."""
+        for partition in list(self._terms):
+            self.release(partition)
+
+    def term(self, partition: int) -> PartitionTerm | None:
+        """The current term of `partition` here, or None."""
+        term = self._terms.get(partition)
+        return term if term is not None and term.current else None
+
+    def for_job(self, job_id: str) -> Store:
+        """The fenced store to write `job_id` through; PartitionNotHeld if this member does
+        not hold its partition (the write belongs to the owner: forward it there)."""
+        partition = partition_of(job_id, self.count)
+        term = self.term(partition)
+        if term is None:
+            raise PartitionNotHeld(f"{self.holder} does not hold partition {partition} of job "
+                                   f"{job_id}")
+        return term.store
+
+    def routed(self) -> Store:
+        """The store with every write of a job routed to its partition's fenced view (see
+        the module docstring); reads go to the plain store."""
+        return cast(Store, _Routed(self, self._store))
+
+
+class By(Enum):
+    """Where a write method's job id is."""
+
+    JOB_ID = "the first argument, a job id"
+    ITEM = "the first argument's job_id (UpdateInfo, SecretInfo, VolumeInfo)"
+    BATCH = "each item's job_id (RuntimeWrite, PodEvent); one partition per batch"
+    UPDATE = "the job of the update: the event's or the id's (read once, then remembered)"
+
+
+#: Every write of one job, and where its job id is.
+JOB_WRITES: dict[str, By] = {
+    **{name: By.JOB_ID for name in (
+        "add_active_job", "add_job_config", "create_job", "create_job_with_tasks",
+        "create_task_configs", "create_task_runtimes", "delete_active_job", "delete_job",
+        "delete_job_configs", "delete_pod_events", "delete_task_runtimes",
+        "update_job_runtime", "update_task_runtime")},
+    **{name: By.ITEM for name in (
+        "create_update", "update_update", "create_secret", "update_secret", "create_volume",
+        "update_volume")},
+    "write_task_runtimes": By.BATCH,
+    "add_pod_events": By.BATCH,
+    "add_workflow_event": By.UPDATE,
+    "delete_update": By.UPDATE,
+}
+#: Writes that are not of one job: refused through a routed store.
+CLUSTER_WRITES = frozenset({
+    "clear_checkpoints", "create_cron_job", "create_resource_pool", "delete_cron_job",
+    "delete_host", "delete_records", "delete_resource_pool", "delete_secret", "delete_volume",
+    "expire_pod_events", "put_checkpoint", "put_framework_info", "put_host", "put_records",
+    "update_cron_job", "update_resource_pool"})
+#: Methods about fencing itself: passed through.
+META = frozenset({"claim_leadership", "leader_epoch", "with_fencing"})
+
+
+class NotRoutable(FailedPrecondition):
+    """A write that is not of one job, sent through a member's partition-routed store."""
+
+    kind = "not_routable"
+
+
+class _Routed:
+    """Attribute proxy: reads pass through, writes go to their job's partition's view."""
+
+    def __init__(self, fences: PartitionFences, store: Store) -> None:
+        self._fences = fences
+        self._store = store
+        self._job_of_update: dict[str, str] = {}  # an update's job never changes
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if (not callable(value) or name.startswith(READ_PREFIXES) or name.startswith("_")
+                or name in META):
+            return value
+        by = JOB_WRITES.get(name)
+        if by is None:
+            raise NotRoutable(f"{name} is not a write of one job; a partition-routed store "
+                              "cannot fence it")
+
+        @functools.wraps(value)
+        def write(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else next(iter(kwargs.values()))
+            if by is By.BATCH and not first:
+                return value(*args, **kwargs)  # nothing to write, nothing to fence
+            job_id = self._job_id(by, first)
+            return getattr(self._fences.for_job(job_id), name)(*args, **kwargs)
+
+        self.__dict__[name] = write
+        return write
+
+    def _job_id(self, by: By, first: Any) -> str:
+        if by is By.JOB_ID:
+            return str(first)
+        if by is By.ITEM:
+            return str(first.job_id)
+        if by is By.BATCH:
+            return self._one_partition(first)
+        update_id = str(first if isinstance(first, str) else first.update_id)
+        job_id = self._job_of_update.get(update_id)
+        if job_id is None:
+            job_id = self._job_of_update[update_id] = self._store.get_update(update_id).job_id
+        return job_id
+
+    def _one_partition(self, items: Sequence[Any]) -> str:
+        count = self._fences.count
+        first = str(items[0].job_id)
+        partition = partition_of(first, count)
+        if any(partition_of(str(item.job_id), count) != partition for item in items[1:]):
+            raise InvalidArgument("a batch of writes spans job partitions; each partition "
+                                  "has its own fence, so write one partition per batch")
+        return first
+
+
+__all__ = ["CLUSTER_WRITES", "JOB_WRITES", "By", "FencedOut", "NotRoutable", "PartitionFences",
+           "PartitionNotHeld", "PartitionTerm"]
