@@ -155,7 +155,11 @@ class HostManager:
         self.router.prune()
 
     def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
-        """Ask the backend to re-report runs (all of them if None)."""
+        """Ask the backend to re-report runs (all of them if None).  The re-report of a run
+        named here is streamed even if it repeats an update streamed already (events.py):
+        the job manager taking the runs over may not have applied it."""
+        if run_ids:
+            self.events.redeliver(list(run_ids))
         try:
             self.backend.reconcile(None if run_ids is None else list(run_ids))
         except Exception:

@@ -11,6 +11,11 @@ is re-delivered after a crash (at least once, in order).
   is acknowledged that they never saw.  With no consumer at all nothing is trimmed.
 - Dedupe: an update whose uuid is still buffered is dropped; one whose uuid was trimmed
   recently is acknowledged to the backend again (it missed our first acknowledgement).
+  Except the next report of a run an explicit reconcile named (`redeliver`): it is
+  streamed again.  A host re-reports a run with its latest update's uuid, and a member
+  job manager that takes a partition over may have read that update (and skipped it: it
+  did not own the run yet) while the dead or paused previous owner never applied it, so
+  dropping the re-report would lose the run's state for good.
 - Full buffer: an update is refused outright (not buffered, not applied, not
   acknowledged), so the backend re-delivers it once consumers catch up.  That is
   back-pressure, as in Peloton, where a full buffer means no ACK and Mesos resends.
@@ -49,6 +54,8 @@ log = logging.getLogger(__name__)
 RECENT_UUIDS = 16384
 #: Seconds a member consumer may stay silent before it is forgotten.
 MEMBER_IDLE = 60.0
+#: Seconds an explicit reconcile waits for a run's re-report to stream it again.
+REDELIVER_SECONDS = 60.0
 
 
 class Offered(enum.Enum):
@@ -58,6 +65,8 @@ class Offered(enum.Enum):
     DUPLICATE = "duplicate"
     REACKED = "reacked"
     FULL = "full"
+    #: A repeated update streamed again, as a reconcile asked (`EventLog.redeliver`).
+    REDELIVERED = "redelivered"
 
 
 def to_event(offset: int, update: StatusUpdate) -> HostEvent:
@@ -89,6 +98,8 @@ class EventLog:
         self._next = 1  # offset of the next event
         self._buffered: dict[str, int] = {}
         self._recent: OrderedDict[str, None] = OrderedDict()
+        #: Run id -> until when its next report is streamed even if repeated (`redeliver`).
+        self._redeliver: OrderedDict[str, float] = OrderedDict()
         self._acked: dict[str, int] = dict.fromkeys(consumers, 0)
         #: Configured names standing for a group no member of which has registered.
         self._placeholders: set[str] = set(consumers)
@@ -117,9 +128,12 @@ class EventLog:
         freed: list[StatusUpdate] = []
         try:
             with self._lock:
-                if update.uuid in self._buffered:
+                until = self._redeliver.get(update.run_id) if self._redeliver else None
+                again = until is not None and until >= self._now()
+                repeated = update.uuid in self._buffered or update.uuid in self._recent
+                if update.uuid in self._buffered and not again:
                     return Offered.DUPLICATE
-                if update.uuid in self._recent:
+                if update.uuid in self._recent and not again:
                     reack = True
                 else:
                     reack = False
@@ -129,6 +143,8 @@ class EventLog:
                         return Offered.FULL
                     offset = self._next
                     self._next += 1
+                    if until is not None:
+                        del self._redeliver[update.run_id]  # its state is streamed now
                     self._items.append((to_event(offset, update), update))
                     if update.uuid:
                         self._buffered[update.uuid] = offset
@@ -142,7 +158,19 @@ class EventLog:
             return Offered.REACKED
         if signal is not None:
             signal.set()
-        return Offered.ADDED
+        return Offered.REDELIVERED if repeated else Offered.ADDED
+
+    def redeliver(self, run_ids: Sequence[str]) -> None:
+        """Stream the next report of each of `run_ids` (within `REDELIVER_SECONDS`) even if
+        it repeats an update streamed already: what an explicit reconcile asks for (module
+        docstring).  Consumers see that update twice; they are idempotent per event."""
+        with self._lock:
+            now = self._now()
+            for run_id in run_ids:
+                self._redeliver.pop(run_id, None)
+                self._redeliver[run_id] = now + REDELIVER_SECONDS
+            while self._redeliver and next(iter(self._redeliver.values())) < now:
+                self._redeliver.popitem(last=False)  # never re-reported (a LOST run)
 
     # -- consuming -------------------------------------------------------------------------
     def register(self, consumer: str) -> int:

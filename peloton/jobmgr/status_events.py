@@ -16,7 +16,10 @@ whole batch the same way: dropped, a task's end would never be stored.
 With all-active job managers, events of jobs another member owns (`owns`, ownership.py)
 are skipped here, never taken for orphans: their owner applies them from its own
 stream, and a member taking a partition over has the host manager re-report its runs
-(recovery's reconcile), so none is lost.
+(recovery's reconcile), so none is lost: the host manager streams a reconciled run's next
+report again even when it repeats an event it already holds (hostmgr/events.py,
+`EventLog.redeliver`), since this member may have skipped that event before it owned the
+partition.
 """
 
 from __future__ import annotations

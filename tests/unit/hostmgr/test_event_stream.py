@@ -206,3 +206,23 @@ def test_a_silent_member_is_forgotten_and_the_last_one_leaves_its_place_to_the_n
     c.acknowledge(4)
     hm.settle()
     assert backend.acked == first + later
+
+
+def test_a_reconciled_runs_repeated_report_is_streamed_again_for_a_member_that_skipped_it(
+        make_hm: Callable[..., HostManager], backend: FakeBackend) -> None:
+    # A member read a run's end and skipped it (another member owned the run, then died
+    # unacknowledged); taking the run over it reconciles, and the host re-reports the same
+    # update (same uuid).  Dropped as a duplicate, the run would never end for the member.
+    hm = make_hm(HostManagerConfig(consumers=("jobmgr",), recovery_grace=0.0))
+    survivor, dead = hm.subscribe("jobmgr@a"), hm.subscribe("jobmgr@b")
+    dead.poll(10, 0)  # registered, then never acknowledges (killed)
+    ended = backend.report(rid(0), S.KILLED, "h1")
+    survivor.acknowledge(survivor.poll(10, 0)[-1].offset)  # skipped: not its run yet
+    backend.listener.status_update(ended)  # type: ignore[union-attr]  # a plain re-send
+    assert survivor.poll(10, 0) == []
+    hm.reconcile([rid(0)])
+    backend.listener.status_update(ended)  # type: ignore[union-attr]  # the re-report
+    again = survivor.poll(10, 0)
+    assert [(e.run_id, e.state) for e in again] == [(rid(0), S.KILLED)]
+    backend.listener.status_update(ended)  # type: ignore[union-attr]  # only once
+    assert survivor.poll(10, 0) == []
