@@ -143,7 +143,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
     """
     if jobmgrs:
         _up_processes(host, jobmgr_port, resmgr_port, hostmgr_port, store, data_dir, agents,
-                      zk, zk_root, jobmgrs, partitions)
+                      zk, zk_root, jobmgrs, partitions, backend)
         return
     ports = {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
              "--hostmgr-port": hostmgr_port, "--aurora-port": aurora_port, "--ui-port": ui_port}
@@ -193,7 +193,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
 
 def _up_processes(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int,
                   store: str, data_dir: str, agents: int, zk: str, zk_root: str, jobmgrs: int,
-                  partitions: int) -> None:
+                  partitions: int, backend: str) -> None:
     """`peloton up --jobmgrs N`: every daemon its own process (peloton/cluster/processes.py)."""
     check_ports(host, {"--jobmgr-port": jobmgr_port, "--resmgr-port": resmgr_port,
                        "--hostmgr-port": hostmgr_port})
@@ -204,7 +204,7 @@ def _up_processes(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: i
         run(ProcessesConfig(jobmgrs=jobmgrs, host=host, jobmgr_port=jobmgr_port,
                             resmgr_port=resmgr_port, hostmgr_port=hostmgr_port, store=store,
                             data_dir=Path(data_dir), agents=agents, zk=zk, zk_root=zk_root,
-                            partitions=partitions),
+                            partitions=partitions, backend=backend),
             announce=lambda line: click.echo(line))
     except PelotonError as exc:
         raise click.ClickException(str(exc)) from None

@@ -4,7 +4,8 @@ Where plain `peloton up` runs every daemon in one process, this runs each as its
 `peloton <daemon> --config FILE` process, as a real deployment does, so one machine can
 show all-active job managers (docs/design/all-active-jobmgr.md): the resource manager,
 the host manager, the placement engine, N job managers that are members of the job
-partitions (`jobmgr.partitions`, member ids `jobmgr-1` ...), and the local agents.  They
+partitions (`jobmgr.partitions`, member ids `jobmgr-1` ...), and the local agents (none
+with a simulated host backend, `backend: sim:...`, which lives in the host manager).  They
 find each other through ZooKeeper: the one given (`--zk`), else a standalone ZooKeeper
 started here from the Debian jars (/usr/share/java/zookeeper.jar, `apt-get install
 zookeeper`), its data under the data directory.
@@ -56,6 +57,10 @@ class ProcessesConfig:
     store: str = ""
     data_dir: Path = Path(".peloton")
     agents: int = 1
+    #: The host manager's backend (`peloton up --backend`): "local" (the agents above
+    #: register with it) or e.g. "sim:10000:1:1" (simulated hosts inside the host manager
+    #: process, for benchmarks; no agents are started then).
+    backend: str = "local"
     #: ZooKeeper to use; empty: start one.
     zk: str = ""
     zk_root: str = "/peloton"
@@ -95,15 +100,15 @@ class ProcessCluster:
                       "election": {"zk_servers": self.zk.split(","), "root": cfg.zk_root,
                                    "session_timeout": cfg.session_timeout},
                       "logging": {"level": "INFO"}}
-            ports = {"resmgr": cfg.resmgr_port, "hostmgr": cfg.hostmgr_port}
-            for role in ("resmgr", "hostmgr"):
-                self._daemon(base, role, role, ports[role], common)
+            self._daemon(base, "resmgr", "resmgr", cfg.resmgr_port, common)
+            self._daemon(base, "hostmgr", "hostmgr", cfg.hostmgr_port,
+                         {**common, "backend": cfg.backend})
             self._daemon(base, "placement", "placement", 0, common)
             for i in range(1, cfg.jobmgrs + 1):
                 name = f"jobmgr-{i}"
                 self._daemon(base, "jobmgr", name, cfg.jobmgr_port if i == 1 else 0, {
                     **common, "jobmgr": {"partitions": cfg.partitions, "member_id": name}})
-            for i in range(cfg.agents):
+            for i in range(cfg.agents if cfg.backend.strip() == "local" else 0):
                 self._agent(base, f"agent-{i}")
         except BaseException:
             self.stop()

@@ -38,12 +38,17 @@ MODULE_CAP_S = 240
 #: bench_k8s makes 5,000 kwok nodes and twice 10,000 pods on a real API server: about
 #: 8 minutes on 2 cores, most of it the API server's and kwok's own work.
 #: bench_forecast replays two traces many times over (about 6 minutes on 2 cores).
+#: bench_scale_members starts `peloton up --jobmgrs N` twice (N = 1, 2) and runs the scale
+#: shape through each: about 5 minutes at 100,000 tasks, up to 45 at the full 1,000,000 (its
+#: own deadlines end it before the cap, so its daemons are always stopped).
 LONG_MODULES: dict[str, int] = {"bench_simulation_day": 1200, "bench_k8s": 1200,
-                                "bench_forecast": 900}
+                                "bench_forecast": 900,
+                                "bench_scale_members": 3000 if os.environ.get(
+                                    "BENCH_SCALE") == "full" else 720}
 #: Long modules every `make bench` runs all the same, after the others and outside the suite
-#: budget: the Kubernetes figures (issue 21) and the forecast's accuracy (issue 26) belong in
-#: every run.
-ALWAYS_LONG = frozenset({"bench_k8s", "bench_forecast"})
+#: budget: the Kubernetes figures (issue 21), the forecast's accuracy (issue 26) and the
+#: scale shape with 1 and 2 job managers (issue 24) belong in every run.
+ALWAYS_LONG = frozenset({"bench_k8s", "bench_forecast", "bench_scale_members"})
 
 
 @dataclass
