@@ -51,7 +51,8 @@ def run_block(up: UpCluster, text: str) -> subprocess.CompletedProcess[str]:
     hang names the step it hung in."""
     env = {**os.environ, "JOBMGR_URL": f"127.0.0.1:{up.jobmgr_port}",
            "RESMGR_URL": f"127.0.0.1:{up.resmgr_port}",
-           "HOSTMGR_URL": f"127.0.0.1:{up.hostmgr_port}"}
+           "HOSTMGR_URL": f"127.0.0.1:{up.hostmgr_port}",
+           "PS4": "+ $(date +%T.%3N) "}  # the trace stamps each step: a slow one shows
     proc = subprocess.Popen(["bash", "-xeuo", "pipefail", "-c", text], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
