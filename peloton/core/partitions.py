@@ -15,7 +15,9 @@ Pure arithmetic for docs/design/all-active-jobmgr.md:
 * `fence_name(partition)`: the name a partition's epoch is kept under in the store (the
   same leader-epoch mechanism as a role's, peloton/storage/leader_store.py);
 * `PartitionSet`: the partitions a member asks the shared daemons about (the resource
-  manager hands it placements and preemption victims of those partitions' jobs only).
+  manager hands it placements and preemption victims of those partitions' jobs only);
+* `CHORE_PARTITION`: the partition whose owner runs the job managers' cluster-wide chores
+  (work of no one job, e.g. expiring old pod events), so exactly one member runs each.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from peloton.core.errors import InvalidArgument
 DEFAULT_PARTITIONS = 64
 #: Prefix of the store's fence names of partitions (`jobmgr/partition/<n>`).
 FENCE_PREFIX = "jobmgr/partition/"
+#: The partition whose owner runs the cluster-wide chores, under that partition's fence
+#: (partition 0 exists whatever the count, and it moves like any other, so a chore has
+#: exactly one runner whenever any member is live).
+CHORE_PARTITION = 0
 
 
 def _hash64(data: str) -> int:

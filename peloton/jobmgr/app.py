@@ -11,10 +11,13 @@ uses (peloton/jobmgr/README.md draws the graph):
 4. the API operations (jobs, tasks, workflows) and the loops (placement processor,
    status events, evictor, daemon jobs, deadlines), recovery and peer resync.
 
-Start order (reverse on stop): group commit, recovery (the cache and the other
-daemons' view are rebuilt before anything acts), goal-state engines, status
-events, placement processor, evictor, daemon jobs, deadlines, peer resync, and the cron
-scheduler last (cron runs start only once everything else works).
+Start order (reverse on stop): group commit, recovery (its start only reads the
+active-job ids and defers them in the cache: it loads them in the background while
+everything else runs and serves, and a lookup of a job not loaded yet loads it first,
+recovery.py), goal-state engines,
+status events, placement processor, evictor, daemon jobs, deadlines, peer resync, the cron
+scheduler (cron runs start only once everything else works), volumes, and the
+cluster-wide chores (chores.py: run by the holder of partition 0 only).
 
 `ownership` (ownership.py) says which job partitions this job manager drives; alone it
 holds all of them and nothing is filtered.  Recovery, the goal-state engines and the
@@ -53,6 +56,7 @@ from peloton.common.components import FunctionComponent, Lifecycle
 from peloton.core.partitions import partition_of
 from peloton.core.ports import HostManagerPort, ResourceManagerPort, member_consumer
 from peloton.jobmgr.cache import JobCache
+from peloton.jobmgr.chores import Chores
 from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.cron import CronScheduler, FunctionActions
 from peloton.jobmgr.daemon_jobs import DaemonController
@@ -149,7 +153,7 @@ class JobManager:
                                                                           member)
         self.events = StatusEvents(self.cache, raw_hostmgr.subscribe(consumer), raw_hostmgr,
                                    self.queue, config, owns=owns)
-        self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock)
+        self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock, owns=owns)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
                                             self.lifecycle, events_behind=self.events.behind,
                                             volumes=self.volumes, ownership=ownership)
@@ -161,12 +165,13 @@ class JobManager:
         self.cron = CronScheduler(store, FunctionActions(
             create=lambda spec, job_id: jobs.create(spec, job_id), stop=jobs.stop,
             runtime=lambda job_id: jobs.get(job_id)[1]),
-            now_ms=lambda: int(clock.wall() * 1000))
+            now_ms=lambda: int(clock.wall() * 1000), ownership=ownership)
+        self.chores = Chores(store, ownership)
         self._lifecycle = Lifecycle([
             FunctionComponent("group-commit", self.committer.start, self.committer.stop),
-            FunctionComponent("recovery", self._recover),
+            self.recovery,
             self.engines, self.events, self.placement, self.evictor, self.daemons,
-            self.deadlines, self.resync, self.cron, self.volumes,
+            self.deadlines, self.resync, self.cron, self.volumes, self.chores,
         ], name="jobmgr")
         #: Sends calls about another member's job to its owner (all-active members).
         self.forwarder = forwarder
@@ -211,15 +216,13 @@ class JobManager:
         register(grpc, v1_volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
                  V1VolumeServicer(volumes), hook=hook, forward=fw)
 
-    def _recover(self) -> None:
-        self.recovery.recover()
-
     def acquire_partition(self, partition: int, epoch: int | None = None) -> int:
         """Begin driving the jobs of `partition` (taken over from another member, whose
         term of it has ended): with fences, claim it in the store from `epoch` on (FencedOut
         if a newer owner holds it: then nothing is loaded), then recover its jobs from
         storage as a start does, hand their runs to the other daemons and evaluate them.
-        Returns the jobs loaded."""
+        Its jobs are deferred first, so a call about one while this runs loads it rather
+        than missing it (recovery.py).  Returns the jobs loaded."""
         ownership, cache = self.ownership, self.cache
         if self.fences is not None:
             self.fences.claim(partition, epoch)
@@ -256,6 +259,9 @@ class JobManager:
         if not self.placement.quiesce(self.config.poll_timeout + QUIESCE_SLACK):
             log.warning("partition %d: a launch round is still running; releasing anyway",
                         partition)
+        for job_id in self.cache.deferred:  # not loaded yet: nothing to drop from the queue
+            if self.ownership.partition(job_id) == partition:
+                self.cache.forget(job_id)
         dropped = [job for job in self.cache if self.ownership.partition(job.job_id) == partition]
         for job in dropped:
             self.queue.forget_job(job.job_id, job.instances())
@@ -263,9 +269,10 @@ class JobManager:
         return len(dropped)
 
     def start(self) -> None:
-        """Recover and begin driving jobs."""
+        """Begin driving jobs and serving; recovery goes on in the background."""
         self._lifecycle.start()
-        log.info("job manager started with %d active jobs", len(self.cache))
+        log.info("job manager started: %d active jobs loaded, %d being recovered",
+                 len(self.cache), len(self.cache.deferred))
 
     def stop(self) -> None:
         """Stop every component (running tasks keep running on their hosts)."""

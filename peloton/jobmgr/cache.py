@@ -4,13 +4,21 @@ A job is cached from its creation (or from recovery, or from the first call that
 touches a finished job again: `track`) until it finishes and is untracked.  Every
 change to a cached job, and every store write about jobs, is in aggregate.py; this
 module only finds, loads and forgets jobs and asks the aggregate for the rest.
+
+While recovery runs in the background (recovery.py), the active jobs it has not loaded
+yet are *deferred*: a lookup of one (`get`, `track`, `delete`) first has recovery load it
+and hand its runs back, in the caller, exactly once whoever asks first (a per-job lock;
+the others wait for it), so a call, a status event or a placement never finds an active
+job missing.  Iterating the cache and `len` see loaded jobs only: what the loops and the
+goal-state engines act on (a job is enqueued when loaded).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import gevent.lock
 
@@ -27,6 +35,20 @@ from peloton.jobmgr.aggregate import (
 from peloton.jobmgr.job_deps import JobDeps, Listeners
 
 log = logging.getLogger(__name__)
+#: Recovery of one deferred job: `load(job_id, add)` reads it, caches it with `add` (False:
+#: forgotten meanwhile, drop it) and hands its runs back; lookups wait until it returns.
+Loader = Callable[[str, Callable[[CachedJob], bool]], None]
+
+
+class _Once:
+    """One deferred job's load: the first lookup runs it, the others wait for it."""
+
+    __slots__ = ("lock", "started")
+
+    def __init__(self) -> None:
+        # Re-entrant: the loading greenlet may look the job up itself while handing back.
+        self.lock = gevent.lock.RLock()
+        self.started = False
 
 
 class JobCache:
@@ -42,6 +64,9 @@ class JobCache:
             weakref.WeakValueDictionary()
         # Loading yields (store reads): two calls tracking one job must not both load it.
         self._loading = gevent.lock.RLock()
+        # Active jobs recovery has not loaded yet, and how it loads one (module docstring).
+        self._deferred: dict[str, _Once] = {}
+        self._loader: Loader | None = None
 
     @property
     def listeners(self) -> Listeners:
@@ -49,8 +74,65 @@ class JobCache:
         return self.deps.listeners
 
     def get(self, job_id: str) -> CachedJob | None:
-        """The cached job, or None if it is not active."""
+        """The cached job, or None if it is not active (a deferred job is loaded first)."""
+        if job_id in self._deferred:
+            self.ensure(job_id)
         return self._jobs.get(job_id)
+
+    def defer(self, job_ids: Iterable[str], loader: Loader) -> list[str]:
+        """Note active jobs recovery will load (neither cached nor deferred yet): until it
+        has, a lookup of one has `loader` load it first.  Returns the ids deferred."""
+        self._loader = loader
+        deferred = [j for j in job_ids if j not in self._jobs and j not in self._deferred]
+        for job_id in deferred:
+            self._deferred[job_id] = _Once()
+        return deferred
+
+    @property
+    def deferred(self) -> list[str]:
+        """Ids of the active jobs not loaded yet (recovery still running)."""
+        return list(self._deferred)
+
+    def is_deferred(self, job_id: str) -> bool:
+        """`job_id` is active but not loaded yet (or its load is under way)."""
+        return job_id in self._deferred
+
+    def next_deferred(self, count: int) -> list[str]:
+        """Up to `count` of the deferred ids, oldest first (what recovery loads next)."""
+        return list(itertools.islice(self._deferred, count))
+
+    def ensure(self, job_id: str, loader: Loader | None = None) -> None:
+        """Load `job_id` if it is deferred (by `loader`, default the deferring one), once:
+        a caller that finds the load under way waits for it.  A load that raises before
+        it cached the job (storage unavailable) leaves it deferred, for the next lookup."""
+        once = self._deferred.get(job_id)
+        if once is None:
+            return
+        with once.lock:
+            if once.started or self._deferred.get(job_id) is not once:
+                return  # loaded while we waited (or forgotten), or our own lookup within
+            load = loader or self._loader
+            assert load is not None, "a deferred job without a loader"
+            once.started = True
+
+            def add(job: CachedJob) -> bool:
+                # Not if it was forgotten while it loaded (its partition moved away).
+                if self._deferred.get(job_id) is not once:
+                    return False
+                self._jobs[job_id] = job
+                return True
+
+            try:
+                load(job_id, add)
+            except BaseException:
+                if job_id not in self._jobs:  # not cached: the next lookup tries again,
+                    once.started = False      # and recovery after the others
+                    if self._deferred.get(job_id) is once:
+                        self._deferred[job_id] = self._deferred.pop(job_id)
+                raise
+            finally:
+                if once.started and self._deferred.get(job_id) is once:
+                    del self._deferred[job_id]
 
     def __iter__(self) -> Iterator[CachedJob]:
         return iter(list(self._jobs.values()))
@@ -100,14 +182,9 @@ class JobCache:
         return CachedJob(self.deps, job_id, spec, runtime, tasks=tasks, specs=specs,
                          update=update)
 
-    def add(self, job: CachedJob) -> CachedJob:
-        """Cache a loaded job (replacing any previous entry); recovery's way in."""
-        self._jobs[job.job_id] = job
-        return job
-
     def track(self, job_id: str) -> CachedJob:
         """The cached job, loading it (and marking it active again) if it is not cached."""
-        job = self._jobs.get(job_id)
+        job = self.get(job_id)
         if job is not None:
             return job
         with self._loading:
@@ -159,6 +236,7 @@ class JobCache:
     def forget(self, job_id: str) -> None:
         """Drop a job from the cache only, for good (the next `track` reads it again)."""
         with self._loading:
+            self._deferred.pop(job_id, None)  # a load under way is not cached either
             job = self._jobs.pop(job_id, None) or self._retired.pop(job_id, None)
             self.deps.task_configs.forget_job(job_id)
             if job is not None:
@@ -166,7 +244,7 @@ class JobCache:
 
     def delete(self, job_id: str) -> None:
         """Remove every trace of a job (untracking it first if it is cached)."""
-        job = self._jobs.get(job_id)
+        job = self.get(job_id)
         if job is not None:
             self.untrack(job)
         self.forget(job_id)

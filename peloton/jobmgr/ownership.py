@@ -10,14 +10,29 @@ ask `owns(job_id)`, and the loops that take work from the resource manager (plac
 preemption victims) ask it for `asked()`'s partitions only, so the work of a job reaches
 its owner and no one else.  Everything runs on the job manager's hub, so the set needs no
 lock.
+
+Work that belongs to no one job is of two kinds, each with one owner:
+
+* a cron job's schedule belongs to the partition of its name (`owns_schedule`), where its
+  runs' job ids are drawn too (peloton/core/cron/model.py): its owner advances it and
+  creates its runs;
+* a cluster-wide chore (expiring old pod events) is run by the holder of partition
+  `CHORE_PARTITION` (0) only (`runs_chores`), and written under that partition's fence
+  (storage/partition_fences.py), so while partition 0 moves no two members run it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from peloton.core.cron.model import schedule_partition
 from peloton.core.model.ids import new_id
-from peloton.core.partitions import DEFAULT_PARTITIONS, PartitionSet, partition_of
+from peloton.core.partitions import (
+    CHORE_PARTITION,
+    DEFAULT_PARTITIONS,
+    PartitionSet,
+    partition_of,
+)
 
 
 class Ownership:
@@ -46,6 +61,16 @@ class Ownership:
     def owns(self, job_id: str) -> bool:
         """This job manager drives `job_id` (holds its partition)."""
         return self.everything or partition_of(job_id, self.count) in self._held
+
+    def owns_schedule(self, name: str) -> bool:
+        """This job manager advances the cron job `name` (holds its partition)."""
+        return self.everything or schedule_partition(name, self.count) in self._held
+
+    @property
+    def runs_chores(self) -> bool:
+        """This job manager runs the cluster-wide chores: it holds `CHORE_PARTITION` (a
+        lone job manager holds it; among members exactly its owner does)."""
+        return CHORE_PARTITION in self._held
 
     def asked(self) -> PartitionSet | None:
         """What to ask the resource manager for: None (every job) while every partition is

@@ -155,11 +155,19 @@ class PlacementProcessor:
         held, self._held = self._held, []
         if not placements and not held:
             return 0
+        # Placements of a job still being recovered (recovery.py) were taken before its
+        # recovery gave its queued runs back (killed in the resource manager and queued
+        # again): they are void, and a kill of their task would take the run queued again.
+        # (One the resource manager still holds comes back after its launch timeout.)
+        void = {t.task_id.job_id for p in placements for t in p.tasks
+                if self.cache.is_deferred(t.task_id.job_id)}
         # job -> instance -> (placement, placed task)
         by_job: dict[str, dict[int, tuple[Placement, PlacedTask]]] = defaultdict(dict)
         stale: list[TaskId] = []
         taken = held + [(p, t) for p in placements for t in p.tasks]
         for placement, placed in taken:
+            if placed.task_id.job_id in void:
+                continue
             if not owns(placed.task_id.job_id):
                 # Its partition moved away since it was asked for (or held): the new owner's
                 # recovery queues the run afresh, and a kill from here could take that new

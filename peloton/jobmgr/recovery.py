@@ -9,15 +9,40 @@ lost in the crash comes back LOST and is retried.  A job whose stored data is
 corrupt is skipped with an error naming it; it never stops the daemon.
 `hand_back` does the same for a resource or host manager that started over.
 
-With all-active job managers only the jobs this one owns are loaded (`owns`,
-ownership.py), and a partition taken over later is recovered on its own
-(`recover(only=...)`), the same way.
+Recovery does not block serving (issue 24, item 4).  As a component, `start()` only reads
+the active-job ids and *defers* them in the cache (cache.py), then returns: the job
+manager serves, creates jobs and runs its loops at once, while a greenlet loads the
+deferred jobs one by one, `SLICE_JOBS` at a time (the host manager is told about a
+slice's runs together), yielding between jobs.  A lookup of a job not loaded yet (a call,
+a status event, an eviction) loads it first, in the caller, through the same steps, and
+exactly once: whoever gets there first loads it and hands its runs back, the others wait
+(`JobCache.ensure`).  A placement taken for such a job is void (placement_processor.py):
+its recovery kills the run in the resource manager and queues it again.  A job is
+enqueued for the goal-state engines when it is loaded, so they act on loaded jobs only.
+`done` (and the log line "recovery done") says every deferred job is loaded and handed
+back.  A load that fails (storage unavailable) or a
+hand-back that fails (a peer down) is retried every `RETRY_SECONDS` until it succeeds.
+
+One ordering of the blocking recovery is weaker now: a new job's runs (or a job loaded
+early on demand) may be queued in a resource manager that started over at the same time
+before the held runs of jobs not yet recovered are back in it, so during recovery its
+admission can count their room as free (a job manager restarting alone, the usual case,
+finds the resource manager still holding them).
+
+`recover()` does it all in the caller (the deterministic harness, the simulator).  With
+all-active job managers only the jobs this one owns are loaded (`owns`, ownership.py),
+and a partition taken over later is recovered on its own (`recover(only=...)`) the same
+way: its jobs are deferred first, so a call about one while the partition recovers
+loads it rather than missing it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+
+import gevent
 
 from peloton.core.errors import DataCorruption, NotFound
 from peloton.core.model.ids import RunId, TaskId
@@ -35,13 +60,21 @@ S = TaskState
 #: Runs per RecoverTasks call: a restart hands back every run, one call per task cost a
 #: millisecond each over gRPC (a minute for 50,000 runs).
 RECOVER_CHUNK = 1000
+#: Jobs the background recovery loads before it tells the host manager about their runs
+#: (one adopt per host and one reconcile per slice, not per job).
+SLICE_JOBS = 20
+#: Pause before a failed load or hand-back is tried again (a peer or the store is down).
+RETRY_SECONDS = 1.0
 _HELD = frozenset({S.LAUNCHED, S.STARTING, S.RUNNING, S.KILLING, S.PREEMPTING})
 _QUEUED = frozenset({S.INITIALIZED, S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING,
                      S.RESERVED})
 
 
 class Recovery:
-    """Rebuilds the cache from storage and the other daemons' view from the cache."""
+    """Rebuilds the cache from storage and the other daemons' view from the cache; a
+    lifecycle component that does it in the background (module docstring)."""
+
+    name = "recovery"
 
     def __init__(self, cache: JobCache, resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
                  control: RunControl, queue: GoalStateQueue,
@@ -52,50 +85,170 @@ class Recovery:
         self.hostmgr = hostmgr
         self.control = control
         self.queue = queue
+        self._greenlet: gevent.Greenlet | None = None
+        #: Loaded jobs whose runs are not handed back yet (a peer failed): tried again.
+        self._unhanded: set[str] = set()
+        #: Jobs loaded (by recovery or on demand) since the start, for logs and tests.
+        self.loaded = 0
+
+    # -- the component ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Defer every active job this job manager owns and recover them in the background;
+        returns once their ids are read (the job manager can serve from then on)."""
+        deferred = self.defer()
+        log.info("recovering %d active jobs in the background", len(deferred))
+        self._greenlet = gevent.spawn(self._background, time.monotonic())
+
+    def stop(self) -> None:
+        """Stop a background recovery still running (the term is over)."""
+        if self._greenlet is not None:
+            self._greenlet.kill()
+            self._greenlet = None
+
+    @property
+    def done(self) -> bool:
+        """Every deferred job is loaded and its runs handed back."""
+        return not self.cache.next_deferred(1) and not self._unhanded
+
+    # -- recovering ---------------------------------------------------------------------------
+    def defer(self, only: Callable[[str], bool] | None = None) -> list[str]:
+        """Note the active jobs this job manager owns (and `only` accepts) as still to load;
+        returns their ids (not those cached or deferred already)."""
+        ids = [job_id for job_id in self.cache.active_ids()
+               if self.owns(job_id) and (only is None or only(job_id))]
+        return self.cache.defer(ids, self._load)
 
     def recover(self, only: Callable[[str], bool] | None = None) -> int:
         """Load every active job this job manager owns (and `only` accepts: one partition
-        taken over) and hand its runs back to the other daemons; returns jobs loaded."""
-        handed = _HandBack(self, to_resmgr=True)
-        loaded = 0
-        for job_id in self.cache.active_ids():
-            if not self.owns(job_id) or (only is not None and not only(job_id)):
-                continue  # another member's, or already cached
-            try:
-                job = self.cache.add(self.cache.load(job_id))
-            except NotFound:
-                log.warning("active job %s has no runtime; dropping it from the active set",
-                            job_id)
-                self.cache.drop_active(job_id)
-                continue
-            except DataCorruption as exc:
-                log.error("cannot recover job %s: %s", job_id, exc)
-                continue
-            loaded += 1
-            queued = handed.job(job)
-            for inst, rt in job.tasks():
-                if rt.state in _HELD:
-                    if rt.state is not S.RUNNING or rt.run_id != rt.desired_run_id:
-                        self.queue.enqueue_task(job_id, inst)
-                elif rt.state not in _QUEUED and rt.goal_state is not rt.state:
-                    self.queue.enqueue_task(job_id, inst)
-            if queued:
-                startable = _startable(job, queued)
-                # A previous leader may have taken placements of these runs and stopped
-                # before launching them; the resource manager would hold them until its
-                # launch timeout.  Forgetting them there first queues them afresh (a no-op
-                # for a fresh one).
-                self.resmgr.kill_tasks([TaskId(job_id, i) for i in startable])
-                self.control.enqueue(job, startable)
-            self.queue.enqueue_job(job_id)
-        handed.to_hosts()
-        log.info("recovered %d active jobs (%d runs on hosts)", loaded, len(handed.alive))
+        taken over) and hand its runs back to the other daemons, in the caller (calls
+        meanwhile load a job they need first); returns jobs loaded.  A failure is raised."""
+        deferred = self.defer(only)
+        for start in range(0, len(deferred), SLICE_JOBS):
+            self._slice(deferred[start:start + SLICE_JOBS])
+        for job_id in sorted(self._unhanded):
+            self._retry_hand_back(job_id, raise_errors=True)
+        loaded = sum(1 for job_id in deferred if job_id in self.cache)
+        log.info("recovered %d active jobs", loaded)
         return loaded
+
+    def step(self, jobs: int = SLICE_JOBS) -> int:
+        """Recover the next `jobs` deferred jobs in the caller, as the background greenlet
+        does (the deterministic harness steps it); returns how many it took (0: none was
+        left).  A failure is raised, the jobs it did not load still deferred."""
+        chunk = self.cache.next_deferred(jobs)
+        if chunk:
+            self._slice(chunk)
+        return len(chunk)
+
+    def _background(self, started: float) -> None:
+        while True:
+            try:
+                if not self.step():
+                    break
+            except Exception:
+                log.warning("recovery: a slice of jobs failed; retrying in %.0fs",
+                            RETRY_SECONDS, exc_info=True)
+                gevent.sleep(RETRY_SECONDS)
+        while self._unhanded:
+            for job_id in sorted(self._unhanded):
+                self._retry_hand_back(job_id, raise_errors=False)
+            if self._unhanded:
+                gevent.sleep(RETRY_SECONDS)
+        log.info("recovery done: %d active jobs loaded in %.1f s", self.loaded,
+                 time.monotonic() - started)
+
+    def _slice(self, job_ids: list[str]) -> None:
+        """Load the deferred jobs of `job_ids` (those no lookup loaded meanwhile), yielding
+        between jobs, then tell the host manager about their runs at once."""
+        handed = _HandBack(self, to_resmgr=True)
+        failed: Exception | None = None
+        for job_id in job_ids:
+            try:
+                self.cache.ensure(job_id, lambda j, add: self._load(j, add, handed))
+            except Exception as exc:  # still deferred; the others of the slice go on
+                log.warning("recovery: cannot load job %s yet: %s", job_id, exc)
+                failed = failed or exc
+            gevent.sleep(0)  # between jobs, everything else of the hub runs
+        try:
+            handed.to_hosts()
+        except Exception:
+            self._unhanded.update(handed.jobs)
+            raise
+        if failed is not None:
+            raise failed
+
+    def _load(self, job_id: str, add: Callable[[CachedJob], bool],
+              handed: _HandBack | None = None) -> None:
+        """Recover one deferred job (JobCache's loader): load it, cache it with `add`, hand
+        its runs back (the host manager told now unless `handed` collects for a slice)."""
+        if not self.owns(job_id):
+            return  # its partition moved away since it was deferred
+        try:
+            job = self.cache.load(job_id)
+        except NotFound:
+            log.warning("active job %s has no runtime; dropping it from the active set",
+                        job_id)
+            self.cache.drop_active(job_id)
+            return
+        except DataCorruption as exc:
+            log.error("cannot recover job %s: %s", job_id, exc)
+            return
+        if not add(job):
+            return
+        self.loaded += 1
+        try:
+            if handed is not None:
+                self._hand_back_job(job, handed)
+            else:
+                alone = _HandBack(self, to_resmgr=True)
+                self._hand_back_job(job, alone)
+                alone.to_hosts()
+        except Exception:
+            # Loaded and answering from the cache; its runs go back on the next try.
+            log.warning("job %s: handing its runs back failed; retrying", job_id, exc_info=True)
+            self._unhanded.add(job_id)
+
+    def _retry_hand_back(self, job_id: str, *, raise_errors: bool) -> None:
+        job = self.cache.get(job_id)
+        if job is None:  # untracked or forgotten meanwhile: nothing to hand back
+            self._unhanded.discard(job_id)
+            return
+        try:
+            handed = _HandBack(self, to_resmgr=True)
+            self._hand_back_job(job, handed)
+            handed.to_hosts()
+        except Exception:
+            if raise_errors:
+                raise
+            log.warning("job %s: handing its runs back failed again", job_id, exc_info=True)
+            return
+        self._unhanded.discard(job_id)
+
+    def _hand_back_job(self, job: CachedJob, handed: _HandBack) -> None:
+        """Hand one loaded job's runs back and have the engines look at it.  Idempotent on
+        the other side, so a retry after a failure part-way is safe."""
+        job_id = job.job_id
+        queued = handed.job(job)
+        for inst, rt in job.tasks():
+            if rt.state in _HELD:
+                if rt.state is not S.RUNNING or rt.run_id != rt.desired_run_id:
+                    self.queue.enqueue_task(job_id, inst)
+            elif rt.state not in _QUEUED and rt.goal_state is not rt.state:
+                self.queue.enqueue_task(job_id, inst)
+        if queued:
+            startable = _startable(job, queued)
+            # A previous leader may have taken placements of these runs and stopped
+            # before launching them; the resource manager would hold them until its
+            # launch timeout.  Forgetting them there first queues them afresh (a no-op
+            # for a fresh one).
+            self.resmgr.kill_tasks([TaskId(job_id, i) for i in startable])
+            self.control.enqueue(job, startable)
+        self.queue.enqueue_job(job_id)
 
     def hand_back(self, *, to_resmgr: bool, to_hostmgr: bool) -> int:
         """Hand the cached jobs' runs to a resource or host manager that started over (a new
         leader term has empty state); returns the runs on hosts.  Idempotent on the other
-        side."""
+        side.  Jobs still deferred are handed to the new term when they load."""
         handed = _HandBack(self, to_resmgr=to_resmgr)
         for job in list(self.cache):  # a snapshot: jobs come and go while this yields
             queued = handed.job(job)
@@ -132,13 +285,18 @@ class _HandBack:
         self.to_resmgr = to_resmgr
         self.alive: list[str] = []
         self.adopted: dict[str, list[LaunchSpec]] = {}
+        #: The jobs noted.
+        self.jobs: list[str] = []
 
     def job(self, job: CachedJob) -> list[int]:
         """Note one job's runs; returns its queued instances."""
         resmgr, needs, job_id = self.recovery.resmgr, self.recovery.control.needs, job.job_id
         queued: list[int] = []
         held: list[RecoveredRun] = []
-        for inst, rt in list(job.tasks()):
+        self.jobs.append(job_id)
+        for n, (inst, rt) in enumerate(list(job.tasks()), 1):
+            if n % RECOVER_CHUNK == 0:
+                gevent.sleep(0)  # a big job's runs are many: let the hub serve meanwhile
             if rt.state in _HELD:
                 spec = job.specs.get(rt.config_version) or job.spec
                 if self.to_resmgr:

@@ -14,6 +14,10 @@ loop that drives every volume record toward its goal (peloton/core/lifecycle/vol
   its job is gone, kept for GetVolume after an explicit DeleteVolume); DONE -> dropped
   once its job is gone.  A host that cannot be asked now is asked again next round.
 
+With all-active job managers each member's loop walks only the volumes of the jobs it
+drives (`owns`): a volume is its job's, written under the job's partition fence, so its
+goal is carried out by that job's owner alone.
+
 Writes are plain replaces of small records (storage/cluster_store.py VolumeStore): the
 loop is the only writer of a volume's state, the API writes only its goal, and each round
 re-derives everything from the table, so a lost race costs one round.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 from peloton.common.clock import Clock
 from peloton.common.loop import Loop
@@ -52,8 +57,11 @@ class VolumeKeeper:
     """Volume records of stateful instances, and the loop that carries out their goals."""
 
     def __init__(self, store: Store, cache: JobCache, hostmgr: HostManagerPort, clock: Clock,
-                 interval: float = INTERVAL) -> None:
+                 interval: float = INTERVAL, *,
+                 owns: Callable[[str], bool] = lambda job_id: True) -> None:
         self.store = store
+        #: Whether this job manager drives a job (its volumes are then this loop's).
+        self.owns = owns
         self.cache = cache
         self.hostmgr = hostmgr
         self.clock = clock
@@ -104,6 +112,8 @@ class VolumeKeeper:
         destroy: dict[str, list[VolumeInfo]] = defaultdict(list)
         changed = 0
         for vol in self.store.get_volumes():
+            if not self.owns(vol.job_id):
+                continue
             job_gone = gone.setdefault(vol.job_id, self._job_gone(vol.job_id))
             if job_gone and vol.goal_state is not V.DELETED:
                 vol = self._write(dataclasses.replace(vol, goal_state=V.DELETED))

@@ -18,14 +18,30 @@ writes again, even if the member later takes the partition back: the new term ha
 view (as a new leadership term builds new objects).
 
 `PartitionFences.routed()` is the store a member's job manager writes through: every
-write of a job goes to the fenced view of the job's partition (PartitionNotHeld if this
+write goes to the fenced view of the partition it belongs to (PartitionNotHeld if this
 member does not hold it), so no code path can write a job under another partition's
-fence or under none.  Which argument names the job is a table (`JOB_WRITES`), checked
-total over the Store's write methods by a test; writes that are not of one job
-(`CLUSTER_WRITES`: pools, hosts, cron schedules, ...) are refused through it (their
-owner among the members is still to be decided).  A batch (`write_task_runtimes`,
-`add_pod_events`) must stay within one partition: each partition has its own fence, and
-one transaction checks one fence.
+fence or under none.  Where a write's partition comes from is a table (`JOB_WRITES`, by
+`By`), checked total over the Store's write methods by a test:
+
+* a write of one job (its runtime, tasks, workflows, pod events, secrets, volumes): the
+  job's partition, found from the job id, the item's `job_id`, the update's job or the
+  volume's job (`delete_volume` names only the volume: its job is read once);
+* a cron job's writes (`create_cron_job`, `update_cron_job`, `delete_cron_job`): the
+  partition of the cron job's name (`peloton.core.cron.model.schedule_partition`), where
+  its runs' job ids are drawn too, so one owner advances a schedule and creates its runs;
+* a cluster-wide chore of the job managers (`expire_pod_events`): partition
+  `CHORE_PARTITION`'s (0) fence, whose owner alone runs the chores
+  (`peloton.jobmgr.ownership.Ownership.runs_chores`).
+
+A batch (`write_task_runtimes`, `add_pod_events`) must stay within one partition: each
+partition has its own fence, and one transaction checks one fence.
+
+Writes the job manager never makes are refused through it (`CLUSTER_WRITES`, NotRoutable):
+resource pools (the resource manager's), hosts and the framework registration (the host
+manager's), bulk copies and their checkpoints (the migration tool, migrations/copy.py),
+and `delete_secret` (the job manager writes no secret today; `create_secret` and
+`update_secret` are routed by their item's job all the same, should it start).
+A member's job manager calling one of these is a bug to find, not a write to fence.
 
 Every call is made on the member's hub (one greenlet at a time); nothing here blocks
 except the store calls.
@@ -40,8 +56,13 @@ from enum import Enum
 from typing import Any, cast
 
 from peloton.common.fencing import READ_PREFIXES
-from peloton.core.errors import FailedPrecondition, InvalidArgument, Unavailable
-from peloton.core.partitions import DEFAULT_PARTITIONS, fence_name, partition_of
+from peloton.core.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from peloton.core.partitions import (
+    CHORE_PARTITION,
+    DEFAULT_PARTITIONS,
+    fence_name,
+    partition_of,
+)
 from peloton.storage.leader_store import FencedOut
 from peloton.storage.store import Store
 
@@ -145,11 +166,15 @@ class PartitionFences:
     def for_job(self, job_id: str) -> Store:
         """The fenced store to write `job_id` through; PartitionNotHeld if this member does
         not hold its partition (the write belongs to the owner: forward it there)."""
-        partition = partition_of(job_id, self.count)
+        return self.for_partition(partition_of(job_id, self.count), f"job {job_id}")
+
+    def for_partition(self, partition: int, what: str = "a write") -> Store:
+        """The fenced store of `partition` (`what` it is for: the error names it);
+        PartitionNotHeld if this member does not hold it."""
         term = self.term(partition)
         if term is None:
-            raise PartitionNotHeld(f"{self.holder} does not hold partition {partition} of job "
-                                   f"{job_id}")
+            raise PartitionNotHeld(f"{self.holder} does not hold partition {partition} of "
+                                   f"{what}")
         return term.store
 
     def routed(self) -> Store:
@@ -159,15 +184,18 @@ class PartitionFences:
 
 
 class By(Enum):
-    """Where a write method's job id is."""
+    """Where a write method's partition comes from."""
 
     JOB_ID = "the first argument, a job id"
     ITEM = "the first argument's job_id (UpdateInfo, SecretInfo, VolumeInfo)"
     BATCH = "each item's job_id (RuntimeWrite, PodEvent); one partition per batch"
     UPDATE = "the job of the update: the event's or the id's (read once, then remembered)"
+    VOLUME = "the job of the volume id (read from the store; none: nothing to delete)"
+    CRON = "the cron job's name (a CronJob's, or the name itself): its schedule's partition"
+    CHORE = "no job: a cluster-wide chore, fenced by the chore partition (0)"
 
 
-#: Every write of one job, and where its job id is.
+#: Every write a member's job manager makes, and where its partition comes from.
 JOB_WRITES: dict[str, By] = {
     **{name: By.JOB_ID for name in (
         "add_active_job", "add_job_config", "create_job", "create_job_with_tasks",
@@ -177,29 +205,33 @@ JOB_WRITES: dict[str, By] = {
     **{name: By.ITEM for name in (
         "create_update", "update_update", "create_secret", "update_secret", "create_volume",
         "update_volume")},
+    **{name: By.CRON for name in ("create_cron_job", "delete_cron_job", "update_cron_job")},
     "write_task_runtimes": By.BATCH,
     "add_pod_events": By.BATCH,
     "add_workflow_event": By.UPDATE,
     "delete_update": By.UPDATE,
+    "delete_volume": By.VOLUME,
+    "expire_pod_events": By.CHORE,
 }
-#: Writes that are not of one job: refused through a routed store.
+#: Writes a job manager never makes (see the module docstring): refused through a routed
+#: store.
 CLUSTER_WRITES = frozenset({
-    "clear_checkpoints", "create_cron_job", "create_resource_pool", "delete_cron_job",
-    "delete_host", "delete_records", "delete_resource_pool", "delete_secret", "delete_volume",
-    "expire_pod_events", "put_checkpoint", "put_framework_info", "put_host", "put_records",
-    "update_cron_job", "update_resource_pool"})
+    "clear_checkpoints", "create_resource_pool", "delete_host", "delete_records",
+    "delete_resource_pool", "delete_secret", "put_checkpoint", "put_framework_info",
+    "put_host", "put_records", "update_resource_pool"})
 #: Methods about fencing itself: passed through.
 META = frozenset({"claim_leadership", "leader_epoch", "with_fencing"})
 
 
 class NotRoutable(FailedPrecondition):
-    """A write that is not of one job, sent through a member's partition-routed store."""
+    """A write no job manager makes (`CLUSTER_WRITES`), sent through a member's
+    partition-routed store."""
 
     kind = "not_routable"
 
 
 class _Routed:
-    """Attribute proxy: reads pass through, writes go to their job's partition's view."""
+    """Attribute proxy: reads pass through, writes go to their partition's fenced view."""
 
     def __init__(self, fences: PartitionFences, store: Store) -> None:
         self._fences = fences
@@ -213,32 +245,50 @@ class _Routed:
             return value
         by = JOB_WRITES.get(name)
         if by is None:
-            raise NotRoutable(f"{name} is not a write of one job; a partition-routed store "
-                              "cannot fence it")
+            raise NotRoutable(f"{name} is not a job manager's write; a partition-routed "
+                              "store cannot fence it")
 
         @functools.wraps(value)
         def write(*args: Any, **kwargs: Any) -> Any:
+            if by is By.CHORE:
+                return getattr(self._fences.for_partition(CHORE_PARTITION, f"chore {name}"),
+                               name)(*args, **kwargs)
             first = args[0] if args else next(iter(kwargs.values()))
             if by is By.BATCH and not first:
                 return value(*args, **kwargs)  # nothing to write, nothing to fence
             job_id = self._job_id(by, first)
+            if job_id is None:
+                return None  # a volume already gone: its delete has nothing to do
             return getattr(self._fences.for_job(job_id), name)(*args, **kwargs)
 
         self.__dict__[name] = write
         return write
 
-    def _job_id(self, by: By, first: Any) -> str:
+    def _job_id(self, by: By, first: Any) -> str | None:
+        """The job (or, for a cron job, the name) whose partition fences the write."""
         if by is By.JOB_ID:
             return str(first)
         if by is By.ITEM:
             return str(first.job_id)
+        if by is By.CRON:  # partition_of(name) is the schedule's partition (see above)
+            return str(first if isinstance(first, str) else first.name)
         if by is By.BATCH:
             return self._one_partition(first)
+        if by is By.VOLUME:
+            return self._job_of_volume_id(str(first))
         update_id = str(first if isinstance(first, str) else first.update_id)
         job_id = self._job_of_update.get(update_id)
         if job_id is None:
             job_id = self._job_of_update[update_id] = self._store.get_update(update_id).job_id
         return job_id
+
+    def _job_of_volume_id(self, volume_id: str) -> str | None:
+        # Not remembered (unlike an update's job): a volume is deleted once, so a memo
+        # would only grow.
+        try:
+            return self._store.get_volume(volume_id).job_id
+        except NotFound:
+            return None
 
     def _one_partition(self, items: Sequence[Any]) -> str:
         count = self._fences.count

@@ -195,3 +195,33 @@ def test_cluster_wide_writes_are_refused_through_a_routed_store(store: Store) ->
     with pytest.raises(NotRoutable):
         routed.put_host(f.host("h1"))
     assert store.get_resource_pools() == [] and store.get_hosts() == []
+
+
+def test_cron_volume_and_chore_writes_are_fenced_by_their_owners_partition(
+        store: Store) -> None:
+    # A cron job by its name's partition, a volume delete by its job's, a chore by
+    # partition 0's: the holder whose claim a newer one superseded is refused.
+    name = next(n for n in (f"cron-{i}" for i in range(1000)) if partition_of(n, COUNT) == 2)
+    jid = _job_in(2)
+    store.create_volume(f.volume("v-1", jid))
+    a, b = PartitionFences(store, "a", count=COUNT), PartitionFences(store, "b", count=COUNT)
+    a.claim(2, 10)
+    a.claim(0, 10)
+    routed = a.routed()
+    created = routed.create_cron_job(f.cron_job(name))
+    with pytest.raises(PartitionNotHeld):
+        b.routed().update_cron_job(created)
+    b.claim(2, 20)
+    b.claim(0, 20)
+    with pytest.raises(FencedOut):
+        routed.update_cron_job(created)
+    with pytest.raises(FencedOut):
+        routed.delete_volume("v-1")
+    with pytest.raises(FencedOut):
+        routed.expire_pod_events()
+    assert store.get_cron_job(name).revision == created.revision
+    assert [v.volume_id for v in store.get_volumes()] == ["v-1"]
+    b.routed().update_cron_job(created)
+    b.routed().delete_volume("v-1")
+    b.routed().expire_pod_events()
+    assert store.get_cron_job(name).revision == created.revision + 1 and store.get_volumes() == []

@@ -21,6 +21,7 @@ import pytest
 
 from migrations import sql_runner
 from peloton.common.leader import JOB_MANAGER, LeaderId, new_client
+from peloton.common.member_directory import MemberDirectory
 from peloton.common.membership import PartitionMember, role_path
 from peloton.core.partitions import assign, fence_name, moves, partition_of
 from peloton.storage import Store, open_store
@@ -195,6 +196,51 @@ def test_a_dead_members_partitions_move_with_larger_epochs(
     wait_for(lambda: settled([a, b]), FAILOVER, "a to rejoin and take its partitions back")
     assert all((a.member.epoch(p) or 0) > (e or 0) for p, e in old.items())
     assert {p: b.member.epoch(p) for p in kept} == kept  # b's partitions never moved
+    log.check_one_holder()
+
+
+def test_a_member_directory_follows_owners_and_members_from_watches(
+        make_node: Callable[..., Node], zookeeper: str, log: Log) -> None:
+    # The forwarder's owner cache (peloton/common/member_directory.py): once its watches are
+    # set, every lookup is answered from memory, and it follows a graceful leave, a
+    # session expiry, a joiner, and the loss of its own session.
+    nodes = [make_node(f"jm-{i}:5392") for i in range(3)]
+    wait_for(lambda: settled(nodes), 10, "three members to settle")
+    client = new_client(zookeeper, session_timeout=SESSION, use_gevent=False)
+    client.start(10)
+    directory = MemberDirectory.of(client, nodes[0].member)
+    directory.start()
+
+    def agrees(live: list[Node]) -> bool:
+        holders = {p: n.id for n in live for p in n.member.held}
+        return set(directory.members()) == {n.id for n in live} and \
+            all(directory.owner(p) == holders.get(p) for p in range(COUNT))
+
+    try:
+        wait_for(lambda: agrees(nodes), 10, "the directory to see every member and owner")
+        reads = directory.reads
+        theirs = next(j for j in (f"job-{i}" for i in range(1000))
+                      if partition_of(j, COUNT) in nodes[1].member.held)
+        mine = next(j for j in (f"job-{i}" for i in range(1000))
+                    if partition_of(j, COUNT) in nodes[0].member.held)
+        assert directory.address_of(theirs) == "127.0.0.1:5392"  # every node publishes it
+        assert directory.address_of(mine) is None  # held by the directory's own member
+        nodes[2].member.stop()  # graceful leave
+        wait_for(lambda: settled(nodes[:2]) and agrees(nodes[:2]), FAILOVER,
+                 "the directory to follow the leave")
+        expire_session(nodes[1].client, zookeeper)  # b's partitions go to a, then come back
+        wait_for(lambda: settled(nodes[:2]) and agrees(nodes[:2]), FAILOVER * 2,
+                 "the directory to follow b's session expiry and rejoin")
+        assert directory.reads == reads  # all of it from the watches, no lookup read ZooKeeper
+        expire_session(client, zookeeper)  # the directory's own session: its watches re-arm
+        joiner = make_node("jm-new:5392")
+        wait_for(lambda: settled([*nodes[:2], joiner]) and agrees([*nodes[:2], joiner]),
+                 FAILOVER * 2, "the directory to follow a joiner after its own session was lost")
+        assert directory.address_of(theirs, fresh=True) == directory.address_of(theirs)
+    finally:
+        directory.stop()
+        client.stop()
+        client.close()
     log.check_one_holder()
 
 

@@ -5,9 +5,10 @@ manager processes configured with `jobmgr.partitions` (peloton/cluster/daemons/m
 they split the job partitions between them, share one resource manager, host manager and
 status stream, and each runs only its own partitions' jobs.  Any member answers any call:
 a job created through either member, with an id in either member's partitions or with
-none, must succeed, each of its runs launched exactly once; and a SIGTERM'd member must
-hand its partitions over before it exits; a member killed with SIGKILL mid-run loses only
-its own partitions, once its session expires, and no run is launched twice.  Without
+none, must succeed, each of its runs launched exactly once; a Watch through one member
+sees the other's jobs too; a SIGTERM'd member must hand its partitions over before it
+exits; and a member killed with SIGKILL mid-run loses only its own partitions, once its
+session expires, and no run is launched twice.  Without
 ZooKeeper a member holds every partition (solo epochs).  Every wait has a deadline.
 """
 
@@ -19,10 +20,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
+from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2, watch_svc_pb2_grpc
 from peloton.common.membership import PARTITIONS, role_path
 from peloton.core.model.ids import is_uuid
 from peloton.core.partitions import assign, partition_of
@@ -160,6 +164,31 @@ def test_jobs_created_through_either_member_all_run_once(
             assert pods.returncode == 0, pods.stdout + pods.stderr
             assert len(json.loads(pods.stdout)["pods"]) == 3, pods.stdout
     assert set(drivers.values()) == {"m1", "m2"}
+
+
+def test_a_watch_through_one_member_sees_the_other_members_jobs(
+        cluster: MultiCluster, store: Store) -> None:
+    # Each member publishes only the jobs it drives; the member a Watch reaches merges the
+    # same Watch opened on every live member (servicers/watch_fanin.py).
+    held = owners(cluster)
+    channel = grpc.insecure_channel(member(cluster, "m1").address)
+    try:
+        stream = watch_svc_pb2_grpc.WatchServiceStub(channel).Watch(
+            watch_svc_pb2.WatchRequest(pod_filter=watch_pb2.PodFilter()), timeout=90)
+        first = next(stream)
+        job_id = job_id_in({p for p, m in held.items() if m == "m2"})
+        run_via(cluster, member(cluster, "m2"), "watched", job_id)
+        seen: set[str] = set()
+        for response in stream:
+            assert response.watch_id == first.watch_id
+            seen.update(p.pod_name.value for p in response.pods
+                        if p.pod_name.value.startswith(job_id))
+            if len(seen) == 3:
+                break
+        stream.cancel()
+        assert seen == {f"{job_id}-{i}" for i in range(3)}
+    finally:
+        channel.close()
 
 
 def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(

@@ -11,18 +11,22 @@ runs one JobManager for its whole life and drives the job partitions it holds:
   stamps its calls to the resource and host managers with its partitions' epochs
   (term_fence.stamped_by_partition), and reads the status stream as `jobmgr@<member id>`;
 * any member answers any call: one about a job another member drives is forwarded to it
-  (peloton/jobmgr/servicers/forwarding.py, one hop), and a job created without an id
-  gets one this member drives;
+  (peloton/jobmgr/servicers/forwarding.py, one hop), its owner found in a
+  `MemberDirectory` (ZooKeeper's partition holders and member addresses kept in memory
+  under watches), a client's Watch is answered by every member, merged
+  (servicers/watch_fanin.py), and a job created without an id gets one this member
+  drives;
 * the `jobmanager/leader` election still runs, for discovery only: clients that want one
   address (the CLI's default, Aurora's client) dial its winner, which has no extra power;
 * without ZooKeeper the process is the only member and holds every partition from the
   start, each claimed with a solo epoch (the stored one + 1), as a solo leader does.
 
-Start order: the job manager (it recovers nothing yet: it holds nothing), the
-membership (each partition acquired is recovered, then driven), the discovery
-candidate.  Stop is the reverse, so SIGTERM is the graceful leave: the member node goes,
-every partition is released (its work stopped, its node deleted, its new owner starting
-at once) and only then does the job manager stop.
+Start order: the member directory (lookups read ZooKeeper until its watches are set),
+the job manager (it recovers nothing yet: it holds nothing), the membership (each
+partition acquired is recovered, then driven), the discovery candidate.  Stop is the
+reverse, so SIGTERM is the graceful leave: the member node goes, every partition is
+released (its work stopped, its node deleted, its new owner starting at once) and only
+then does the job manager stop.
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ from peloton.cluster.daemons.config import JobmgrProcessConfig
 from peloton.cluster.daemons.roles import Runtime
 from peloton.common.components import Component, FunctionComponent
 from peloton.common.leader import JOB_MANAGER, Candidate, LeaderId
+from peloton.common.member_directory import MemberDirectory
 from peloton.common.membership import PartitionMember
-from peloton.core.partitions import partition_of
 from peloton.jobmgr.servicers.forwarding import MemberForwarder, update_job_from
+from peloton.jobmgr.servicers.watch_fanin import WatchFanIn
 from peloton.storage.partition_fences import PartitionFences
 
 if TYPE_CHECKING:
@@ -71,14 +76,20 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     # session can expire and its node go to another member).
     fences = PartitionFences(store, name, count=count, live=_live(member))
     resmgr, hostmgr = rt.resmgr(), rt.hostmgr()
-    forwarder = None
-    if member is not None:
+    forwarder = directory = None
+    if zk is not None and member is not None:
         tls = rt.security.tls
+        directory = MemberDirectory.of(zk, member)
+        # A client's Watch is answered by every member, merged: each publishes only the
+        # jobs it drives.
+        fan_in = WatchFanIn(directory.members, name, me.grpc_address,
+                            connect=lambda address: open_channel(address, tls))
+        directory.add_listener(fan_in.wake)
         forwarder = MemberForwarder(
-            lambda job_id: jm.ownership.owns(job_id), _owner_address(member),
+            lambda job_id: jm.ownership.owns(job_id), directory,
             update_job_from(store.get_update),
-            connect=lambda address: open_channel(address, tls))
-        rt.closers.append(forwarder)
+            connect=lambda address: open_channel(address, tls), watch_fan_in=fan_in)
+        rt.closers.extend([forwarder, fan_in])
     jm = JobManager(store, stamped_by_partition(resmgr, fences.epochs),
                     stamped_by_partition(hostmgr, fences.epochs), config.jobmgr, grpc=grpc,
                     fences=fences, member=name, forwarder=forwarder)
@@ -86,30 +97,16 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     # back what this member holds.
     resmgr.channel.add_term_listener(lambda old, new: jm.resync.restarted(resmgr=True))
     hostmgr.channel.add_term_listener(lambda old, new: jm.resync.restarted(hostmgr=True))
-    if zk is None or member is None:
+    if zk is None or member is None or directory is None:
         return [jm, _solo(jm, count)]
     # The election stays for discovery only: tools that want one address dial its winner.
     discovery = Candidate(zk, JOB_MANAGER, me, on_gained=lambda _epoch: None,
                           on_lost=lambda: None, root=config.election.root)
-    return [jm, member, discovery]
+    return [directory, jm, member, discovery]
 
 
 def _live(member: PartitionMember | None) -> Callable[[], bool]:
     return (lambda: True) if member is None else (lambda: member.connected)
-
-
-def _owner_address(member: PartitionMember) -> Callable[[str], str | None]:
-    """The gRPC address of the member driving a job now (ZooKeeper reads), None while its
-    partition has no other owner."""
-
-    def owner(job_id: str) -> str | None:
-        holder = member.owner(partition_of(job_id, member.count))
-        if holder is None or holder == member.member_id:
-            return None
-        published = member.member(holder)
-        return None if published is None else f"{published.ip}:{published.grpc}"
-
-    return owner
 
 
 def _acquire(jm: JobManager, partition: int, epoch: int) -> None:

@@ -14,6 +14,12 @@ changes (see trigger.py and peloton/jobmgr/cron.py):
 * `last_run_job_id`: the newest run created.
 
 Every write is a compare-and-set on `revision` (the store bumps it).
+
+With all-active job managers (docs/design/all-active-jobmgr.md) a cron job belongs to the
+job partition of its name (`schedule_partition`): only that partition's owner advances it,
+under that partition's fence.  Its runs' job ids are drawn in the same partition
+(`run_job_id`), so the owner creates, stops and reads its runs as its own jobs, and a new
+owner of the partition computes the very same id for a claimed run.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from peloton.core.model.job import JobSpec
+from peloton.core.partitions import DEFAULT_PARTITIONS, partition_of
 
-#: Namespace of run job ids: uuid5(RUN_NAMESPACE, f"{name}@{due or manual id}").
+#: Namespace of run job ids: uuid5(RUN_NAMESPACE, f"{name}@{due or manual id}"), with
+#: "/<n>" appended for the n-th draw when the plain one is in another partition.
 RUN_NAMESPACE = uuid.UUID("6f3c7a44-0c55-4b0f-9a36-2b1f0c1d5e21")
 
 
@@ -62,6 +70,19 @@ class CronJob:
     revision: int = 0
 
 
-def run_job_id(name: str, tag: str) -> str:
-    """The deterministic job id of the run of `name` tagged `tag` (a due time or a start id)."""
-    return str(uuid.uuid5(RUN_NAMESPACE, f"{name}@{tag}"))
+def schedule_partition(name: str, count: int = DEFAULT_PARTITIONS) -> int:
+    """The job partition a cron job belongs to: its name's (a name never changes)."""
+    return partition_of(name, count)
+
+
+def run_job_id(name: str, tag: str, count: int = DEFAULT_PARTITIONS) -> str:
+    """The deterministic job id of the run of `name` tagged `tag` (a due time or a start id),
+    in the cron job's partition of `count`: uuid5 names are drawn in a fixed order until
+    one falls there (`count` draws on average; every process draws the same sequence)."""
+    want = schedule_partition(name, count)
+    base = f"{name}@{tag}"
+    job_id, draw = str(uuid.uuid5(RUN_NAMESPACE, base)), 0
+    while partition_of(job_id, count) != want:
+        draw += 1
+        job_id = str(uuid.uuid5(RUN_NAMESPACE, f"{base}/{draw}"))
+    return job_id

@@ -7,6 +7,10 @@ directly.  A template is a v0 JobConfig or a v1alpha stateless JobSpec and
 is stored as a BATCH JobSpec: each run's pods run to completion.  Bad input
 (an invalid schedule, no template, a template the job manager would refuse)
 is InvalidArgument naming the field, and nothing is stored.
+
+With all-active job managers a cron job belongs to its name's partition: its writes and
+StartCronJob succeed only on the member holding it (elsewhere UNAVAILABLE, retryable;
+these calls name no job, so servicers/forwarding.py does not forward them yet).
 """
 
 from __future__ import annotations

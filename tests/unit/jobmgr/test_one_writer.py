@@ -43,9 +43,12 @@ OWNER = JOBMGR / "aggregate.py"
 _READS = ("get_", "query_", "count_", "scan_", "schema_", "close")
 #: Cron schedules are an aggregate of their own, owned by peloton/jobmgr/cron.py (a cron run
 #: creates and stops jobs through the job operations, like any API caller).
-#: Persistent-volume records likewise, owned by peloton/jobmgr/volumes.py.
+#: Persistent-volume records likewise, owned by peloton/jobmgr/volumes.py.  Expiring pod
+#: events past their retention is a cluster-wide chore of peloton/jobmgr/chores.py: it drops
+#: history of no job's current state.
 _NOT_JOBS = frozenset(name for store in (CronJobStore, VolumeStore)
-                      for name, _ in inspect.getmembers(store, predicate=inspect.isfunction))
+                      for name, _ in inspect.getmembers(store, predicate=inspect.isfunction)
+                      ) | {"expire_pod_events"}
 #: Store methods that change stored state, found from the Protocol (a new one is covered).
 STORE_WRITES = frozenset(
     name for name, _ in inspect.getmembers(Store, predicate=inspect.isfunction)

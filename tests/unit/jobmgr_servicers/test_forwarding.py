@@ -19,18 +19,24 @@ from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import (
 )
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
+from peloton.api.gen.pelotonpy.api.cron import cron_pb2
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.service_registry import register
+from peloton.common.leader import LeaderId
+from peloton.common.member_directory import MemberDirectory
 from peloton.core.errors import NotFound, Unavailable
 from peloton.core.model.ids import new_id
 from peloton.core.partitions import partition_of
 from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.servicers.forwarding import (
     FORWARDED_KEY,
+    NOT_OWNER_KEY,
     MemberForwarder,
     job_of,
     update_job_from,
 )
+from peloton.storage.leader_store import FencedOut
+from tests.unit.common.fake_zk import FakeZk
 
 JOB = new_id()
 UPDATES = {"u-1": JOB}
@@ -51,6 +57,12 @@ def update_job(update_id: str) -> str | None:
     (pod_svc_pb2.GetPodRequest(pod_name=v1.PodName(value="not-a-pod")), None),
     (update_svc_pb2.PauseUpdateRequest(updateId=v0.UpdateID(value="u-1")), JOB),
     (update_svc_pb2.PauseUpdateRequest(updateId=v0.UpdateID(value="u-2")), None),
+    # a schedule is routed by its name (its partition is the name's)
+    (cron_pb2.ScheduleCronJobRequest(job=cron_pb2.CronJob(name="nightly")), "nightly"),
+    (cron_pb2.DescheduleCronJobRequest(name="nightly"), "nightly"),
+    (cron_pb2.StartCronJobRequest(name="nightly"), "nightly"),
+    (cron_pb2.StartCronJobRequest(), None),
+    (cron_pb2.GetCronJobRequest(name="nightly"), None),  # a read: the store, anywhere
 ])
 def test_the_job_a_request_is_about(request_: Any, expected: str | None) -> None:
     assert job_of(request_, update_job) == expected
@@ -69,19 +81,41 @@ class Context:
     def __init__(self, *metadata: tuple[str, str]) -> None:
         self.metadata = metadata
 
+        self.trailers: tuple[tuple[str, str], ...] = ()
+
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self.metadata
+
+    def set_trailing_metadata(self, trailers: tuple[tuple[str, str], ...]) -> None:
+        self.trailers = trailers
 
     def time_remaining(self) -> float | None:
         return 5.0
 
 
+class Owners:
+    """Owner lookups answering `answers` in turn (the last one for ever); records how it
+    was asked."""
+
+    def __init__(self, *answers: str | None, on_lookup: Any = None) -> None:
+        self.answers = list(answers)
+        self.on_lookup = on_lookup
+        self.asked: list[bool] = []  # `fresh` of each lookup
+        self.forgotten: list[str] = []
+
+    def address_of(self, job_id: str, fresh: bool = False) -> str | None:
+        self.asked.append(fresh)
+        if self.on_lookup is not None:
+            self.on_lookup(job_id)
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def forget(self, job_id: str) -> None:
+        self.forgotten.append(job_id)
+
+
 def forwarder(drives: set[str], owners: list[str | None]) -> MemberForwarder:
     """A forwarder whose owner lookups answer `owners` in turn (the last one for ever)."""
-    def owner(job_id: str) -> str | None:
-        return owners.pop(0) if len(owners) > 1 else owners[0]
-
-    return MemberForwarder(drives.__contains__, owner, update_job, wait=0.2,
+    return MemberForwarder(drives.__contains__, Owners(*owners), update_job, wait=0.2,
                            sleep=lambda _s: None)
 
 
@@ -100,6 +134,7 @@ def test_a_forwarded_call_is_never_forwarded_again() -> None:
         fw.forward("peloton.api.v0.job.JobManager/Get",
                    job_pb2.GetRequest(id=v0.JobID(value=JOB)), ctx)
     assert fw.forwarded == 0
+    assert ctx.trailers == ((NOT_OWNER_KEY, JOB),)  # refused before any work: safe to retry
 
 
 def test_a_partition_between_owners_is_waited_for_then_refused() -> None:
@@ -109,15 +144,19 @@ def test_a_partition_between_owners_is_waited_for_then_refused() -> None:
         forwarder(set(), [None]).forward("peloton.api.v0.job.JobManager/Get", request, ctx)
     # The partition comes to this member while the call waits: it is answered here.
     drives: set[str] = set()
-
-    def owner(job_id: str) -> str | None:
-        drives.add(job_id)
-        return None
-
-    fw = MemberForwarder(drives.__contains__, owner, update_job, wait=5.0,
+    owners = Owners(None, on_lookup=drives.add)
+    fw = MemberForwarder(drives.__contains__, owners, update_job, wait=5.0,
                          sleep=lambda _s: None)
     assert fw.forward("peloton.api.v0.job.JobManager/Get", request, ctx) is None
     assert fw.forwarded == 0
+
+
+def test_only_the_first_look_for_an_owner_may_come_from_memory() -> None:
+    owners = Owners(None, None, "127.0.0.1:1")
+    fw = MemberForwarder(lambda _job: False, owners, update_job, wait=5.0,
+                         sleep=lambda _s: None)
+    assert fw._await_owner(JOB) == "127.0.0.1:1"
+    assert owners.asked == [False, True, True]  # waiting reads ZooKeeper each time
 
 
 def test_an_unreachable_owner_answers_with_its_status() -> None:
@@ -131,12 +170,15 @@ def test_an_unreachable_owner_answers_with_its_status() -> None:
             aborted.append((code, details))
             raise Exception(details)
 
-    fw = forwarder(set(), ["127.0.0.1:1"])  # nothing listens there
+    owners = Owners("127.0.0.1:1")  # nothing listens there
+    fw = MemberForwarder(lambda _job: False, owners, update_job)
     ctx: Any = Aborting()
     with pytest.raises(Exception):  # noqa: B017  (context.abort raises a bare Exception)
         fw.forward("peloton.api.v0.job.JobManager/Get",
                    job_pb2.GetRequest(id=v0.JobID(value=JOB)), ctx)
     assert fw.forwarded == 1 and aborted[0][0] is grpc.StatusCode.UNAVAILABLE
+    assert fw.retried == 0  # it may have been delivered: not sent again
+    assert owners.forgotten == [JOB]  # the next look reads ZooKeeper
     fw.close()
 
 
@@ -186,8 +228,7 @@ def test_a_member_relays_the_owners_replies_and_errors() -> None:
     owner = GrpcServer("127.0.0.1:0")
     register(owner, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, Owner())
     owner.start()
-    fw = MemberForwarder(lambda _job: False, lambda _job: f"127.0.0.1:{owner.port}",
-                         update_job)
+    fw = MemberForwarder(lambda _job: False, Owners(f"127.0.0.1:{owner.port}"), update_job)
     member = GrpcServer("127.0.0.1:0")
     register(member, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, NotOwner(),
              forward=fw)
@@ -213,3 +254,117 @@ def test_a_member_relays_the_owners_replies_and_errors() -> None:
         fw.close()
         member.stop(0)
         owner.stop(0)
+
+
+# -- a stale owner cache (MemberDirectory over a fake ZooKeeper) ------------------------------
+class Stale(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
+    """A member that still believes it owns the job's partition after it moved: its write
+    is refused by the partition fence, as the store would refuse it."""
+
+    def GetJob(self, request: Any, context: Any) -> Any:
+        raise FencedOut("partition 1 was claimed by a newer owner")
+
+
+def serve(servicer: Any, forward: MemberForwarder | None = None) -> GrpcServer:
+    server = GrpcServer("127.0.0.1:0")
+    register(server, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, servicer,
+             forward=forward)
+    server.start()
+    return server
+
+
+def stale_directory(old: int, new: int, job: str) -> tuple[FakeZk, MemberDirectory]:
+    """A directory whose entry for `job`'s partition names the member at port `old` while
+    ZooKeeper already names the one at `new` (the watch delivery runs behind)."""
+    zk = FakeZk()
+    members, partitions = "/p/jobmanager/members", "/p/jobmanager/partitions"
+    zk.ensure_path(members)
+    for name, port in (("old", old), ("new", new), ("me", 1)):
+        zk.create(f"{members}/{name}", LeaderId(name, "127.0.0.1", 1, port).to_json())
+    zk.create(f"{partitions}/{partition_of(job, 8)}", b"old")
+    directory = MemberDirectory(zk, members, partitions, 8, "me")
+    directory.start()
+    assert directory.address_of(job) == f"127.0.0.1:{old}"
+    zk.hold()
+    zk.delete(f"{partitions}/{partition_of(job, 8)}")
+    zk.create(f"{partitions}/{partition_of(job, 8)}", b"new")
+    assert directory.address_of(job) == f"127.0.0.1:{old}"  # stale
+    return zk, directory
+
+
+def test_a_stale_owner_entry_costs_one_more_hop_never_a_wrong_answer() -> None:
+    owner = serve(Owner())
+    # The member the cache names no longer drives the job: it refuses the forwarded call
+    # (NOT_OWNER) before its servicer runs.
+    moved_away = serve(NotOwner(), MemberForwarder(lambda _job: False, Owners(None), update_job))
+    _, directory = stale_directory(moved_away.port, owner.port, JOB)
+    fw = MemberForwarder(lambda _job: False, directory, update_job)
+    member = serve(NotOwner(), fw)
+    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
+    try:
+        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
+        got = stub.GetJob(stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=JOB)),
+                          timeout=10)
+        assert got.job_info.spec.name == "from the owner"
+        assert (fw.forwarded, fw.retried) == (2, 1)
+        # The owner read afresh is kept: the next calls go straight to it.
+        pods = [p.pod_name.value for r in stub.ListPods(
+            stateless_svc_pb2.ListPodsRequest(job_id=v1.JobID(value=JOB)), timeout=10)
+            for p in r.pods]
+        assert pods == [f"{JOB}-{i}" for i in range(3)]
+        assert (fw.forwarded, fw.retried) == (3, 1)
+    finally:
+        channel.close()
+        fw.close()
+        for server in (member, moved_away, owner):
+            server.stop(0)
+
+
+def test_a_streamed_call_to_a_stale_owner_is_sent_once_more() -> None:
+    owner = serve(Owner())
+    moved_away = serve(NotOwner(), MemberForwarder(lambda _job: False, Owners(None), update_job))
+    _, directory = stale_directory(moved_away.port, owner.port, JOB)
+    fw = MemberForwarder(lambda _job: False, directory, update_job)
+    member = serve(NotOwner(), fw)
+    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
+    try:
+        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
+        pods = [p.pod_name.value for r in stub.ListPods(
+            stateless_svc_pb2.ListPodsRequest(job_id=v1.JobID(value=JOB)), timeout=10)
+            for p in r.pods]
+        assert pods == [f"{JOB}-{i}" for i in range(3)]
+        assert (fw.forwarded, fw.retried) == (2, 1)
+    finally:
+        channel.close()
+        fw.close()
+        for server in (member, moved_away, owner):
+            server.stop(0)
+
+
+def test_a_stale_owners_fenced_refusal_is_relayed_and_the_next_call_finds_the_owner() -> None:
+    owner = serve(Owner())
+    # The member the cache names still believes it owns the partition: it runs the call,
+    # and its partition fence refuses the write.  The call may have done part of its work
+    # there, so it is not sent again: the caller gets the retryable refusal.
+    believer = serve(Stale(), MemberForwarder(lambda _job: True, Owners(None), update_job))
+    _, directory = stale_directory(believer.port, owner.port, JOB)
+    fw = MemberForwarder(lambda _job: False, directory, update_job)
+    member = serve(NotOwner(), fw)
+    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
+    try:
+        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
+        request = stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=JOB))
+        with pytest.raises(grpc.RpcError) as err:
+            stub.GetJob(request, timeout=10)
+        assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+        assert "newer owner" in (err.value.details() or "")
+        assert not any(k == NOT_OWNER_KEY for k, _ in err.value.trailing_metadata() or ())
+        assert (fw.forwarded, fw.retried) == (1, 0)
+        # The refusal dropped the entry: the caller's retry reads ZooKeeper, reaches the owner.
+        assert stub.GetJob(request, timeout=10).job_info.spec.name == "from the owner"
+        assert (fw.forwarded, fw.retried) == (2, 0)
+    finally:
+        channel.close()
+        fw.close()
+        for server in (member, believer, owner):
+            server.stop(0)
