@@ -35,6 +35,7 @@ member drives.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from peloton.api.gen.peloton.api.v0.job import job_pb2_grpc
 from peloton.api.gen.peloton.api.v0.task import task_pb2_grpc
@@ -251,18 +252,26 @@ class JobManager:
         the goal-state queue and the cache, and their events are left to the new owner.
         Nothing is written: the jobs stay active in storage for the next owner's recovery.
         Returns the jobs dropped."""
-        if self.fences is not None:
-            self.fences.release(partition)  # first: no write of its jobs from now on
-        self.ownership.release(partition)
-        # A launch round that asked for this partition's placements ends before the new
-        # owner can start (and queue its runs again), so it cannot take one of theirs.
+        return self.release_partitions([partition])
+
+    def release_partitions(self, partitions: Iterable[int]) -> int:
+        """`release_partition` of several partitions at once, waiting once for a launch
+        round in flight rather than once per partition (a leaving member hands all its
+        partitions over within one round)."""
+        gone = set(partitions)
+        for partition in sorted(gone):
+            if self.fences is not None:
+                self.fences.release(partition)  # first: no write of its jobs from now on
+            self.ownership.release(partition)
+        # A launch round that asked for these partitions' placements ends before the new
+        # owners can start (and queue their runs again), so it cannot take one of theirs.
         if not self.placement.quiesce(self.config.poll_timeout + QUIESCE_SLACK):
-            log.warning("partition %d: a launch round is still running; releasing anyway",
-                        partition)
+            log.warning("partitions %s: a launch round is still running; releasing anyway",
+                        sorted(gone))
         for job_id in self.cache.deferred:  # not loaded yet: nothing to drop from the queue
-            if self.ownership.partition(job_id) == partition:
+            if self.ownership.partition(job_id) in gone:
                 self.cache.forget(job_id)
-        dropped = [job for job in self.cache if self.ownership.partition(job.job_id) == partition]
+        dropped = [job for job in self.cache if self.ownership.partition(job.job_id) in gone]
         for job in dropped:
             self.queue.forget_job(job.job_id, job.instances())
             self.cache.forget(job.job_id)

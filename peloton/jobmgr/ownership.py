@@ -62,6 +62,11 @@ class Ownership:
         """This job manager drives `job_id` (holds its partition)."""
         return self.everything or partition_of(job_id, self.count) in self._held
 
+    def holds_none(self) -> bool:
+        """This member holds no partition now (joined and not yet assigned any, or between
+        giving its partitions up and claiming others)."""
+        return not self.everything and not self._held
+
     def owns_schedule(self, name: str) -> bool:
         """This job manager advances the cron job `name` (holds its partition)."""
         return self.everything or schedule_partition(name, self.count) in self._held

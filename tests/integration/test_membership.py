@@ -71,8 +71,9 @@ class Node:
     """One job manager's membership; with `fences`, it claims each partition in the store."""
 
     def __init__(self, hosts: str, root: str, member_id: str, log: Log,
-                 store: Store | None = None) -> None:
+                 store: Store | None = None, bulk: bool = False) -> None:
         self.id = member_id
+        self.bulk_calls: list[list[int]] = []
         self.client = new_client(hosts, session_timeout=SESSION, use_gevent=False)
         self.client.start(10)
         self.fences = PartitionFences(store, member_id, count=COUNT,
@@ -80,7 +81,8 @@ class Node:
         self.log = log
         self.member = PartitionMember(
             self.client, member_id, LeaderId(member_id, "127.0.0.1", 5291, 5392),
-            on_acquire=self._acquire, on_release=self._release, count=COUNT, root=root,
+            on_acquire=self._acquire, on_release=self._release,
+            on_release_many=self._release_many if bulk else None, count=COUNT, root=root,
             recheck=1.0)
 
     def _acquire(self, partition: int, epoch: int) -> None:
@@ -92,6 +94,11 @@ class Node:
         self.log.add("release", self.id, partition)
         if self.fences is not None:
             self.fences.release(partition)
+
+    def _release_many(self, partitions: list[int]) -> None:
+        self.bulk_calls.append(list(partitions))
+        for partition in partitions:
+            self._release(partition)
 
     def close(self) -> None:
         self.member.stop()
@@ -179,6 +186,23 @@ def test_a_member_that_stops_hands_its_partitions_over_before_its_session_ends(
         sorted(theirs)
     # Well within the session timeout: the others did not wait for ZooKeeper to expire it.
     wait_for(lambda: settled(rest), SESSION / 2, "the others to take the leaver's partitions")
+    log.check_one_holder()
+
+
+def test_a_leaver_with_a_bulk_release_hands_everything_over_in_one_call(
+        make_node: Callable[..., Node], log: Log) -> None:
+    """One call for all its partitions: the job manager then waits once for a launch round
+    in flight, not once per partition (64 waits made a SIGTERM'd member's handover outlast
+    its stop timeout under load)."""
+    leaver = make_node("jm-0:5392", bulk=True)
+    other = make_node("jm-1:5392")
+    wait_for(lambda: settled([leaver, other]), 10, "two members to settle")
+    theirs = leaver.member.held
+    assert len(theirs) > 1
+    leaver.bulk_calls.clear()
+    leaver.member.stop()
+    assert leaver.bulk_calls == [sorted(theirs)]
+    wait_for(lambda: settled([other]), SESSION / 2, "the other to take the leaver's partitions")
     log.check_one_holder()
 
 

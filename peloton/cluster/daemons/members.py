@@ -71,7 +71,8 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     # once the components start, when it exists.
     member = None if zk is None else PartitionMember(
         zk, name, me, on_acquire=lambda p, epoch: _acquire(jm, p, epoch),
-        on_release=lambda p: _release(jm, p), count=count, root=config.election.root)
+        on_release=lambda p: _release(jm, p), on_release_many=lambda ps: _release_many(jm, ps),
+        count=count, root=config.election.root)
     # A partition's writes stop as soon as the ZooKeeper connection is not up (before the
     # session can expire and its node go to another member).
     fences = PartitionFences(store, name, count=count, live=_live(member))
@@ -88,7 +89,8 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
         forwarder = MemberForwarder(
             lambda job_id: jm.ownership.owns(job_id), directory,
             update_job_from(store.get_update),
-            connect=lambda address: open_channel(address, tls), watch_fan_in=fan_in)
+            connect=lambda address: open_channel(address, tls), watch_fan_in=fan_in,
+            holds_none=lambda: jm.ownership.holds_none())
         rt.closers.extend([forwarder, fan_in])
     jm = JobManager(store, stamped_by_partition(resmgr, fences.epochs),
                     stamped_by_partition(hostmgr, fences.epochs), config.jobmgr, grpc=grpc,
@@ -117,6 +119,10 @@ def _release(jm: JobManager, partition: int) -> None:
     jm.release_partition(partition)
 
 
+def _release_many(jm: JobManager, partitions: list[int]) -> None:
+    jm.release_partitions(partitions)
+
+
 def _solo(jm: JobManager, count: int) -> Component:
     """Without ZooKeeper: hold every partition from start to stop."""
 
@@ -125,7 +131,6 @@ def _solo(jm: JobManager, count: int) -> Component:
             jm.acquire_partition(partition)
 
     def stop() -> None:
-        for partition in range(count):
-            jm.release_partition(partition)
+        jm.release_partitions(range(count))
 
     return FunctionComponent("partitions:solo", start, stop)

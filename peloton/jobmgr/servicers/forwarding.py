@@ -46,7 +46,7 @@ import grpc
 from google.protobuf.message import Message
 
 from peloton.core.errors import InvalidArgument, NotFound, Unavailable
-from peloton.core.model.ids import TaskId
+from peloton.core.model.ids import TaskId, new_id
 from peloton.jobmgr.servicers.watch_fanin import WATCH
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,11 @@ JOB_IDS = frozenset({"peloton.api.v0.peloton.JobID", "peloton.api.v1alpha.peloto
 POD_NAME = "peloton.api.v1alpha.peloton.PodName"
 UPDATE_ID = "peloton.api.v0.peloton.UpdateID"
 _NAMING = JOB_IDS | {POD_NAME, UPDATE_ID}
+#: Creates whose id field may be left empty (the job manager then draws one), by request type.
+CREATE_IDS: dict[str, str] = {
+    "peloton.api.v0.job.CreateRequest": "id",
+    "peloton.api.v1alpha.job.stateless.svc.CreateJobRequest": "job_id",
+}
 #: Calls that change a cron schedule name it, not a job: a schedule lives in its name's
 #: partition (core/cron/model.schedule_partition, the same hash as a job id's), so the name
 #: routes it.  Reads of schedules are answered from the store by any member.
@@ -140,8 +145,12 @@ class MemberForwarder:
                  update_job: Callable[[str], str | None], *,
                  connect: Callable[[str], grpc.Channel] = grpc.insecure_channel,
                  wait: float = OWNER_WAIT, sleep: Callable[[float], None] = time.sleep,
-                 watch_fan_in: FanIn | None = None) -> None:
+                 watch_fan_in: FanIn | None = None,
+                 holds_none: Callable[[], bool] = lambda: False,
+                 draw: Callable[[], str] = new_id) -> None:
         self.drives = drives
+        self.holds_none = holds_none
+        self._draw = draw
         self.watch_fan_in = watch_fan_in
         self.owners = owners
         self.update_job = update_job
@@ -244,7 +253,7 @@ class MemberForwarder:
     def _target(self, request: Any, context: grpc.ServicerContext
                 ) -> tuple[str, str, list[tuple[str, str]]] | None:
         """(job id, owner address, metadata to send) of a call to forward, or None."""
-        job_id = job_of(request, self.update_job)
+        job_id = job_of(request, self.update_job) or self._assign_id(request)
         if job_id is None or self.drives(job_id):
             return None
         metadata = tuple(context.invocation_metadata() or ())
@@ -266,6 +275,18 @@ class MemberForwarder:
             channels, self._channels = list(self._channels.values()), {}
         for channel in channels:
             channel.close()
+
+    def _assign_id(self, request: Any) -> str | None:
+        """A create without an id on a member holding no partition (just joined, or
+        between a leave and its claims) could only draw an id it cannot write: give the
+        request an id here and route it like any call about that job (the owner creates it
+        with the id, as if the client had sent it).  None: answered here as it is."""
+        id_field = CREATE_IDS.get(request.DESCRIPTOR.full_name)
+        if id_field is None or not self.holds_none():
+            return None
+        job_id = self._draw()
+        getattr(request, id_field).value = job_id
+        return job_id
 
     def _await_owner(self, job_id: str, fresh: bool = False) -> str | None:
         """The owner's address, waiting while the partition is between owners; None if it

@@ -267,3 +267,26 @@ def test_releasing_many_partitions_waits_for_a_stuck_round_only_once(h: Harness)
     assert not round_.dead
     round_.join(2)
     assert a.placement.quiesce(0.0)
+
+
+def test_partitions_released_together_wait_once_for_a_launch_round(h: Harness) -> None:
+    """A leaving member's partitions go in one release: every job of them leaves the cache
+    and the queue, the others stay, and the launch round in flight is waited for once."""
+    jobs = {p: job_in(p) for p in range(COUNT)}
+    for job_id in jobs.values():
+        h.jm.jobs.create(job_spec(1), job_id)
+    h.settle(5)
+    jm = take_over(h, set(range(COUNT)) - {3})
+    waits: list[float] = []
+    quiesce = jm.placement.quiesce
+
+    def counted(timeout: float) -> bool:
+        waits.append(timeout)
+        return quiesce(timeout)
+
+    jm.placement.quiesce = counted  # type: ignore[method-assign]
+    assert jm.release_partitions([0, 1, 2]) == 3
+    assert len(waits) == 1
+    assert not any(jobs[p] in jm.cache or jm.queue.jobs.is_tracked(jobs[p]) for p in (0, 1, 2))
+    assert jm.ownership.held == frozenset() and jm.ownership.holds_none()
+    assert all(jobs[p] in h.store.get_active_jobs() for p in range(COUNT))

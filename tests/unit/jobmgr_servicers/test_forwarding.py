@@ -368,3 +368,51 @@ def test_a_stale_owners_fenced_refusal_is_relayed_and_the_next_call_finds_the_ow
         fw.close()
         for server in (member, believer, owner):
             server.stop(0)
+
+
+# -- a create on a member holding no partition ----------------------------------------------
+class Creator(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
+    """The owner: records the ids of the jobs it was asked to create."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    def CreateJob(self, request: Any, context: Any) -> Any:
+        self.created.append(request.job_id.value)
+        return stateless_svc_pb2.CreateJobResponse(job_id=request.job_id)
+
+
+class Refuses(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
+    """A member holding no partition: it could not write a job it created itself."""
+
+    def CreateJob(self, request: Any, context: Any) -> Any:
+        raise AssertionError("created by a member holding no partition")
+
+
+def test_a_create_on_a_member_holding_nothing_goes_to_the_owner_of_its_new_id() -> None:
+    owner_servicer = Creator()
+    owner = serve(owner_servicer)
+    drawn = new_id()
+    fw = MemberForwarder(lambda _job: False, Owners(f"127.0.0.1:{owner.port}"), update_job,
+                         holds_none=lambda: True, draw=lambda: drawn)
+    member = serve(Refuses(), fw)
+    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
+    try:
+        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
+        got = stub.CreateJob(stateless_svc_pb2.CreateJobRequest(), timeout=10)
+        assert got.job_id.value == drawn
+        assert owner_servicer.created == [drawn]
+        assert fw.forwarded == 1
+    finally:
+        channel.close()
+        fw.close()
+        member.stop(0)
+        owner.stop(0)
+
+
+def test_a_create_without_an_id_is_answered_by_a_member_holding_partitions() -> None:
+    fw = MemberForwarder(lambda _job: False, Owners("127.0.0.1:1"), update_job,
+                         holds_none=lambda: False)
+    request = job_pb2.CreateRequest()
+    assert fw.forward("peloton.api.v0.job.JobManager/Create", request, Context()) is None
+    assert not request.HasField("id") and fw.forwarded == 0
