@@ -316,7 +316,7 @@ class PartitionMember:
             self._on_release_many(partitions)
         except Exception:
             self._log.exception("membership %s: on_release_many(%s) failed", self.member_id,
-                                _ranges(partitions))
+                                partitions)
         if delete:
             for partition in partitions:
                 self._delete_if_mine(f"{self.partitions_path}/{partition}")
@@ -338,20 +338,6 @@ class PartitionMember:
         self._delete_if_mine(self._my_path)  # first: the others reassign without us
         self._release_all("leaving", delete=True)
         self._assignment = None
-
-
-def _ranges(partitions: list[int]) -> str:
-    """`[0, 1, 2, 5]` -> "0-2,5" (a log line naming 32 partitions stays short)."""
-    out: list[str] = []
-    start = prev = partitions[0]
-    for p in [*partitions[1:], None]:
-        if p is not None and p == prev + 1:
-            prev = p
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if p is not None:
-            start = prev = p
-    return ",".join(out)
 
 
 class _Expected(Exception):
