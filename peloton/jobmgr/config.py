@@ -41,16 +41,28 @@ class JobManagerConfig:
     task_config_cache_bytes: int = 64 * 1024 * 1024
     #: All-active job managers (docs/design/all-active-jobmgr.md): jobs split into this many
     #: partitions, each process driving those ZooKeeper assigns it.  Fixed for the life of a
-    #: cluster's store (every member must agree).  0: one leader drives every job (today's
-    #: default, with standbys), until writes are forwarded between members.
-    partitions: int = 0
+    #: cluster's store (every member must agree; ZooKeeper keeps the count and a member
+    #: configured otherwise refuses to join).  None (the default): 64 when the process has
+    #: ZooKeeper (all active), 0 without.  0: one leader drives every job, with standbys
+    #: (Aurora's and the earlier default; a cluster whose members have joined refuses it).
+    partitions: int | None = None
+    #: A member's ZooKeeper session timeout (seconds): a member killed with -9 loses its
+    #: partitions about this long after its last ping, so it bounds the pause of those
+    #: partitions' writes (issue 24 asks <= 5 s).  ZooKeeper raises it to at least twice its
+    #: tickTime (4 s at ZooKeeper's default 2 s tick; `peloton up` starts one with 0.5 s).
+    #: Leaders (job managers with partitions 0, and the other daemons) use
+    #: election.session_timeout.
+    member_session_timeout: float = 3.0
     #: This process's member id among the job managers (unique, stable across restarts so
     #: a restarted member gets its partitions back); empty: `<hostname>:<grpc port>`.
     member_id: str = ""
 
     def __post_init__(self) -> None:
-        if self.partitions < 0:
+        if self.partitions is not None and self.partitions < 0:
             raise InvalidArgument("partitions must be >= 0 (0: a single leader)",
                                   field="partitions")
+        if not self.member_session_timeout > 0:
+            raise InvalidArgument("member_session_timeout must be positive",
+                                  field="member_session_timeout")
         if "/" in self.member_id:
             raise InvalidArgument("member_id may not contain '/'", field="member_id")

@@ -2,7 +2,10 @@
 
 Every process binds 127.0.0.1 on a free port, shares one SQLite file
 (created up front, so no two processes race to create the schema) and, with
-a ZooKeeper, elects leaders under a root of the test's own.  Processes are
+a ZooKeeper, elects leaders under a root of the test's own.  Job managers lead alone
+with standbys here (`jobmgr.partitions: 0`, what these failover tests exercise) unless a
+test passes its own `jobmgr` section (the all-active members' tests do); the product's
+default with ZooKeeper is members of 64 partitions.  Processes are
 stopped by PID (SIGTERM, or SIGKILL for crash tests); task processes the
 agents started are killed at the end.  The CLI runs with `-z`, so it finds
 every leader the way an operator's would.  Without a ZooKeeper each role's
@@ -51,8 +54,10 @@ class MultiCluster:
     """Daemons, agents and the CLI of one cluster; see the module docstring."""
 
     def __init__(self, base: Path, zk: str = "", root: str = "/peloton",
-                 session_timeout: float = 3.0, store_url: str = "") -> None:
+                 session_timeout: float = 3.0, store_url: str = "",
+                 jobmgr_partitions: int = 0) -> None:
         self.base = base
+        self.jobmgr_partitions = jobmgr_partitions
         self.zk = zk
         self.root = root
         self.session_timeout = session_timeout
@@ -79,6 +84,11 @@ class MultiCluster:
         if self.zk:
             doc["election"] = {"zk_servers": [self.zk], "root": self.root,
                                "session_timeout": self.session_timeout}
+        if role == "jobmgr":
+            # A member's session is its own setting; the tests' sessions apply to both kinds.
+            doc["jobmgr"] = {"partitions": self.jobmgr_partitions,
+                             "member_session_timeout": self.session_timeout,
+                             **dict(sections.pop("jobmgr", None) or {})}  # type: ignore[call-overload]
         if role == "hostmgr":
             doc["hostmgr"] = {"recovery_grace": 1.0}
             doc["agents"] = {"heartbeat_secs": 0.5, "heartbeat_timeout_secs": 5.0}

@@ -53,6 +53,7 @@ from typing import TypeVar
 from peloton.common.config import load_config
 from peloton.common.leader import ElectionConfig
 from peloton.core.errors import InvalidArgument
+from peloton.core.partitions import DEFAULT_PARTITIONS
 from peloton.hostmgr.backends.k8s_config import KubeConfig
 from peloton.hostmgr.backends.mesos_config import MesosConfig
 from peloton.hostmgr.config import HostManagerConfig
@@ -139,6 +140,11 @@ class DaemonConfig:
     logging: LoggingConfig = LoggingConfig()
     security: SecurityConfig = SecurityConfig()
 
+    @property
+    def session_timeout(self) -> float:
+        """This process's ZooKeeper session timeout (seconds)."""
+        return self.election.session_timeout
+
 
 @dataclass(frozen=True)
 class JobmgrProcessConfig(DaemonConfig):
@@ -146,6 +152,21 @@ class JobmgrProcessConfig(DaemonConfig):
 
     grpc: GrpcConfig = GrpcConfig(port=DEFAULT_PORTS["jobmgr"])
     jobmgr: JobManagerConfig = JobManagerConfig()
+
+    @property
+    def partitions(self) -> int:
+        """The job partitions this process is a member of: `jobmgr.partitions` when set,
+        else all-active (DEFAULT_PARTITIONS) with ZooKeeper and one leader (0) without."""
+        if self.jobmgr.partitions is not None:
+            return self.jobmgr.partitions
+        return DEFAULT_PARTITIONS if self.election.zk_servers else 0
+
+    @property
+    def session_timeout(self) -> float:
+        """A member's own session timeout (`jobmgr.member_session_timeout`), a leader's
+        election.session_timeout."""
+        return (self.jobmgr.member_session_timeout if self.partitions > 0
+                else self.election.session_timeout)
 
 
 @dataclass(frozen=True)

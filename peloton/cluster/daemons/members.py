@@ -31,9 +31,13 @@ then does the job manager stop.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError
 
 from peloton.api.grpc_server import ServiceHost
 from peloton.api.ports_grpc.term_fence import stamped_by_partition
@@ -43,13 +47,20 @@ from peloton.cluster.daemons.roles import Runtime
 from peloton.common.components import Component, FunctionComponent
 from peloton.common.leader import JOB_MANAGER, Candidate, LeaderId
 from peloton.common.member_directory import MemberDirectory
-from peloton.common.membership import PartitionMember
+from peloton.common.membership import PARTITIONS, PartitionMember, role_path
+from peloton.core.errors import FailedPrecondition
 from peloton.jobmgr.servicers.forwarding import MemberForwarder, update_job_from
 from peloton.jobmgr.servicers.watch_fanin import WatchFanIn
 from peloton.storage.partition_fences import PartitionFences
 
 if TYPE_CHECKING:
     from peloton.jobmgr.app import JobManager
+    from peloton.storage.leader_store import LeaderEpochStore
+
+log = logging.getLogger(__name__)
+
+#: The store fence name of a job manager that leads alone (process.py claims it as its role).
+JOB_MANAGER_FENCE = "jobmgr"
 
 
 def member_id(config: JobmgrProcessConfig, grpc_port: int) -> str:
@@ -66,7 +77,7 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     assert isinstance(rt.config, JobmgrProcessConfig)
     config, store, zk = rt.config, rt.the_store(), rt.zk
     name = member_id(config, grpc_port)
-    count = config.jobmgr.partitions
+    count = config.partitions
     # The membership's callbacks and the forwarder name `jm`, built below: they run only
     # once the components start, when it exists.
     member = None if zk is None else PartitionMember(
@@ -104,7 +115,60 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     # The election stays for discovery only: tools that want one address dial its winner.
     discovery = Candidate(zk, JOB_MANAGER, me, on_gained=lambda _epoch: None,
                           on_lost=lambda: None, root=config.election.root)
-    return [directory, jm, member, discovery]
+    path = member.partitions_path
+
+    def fence_out() -> None:
+        fence_out_single_leader(zk, store, path, count, name)
+
+    fence = FunctionComponent("jobmgr:fence-out-leader", fence_out, lambda: None)
+    return [directory, jm, fence, member, discovery]
+
+
+def refuse_to_lead_members(zk: KazooClient, root: str) -> None:
+    """A job manager about to lead the whole cluster alone (`jobmgr.partitions: 0`) raises
+    FailedPrecondition if all-active members have joined this cluster (their partition
+    count is recorded in ZooKeeper): the two modes would drive the same jobs."""
+    path = role_path(root, JOB_MANAGER, PARTITIONS)
+    found = zk.exists(path)
+    if found is not None:
+        count = zk.get(path)[0].decode(errors="replace")
+        raise FailedPrecondition(
+            f"this cluster's job managers are all-active members of {count} job partitions "
+            f"({path} in ZooKeeper): a job manager with jobmgr.partitions 0 will not lead it; "
+            f"configure jobmgr.partitions {count} (or leave it unset), or stop every member and "
+            f"delete {path} to go back to a single leader", field="jobmgr.partitions")
+
+
+def fence_out_single_leader(zk: KazooClient, store: LeaderEpochStore, path: str, count: int,
+                            name: str) -> int:
+    """Before a member drives any partition: end the term of a job manager that leads the
+    whole cluster alone (`jobmgr.partitions: 0`, or a process from before partitions were
+    the default, still running in a rolling upgrade), so no job is driven by both.
+
+    The partition-count node (`path`) is recorded first, so a single-leader job manager
+    that wins its election from now on refuses to lead (process.py); then the `jobmgr`
+    leader fence is claimed in the store with the zxid of a write to that node, newer than
+    any leader's epoch, so a single leader elected before it is refused its next write.
+    Returns the epoch claimed (0 when the node holds another count: the membership then
+    refuses to join, naming both)."""
+    want = str(count).encode()
+    while True:
+        try:
+            zk.create(path, want, makepath=True)
+        except NodeExistsError:
+            pass
+        data, stat = zk.get(path)
+        if data and data != want:
+            return 0
+        try:
+            stat = zk.set(path, want, version=stat.version)
+        except BadVersionError:  # another member wrote it meanwhile: read again
+            continue
+        epoch = int(stat.mzxid)
+        store.claim_leadership(JOB_MANAGER_FENCE, epoch, f"members:{name}")
+        log.info("job partitions: the single-leader fence %r claimed at epoch %d",
+                 JOB_MANAGER_FENCE, epoch)
+        return epoch
 
 
 def _live(member: PartitionMember | None) -> Callable[[], bool]:

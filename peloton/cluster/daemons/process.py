@@ -4,10 +4,11 @@ Start order: storage (schema checked; stateful roles), ZooKeeper (when
 configured), the gRPC server bound, the role's objects (the first term is
 built before serving, so the leader gate knows every service name), the
 server started, then leadership: the election joined (or, without
-ZooKeeper, the only instance leads at once).  A job manager configured with
-`jobmgr.partitions` is a member of an all-active cluster instead
-(members.py): it serves at once and drives the job partitions it holds.  Placement has no election: its
-engine starts right after the server.  Stop is the reverse; tasks keep
+ZooKeeper, the only instance leads at once).  A job manager with job partitions
+(`jobmgr.partitions`, 64 by default with ZooKeeper) is a member of an all-active cluster
+instead (members.py): it serves at once and drives the job partitions it holds; one with
+`jobmgr.partitions: 0` leads alone, and refuses to while members have joined the cluster.
+Placement has no election: its engine starts right after the server.  Stop is the reverse; tasks keep
 running on their agents.
 
 The process prints `peloton <role> (pid N): serving gRPC on host:port` when
@@ -37,7 +38,7 @@ from peloton.cluster.daemons.config import (
     load,
 )
 from peloton.cluster.daemons.leadership import Leadership
-from peloton.cluster.daemons.members import jobmgr_member
+from peloton.cluster.daemons.members import jobmgr_member, refuse_to_lead_members
 from peloton.cluster.daemons.roles import ELECTED, Runtime, placement_engine
 from peloton.cluster.job_facts import StoreJobFacts
 from peloton.common.auth import build_security, check_bind
@@ -91,7 +92,7 @@ class DaemonProcess:
             check_schema(store)
         zk = None
         if cfg.election.zk_servers:
-            zk = new_client(cfg.election.zk_servers, session_timeout=cfg.election.session_timeout,
+            zk = new_client(cfg.election.zk_servers, session_timeout=cfg.session_timeout,
                             use_gevent=_gevent_patched())
             try:
                 zk.start(timeout=ZK_CONNECT_TIMEOUT)
@@ -122,7 +123,7 @@ class DaemonProcess:
         rt = self.runtime = Runtime(self.role, cfg, store, zk, Metrics(self.role),
                                     security=security)
         parts: list[Component] = []
-        if isinstance(cfg, JobmgrProcessConfig) and cfg.jobmgr.partitions > 0:
+        if isinstance(cfg, JobmgrProcessConfig) and cfg.partitions > 0:
             # All-active: every job manager drives the job partitions it holds, and serves
             # from the start (peloton/cluster/daemons/members.py).
             register_unserved(grpc)
@@ -133,9 +134,15 @@ class DaemonProcess:
             holder = f"{socket.gethostname()}:{os.getpid()}"
             the_store = rt.the_store()
             role = self.role
+            root = cfg.election.root
+
+            def claim(epoch: int | None) -> int:
+                if role == "jobmgr" and zk is not None:
+                    refuse_to_lead_members(zk, root)
+                return the_store.claim_leadership(role, epoch, holder)
+
             self.leadership = Leadership(zk_role, terms(rt), client=zk, me=self.advertised(),
-                                         root=cfg.election.root,
-                                         claim=lambda e: the_store.claim_leadership(role, e, holder))
+                                         root=root, claim=claim)
             self.leadership.gate.install(grpc)
             if self.role == "jobmgr":
                 register_unserved(grpc)

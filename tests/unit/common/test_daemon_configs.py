@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from peloton.cluster.daemons.config import DEFAULT_PORTS, SCHEMAS, load
+from peloton.cluster.daemons.config import DEFAULT_PORTS, SCHEMAS, JobmgrProcessConfig, load
+from peloton.common.leader import ElectionConfig
 from peloton.core.errors import InvalidArgument
+from peloton.jobmgr.config import JobManagerConfig
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "config"
 
@@ -51,3 +53,36 @@ def test_the_mesos_section_is_the_backends_own_config_less_its_master(tmp_path: 
     with pytest.raises(InvalidArgument, match="backend: mesos:MASTER") as err:
         load(SCHEMAS["hostmgr"], [twice], env={})
     assert err.value.field == "mesos.master"
+
+
+@pytest.mark.parametrize(("zk", "partitions", "want"), [
+    ((), None, 0),                          # one process, no ZooKeeper: a single leader
+    (("127.0.0.1:2181",), None, 64),        # with ZooKeeper: all-active members by default
+    (("127.0.0.1:2181",), 0, 0),            # a single leader with standbys, asked for
+    (("127.0.0.1:2181",), 8, 8),
+    ((), 4, 4),                             # a solo member holding every partition
+])
+def test_a_job_manager_is_a_member_of_64_partitions_by_default_with_zookeeper(
+        zk: tuple[str, ...], partitions: int | None, want: int) -> None:
+    jobmgr = JobManagerConfig(partitions=partitions, member_session_timeout=2.5)
+    config = JobmgrProcessConfig(election=ElectionConfig(zk_servers=zk, session_timeout=9.0),
+                                 jobmgr=jobmgr)
+    assert config.partitions == want
+    # A member's ZooKeeper session is its own (short: a killed member's partitions move
+    # after about this long); a leader's is the election's, as every other daemon's.
+    assert config.session_timeout == (2.5 if want else 9.0)
+
+
+def test_the_example_job_manager_config_is_a_member_with_a_three_second_session() -> None:
+    config = load(SCHEMAS["jobmgr"], [DOCS / "jobmgr.yaml"], env={})
+    assert isinstance(config, JobmgrProcessConfig)
+    assert config.partitions == 64 and config.session_timeout == 3.0
+    assert load(SCHEMAS["resmgr"], [DOCS / "resmgr.yaml"], env={}).session_timeout == 10.0
+
+
+@pytest.mark.parametrize(("key", "value"), [("partitions", "-1"),
+                                            ("member_session_timeout", "0")])
+def test_bad_member_settings_are_named(key: str, value: str) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        load(SCHEMAS["jobmgr"], [], env={f"PELOTON_JOBMGR_{key.upper()}": value})
+    assert err.value.field == f"jobmgr.{key}"
