@@ -25,7 +25,8 @@ a partitioned leader stops before a successor starts), when another
 candidate is ahead, on `resign()`/`stop()`, or when `on_gained` raised (then
 the candidate also rejoins at the back after a backoff, as Peloton resigns).
 `is_leader` turns false as soon as the connection drops, even while a slow
-`on_gained` is still running.
+`on_gained` is still running.  The loop itself (wake-ups, connection states, backoff,
+stopping) is `peloton.common.role_loop.RoleLoop`, shared with membership.py.
 """
 
 from __future__ import annotations
@@ -34,21 +35,19 @@ import json
 import logging
 import random
 import socket
-import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import gevent
 import psutil
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 
 from peloton.common.retry import RetryPolicy
+from peloton.common.role_loop import RoleLoop
 from peloton.core.errors import DataCorruption, InvalidArgument
 
 ROOT = "/peloton"
@@ -171,15 +170,11 @@ class Candidate:
         self._client = client
         self._on_gained = on_gained
         self._on_lost = on_lost
-        self._retry = retry
-        self._rand = rand
         self._log = log or logging.getLogger("peloton.leader")
         self._prefix = f"{CANDIDATE_PREFIX}{uuid.uuid4().hex}_"
-        self._wake = client.handler.event_object()
-        self._loop: Any = None
-        self._stopping = False
-        self._connected = False
-        self._interrupted = False  # the connection dropped since the loop last looked
+        self._loop = RoleLoop(client, self._step, self._leave, label=f"election {role}",
+                              retry=retry, recheck=RECHECK_SECONDS, rand=rand,
+                              expected=(_GainFailed,), log=self._log)
         self._resign_requested = False
         self._leader = False
         self._epoch: int | None = None
@@ -187,7 +182,7 @@ class Candidate:
     @property
     def is_leader(self) -> bool:
         """True while this candidate leads and its ZooKeeper connection is up."""
-        return self._leader and self._connected
+        return self._leader and self._loop.connected
 
     @property
     def epoch(self) -> int | None:
@@ -196,79 +191,39 @@ class Candidate:
 
     def start(self) -> None:
         """Join the election; returns at once (the connection may still be coming up)."""
-        if self._loop is not None:
-            return
-        self._stopping = False
-        self._connected = self._client.connected
-        self._client.add_listener(self._on_state)
-        self._loop = self._client.handler.spawn(self._run)
+        self._loop.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Leave the election: `on_lost` if leading, delete the candidate node, end the loop."""
-        if self._loop is None:
-            return
-        self._stopping = True
-        self._wake.set()
-        if self._loop not in (threading.current_thread(), gevent.getcurrent()):  # not from a callback
-            self._loop.join(timeout)
-        self._client.remove_listener(self._on_state)
-        self._loop = None
+        self._loop.stop(timeout)
 
     def resign(self) -> None:
         """Give up leadership (if held) and rejoin at the back of the line."""
         self._resign_requested = True
-        self._wake.set()
+        self._loop.wake()
 
-    def _on_state(self, state: str) -> None:
-        # Runs on kazoo's connection thread: record and wake the loop, never block here.
-        self._connected = state == KazooState.CONNECTED
-        if not self._connected:
-            self._interrupted = True
-        self._wake.set()
-
-    def _on_children(self, _event: Any) -> None:
-        self._wake.set()
-
-    def _run(self) -> None:
-        failures = 0
-        try:
-            while not self._stopping:
-                self._wake.clear()
-                try:
-                    self._step()
-                    failures = 0
-                    delay = RECHECK_SECONDS
-                except Exception as exc:  # the loop must outlive any error: it owns on_lost
-                    failures += 1
-                    delay = self._retry.delay(failures, self._rand())
-                    self._log.warning("election %s: %s; retrying in %.1fs", self.role,
-                                      str(exc) or type(exc).__name__, delay,
-                                      exc_info=not isinstance(exc, KazooException | _GainFailed))
-                if not self._stopping:
-                    self._wake.wait(delay)
-        finally:
-            self._demote("leaving the election")
-            self._drop_node()
+    def _leave(self) -> None:  # the loop's last act, however it ends
+        self._demote("leaving the election")
+        self._drop_node()
 
     def _step(self) -> None:
-        if not self._connected:
+        if not self._loop.connected:
             self._demote("ZooKeeper connection suspended or lost")
             return
-        if self._interrupted:  # even if it came back before we looked: someone may have led since
-            self._interrupted = False
+        if self._loop.take_interrupted():  # even if it came back since: someone may have led meanwhile
             self._demote("ZooKeeper connection was interrupted")
         if self._resign_requested:
             self._resign_requested = False
             self._demote("resigned")
             self._drop_node()
         self._client.ensure_path(self.path)
-        children = self._client.get_children(self.path, watch=self._on_children)
+        children = self._client.get_children(self.path, watch=self._loop.wake)
         mine = sorted((c for c in children if c.startswith(self._prefix)), key=_sequence)
         if not mine:
             self._demote("candidate node is gone")
             self._client.create(f"{self.path}/{self._prefix}", self.me.to_json(), ephemeral=True,
                                 sequence=True)
-            self._wake.set()
+            self._loop.wake()
             return
         for duplicate in mine[1:]:  # left by a create retried after a lost reply
             self._client.delete(f"{self.path}/{duplicate}")
@@ -308,7 +263,7 @@ class Candidate:
             self._log.exception("election %s: on_lost failed", self.role)
 
     def _drop_node(self) -> None:
-        if not self._connected:
+        if not self._loop.connected:
             return  # the session will take the node with it
         try:
             for child in self._client.get_children(self.path):

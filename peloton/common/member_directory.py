@@ -99,8 +99,9 @@ class MemberDirectory:
                    member.member_id)
 
     def add_listener(self, listener: Callable[[], None]) -> None:
-        """Call `listener()` after each change of the live members or their addresses (on
-        kazoo's callback thread: it must not block; `members()` has the new view)."""
+        """Call `listener()` after each change of the live members, their addresses or a
+        partition's holder (on kazoo's callback thread: it must not block; `members()` and
+        `owner()` have the new view)."""
         self._listeners.append(listener)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -187,12 +188,16 @@ class MemberDirectory:
 
     def _on_partition(self, partition: int, data: bytes | None, _stat: Any) -> bool | None:
         key = ("partition", partition)
+        holder = _holder(data)
         with self._lock:
             if self._closed:
                 return False
             self._bump(key)
-            self._owners[partition] = (bytes(data).decode() or None) if data else None
+            changed = self._owners.get(partition, "") != holder
+            self._owners[partition] = holder
             self._watched.add(key)
+        if changed:  # a one-job Watch follows its job's owner (watch_fanin.py)
+            self._notify()
         return None
 
     def _notify(self) -> None:
@@ -214,13 +219,15 @@ class MemberDirectory:
         """The member id holding `partition`, None while it is between owners; `fresh`
         reads ZooKeeper now (and keeps what it read if no newer event came meanwhile).
         Unavailable when ZooKeeper must be read and cannot be."""
+        path = f"{self.partitions_path}/{partition}"
         return self._lookup(("partition", partition), self._owners, partition, fresh,
-                            lambda: self._read_owner(partition))
+                            lambda: _holder(self._read(path, f"the owner of partition {partition}")))
 
     def member(self, member_id: str, *, fresh: bool = False) -> LeaderId | None:
         """The published LeaderId of a live member, None if it is not live; as `owner`."""
+        path = f"{self.members_path}/{member_id}"
         return self._lookup(("member", member_id), self._members, member_id, fresh,
-                            lambda: self._read_member(member_id))
+                            lambda: _leader_id(member_id, self._read(path, f"member {member_id}")))
 
     def address_of(self, job_id: str, fresh: bool = False) -> str | None:
         """The gRPC address of the member other than this one holding `job_id`'s partition,
@@ -269,25 +276,22 @@ class MemberDirectory:
                 cache[name] = value
         return value
 
-    def _read_owner(self, partition: int) -> str | None:
+    def _read(self, path: str, what: str) -> bytes | None:
+        """The data of `path` read now, None if there is no such node; Unavailable (naming
+        `what`) when ZooKeeper cannot be read."""
         try:
-            data, _ = self._client.get(f"{self.partitions_path}/{partition}")
+            data, _ = self._client.get(path)
         except NoNodeError:
             return None
         except KazooException as exc:
-            raise Unavailable(f"cannot read the owner of partition {partition} from "
-                              f"ZooKeeper ({type(exc).__name__}); try again") from exc
-        return bytes(data).decode() or None
+            raise Unavailable(f"cannot read {what} from ZooKeeper ({type(exc).__name__}); "
+                              "try again") from exc
+        return bytes(data)
 
-    def _read_member(self, member_id: str) -> LeaderId | None:
-        try:
-            data, _ = self._client.get(f"{self.members_path}/{member_id}")
-        except NoNodeError:
-            return None
-        except KazooException as exc:
-            raise Unavailable(f"cannot read member {member_id} from ZooKeeper "
-                              f"({type(exc).__name__}); try again") from exc
-        return _leader_id(member_id, data)
+
+def _holder(data: bytes | None) -> str | None:
+    """A partition node's holder (its data): None for no node or an empty one."""
+    return (bytes(data).decode() or None) if data else None
 
 
 def _leader_id(member_id: str, data: bytes | None) -> LeaderId | None:

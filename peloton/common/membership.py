@@ -14,8 +14,9 @@ claim of a partition has a larger epoch than every claim before it, as a leader 
 does.  The owner claims the epoch in the store (peloton/storage/partition_fences.py)
 before it writes.
 
-One loop per member (a greenlet, or a thread with kazoo's threading handler), woken by
-watches and connection changes, re-checking every few seconds as a safety net; each pass
+One loop per member (peloton/common/role_loop.py, as the election's: a greenlet, or a
+thread with kazoo's threading handler), woken by watches and connection changes,
+re-checking every few seconds as a safety net; each pass
 *releases* the partitions held but no longer assigned (`on_release`, then the node is
 deleted), then *acquires* the partitions assigned but not held whose node is free
 (create the node, then `on_acquire(partition, epoch)`; a partition another member still
@@ -41,16 +42,14 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections.abc import Callable
-from typing import Any
 
-import gevent
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from peloton.common.leader import ELECTION_RETRY, JOB_MANAGER, RECHECK_SECONDS, ROOT, LeaderId
 from peloton.common.retry import RetryPolicy
+from peloton.common.role_loop import RoleLoop
 from peloton.core.errors import FailedPrecondition, InvalidArgument
 from peloton.core.partitions import DEFAULT_PARTITIONS, Assignment, assign, handover
 
@@ -96,15 +95,10 @@ class PartitionMember:
         # flight, and one wait for all is what lets a SIGTERM'd member's partitions move
         # within a second instead of a round per partition.
         self._on_release_many = on_release_many
-        self._retry = retry
-        self._rand = rand
-        self._recheck = recheck
         self._log = log or logging.getLogger("peloton.membership")
-        self._wake = client.handler.event_object()
-        self._loop: Any = None
-        self._stopping = False
-        self._connected = False
-        self._interrupted = False  # the connection dropped since the loop last looked
+        self._loop = RoleLoop(client, self._step, self._leave, label=f"membership {member_id}",
+                              retry=retry, recheck=recheck, rand=rand,
+                              expected=(_Expected, PartitionCountMismatch), log=self._log)
         # partition -> epoch; replaced, never mutated, as other threads read it (`held`)
         self._held: dict[int, int] = {}
         self._assignment: Assignment | None = None
@@ -113,16 +107,16 @@ class PartitionMember:
     @property
     def connected(self) -> bool:
         """The ZooKeeper connection is up (a partition's writes stop as soon as it is not)."""
-        return self._connected
+        return self._loop.connected
 
     @property
     def held(self) -> frozenset[int]:
         """The partitions this member holds now (none while the connection is down)."""
-        return frozenset(self._held) if self._connected else frozenset()
+        return frozenset(self._held) if self._loop.connected else frozenset()
 
     def epoch(self, partition: int) -> int | None:
         """The epoch of `partition` while this member holds it, else None."""
-        return self._held.get(partition) if self._connected else None
+        return self._held.get(partition) if self._loop.connected else None
 
     @property
     def assignment(self) -> Assignment | None:
@@ -149,71 +143,27 @@ class PartitionMember:
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
         """Join; returns at once (the connection may still be coming up)."""
-        if self._loop is not None:
-            return
-        self._stopping = False
-        self._connected = self._client.connected
-        self._client.add_listener(self._on_state)
-        self._loop = self._client.handler.spawn(self._run)
+        self._loop.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Leave gracefully: the member node first, then every partition is released and its
         node deleted (each one's new owner can start at once), then the loop ends."""
-        if self._loop is None:
-            return
-        self._stopping = True
-        self._wake.set()
-        if self._loop not in (threading.current_thread(), gevent.getcurrent()):
-            self._loop.join(timeout)
-        self._client.remove_listener(self._on_state)
-        self._loop = None
+        self._loop.stop(timeout)
 
-    def _on_state(self, state: str) -> None:
-        # Runs on kazoo's connection thread: record and wake the loop, never block here.
-        self._connected = state == KazooState.CONNECTED
-        if not self._connected:
-            self._interrupted = True
-        self._wake.set()
-
-    def _on_watch(self, _event: Any) -> None:
-        self._wake.set()
-
-    # -- the loop ------------------------------------------------------------------------------
-    def _run(self) -> None:
-        failures = 0
-        try:
-            while not self._stopping:
-                self._wake.clear()
-                try:
-                    self._step()
-                    failures = 0
-                    delay = self._recheck
-                except Exception as exc:  # the loop must outlive any error: it owns on_release
-                    failures += 1
-                    delay = self._retry.delay(failures, self._rand())
-                    self._log.warning("membership %s: %s; retrying in %.1fs", self.member_id,
-                                      str(exc) or type(exc).__name__, delay,
-                                      exc_info=not isinstance(
-                                          exc, KazooException | _Expected | PartitionCountMismatch))
-                if not self._stopping:
-                    self._wake.wait(delay)
-        finally:
-            self._leave()
-
+    # -- the loop's step -------------------------------------------------------------------------
     def _session(self) -> int:
         return int(self._client.client_id[0]) if self._client.client_id else -1
 
     def _step(self) -> None:
-        if not self._connected:
+        if not self._loop.connected:
             self._release_all("ZooKeeper connection suspended or lost", delete=False)
             return
-        if self._interrupted:  # our nodes may be gone with the session: start from ZooKeeper
-            self._interrupted = False
+        if self._loop.take_interrupted():  # our nodes may be gone with the session: start afresh
             self._release_all("ZooKeeper connection was interrupted", delete=False)
         self._check_count()
         if not self._join():
             return
-        members = self._client.get_children(self.members_path, watch=self._on_watch)
+        members = self._client.get_children(self.members_path, watch=self._loop.wake)
         self._assignment = assignment = assign(members, self.count)
         plan = handover(self.member_id, self._held, assignment)
         self._release_many(sorted(plan.release), lambda p: f"assigned to {assignment.owner(p)}",
@@ -239,7 +189,7 @@ class PartitionMember:
     def _join(self) -> bool:
         """Our member node exists and is this session's (created if missing)."""
         self._client.ensure_path(self.members_path)
-        stat = self._client.exists(self._my_path, watch=self._on_watch)
+        stat = self._client.exists(self._my_path, watch=self._loop.wake)
         if stat is None:
             try:
                 self._client.create(self._my_path, self.me.to_json(), ephemeral=True)
@@ -255,7 +205,7 @@ class PartitionMember:
 
     def _acquire(self, partition: int) -> None:
         path = f"{self.partitions_path}/{partition}"
-        stat = self._client.exists(path, watch=self._on_watch)
+        stat = self._client.exists(path, watch=self._loop.wake)
         if stat is not None and stat.ephemeralOwner != self._session():
             return  # its previous owner has not let go yet: the watch wakes us when it does
         if stat is None:
@@ -263,7 +213,7 @@ class PartitionMember:
                 _, stat = self._client.create(path, self.member_id.encode(), ephemeral=True,
                                               include_data=True)
             except NodeExistsError:
-                self._client.exists(path, watch=self._on_watch)
+                self._client.exists(path, watch=self._loop.wake)
                 return
         # else: ours already (kept through a connection blip within the session): adopt it
         epoch = int(stat.czxid)
@@ -322,7 +272,7 @@ class PartitionMember:
                 self._delete_if_mine(f"{self.partitions_path}/{partition}")
 
     def _delete_if_mine(self, path: str) -> None:
-        if not self._connected:
+        if not self._loop.connected:
             return  # the session will take the node with it
         try:
             stat = self._client.exists(path)
@@ -334,7 +284,7 @@ class PartitionMember:
             self._log.warning("membership %s: could not delete %s", self.member_id, path,
                               exc_info=True)
 
-    def _leave(self) -> None:
+    def _leave(self) -> None:  # the loop's last act, however it ends
         self._delete_if_mine(self._my_path)  # first: the others reassign without us
         self._release_all("leaving", delete=True)
         self._assignment = None

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from peloton.common.serverset import (
     resolve_http_url,
 )
 from tests.harness.procs import REPO, OutputTail, stop, wait_for
+from tests.harness.zk_nodes import ZkNode, started_nodes, unique_root
 from tests.harness.zookeeper import ZooKeeperServer, expire_session, running_zookeeper
 
 pytestmark = pytest.mark.zookeeper
@@ -37,18 +37,17 @@ SESSION = 3.0
 FAILOVER = SESSION * 2 + 2  # detection (<= session) + re-election, with slack for a slow machine
 
 
-class Node:
+class Node(ZkNode):
     """One daemon's view: a kazoo client, a candidate and a record of its callbacks."""
 
     def __init__(self, hosts: str, root: str, grpc: int, *, use_gevent: bool = False,
                  fail_first_gain: bool = False) -> None:
+        super().__init__(hosts, SESSION, use_gevent=use_gevent)
         self.id = LeaderId(hostname=f"host-{grpc}", ip="127.0.0.1", http=grpc - 100, grpc=grpc)
         self.events: list[tuple[str, int | None]] = []
         self._fail_next_gain = fail_first_gain
-        self.client = new_client(hosts, session_timeout=SESSION, use_gevent=use_gevent)
-        self.client.start(10)
-        self.candidate = Candidate(self.client, JOB_MANAGER, self.id, root=root,
-                                   on_gained=self._gained, on_lost=self._lost)
+        self.component = self.candidate = Candidate(self.client, JOB_MANAGER, self.id, root=root,
+                                                    on_gained=self._gained, on_lost=self._lost)
 
     def _gained(self, epoch: int) -> None:
         self.events.append(("gained", epoch))
@@ -62,30 +61,19 @@ class Node:
     def count(self, kind: str) -> int:
         return sum(1 for k, _ in self.events if k == kind)
 
-    def close(self) -> None:
-        self.candidate.stop()
-        self.client.stop()
-        self.client.close()
-
 
 @pytest.fixture
 def root() -> str:
-    return f"/test-{uuid.uuid4().hex[:12]}"
+    return unique_root()
 
 
 @pytest.fixture
 def make_node(zookeeper: str, root: str) -> Iterator[Callable[..., Node]]:
-    nodes: list[Node] = []
+    def build(grpc: int, hosts: str = zookeeper, **kwargs: Any) -> Node:
+        return Node(hosts, root, grpc, **kwargs)
 
-    def make(grpc: int, hosts: str = zookeeper, **kwargs: Any) -> Node:
-        node = Node(hosts, root, grpc, **kwargs)
-        nodes.append(node)
-        node.candidate.start()
-        return node
-
-    yield make
-    for node in nodes:
-        node.close()
+    with started_nodes(build) as make:
+        yield make
 
 
 def only_leader(nodes: list[Node]) -> Node | None:

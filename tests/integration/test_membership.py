@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from peloton.storage.leader_store import FencedOut
 from peloton.storage.partition_fences import PartitionFences
 from tests.contract import factories as f
 from tests.harness.procs import REPO, OutputTail, stop, wait_for
+from tests.harness.zk_nodes import ZkNode, started_nodes, unique_root
 from tests.harness.zookeeper import expire_session
 
 pytestmark = pytest.mark.zookeeper
@@ -67,19 +67,18 @@ class Log:
         return [p for k, m, p, _ in list(self.events)[since:] if k == "release" and m == member]
 
 
-class Node:
+class Node(ZkNode):
     """One job manager's membership; with `fences`, it claims each partition in the store."""
 
     def __init__(self, hosts: str, root: str, member_id: str, log: Log,
                  store: Store | None = None, bulk: bool = False) -> None:
+        super().__init__(hosts, SESSION)
         self.id = member_id
         self.bulk_calls: list[list[int]] = []
-        self.client = new_client(hosts, session_timeout=SESSION, use_gevent=False)
-        self.client.start(10)
         self.fences = PartitionFences(store, member_id, count=COUNT,
                                       live=lambda: self.member.connected) if store else None
         self.log = log
-        self.member = PartitionMember(
+        self.component = self.member = PartitionMember(
             self.client, member_id, LeaderId(member_id, "127.0.0.1", 5291, 5392),
             on_acquire=self._acquire, on_release=self._release,
             on_release_many=self._release_many if bulk else None, count=COUNT, root=root,
@@ -100,15 +99,10 @@ class Node:
         for partition in partitions:
             self._release(partition)
 
-    def close(self) -> None:
-        self.member.stop()
-        self.client.stop()
-        self.client.close()
-
 
 @pytest.fixture
 def root() -> str:
-    return f"/test-{uuid.uuid4().hex[:12]}"
+    return unique_root()
 
 
 @pytest.fixture
@@ -118,17 +112,11 @@ def log() -> Log:
 
 @pytest.fixture
 def make_node(zookeeper: str, root: str, log: Log) -> Iterator[Callable[..., Node]]:
-    nodes: list[Node] = []
+    def build(member_id: str, **kwargs: Any) -> Node:
+        return Node(zookeeper, root, member_id, log, **kwargs)
 
-    def make(member_id: str, **kwargs: Any) -> Node:
-        node = Node(zookeeper, root, member_id, log, **kwargs)
-        nodes.append(node)
-        node.member.start()
-        return node
-
-    yield make
-    for node in nodes:
-        node.close()
+    with started_nodes(build) as make:
+        yield make
     log.check_one_holder()
 
 
