@@ -7,14 +7,17 @@ Peloton's auth middleware) is:
 1. authenticated: `username`/`password` metadata (Peloton's BASIC scheme),
    `authorization: Bearer <token>`, or the verified client certificate;
    with nothing presented, the caller is the default user, or
-   UNAUTHENTICATED if there is none;
+   UNAUTHENTICATED if there is none; a call another job manager member
+   relays is its caller's, named in `peloton-caller` and believed only from
+   an internal peer (peloton/common/auth/authenticator.py);
 2. authorized by method: the role must accept `<service>:<method>` (for a
    v0 service called at its legacy path, the rule may name either path),
    else PERMISSION_DENIED "<user> is not permitted to call <method> in
    <service>" (Peloton's wording, plus who);
 3. authorized by resource, when a guard is installed for the service
    (peloton/api/auth_jobs.py: pools, job owners, task users);
-4. run with the principal available to the servicer (`current_principal()`),
+4. run with the principal available to the servicer (`current_principal()`,
+   streams included),
 5. audited when it changes something, and always when it was refused: by
    the checks above or by the servicer (PERMISSION_DENIED, UNAUTHENTICATED,
    for reads and streams too), with who ("anonymous" when no credentials
@@ -193,8 +196,19 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             # Streams are reads: audited only when refused.
             principal, target = self.admit(context, service, method, request)
+            replies = iter(fn(request, context))
             try:
-                yield from fn(request, context)
+                while True:
+                    # The principal is set around each step of the servicer, not across
+                    # the yields: a stream may be closed, or collected, in another context.
+                    token = _principal.set(principal)
+                    try:
+                        reply = next(replies)
+                    except StopIteration:
+                        return
+                    finally:
+                        _principal.reset(token)
+                    yield reply
             except BaseException as exc:
                 if _refused(context):
                     self.security.audit.record(
@@ -202,6 +216,10 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                         target=target or target_of(request),
                         result=_final(_outcome(exc, context), context))
                 raise
+            finally:
+                close = getattr(replies, "close", None)
+                if close is not None:  # as `yield from` would: the servicer's cleanup runs
+                    close()
 
         return call
 

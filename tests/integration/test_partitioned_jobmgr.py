@@ -6,9 +6,10 @@ they split the job partitions between them, share one resource manager, host man
 status stream, and each runs only its own partitions' jobs.  Any member answers any call:
 a job created through either member, with an id in either member's partitions or with
 none, must succeed, each of its runs launched exactly once; a Watch through one member
-sees the other's jobs too; a SIGTERM'd member must hand its partitions over before it
-exits; and a member killed with SIGKILL mid-run loses only its own partitions, once its
-session expires, and no run is launched twice.  Without
+sees the other's jobs too, and a Watch of one job through a member that does not drive it
+gets the job's changes from its owner, across a handover; a SIGTERM'd member must hand
+its partitions over before it exits; and a member killed with SIGKILL mid-run loses only
+its own partitions, once its session expires, and no run is launched twice.  Without
 ZooKeeper a member holds every partition (solo epochs).  Every wait has a deadline.
 """
 
@@ -19,12 +20,15 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1
+from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2, watch_svc_pb2_grpc
 from peloton.common.membership import PARTITIONS, role_path
@@ -191,6 +195,45 @@ def test_a_watch_through_one_member_sees_the_other_members_jobs(
         channel.close()
 
 
+def watch_job(via: Daemon, job_id: str) -> tuple[grpc.Channel, Any]:
+    """A Watch of one job's pods through one member: (its channel, the stream, past its
+    first response)."""
+    channel = grpc.insecure_channel(via.address)
+    stream = watch_svc_pb2_grpc.WatchServiceStub(channel).Watch(
+        watch_svc_pb2.WatchRequest(pod_filter=watch_pb2.PodFilter(job_id=v1.JobID(value=job_id))),
+        timeout=90)
+    next(stream)
+    return channel, stream
+
+
+def succeeded(stream: Any, job_id: str, count: int = 3) -> None:
+    """Read the stream until each of the job's `count` pods was reported SUCCEEDED (and
+    nothing of another job was)."""
+    done: set[str] = set()
+    for response in stream:
+        for pod in response.pods:
+            assert pod.pod_name.value.rsplit("-", 1)[0] == job_id, pod.pod_name.value
+            if pod.status.state == pod_pb2.POD_STATE_SUCCEEDED:
+                done.add(pod.pod_name.value)
+        if len(done) == count:
+            return
+
+
+def test_a_watch_of_one_job_through_another_member_is_answered_by_its_owner(
+        cluster: MultiCluster, store: Store) -> None:
+    # m1 does not drive the job: its merge opens the Watch on the job's owner (m2) only,
+    # besides its own stream (servicers/watch_fanin.py).
+    held = owners(cluster)
+    job_id = job_id_in({p for p, m in held.items() if m == "m2"})
+    channel, stream = watch_job(member(cluster, "m1"), job_id)
+    try:
+        run_via(cluster, member(cluster, "m1"), "watched-one", job_id)
+        succeeded(stream, job_id)
+        stream.cancel()
+    finally:
+        channel.close()
+
+
 def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
         cluster: MultiCluster, store: Store, tmp_path: Path) -> None:
     moving = {p for p, m in owners(cluster).items() if m == "m2"}
@@ -205,6 +248,9 @@ def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
                       str(path))
     assert created.returncode == 0, created.stdout + created.stderr
     wait_for(lambda: states(store, running) == {TaskState.RUNNING}, 30, "its tasks running")
+    # A Watch of the job through m1, opened while m2 drives it, goes on through the
+    # handover: its runs' ends come from m1, their new owner.
+    channel, stream = watch_job(member(cluster, "m1"), running)
     stop(leaver.proc, timeout=10)  # SIGTERM
     assert all(f"releasing partition {p}: leaving" in leaver.log() for p in moving), \
         leaver.log()
@@ -213,6 +259,11 @@ def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
     wait_for(lambda: states(store, running) == {TaskState.SUCCEEDED}, 30,
              "the running job's tasks finishing under m1")
     ran_once(store, running)
+    try:
+        succeeded(stream, running)
+        stream.cancel()
+    finally:
+        channel.close()
     job_id = job_id_in(moving)
     run_via(cluster, member(cluster, "m1"), "after-handover", job_id)
     ran_once(store, job_id)

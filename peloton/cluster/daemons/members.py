@@ -13,9 +13,10 @@ runs one JobManager for its whole life and drives the job partitions it holds:
 * any member answers any call: one about a job another member drives is forwarded to it
   (peloton/jobmgr/servicers/forwarding.py, one hop), its owner found in a
   `MemberDirectory` (ZooKeeper's partition holders and member addresses kept in memory
-  under watches), a client's Watch is answered by every member, merged
-  (servicers/watch_fanin.py), and a job created without an id gets one this member
-  drives;
+  under watches), a client's Watch is answered by every member, merged, or by its one
+  job's owner (servicers/watch_fanin.py), and a job created without an id gets one this
+  member drives; the owner authorizes the original caller, named by this member under
+  its own internal identity;
 * the `jobmanager/leader` election still runs, for discovery only: clients that want one
   address (the CLI's default, Aurora's client) dial its winner, which has no extra power;
 * without ZooKeeper the process is the only member and holds every partition from the
@@ -49,6 +50,7 @@ from peloton.common.leader import JOB_MANAGER, Candidate, LeaderId
 from peloton.common.member_directory import MemberDirectory
 from peloton.common.membership import PARTITIONS, PartitionMember, role_path
 from peloton.core.errors import FailedPrecondition
+from peloton.core.partitions import partition_of
 from peloton.jobmgr.servicers.forwarding import MemberForwarder, update_job_from
 from peloton.jobmgr.servicers.watch_fanin import WatchFanIn
 from peloton.storage.partition_fences import PartitionFences
@@ -93,15 +95,18 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
         tls = rt.security.tls
         directory = MemberDirectory.of(zk, member)
         # A client's Watch is answered by every member, merged: each publishes only the
-        # jobs it drives.
+        # jobs it drives; a Watch of one job by its owner.  Calls to other members present
+        # this member's internal identity and name the caller (so the owner authorizes
+        # the caller, not this member's certificate).
         fan_in = WatchFanIn(directory.members, name, me.grpc_address,
+                            owner=_job_owner(directory), identity=rt.security.internal,
                             connect=lambda address: open_channel(address, tls))
         directory.add_listener(fan_in.wake)
         forwarder = MemberForwarder(
             lambda job_id: jm.ownership.owns(job_id), directory,
             update_job_from(store.get_update),
             connect=lambda address: open_channel(address, tls), watch_fan_in=fan_in,
-            holds_none=lambda: jm.ownership.holds_none())
+            holds_none=lambda: jm.ownership.holds_none(), identity=rt.security.internal)
         rt.closers.extend([forwarder, fan_in])
     jm = JobManager(store, stamped_by_partition(resmgr, fences.epochs),
                     stamped_by_partition(hostmgr, fences.epochs), config.jobmgr, grpc=grpc,
@@ -169,6 +174,11 @@ def fence_out_single_leader(zk: KazooClient, store: LeaderEpochStore, path: str,
         log.info("job partitions: the single-leader fence %r claimed at epoch %d",
                  JOB_MANAGER_FENCE, epoch)
         return epoch
+
+
+def _job_owner(directory: MemberDirectory) -> Callable[[str], str | None]:
+    """The member id holding a job's partition (None while it has none), from memory."""
+    return lambda job_id: directory.owner(partition_of(job_id, directory.count))
 
 
 def _live(member: PartitionMember | None) -> Callable[[], bool]:

@@ -16,6 +16,22 @@ with neither, the caller is the default user if the file has one.
 Failures raise `Unauthenticated` with one message for every wrong
 combination, so a caller cannot tell an unknown user from a wrong password;
 unknown users cost as much time as known ones.
+
+**Calls relayed for a caller.**  A job manager member forwards a call about
+another member's job to its owner, and opens a client's Watch on other members
+(peloton/jobmgr/servicers/forwarding.py, watch_fanin.py).  Under mutual TLS the
+owner's transport sees the *member's* certificate, not the caller's, so what
+the caller presented cannot simply be passed on.  Instead the relaying member
+presents its own identity (the internal user's credentials, and under TLS its
+certificate) and names the caller it authenticated in `peloton-caller`
+(`relayed_metadata`).  The receiving side honours that entry only when what
+was presented authenticates as an *internal* principal: then the caller is the
+named user, with that user's own role from this process's users file (so a
+relayed call never has more rights than its caller), and `method` "forwarded".
+From anyone else the entry is ignored: the caller is who its own credentials
+say, so a client that sends it itself gains nothing.  Without the entry the
+caller is the peer itself.  A named user this file does not know is refused,
+as an unknown certificate is.
 """
 
 from __future__ import annotations
@@ -24,9 +40,10 @@ import base64
 import hmac
 import logging
 import secrets
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
+from urllib.parse import quote, unquote
 
 from peloton.common.auth.config import AuthConfig
 from peloton.common.auth.passwords import VerifiedCache
@@ -39,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: gRPC metadata keys of Peloton's BASIC scheme, and of tokens.
 USERNAME_KEY, PASSWORD_KEY, AUTHORIZATION_KEY = "username", "password", "authorization"
+#: gRPC metadata naming the caller of a call an internal peer relays (percent-encoded user
+#: name; "" is the default user).  See the module docstring.
+CALLER_KEY = "peloton-caller"
 _BAD = "invalid username/password combination"
 #: The role given to the process's own internal user when the file names none.
 ROOT_ROLE = Role("peloton-internal", accept=(Rule((MATCH_ALL,)),))
@@ -52,17 +72,24 @@ class Credentials:
     password: str = ""
     token: str = ""
     certificate_name: str = ""
+    #: The user a relaying peer names as its caller (`CALLER_KEY`); None: none named.
+    #: Honoured only if the rest of these credentials are an internal principal's.
+    on_behalf_of: str | None = None
 
     @staticmethod
     def from_metadata(metadata: Iterable[tuple[str, str | bytes]],
                       certificate_name: str = "") -> Credentials:
-        """From gRPC metadata (Peloton's `username`/`password`, or `authorization`)."""
+        """From gRPC metadata (Peloton's `username`/`password`, or `authorization`, and a
+        relaying peer's `peloton-caller`)."""
         found: dict[str, str] = {}
         for key, value in metadata:
-            if key in (USERNAME_KEY, PASSWORD_KEY, AUTHORIZATION_KEY) and key not in found:
+            if key in (USERNAME_KEY, PASSWORD_KEY, AUTHORIZATION_KEY, CALLER_KEY) \
+                    and key not in found:
                 found[key] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        named = found.get(CALLER_KEY)
         creds = Credentials(found.get(USERNAME_KEY, ""), found.get(PASSWORD_KEY, ""),
-                            certificate_name=certificate_name)
+                            certificate_name=certificate_name,
+                            on_behalf_of=None if named is None else unquote(named))
         return creds.with_authorization(found.get(AUTHORIZATION_KEY, ""))
 
     def with_authorization(self, header: str) -> Credentials:
@@ -70,7 +97,7 @@ class Credentials:
         scheme, _, value = header.strip().partition(" ")
         scheme = scheme.lower()
         if scheme == "bearer" and value.strip():
-            return Credentials(self.username, self.password, value.strip(), self.certificate_name)
+            return replace(self, token=value.strip())
         if scheme == "basic" and value.strip():
             try:
                 user, sep, password = base64.b64decode(value.strip(), validate=True).decode(
@@ -79,7 +106,7 @@ class Credentials:
                 raise Unauthenticated("malformed Basic authorization header") from None
             if not sep:
                 raise Unauthenticated("malformed Basic authorization header")
-            return Credentials(user, password, self.token, self.certificate_name)
+            return replace(self, username=user, password=password)
         if header.strip():
             raise Unauthenticated("unsupported authorization scheme (use Basic or Bearer)")
         return self
@@ -142,7 +169,18 @@ class UsersAuthenticator:
         return self._internal[0] if self._internal else self.config.internal_user
 
     def authenticate(self, credentials: Credentials) -> Principal:
-        """See the module docstring for the order in which credentials are tried."""
+        """See the module docstring for the order in which credentials are tried, and for
+        a caller named by a relaying internal peer."""
+        peer = self._peer(credentials)
+        if credentials.on_behalf_of is None or not peer.internal:
+            return peer
+        named = credentials.on_behalf_of
+        if not named:
+            return self._default()
+        return self._principal(named, "forwarded")
+
+    def _peer(self, credentials: Credentials) -> Principal:
+        """Who presented `credentials` (not whom it names)."""
         if credentials.token:
             claims = self.signer.verify(credentials.token)
             return self._principal(claims.user, "token")
@@ -150,6 +188,9 @@ class UsersAuthenticator:
             return self._password(credentials.username, credentials.password)
         if credentials.certificate_name:
             return self._principal(credentials.certificate_name, "certificate")
+        return self._default()
+
+    def _default(self) -> Principal:
         default = self._users.get("")
         if default is None:
             raise Unauthenticated("authentication required: send username and password, a "
@@ -161,7 +202,8 @@ class UsersAuthenticator:
         not as the default user)."""
         if credentials.token or not (credentials.presented or credentials.certificate_name):
             raise Unauthenticated("log in with a username and password (or a client certificate)")
-        principal = self.authenticate(credentials)
+        # A token is issued to whoever proved itself, never to a user a peer names.
+        principal = self._peer(credentials)
         ttl = min(ttl_secs, self.signer.ttl_secs) if ttl_secs > 0 else self.signer.ttl_secs
         token = self.signer.issue(principal.name, ttl)
         return principal, token, self.signer.verify(token).expires
@@ -186,7 +228,8 @@ class UsersAuthenticator:
             return Principal(name, ROOT_ROLE, method, internal=True)
         entry = self._users.get(name) if name else None
         if entry is None:
-            raise Unauthenticated(f"unknown user {name!r}" if method == "certificate" else _BAD)
+            raise Unauthenticated(f"unknown user {name!r}" if method in ("certificate", "forwarded")
+                                  else _BAD)
         return Principal(name, self.config.roles[entry.role], method,
                          internal=bool(name) and name == self.config.internal_user)
 
@@ -194,6 +237,28 @@ class UsersAuthenticator:
 def internal_credentials(name: str, password: str) -> Mapping[str, str]:
     """The metadata daemons send as the internal user (Peloton's BASIC headers)."""
     return {USERNAME_KEY: name, PASSWORD_KEY: password}
+
+
+def relayed_metadata(metadata: Iterable[tuple[str, str | bytes]], caller: Principal | None,
+                     identity: Sequence[tuple[str, str]]) -> list[tuple[str, str | bytes]]:
+    """The metadata of a call this daemon relays to a peer for `caller` (see the module
+    docstring): the caller's metadata without gRPC's own entries (`:...`, `grpc-...`,
+    `user-agent`) and without any `peloton-caller` it sent itself.  With a caller and an
+    `identity` to present (the internal user's credentials), the caller's credentials are
+    replaced by `identity` and the caller is named; with a caller and no identity (under
+    TLS the relaying daemon's certificate may be the internal one) its credentials are kept
+    and it is named too.  Without a caller (authentication off here) nothing is added: the
+    peer authenticates what the caller presented, as if it had called directly."""
+    passed = [(k, v) for k, v in metadata
+              if not k.startswith((":", "grpc-")) and k not in ("user-agent", CALLER_KEY)]
+    if caller is None:
+        return passed
+    if identity:
+        credentials = (USERNAME_KEY, PASSWORD_KEY, AUTHORIZATION_KEY)
+        passed = [(k, v) for k, v in passed if k not in credentials]
+        passed.extend(identity)
+    passed.append((CALLER_KEY, quote(caller.name, safe="")))
+    return passed
 
 
 def new_internal_user() -> tuple[str, str]:

@@ -124,7 +124,8 @@ class Principal:
 
     name: str
     role: Role
-    #: How it proved who it is: "password", "token", "certificate", "default", "open".
+    #: How it proved who it is: "password", "token", "certificate", "default", "open", or
+    #: "forwarded" (named by an internal peer relaying its call: authenticator.py).
     method: str = "password"
     internal: bool = False
     extra: dict[str, str] = field(default_factory=dict, compare=False)

@@ -4,7 +4,8 @@ With all-active job managers (docs/design/all-active-jobmgr.md, "Routing calls")
 member caches and writes only the jobs of the partitions it holds.  A unary call about one
 job (the request's JobID, a PodName's job, an UpdateID's job: `job_of`) whose partition
 another member holds is sent **unchanged** (same method, same bytes, the caller's
-metadata) to that owner, whose reply, or status, is the answer.  Reads are forwarded like
+metadata but its credentials: see below) to that owner, whose reply, or status, is the
+answer.  Reads are forwarded like
 writes: the owner's cache is the freshest view of its jobs, and one rule is simpler to
 trust than a read path per method.
 
@@ -25,10 +26,18 @@ trust than a read path per method.
   the call waits up to `wait` seconds for one, then answers UNAVAILABLE, as a leader
   failover does.
 * Server-streaming calls about one job (v1 ListPods) are relayed the same way.  A
-  v1alpha Watch is answered by every member, merged (watch_fanin.py).  Calls about no
+  v1alpha Watch is answered by every member, merged, and a Watch of one job by its
+  owner, followed from owner to owner (watch_fanin.py).  Calls about no
   single job (queries, lists, a create without an id) are answered here; a create
   without an id picks one in a partition this member holds (ownership.py), so it is
   never forwarded.
+
+* The owner authorizes the original caller, not this member: under mutual TLS its
+  transport sees this member's certificate, so the call carries this member's identity
+  (its internal user's credentials in place of the caller's, and its certificate) and
+  names the caller this member authenticated (`peloton-caller`), which the owner
+  believes from an internal peer only (`relayed_metadata` and the trust rule in
+  common/auth/authenticator.py).
 
 Writes are never applied here under the owner's fence: the owner's cache would not see
 them (the one-writer rule of aggregate.py).
@@ -39,12 +48,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
+from peloton.api.auth_grpc import current_principal
+from peloton.common.auth import Principal
+from peloton.common.auth.authenticator import relayed_metadata
 from peloton.core.errors import InvalidArgument, NotFound, Unavailable
 from peloton.core.model.ids import TaskId, new_id
 from peloton.jobmgr.servicers.watch_fanin import WATCH
@@ -138,7 +150,9 @@ class MemberForwarder:
     `drives(job_id)`: this member holds the job's partition.  `owners`: where the other
     member holding it is found.  `update_job(update_id)`: the job of a workflow (a store
     read; None if unknown).  `watch_fan_in`: answers v1alpha Watch on every member (None:
-    a Watch sees this member's jobs only).
+    a Watch sees this member's jobs only).  `identity`: the metadata this member presents
+    to the owner (the internal user's credentials; empty without any); `caller()`: who the
+    call being served is (auth_grpc's `current_principal`).
     """
 
     def __init__(self, drives: Callable[[str], bool], owners: Owners,
@@ -147,8 +161,12 @@ class MemberForwarder:
                  wait: float = OWNER_WAIT, sleep: Callable[[float], None] = time.sleep,
                  watch_fan_in: FanIn | None = None,
                  holds_none: Callable[[], bool] = lambda: False,
-                 draw: Callable[[], str] = new_id) -> None:
+                 draw: Callable[[], str] = new_id,
+                 identity: Sequence[tuple[str, str]] = (),
+                 caller: Callable[[], Principal | None] = current_principal) -> None:
         self.drives = drives
+        self.identity = tuple(identity)
+        self.caller = caller
         self.holds_none = holds_none
         self._draw = draw
         self.watch_fan_in = watch_fan_in
@@ -217,7 +235,8 @@ class MemberForwarder:
             raise
 
     def _relay(self, where: str, request: Any, job_id: str, address: str,
-               metadata: list[tuple[str, str]], context: grpc.ServicerContext) -> Iterator[bytes]:
+               metadata: list[tuple[str, str | bytes]],
+               context: grpc.ServicerContext) -> Iterator[bytes]:
         retried = False
         while True:
             self.forwarded += 1
@@ -251,7 +270,7 @@ class MemberForwarder:
         return any(k == NOT_OWNER_KEY for k, _ in err.trailing_metadata() or ())
 
     def _target(self, request: Any, context: grpc.ServicerContext
-                ) -> tuple[str, str, list[tuple[str, str]]] | None:
+                ) -> tuple[str, str, list[tuple[str, str | bytes]]] | None:
         """(job id, owner address, metadata to send) of a call to forward, or None."""
         job_id = job_of(request, self.update_job) or self._assign_id(request)
         if job_id is None or self.drives(job_id):
@@ -265,8 +284,7 @@ class MemberForwarder:
         address = self._await_owner(job_id)
         if address is None:
             return None  # its partition came here while the call waited
-        passed = [(k, v) for k, v in metadata
-                  if not k.startswith((":", "grpc-")) and k != "user-agent"]
+        passed = relayed_metadata(metadata, self.caller(), self.identity)
         return job_id, address, [*passed, (FORWARDED_KEY, "1")]
 
     def close(self) -> None:

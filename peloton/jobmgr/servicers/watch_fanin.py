@@ -30,6 +30,26 @@ into the caller's.  It is served through the forwarder's `forward_stream`
   stream is read no further, its own watcher's buffer fills, and it ends with overflow,
   which ends the caller's watch (bounded memory everywhere, as in watch.py).
 
+**A Watch of one job** (`pod_filter.job_id`, or a `stateless_job_filter` naming exactly
+one job; v0 has no Watch) needs no fan-in: only the member holding the job's partition
+publishes its changes.  Its remote stream goes to that owner alone (`owner`: the member
+directory's holder of the job's partition), besides the receiving member's own stream,
+which is always opened (it gives the caller's watch id, so Cancel on the receiving member
+ends the watch, and carries the job's changes while this member drives it: an owner
+here opens no remote stream at all).  The owner is re-read on each change the directory
+reports (partition holders included) and at least every `recheck` seconds; when it
+changes (a handover, or a death once its session expires) a stream is opened on the new
+owner, and the previous owner's is read for `recheck` seconds more (its last changes,
+published before it released the partition, may still be on the way), then cancelled.
+An owner's stream that fails is reopened as a fan-in's is; while the partition is
+between owners no new stream is opened.  A Watch of several jobs, or of every job, is
+fanned in.
+
+**Who the caller is.**  Each member's stream carries the caller's metadata as a
+forwarded call does (forwarding.py, `relayed_metadata` in common/auth/authenticator.py):
+under mutual TLS the member's own certificate and internal credentials, naming the
+caller it authenticated, so every member serves the watch as the caller.
+
 A change may be seen twice or out of order across members while a partition moves
 (its old owner's last changes and its new owner's first); within one member the order is
 that member's.
@@ -39,14 +59,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import gevent
 import gevent.queue
 import grpc
 
+from peloton.api.auth_grpc import current_principal
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
+from peloton.common.auth import Principal
+from peloton.common.auth.authenticator import relayed_metadata
+from peloton.core.errors import PelotonError
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +84,44 @@ RECHECK = 1.0
 QUEUE_SIZE = 64
 
 
+def watched_job(request: Any) -> str | None:
+    """The one job a Watch is about (`pod_filter.job_id`, a `stateless_job_filter` naming
+    one job), or None: several jobs, or every job."""
+    if request.HasField("pod_filter"):
+        return str(request.pod_filter.job_id.value) or None
+    if request.HasField("stateless_job_filter"):
+        named = {str(j.value) for j in request.stateless_job_filter.job_ids}
+        if len(named) == 1:
+            return named.pop() or None
+    return None
+
+
 class WatchFanIn:
-    """Merges a Watch over every live member; see the module docstring.
+    """Merges a Watch over every live member, or follows one job's owner; see the module
+    docstring.
 
     `members()`: the live members' gRPC addresses by member id (member_directory's
     `members`, this one's included or not); `me`, `my_address`: this member, whose own
-    stream is always opened.  `wake()` is the directory's listener.
+    stream is always opened.  `owner(job_id)`: the member id holding the job's partition,
+    None while it has none (None instead of a function: a one-job Watch is fanned in too);
+    it may raise a PelotonError (Unavailable) when it cannot tell: the streams stay as
+    they are.  `identity`: the metadata this member presents to the others (the internal
+    user's credentials; empty without any); `caller()`: who the call being served is
+    (auth_grpc's `current_principal`).  `wake()` is the directory's listener.
     """
 
     def __init__(self, members: Callable[[], Mapping[str, str]], me: str, my_address: str, *,
+                 owner: Callable[[str], str | None] | None = None,
+                 identity: Sequence[tuple[str, str]] = (),
+                 caller: Callable[[], Principal | None] = current_principal,
                  connect: Callable[[str], grpc.Channel] = grpc.insecure_channel,
                  recheck: float = RECHECK, queue_size: int = QUEUE_SIZE) -> None:
         self.members = members
         self.me = me
         self.my_address = my_address
+        self.owner = owner
+        self.identity = tuple(identity)
+        self.caller = caller
         self.recheck = recheck
         self.queue_size = queue_size
         self._connect = connect
@@ -86,9 +134,9 @@ class WatchFanIn:
         metadata = tuple(context.invocation_metadata() or ())
         if any(k == LOCAL_KEY for k, _ in metadata):
             return None
-        passed = [(k, v) for k, v in metadata
-                  if not k.startswith((":", "grpc-")) and k != "user-agent"]
-        return _Merge(self, request, [*passed, (LOCAL_KEY, "1")], context).run()
+        passed = relayed_metadata(metadata, self.caller(), self.identity)
+        job = watched_job(request) if self.owner is not None else None
+        return _Merge(self, request, [*passed, (LOCAL_KEY, "1")], context, job).run()
 
     def wake(self) -> None:
         """The membership changed: every merge re-reads it now."""
@@ -114,23 +162,28 @@ _ENDED = object()
 
 
 class _Merge:
-    """One caller's merged watch: a reader greenlet per member feeding one bounded queue."""
+    """One caller's merged watch: a reader greenlet per member stream feeding one bounded
+    queue.  `job`: the one job it follows the owner of (None: every live member)."""
 
-    def __init__(self, fan: WatchFanIn, request: Any, metadata: list[tuple[str, str]],
-                 context: grpc.ServicerContext) -> None:
+    def __init__(self, fan: WatchFanIn, request: Any, metadata: list[tuple[str, Any]],
+                 context: grpc.ServicerContext, job: str | None = None) -> None:
         self.fan = fan
         self.request = request
         self.metadata = metadata
         self.context = context
-        self.queue: gevent.queue.Queue[tuple[str, Any]] = gevent.queue.Queue(fan.queue_size)
-        self.calls: dict[str, Any] = {}  # member id -> its Watch call
+        self.job = job
+        # (member id, its call, a response / _ENDED / its error / _WAKE)
+        self.queue: gevent.queue.Queue[tuple[str, Any, Any]] = gevent.queue.Queue(
+            fan.queue_size)
+        self.calls: dict[str, Any] = {}  # member id -> its open Watch call
         self.readers: dict[str, gevent.Greenlet[Any, Any]] = {}
         self.not_before: dict[str, float] = {}  # member id -> when it may be reopened
+        self.unwanted: dict[str, float] = {}  # member id -> since when its stream is not
         self.closing = False
 
     def poke(self) -> None:
         try:
-            self.queue.put_nowait(("", _WAKE))
+            self.queue.put_nowait(("", None, _WAKE))
         except gevent.queue.Full:
             pass  # busy: it re-reads the members before its next response anyway
 
@@ -149,7 +202,7 @@ class _Merge:
             while True:
                 self._sync()
                 try:
-                    source, item = self.queue.get(timeout=self.fan.recheck)
+                    source, call, item = self.queue.get(timeout=self.fan.recheck)
                 except gevent.queue.Empty:
                     if not self.context.is_active():
                         return
@@ -157,6 +210,8 @@ class _Merge:
                 if item is _WAKE:
                     continue
                 if item is _ENDED or isinstance(item, grpc.RpcError):
+                    if self.calls.get(source) is not call:
+                        continue  # a stream this merge closed (`_close`): not a failure
                     if source == self.fan.me:
                         if isinstance(item, grpc.RpcError):
                             _reproduce(item, self.context)
@@ -188,30 +243,66 @@ class _Merge:
             try:
                 for n, response in enumerate(call):
                     if (n or not skip_first) and (response.pods or response.stateless_jobs):
-                        self.queue.put((member, response))
+                        self.queue.put((member, call, response))
                 end: Any = _ENDED
             except grpc.RpcError as err:
                 end = err
             if not self.closing:
-                self.queue.put((member, end))
+                self.queue.put((member, call, end))
 
         self.readers[member] = gevent.spawn(read)
 
+    def _wanted(self) -> dict[str, str] | None:
+        """The other members this watch should have a stream on, by id, with their
+        addresses; None when the owner of its job cannot be told now (keep the streams)."""
+        members = self.fan.members()
+        if self.job is None or self.fan.owner is None:
+            return {m: a for m, a in members.items() if m != self.fan.me}
+        try:
+            owner = self.fan.owner(self.job)
+        except PelotonError as exc:
+            log.info("watch of job %s: its owner is unknown for now (%s)", self.job, exc)
+            return None
+        if owner is None or owner == self.fan.me or owner not in members:
+            return {}
+        return {owner: members[owner]}
+
     def _sync(self) -> None:
-        """Open a stream to each live member that has none (not before its reopen time)."""
+        """Open a stream to each wanted member that has none (not before its reopen time);
+        for a one-job watch, close a previous owner's stream `recheck` seconds after it
+        stopped being wanted (a fan-in reads a leaver's stream to its end)."""
+        wanted = self._wanted()
+        if wanted is None:
+            return
         now = time.monotonic()
-        for member, address in self.fan.members().items():
-            if member == self.fan.me or member in self.calls \
-                    or self.not_before.get(member, 0.0) > now:
+        for member, address in wanted.items():
+            self.unwanted.pop(member, None)
+            if member in self.calls or self.not_before.get(member, 0.0) > now:
                 continue
             self._read(member, self._open(member, address), skip_first=True)
+        if self.job is None:
+            return
+        for member in [m for m in self.calls if m != self.fan.me and m not in wanted]:
+            since = self.unwanted.setdefault(member, now)
+            if now - since >= self.fan.recheck:
+                self._close(member)
+
+    def _close(self, member: str) -> None:
+        """Stop reading a member that no longer drives the watched job."""
+        call = self.calls.pop(member)
+        self.readers.pop(member, None)
+        self.unwanted.pop(member, None)
+        call.cancel()  # its reader's end is then ignored: the call is no longer this member's
+        log.info("watch of job %s: member %s no longer drives it; its stream is closed",
+                 self.job, member)
 
     def _lost(self, member: str, why: Any) -> None:
         self.calls.pop(member, None)
         self.readers.pop(member, None)
         self.not_before[member] = time.monotonic() + self.fan.recheck
-        log.info("watch fan-in: the stream of member %s ended (%s); reopened while it is live",
-                 member, why.code().name if isinstance(why, grpc.RpcError) else "finished")
+        log.info("watch fan-in: the stream of member %s ended (%s); reopened while it is %s",
+                 member, why.code().name if isinstance(why, grpc.RpcError) else "finished",
+                 "live" if self.job is None else f"the owner of job {self.job}")
 
 
 def _overflowed(item: Any) -> bool:

@@ -164,3 +164,12 @@ def test_zookeeper_unreachable_is_unavailable_only_when_it_must_be_read(
     assert directory.address_of(job_in(1)) == "127.0.0.1:5001"  # from memory
     with pytest.raises(Unavailable, match="ZooKeeper"):
         directory.address_of(job_in(1), fresh=True)
+
+
+def test_listeners_hear_of_a_partition_changing_hands(zk: FakeZk, directory: Any) -> None:
+    # (A Watch of one job follows its owner on these: servicers/watch_fanin.py.)
+    heard: list[str | None] = []
+    directory.add_listener(lambda: heard.append(directory.owner(1)))
+    zk.delete(f"{PARTITIONS}/1")  # its owner released it
+    claim(zk, 1, "jm-b:5392")  # its next owner claimed it
+    assert heard == [None, "jm-b:5392"]

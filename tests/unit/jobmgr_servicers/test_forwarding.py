@@ -1,13 +1,18 @@
 """Which member answers a call (servicers/forwarding.py): the job a request is about, one
-hop, waiting for a partition between owners, and ids that need no forwarding."""
+hop, waiting for a partition between owners, ids that need no forwarding, and, under
+authentication, the owner authorizing the original caller (basic auth and mutual TLS).
+The servers of each test are started through the `served` fixture (served.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
+from peloton.api.auth_grpc import current_principal
 from peloton.api.gen.peloton.api.v0 import peloton_pb2 as v0
 from peloton.api.gen.peloton.api.v0.job import job_pb2
 from peloton.api.gen.peloton.api.v0.task import task_pb2
@@ -21,9 +26,11 @@ from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.pod.svc import pod_svc_pb2
 from peloton.api.gen.pelotonpy.api.cron import cron_pb2
 from peloton.api.grpc_server import GrpcServer
-from peloton.api.service_registry import register
+from peloton.common.auth import Principal
+from peloton.common.auth.authenticator import CALLER_KEY
 from peloton.common.leader import LeaderId
 from peloton.common.member_directory import MemberDirectory
+from peloton.common.tls import TlsFiles
 from peloton.core.errors import NotFound, Unavailable
 from peloton.core.model.ids import new_id
 from peloton.core.partitions import partition_of
@@ -37,6 +44,7 @@ from peloton.jobmgr.servicers.forwarding import (
 )
 from peloton.storage.leader_store import FencedOut
 from tests.unit.common.fake_zk import FakeZk
+from tests.unit.jobmgr_servicers.served import Served, basic, make_certs, security
 
 JOB = new_id()
 UPDATES = {"u-1": JOB}
@@ -198,10 +206,24 @@ def test_other_message_fields_before_the_job_id_are_passed_over() -> None:
 
 
 # -- over the wire: a member relays the owner's answers --------------------------------------
+@pytest.fixture
+def served() -> Iterator[Served]:
+    """Servers, forwarders and channels a test starts, all closed when it ends."""
+    started = Served()
+    yield started
+    started.close()
+
+
 class Owner(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
-    """What the owning member answers (names itself in every reply)."""
+    """What the owning member answers (names itself in every reply); records who each call
+    was served as (`current_principal()`: None without authentication) and its metadata."""
+
+    def __init__(self) -> None:
+        self.callers: list[Principal | None] = []
+        self.metadata: list[dict[str, str]] = []
 
     def GetJob(self, request: Any, context: Any) -> Any:
+        self._record(context)
         if request.job_id.value != JOB:
             raise NotFound("job not found", field="job_id")
         reply = stateless_svc_pb2.GetJobResponse()
@@ -209,9 +231,14 @@ class Owner(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
         return reply
 
     def ListPods(self, request: Any, context: Any) -> Any:
+        self._record(context)
         for i in range(3):
             yield stateless_svc_pb2.ListPodsResponse(pods=[pod_pb2.PodSummary(
                 pod_name=v1.PodName(value=f"{JOB}-{i}"))])
+
+    def _record(self, context: Any) -> None:
+        self.callers.append(current_principal())
+        self.metadata.append({k: v for k, v in context.invocation_metadata()})
 
 
 class NotOwner(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
@@ -224,36 +251,37 @@ class NotOwner(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
         raise AssertionError("answered by a member that does not drive the job")
 
 
-def test_a_member_relays_the_owners_replies_and_errors() -> None:
-    owner = GrpcServer("127.0.0.1:0")
-    register(owner, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, Owner())
-    owner.start()
-    fw = MemberForwarder(lambda _job: False, Owners(f"127.0.0.1:{owner.port}"), update_job)
-    member = GrpcServer("127.0.0.1:0")
-    register(member, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, NotOwner(),
-             forward=fw)
-    member.start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
-    try:
-        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
-        got = stub.GetJob(stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=JOB)),
-                          timeout=10)
-        assert got.job_info.spec.name == "from the owner"
-        pods = [p.pod_name.value for r in stub.ListPods(
-            stateless_svc_pb2.ListPodsRequest(job_id=v1.JobID(value=JOB)), timeout=10)
-            for p in r.pods]
-        assert pods == [f"{JOB}-{i}" for i in range(3)]
-        with pytest.raises(grpc.RpcError) as err:  # the owner's status and error field
-            stub.GetJob(stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=new_id())),
-                        timeout=10)
-        assert err.value.code() is grpc.StatusCode.NOT_FOUND
-        assert ("peloton-error-field", "job_id") in tuple(err.value.trailing_metadata())
-        assert fw.forwarded == 3
-    finally:
-        channel.close()
-        fw.close()
-        member.stop(0)
-        owner.stop(0)
+def jobs(channel: grpc.Channel) -> Any:
+    return stateless_svc_pb2_grpc.JobServiceStub(channel)
+
+
+def get_job(job_id: str = JOB) -> Any:
+    return stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=job_id))
+
+
+def list_pods(stub: Any, **kwargs: Any) -> list[str]:
+    return [p.pod_name.value for r in stub.ListPods(
+        stateless_svc_pb2.ListPodsRequest(job_id=v1.JobID(value=JOB)), timeout=10, **kwargs)
+        for p in r.pods]
+
+
+def serve(served: Served, servicer: Any, forward: MemberForwarder | None = None,
+          **kwargs: Any) -> GrpcServer:
+    return served.server(stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, servicer,
+                         forward=forward, **kwargs)
+
+
+def test_a_member_relays_the_owners_replies_and_errors(served: Served) -> None:
+    owner = serve(served, Owner())
+    fw = served.forwarder(lambda _job: False, Owners(f"127.0.0.1:{owner.port}"), update_job)
+    stub = jobs(served.channel(serve(served, NotOwner(), fw)))
+    assert stub.GetJob(get_job(), timeout=10).job_info.spec.name == "from the owner"
+    assert list_pods(stub) == [f"{JOB}-{i}" for i in range(3)]
+    with pytest.raises(grpc.RpcError) as err:  # the owner's status and error field
+        stub.GetJob(get_job(new_id()), timeout=10)
+    assert err.value.code() is grpc.StatusCode.NOT_FOUND
+    assert ("peloton-error-field", "job_id") in tuple(err.value.trailing_metadata())
+    assert fw.forwarded == 3
 
 
 # -- a stale owner cache (MemberDirectory over a fake ZooKeeper) ------------------------------
@@ -263,14 +291,6 @@ class Stale(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
 
     def GetJob(self, request: Any, context: Any) -> Any:
         raise FencedOut("partition 1 was claimed by a newer owner")
-
-
-def serve(servicer: Any, forward: MemberForwarder | None = None) -> GrpcServer:
-    server = GrpcServer("127.0.0.1:0")
-    register(server, stateless_svc_pb2_grpc.add_JobServiceServicer_to_server, servicer,
-             forward=forward)
-    server.start()
-    return server
 
 
 def stale_directory(old: int, new: int, job: str) -> tuple[FakeZk, MemberDirectory]:
@@ -292,82 +312,49 @@ def stale_directory(old: int, new: int, job: str) -> tuple[FakeZk, MemberDirecto
     return zk, directory
 
 
-def test_a_stale_owner_entry_costs_one_more_hop_never_a_wrong_answer() -> None:
-    owner = serve(Owner())
+def moved_to_owner(served: Served, old: Any) -> tuple[MemberForwarder, Any]:
+    """A member whose directory names the member serving `old` as the owner, while the one
+    serving Owner() already is: its forwarder and a stub to it."""
+    owner = serve(served, Owner())
+    stale = serve(served, old, served.forwarder(lambda _job: isinstance(old, Stale),
+                                                Owners(None), update_job))
+    _, directory = stale_directory(stale.port, owner.port, JOB)
+    fw = served.forwarder(lambda _job: False, directory, update_job)
+    return fw, jobs(served.channel(serve(served, NotOwner(), fw)))
+
+
+def test_a_stale_owner_entry_costs_one_more_hop_never_a_wrong_answer(served: Served) -> None:
     # The member the cache names no longer drives the job: it refuses the forwarded call
     # (NOT_OWNER) before its servicer runs.
-    moved_away = serve(NotOwner(), MemberForwarder(lambda _job: False, Owners(None), update_job))
-    _, directory = stale_directory(moved_away.port, owner.port, JOB)
-    fw = MemberForwarder(lambda _job: False, directory, update_job)
-    member = serve(NotOwner(), fw)
-    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
-    try:
-        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
-        got = stub.GetJob(stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=JOB)),
-                          timeout=10)
-        assert got.job_info.spec.name == "from the owner"
-        assert (fw.forwarded, fw.retried) == (2, 1)
-        # The owner read afresh is kept: the next calls go straight to it.
-        pods = [p.pod_name.value for r in stub.ListPods(
-            stateless_svc_pb2.ListPodsRequest(job_id=v1.JobID(value=JOB)), timeout=10)
-            for p in r.pods]
-        assert pods == [f"{JOB}-{i}" for i in range(3)]
-        assert (fw.forwarded, fw.retried) == (3, 1)
-    finally:
-        channel.close()
-        fw.close()
-        for server in (member, moved_away, owner):
-            server.stop(0)
+    fw, stub = moved_to_owner(served, NotOwner())
+    assert stub.GetJob(get_job(), timeout=10).job_info.spec.name == "from the owner"
+    assert (fw.forwarded, fw.retried) == (2, 1)
+    # The owner read afresh is kept: the next calls go straight to it.
+    assert list_pods(stub) == [f"{JOB}-{i}" for i in range(3)]
+    assert (fw.forwarded, fw.retried) == (3, 1)
 
 
-def test_a_streamed_call_to_a_stale_owner_is_sent_once_more() -> None:
-    owner = serve(Owner())
-    moved_away = serve(NotOwner(), MemberForwarder(lambda _job: False, Owners(None), update_job))
-    _, directory = stale_directory(moved_away.port, owner.port, JOB)
-    fw = MemberForwarder(lambda _job: False, directory, update_job)
-    member = serve(NotOwner(), fw)
-    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
-    try:
-        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
-        pods = [p.pod_name.value for r in stub.ListPods(
-            stateless_svc_pb2.ListPodsRequest(job_id=v1.JobID(value=JOB)), timeout=10)
-            for p in r.pods]
-        assert pods == [f"{JOB}-{i}" for i in range(3)]
-        assert (fw.forwarded, fw.retried) == (2, 1)
-    finally:
-        channel.close()
-        fw.close()
-        for server in (member, moved_away, owner):
-            server.stop(0)
+def test_a_streamed_call_to_a_stale_owner_is_sent_once_more(served: Served) -> None:
+    fw, stub = moved_to_owner(served, NotOwner())
+    assert list_pods(stub) == [f"{JOB}-{i}" for i in range(3)]
+    assert (fw.forwarded, fw.retried) == (2, 1)
 
 
-def test_a_stale_owners_fenced_refusal_is_relayed_and_the_next_call_finds_the_owner() -> None:
-    owner = serve(Owner())
+def test_a_stale_owners_fenced_refusal_is_relayed_and_the_next_call_finds_the_owner(
+        served: Served) -> None:
     # The member the cache names still believes it owns the partition: it runs the call,
     # and its partition fence refuses the write.  The call may have done part of its work
     # there, so it is not sent again: the caller gets the retryable refusal.
-    believer = serve(Stale(), MemberForwarder(lambda _job: True, Owners(None), update_job))
-    _, directory = stale_directory(believer.port, owner.port, JOB)
-    fw = MemberForwarder(lambda _job: False, directory, update_job)
-    member = serve(NotOwner(), fw)
-    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
-    try:
-        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
-        request = stateless_svc_pb2.GetJobRequest(job_id=v1.JobID(value=JOB))
-        with pytest.raises(grpc.RpcError) as err:
-            stub.GetJob(request, timeout=10)
-        assert err.value.code() is grpc.StatusCode.UNAVAILABLE
-        assert "newer owner" in (err.value.details() or "")
-        assert not any(k == NOT_OWNER_KEY for k, _ in err.value.trailing_metadata() or ())
-        assert (fw.forwarded, fw.retried) == (1, 0)
-        # The refusal dropped the entry: the caller's retry reads ZooKeeper, reaches the owner.
-        assert stub.GetJob(request, timeout=10).job_info.spec.name == "from the owner"
-        assert (fw.forwarded, fw.retried) == (2, 0)
-    finally:
-        channel.close()
-        fw.close()
-        for server in (member, believer, owner):
-            server.stop(0)
+    fw, stub = moved_to_owner(served, Stale())
+    with pytest.raises(grpc.RpcError) as err:
+        stub.GetJob(get_job(), timeout=10)
+    assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "newer owner" in (err.value.details() or "")
+    assert not any(k == NOT_OWNER_KEY for k, _ in err.value.trailing_metadata() or ())
+    assert (fw.forwarded, fw.retried) == (1, 0)
+    # The refusal dropped the entry: the caller's retry reads ZooKeeper, reaches the owner.
+    assert stub.GetJob(get_job(), timeout=10).job_info.spec.name == "from the owner"
+    assert (fw.forwarded, fw.retried) == (2, 0)
 
 
 # -- a create on a member holding no partition ----------------------------------------------
@@ -389,25 +376,18 @@ class Refuses(stateless_svc_pb2_grpc.JobServiceServicer):  # type: ignore[misc]
         raise AssertionError("created by a member holding no partition")
 
 
-def test_a_create_on_a_member_holding_nothing_goes_to_the_owner_of_its_new_id() -> None:
+def test_a_create_on_a_member_holding_nothing_goes_to_the_owner_of_its_new_id(
+        served: Served) -> None:
     owner_servicer = Creator()
-    owner = serve(owner_servicer)
+    owner = serve(served, owner_servicer)
     drawn = new_id()
-    fw = MemberForwarder(lambda _job: False, Owners(f"127.0.0.1:{owner.port}"), update_job,
-                         holds_none=lambda: True, draw=lambda: drawn)
-    member = serve(Refuses(), fw)
-    channel = grpc.insecure_channel(f"127.0.0.1:{member.port}")
-    try:
-        stub = stateless_svc_pb2_grpc.JobServiceStub(channel)
-        got = stub.CreateJob(stateless_svc_pb2.CreateJobRequest(), timeout=10)
-        assert got.job_id.value == drawn
-        assert owner_servicer.created == [drawn]
-        assert fw.forwarded == 1
-    finally:
-        channel.close()
-        fw.close()
-        member.stop(0)
-        owner.stop(0)
+    fw = served.forwarder(lambda _job: False, Owners(f"127.0.0.1:{owner.port}"), update_job,
+                          holds_none=lambda: True, draw=lambda: drawn)
+    stub = jobs(served.channel(serve(served, Refuses(), fw)))
+    got = stub.CreateJob(stateless_svc_pb2.CreateJobRequest(), timeout=10)
+    assert got.job_id.value == drawn
+    assert owner_servicer.created == [drawn]
+    assert fw.forwarded == 1
 
 
 def test_a_create_without_an_id_is_answered_by_a_member_holding_partitions() -> None:
@@ -416,3 +396,85 @@ def test_a_create_without_an_id_is_answered_by_a_member_holding_partitions() -> 
     request = job_pb2.CreateRequest()
     assert fw.forward("peloton.api.v0.job.JobManager/Create", request, Context()) is None
     assert not request.HasField("id") and fw.forwarded == 0
+
+
+# -- under authentication: the owner authorizes the original caller ---------------------------
+def members(served: Served, *, tls: TlsFiles | None = None,
+            internal: bool = True) -> tuple[Owner, GrpcServer, GrpcServer]:
+    """An owner and a member forwarding to it, both checking callers against served.users()
+    (the member calling as the internal user when `internal`; under TLS with `tls`, the
+    certificate of both): (the owner's servicer, the owner, the member)."""
+    owner_servicer = Owner()
+    owner = serve(served, owner_servicer, security=security(tls, internal=internal))
+    sec = security(tls, internal=internal)
+    fw = served.forwarder(lambda _job: False, Owners(f"127.0.0.1:{owner.port}"), update_job,
+                          connect=lambda address: served.channel(address, tls),
+                          identity=sec.internal)
+    return owner_servicer, owner, serve(served, NotOwner(), fw, security=sec)
+
+
+def seen(principal: Principal | None) -> tuple[str, str, str]:
+    assert principal is not None
+    return principal.name, principal.role.name, principal.method
+
+
+def test_with_basic_auth_the_owner_serves_the_caller_and_never_sees_her_password(
+        served: Served) -> None:
+    owner_servicer, _, member = members(served)
+    stub = jobs(served.channel(member))
+    stub.GetJob(get_job(), timeout=10, metadata=basic("alice"))
+    assert list_pods(stub, metadata=basic("alice")) == [f"{JOB}-{i}" for i in range(3)]
+    assert [seen(p) for p in owner_servicer.callers] == [("alice", "dev", "forwarded")] * 2
+    for metadata in owner_servicer.metadata:  # the member's identity, naming her
+        assert (metadata["username"], metadata[CALLER_KEY]) == ("peloton", "alice")
+        assert "alice-pw" not in metadata.values()
+
+
+def test_with_basic_auth_and_no_internal_identity_the_caller_proves_herself_to_the_owner(
+        served: Served) -> None:
+    # No internal password configured: the member has no identity of its own to present,
+    # so the caller's credentials go on (as before relaying named callers) and the owner
+    # checks them itself; the name the member adds is not believed from her.
+    owner_servicer, _, member = members(served, internal=False)
+    jobs(served.channel(member)).GetJob(get_job(), timeout=10, metadata=basic("alice"))
+    assert [seen(p) for p in owner_servicer.callers] == [("alice", "dev", "password")]
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TlsFiles]:
+    """Certificates of the members (`peloton`: the internal user, as daemons would have
+    one) and of the callers alice and bob."""
+    base: Path = tmp_path_factory.mktemp("certs")
+    return make_certs(base, "peloton", "alice", "bob")
+
+
+def test_under_mutual_tls_the_owner_serves_the_caller_not_the_members_certificate(
+        served: Served, certs: dict[str, TlsFiles]) -> None:
+    # The member presents its own certificate to the owner (the internal user's) and has no
+    # internal password: the certificate is its identity, and it names the caller.
+    owner_servicer, _, member = members(served, tls=certs["peloton"], internal=False)
+    stub = jobs(served.channel(member, certs["alice"]))
+    stub.GetJob(get_job(), timeout=10)
+    assert list_pods(stub) == [f"{JOB}-{i}" for i in range(3)]
+    assert [seen(p) for p in owner_servicer.callers] == [("alice", "dev", "forwarded")] * 2
+
+
+def test_a_client_naming_another_caller_gains_nothing(served: Served,
+                                                      certs: dict[str, TlsFiles]) -> None:
+    owner_servicer, owner, member = members(served, tls=certs["peloton"], internal=False)
+    forged = ((CALLER_KEY, "admin"),)
+    for target in (owner, member):  # straight to the owner, and through a member
+        stub = jobs(served.channel(target, certs["bob"]))
+        with pytest.raises(grpc.RpcError) as err:  # bob's own rights: GetJob only
+            list_pods(stub, metadata=forged)
+        assert err.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "bob is not permitted to call ListPods" in (err.value.details() or "")
+        stub.GetJob(get_job(), timeout=10, metadata=forged)
+    # Served as bob both times: by his certificate, and as named by the member (which
+    # dropped his forged name).
+    assert [seen(p) for p in owner_servicer.callers] == [("bob", "reader", "certificate"),
+                                                         ("bob", "reader", "forwarded")]
+    # And with basic auth, the forged name from a client with a password is ignored too.
+    stub = jobs(served.channel(owner, certs["alice"]))
+    stub.GetJob(get_job(), timeout=10, metadata=(*basic("bob"), *forged))
+    assert seen(owner_servicer.callers[-1]) == ("bob", "reader", "password")

@@ -1,50 +1,58 @@
 """A Watch through any member sees every member's changes (servicers/watch_fanin.py): the
 receiving member merges the same Watch opened on every live member, over gRPC, following
-members that join and leave.  Each member here is a gRPC server whose WatchService
-publishes what the test puts in its queue."""
+members that join and leave; a Watch of one job goes to the job's owner alone and follows
+it from owner to owner; every member serves it as the original caller.  Each member here
+is a gRPC server whose WatchService publishes what the test puts in its queue, started
+through the `cluster` fixture (which stops everything a test started)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent.queue
 import grpc
 import pytest
 
+from peloton.api.auth_grpc import current_principal
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc as pb_grpc
-from peloton.api.grpc_server import GrpcServer
-from peloton.api.service_registry import register
+from peloton.common.auth import Principal, Security
 from peloton.core.errors import Conflict
 from peloton.core.states import TaskState
 from peloton.jobmgr.job_deps import Listeners
-from peloton.jobmgr.servicers.forwarding import MemberForwarder
 from peloton.jobmgr.servicers.watch import WatchPublisher, WatchServicer
-from peloton.jobmgr.servicers.watch_fanin import LOCAL_KEY, WatchFanIn
+from peloton.jobmgr.servicers.watch_fanin import LOCAL_KEY, WatchFanIn, watched_job
 from tests.contract import factories as f
+from tests.unit.jobmgr_servicers.served import Served, basic, security
 
 DEADLINE = 10.0
+JOB = "job-1"
+EVERY_POD = pb.WatchRequest(pod_filter=watch_pb2.PodFilter())
+ONE_JOB = pb.WatchRequest(pod_filter=watch_pb2.PodFilter(job_id=v1.JobID(value=JOB)))
+M = TypeVar("M", bound="Member")
 
 
 class Publisher(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
     """One member's own watch stream: a pod name put in `events` is published; "overflow"
     ends the stream as watch.py's overflow does, "cancel" as its Cancel does, "fail" with
-    UNAVAILABLE."""
+    UNAVAILABLE.  Records each stream's metadata and whom it was served as."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.events: gevent.queue.Queue[str] = gevent.queue.Queue()
         self.opened: list[dict[str, str]] = []
+        self.callers: list[Principal | None] = []
         self.active = 0
 
     def Watch(self, request: Any, context: Any) -> Iterator[pb.WatchResponse]:
         self.opened.append(dict(context.invocation_metadata()))
+        self.callers.append(current_principal())
         self.active += 1
         watch_id = f"task_{self.name}"
         try:
@@ -67,24 +75,48 @@ class Publisher(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
 
 
 class Member:
-    """A member: its publisher behind a gRPC server whose forwarder fans a Watch in over
-    `members` (a dict the test changes, as the member directory would)."""
+    """A member: `servicer` behind a gRPC server whose forwarder fans a Watch in over the
+    cluster's `members` and sends a Watch of one job to its owner in `owners` (dicts the
+    test changes, as the member directory would)."""
 
-    def __init__(self, name: str, members: dict[str, str]) -> None:
+    def __init__(self, cluster: Cluster, name: str, servicer: Any,
+                 security: Security | None) -> None:
         self.name = name
-        self.publisher = Publisher(name)
-        self.server = GrpcServer("127.0.0.1:0")
-        self.fan_in = WatchFanIn(lambda: dict(members), name, "", recheck=0.1)
-        self.forwarder = MemberForwarder(lambda _job: True, _NoOwners(), lambda _u: None,
-                                         watch_fan_in=self.fan_in)
-        register(self.server, pb_grpc.add_WatchServiceServicer_to_server, self.publisher,
-                 forward=self.forwarder)
-        self.server.start()
+        identity = security.internal if security is not None else ()
+        self.fan_in = cluster.served.closing(WatchFanIn(
+            lambda: dict(cluster.members), name, "", owner=cluster.owners.get,
+            identity=identity, recheck=0.1))
+        forwarder = cluster.served.forwarder(lambda _job: True, _NoOwners(), lambda _u: None,
+                                             watch_fan_in=self.fan_in, identity=identity)
+        self.server = cluster.served.server(pb_grpc.add_WatchServiceServicer_to_server,
+                                            servicer, forward=forwarder, security=security)
         self.address = self.fan_in.my_address = f"127.0.0.1:{self.server.port}"
 
     def stop(self) -> None:
-        self.fan_in.close()
         self.server.stop(0)
+
+
+class FakeMember(Member):
+    """A member whose watch stream is a `Publisher`."""
+
+    def __init__(self, cluster: Cluster, name: str, security: Security | None) -> None:
+        self.publisher = Publisher(name)
+        super().__init__(cluster, name, self.publisher, security)
+
+
+class RealMember(Member):
+    """A member serving watch.py's WatchServicer over its own publisher."""
+
+    def __init__(self, cluster: Cluster, name: str, security: Security | None) -> None:
+        self.listeners = Listeners()
+        self.publisher = WatchPublisher(self.listeners)
+        super().__init__(cluster, name, WatchServicer(self.publisher), security)
+
+    def publish(self, job_id: str, instance: int) -> None:
+        """A task of one of this member's jobs changed (what its cache tells its listeners)."""
+        job: Any = SimpleNamespace(job_id=job_id)
+        for listener in list(self.listeners.task):
+            listener(job, instance, f.task_runtime(TaskState.RUNNING))
 
 
 class _NoOwners:
@@ -95,22 +127,49 @@ class _NoOwners:
         pass
 
 
-@pytest.fixture
-def cluster() -> Iterator[tuple[dict[str, str], Callable[[str], Member]]]:
-    members: dict[str, str] = {}
-    started: list[Member] = []
+class Cluster:
+    """The members a test started: `members` (live member -> address) and `owners` (job ->
+    the member holding its partition) are what the member directory would say."""
 
-    def start(name: str) -> Member:
-        member = Member(name, members)
-        members[name] = member.address
-        started.append(member)
-        for m in started:
-            m.fan_in.wake()
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self.members: dict[str, str] = {}
+        self.owners: dict[str, str] = {}
+        self.started: list[Member] = []
+
+    def start(self, name: str, *, security: Security | None = None) -> FakeMember:
+        return self._joined(FakeMember(self, name, security))
+
+    def start_real(self, name: str) -> RealMember:
+        return self._joined(RealMember(self, name, None))
+
+    def _joined(self, member: M) -> M:
+        self.members[member.name] = member.address
+        self.started.append(member)
+        self.wake()
         return member
 
-    yield members, start
-    for member in started:
-        member.stop()
+    def wake(self) -> None:
+        """What the directory's listener does on a change of members or of an owner."""
+        for m in self.started:
+            m.fan_in.wake()
+
+    def watch(self, member: Member, request: pb.WatchRequest = EVERY_POD,
+              metadata: Any = ()) -> Any:
+        """A client's Watch through `member` (its channel closed when the test ends)."""
+        stub = pb_grpc.WatchServiceStub(self.served.channel(member.address))
+        return stub.Watch(request, timeout=DEADLINE * 2, metadata=metadata)
+
+    def cancel(self, member: Member, watch_id: str) -> None:
+        stub = pb_grpc.WatchServiceStub(self.served.channel(member.address))
+        stub.Cancel(pb.CancelRequest(watch_id=watch_id), timeout=DEADLINE)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    served = Served()
+    yield Cluster(served)
+    served.close()
 
 
 def until(probe: Callable[[], bool], what: str) -> None:
@@ -118,13 +177,6 @@ def until(probe: Callable[[], bool], what: str) -> None:
     while not probe():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         gevent.sleep(0.02)
-
-
-def watch(member: Member) -> tuple[grpc.Channel, Any]:
-    channel = grpc.insecure_channel(member.address)
-    stream = pb_grpc.WatchServiceStub(channel).Watch(
-        pb.WatchRequest(pod_filter=watch_pb2.PodFilter()), timeout=DEADLINE * 2)
-    return channel, stream
 
 
 def read_until(stream: Any, wanted: set[str], watch_id: str) -> None:
@@ -136,145 +188,203 @@ def read_until(stream: Any, wanted: set[str], watch_id: str) -> None:
             return
 
 
-def test_a_watch_through_one_member_sees_every_members_changes(cluster: Any) -> None:
-    _, start = cluster
-    a, b = start("a"), start("b")
-    channel, stream = watch(a)
-    try:
-        first = next(stream)
-        assert first.watch_id == "task_a" and not first.pods  # the receiving member's id
-        until(lambda: b.publisher.active == 1, "the fan-in to open b's stream")
-        a.publisher.events.put("a-job-0")
-        b.publisher.events.put("b-job-0")
-        read_until(stream, {"a-job-0", "b-job-0"}, "task_a")
-        # One level: each member was asked for its own changes once, and fanned out no more.
-        assert [LOCAL_KEY in m for m in a.publisher.opened + b.publisher.opened] == [True, True]
-    finally:
-        channel.close()
+def test_a_watch_through_one_member_sees_every_members_changes(cluster: Cluster) -> None:
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a)
+    first = next(stream)
+    assert first.watch_id == "task_a" and not first.pods  # the receiving member's id
+    until(lambda: b.publisher.active == 1, "the fan-in to open b's stream")
+    a.publisher.events.put("a-job-0")
+    b.publisher.events.put("b-job-0")
+    read_until(stream, {"a-job-0", "b-job-0"}, "task_a")
+    # One level: each member was asked for its own changes once, and fanned out no more.
+    assert [LOCAL_KEY in m for m in a.publisher.opened + b.publisher.opened] == [True, True]
+    stream.cancel()
     until(lambda: a.publisher.active == b.publisher.active == 0, "the members' streams to end")
 
 
-def test_members_that_join_and_leave_are_followed(cluster: Any) -> None:
-    members, start = cluster
-    a, b = start("a"), start("b")
-    channel, stream = watch(a)
-    try:
-        next(stream)
-        until(lambda: b.publisher.active == 1, "b's stream")
-        c = start("c")  # joins: the directory's listener wakes the merge
-        until(lambda: c.publisher.active == 1, "the joiner's stream")
-        c.publisher.events.put("c-job-0")
-        read_until(stream, {"c-job-0"}, "task_a")
-        del members["b"]  # leaves, then stops: its stream ends, and is not reopened
-        b.stop()
-        a.publisher.events.put("a-job-1")
-        c.publisher.events.put("c-job-1")
-        read_until(stream, {"a-job-1", "c-job-1"}, "task_a")
-        assert len(b.publisher.opened) == 1
-    finally:
-        channel.close()
+def test_members_that_join_and_leave_are_followed(cluster: Cluster) -> None:
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "b's stream")
+    c = cluster.start("c")  # joins: the directory's listener wakes the merge
+    until(lambda: c.publisher.active == 1, "the joiner's stream")
+    c.publisher.events.put("c-job-0")
+    read_until(stream, {"c-job-0"}, "task_a")
+    del cluster.members["b"]  # leaves, then stops: its stream ends, and is not reopened
+    b.stop()
+    a.publisher.events.put("a-job-1")
+    c.publisher.events.put("c-job-1")
+    read_until(stream, {"a-job-1", "c-job-1"}, "task_a")
+    assert len(b.publisher.opened) == 1
 
 
-def test_a_live_members_stream_that_fails_is_reopened(cluster: Any) -> None:
-    _, start = cluster
-    a, b = start("a"), start("b")
-    channel, stream = watch(a)
-    try:
-        next(stream)
-        until(lambda: b.publisher.active == 1, "b's stream")
-        b.publisher.events.put("fail")
-        until(lambda: len(b.publisher.opened) == 2 and b.publisher.active == 1,
-              "b's stream to be reopened")
-        b.publisher.events.put("b-job-1")
-        read_until(stream, {"b-job-1"}, "task_a")
-    finally:
-        channel.close()
+def test_a_live_members_stream_that_fails_is_reopened(cluster: Cluster) -> None:
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "b's stream")
+    b.publisher.events.put("fail")
+    until(lambda: len(b.publisher.opened) == 2 and b.publisher.active == 1,
+          "b's stream to be reopened")
+    b.publisher.events.put("b-job-1")
+    read_until(stream, {"b-job-1"}, "task_a")
 
 
-def test_another_members_overflow_ends_the_watch_as_a_local_one_would(cluster: Any) -> None:
-    _, start = cluster
-    a, b = start("a"), start("b")
-    channel, stream = watch(a)
-    try:
-        next(stream)
-        until(lambda: b.publisher.active == 1, "b's stream")
-        b.publisher.events.put("overflow")
-        with pytest.raises(grpc.RpcError) as err:
-            list(stream)
-        assert err.value.code() is grpc.StatusCode.ABORTED
-        assert err.value.details() == "event overflow: task_a"
-    finally:
-        channel.close()
+def test_another_members_overflow_ends_the_watch_as_a_local_one_would(cluster: Cluster) -> None:
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "b's stream")
+    b.publisher.events.put("overflow")
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    assert err.value.details() == "event overflow: task_a"
     until(lambda: a.publisher.active == 0, "a's own stream to be cancelled")
 
 
-def test_cancel_on_the_receiving_member_ends_every_members_stream(cluster: Any) -> None:
-    _, start = cluster
-    a, b = start("a"), start("b")
-    channel, stream = watch(a)
-    try:
-        next(stream)
-        until(lambda: b.publisher.active == 1, "b's stream")
-        a.publisher.events.put("cancel")  # what Cancel(task_a) does to a's own stream
-        with pytest.raises(grpc.RpcError) as err:
-            list(stream)
-        assert err.value.code() is grpc.StatusCode.CANCELLED
-        assert err.value.details() == "watch cancelled: task_a"
-        until(lambda: b.publisher.active == 0, "b's stream to be cancelled")
-    finally:
-        channel.close()
+def test_cancel_on_the_receiving_member_ends_every_members_stream(cluster: Cluster) -> None:
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "b's stream")
+    a.publisher.events.put("cancel")  # what Cancel(task_a) does to a's own stream
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.CANCELLED
+    assert err.value.details() == "watch cancelled: task_a"
+    until(lambda: b.publisher.active == 0, "b's stream to be cancelled")
+
+
+# -- a Watch of one job: its owner alone ------------------------------------------------------
+@pytest.mark.parametrize(("request_", "job"), [
+    (ONE_JOB, JOB),
+    (pb.WatchRequest(stateless_job_filter=watch_pb2.StatelessJobFilter(
+        job_ids=[v1.JobID(value=JOB)])), JOB),
+    (EVERY_POD, None),
+    (pb.WatchRequest(stateless_job_filter=watch_pb2.StatelessJobFilter()), None),
+    (pb.WatchRequest(stateless_job_filter=watch_pb2.StatelessJobFilter(
+        job_ids=[v1.JobID(value=JOB), v1.JobID(value="job-2")])), None),
+    (pb.WatchRequest(), None),
+])
+def test_the_job_a_watch_is_about(request_: pb.WatchRequest, job: str | None) -> None:
+    assert watched_job(request_) == job
+
+
+def test_a_watch_of_one_job_goes_to_its_owner_alone(cluster: Cluster) -> None:
+    cluster.owners[JOB] = "b"
+    a, b, c = cluster.start("a"), cluster.start("b"), cluster.start("c")
+    stream = cluster.watch(a, ONE_JOB)
+    assert next(stream).watch_id == "task_a"  # the receiving member's own stream: its id
+    until(lambda: b.publisher.active == 1, "the owner's stream")
+    b.publisher.events.put(f"{JOB}-0")
+    read_until(stream, {f"{JOB}-0"}, "task_a")
+    cluster.wake()  # a membership change: the merge looks again, and still wants b alone
+    b.publisher.events.put(f"{JOB}-1")
+    read_until(stream, {f"{JOB}-1"}, "task_a")
+    assert (len(a.publisher.opened), len(b.publisher.opened), c.publisher.opened) == (1, 1, [])
+    # A Watch of several jobs is still fanned in.
+    several = cluster.watch(a, pb.WatchRequest(stateless_job_filter=watch_pb2.StatelessJobFilter(
+        job_ids=[v1.JobID(value=JOB), v1.JobID(value="job-2")])))
+    next(several)
+    until(lambda: c.publisher.active == 1, "a fan-in over every member")
+
+
+def test_a_watch_of_one_job_follows_its_owner(cluster: Cluster) -> None:
+    cluster.owners[JOB] = "b"
+    a, b, c = cluster.start("a"), cluster.start("b"), cluster.start("c")
+    stream = cluster.watch(a, ONE_JOB)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "the owner's stream")
+    # A handover: the partition's node now names c.  The new owner gets a stream; the
+    # previous one's is read a moment longer (its last changes), then closed.
+    cluster.owners[JOB] = "c"
+    cluster.wake()
+    until(lambda: c.publisher.active == 1, "the new owner's stream")
+    b.publisher.events.put(f"{JOB}-0")  # published just before it let the job go
+    c.publisher.events.put(f"{JOB}-1")
+    read_until(stream, {f"{JOB}-0", f"{JOB}-1"}, "task_a")
+    until(lambda: b.publisher.active == 0, "the previous owner's stream to be closed")
+    # The owner dies: its stream fails, and the job's next owner (b again, once c's session
+    # expired) gets one.
+    c.stop()
+    cluster.owners[JOB] = "b"
+    del cluster.members["c"]
+    cluster.wake()
+    until(lambda: b.publisher.active == 1, "the next owner's stream")
+    b.publisher.events.put(f"{JOB}-2")
+    read_until(stream, {f"{JOB}-2"}, "task_a")
+    assert (len(b.publisher.opened), len(c.publisher.opened)) == (2, 1)
+
+
+def test_a_watch_of_a_job_driven_here_opens_no_remote_stream(cluster: Cluster) -> None:
+    cluster.owners[JOB] = "a"
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a, ONE_JOB)
+    next(stream)
+    a.publisher.events.put(f"{JOB}-0")
+    read_until(stream, {f"{JOB}-0"}, "task_a")
+    cluster.wake()
+    a.publisher.events.put(f"{JOB}-1")
+    read_until(stream, {f"{JOB}-1"}, "task_a")
+    assert (len(a.publisher.opened), b.publisher.opened) == (1, [])
+    # Between owners (its node gone, no claim yet) nothing is opened either; then b claims it.
+    del cluster.owners[JOB]
+    cluster.wake()
+    a.publisher.events.put(f"{JOB}-2")
+    read_until(stream, {f"{JOB}-2"}, "task_a")
+    assert b.publisher.opened == []
+    cluster.owners[JOB] = "b"
+    cluster.wake()
+    until(lambda: b.publisher.active == 1, "the new owner's stream")
+
+
+# -- who the members serve ----------------------------------------------------------------------
+def test_every_members_stream_serves_the_original_caller(cluster: Cluster) -> None:
+    a = cluster.start("a", security=security())
+    b = cluster.start("b", security=security())
+    stream = cluster.watch(a, metadata=basic("alice"))
+    next(stream)
+    until(lambda: b.publisher.active == 1, "b's stream")
+    for publisher in (a.publisher, b.publisher):  # the member's identity, naming her
+        caller = publisher.callers[0]
+        assert caller is not None and (caller.name, caller.method) == ("alice", "forwarded")
+        assert publisher.opened[0]["username"] == "peloton"
+        assert "alice-pw" not in publisher.opened[0].values()
 
 
 # -- through the job manager's own watch servicer ---------------------------------------------
-class RealMember:
-    """A member serving watch.py's WatchServicer over its own publisher, fanned in."""
-
-    def __init__(self, name: str, members: dict[str, str]) -> None:
-        self.listeners = Listeners()
-        self.publisher = WatchPublisher(self.listeners)
-        self.server = GrpcServer("127.0.0.1:0")
-        self.fan_in = WatchFanIn(lambda: dict(members), name, "", recheck=0.1)
-        register(self.server, pb_grpc.add_WatchServiceServicer_to_server,
-                 WatchServicer(self.publisher),
-                 forward=MemberForwarder(lambda _job: True, _NoOwners(), lambda _u: None,
-                                         watch_fan_in=self.fan_in))
-        self.server.start()
-        self.address = self.fan_in.my_address = f"127.0.0.1:{self.server.port}"
-        members[name] = self.address
-
-    def publish(self, job_id: str, instance: int) -> None:
-        """A task of one of this member's jobs changed (what its cache tells its listeners)."""
-        job: Any = SimpleNamespace(job_id=job_id)
-        for listener in list(self.listeners.task):
-            listener(job, instance, f.task_runtime(TaskState.RUNNING))
-
-    def stop(self) -> None:
-        self.fan_in.close()
-        self.server.stop(0)
+def test_through_the_watch_servicer_a_pod_watch_sees_both_members_until_cancelled(
+        cluster: Cluster) -> None:
+    a, b = cluster.start_real("a"), cluster.start_real("b")
+    stream = cluster.watch(a)
+    watch_id = next(stream).watch_id
+    assert watch_id.startswith("task_")
+    until(lambda: len(b.publisher.watchers) == 1, "b's watcher")
+    a.publish("job-a", 0)
+    b.publish("job-b", 1)
+    read_until(stream, {"job-a-0", "job-b-1"}, watch_id)
+    cluster.cancel(a, watch_id)
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.CANCELLED
+    assert err.value.details() == f"watch cancelled: {watch_id}"
+    until(lambda: not a.publisher.watchers and not b.publisher.watchers,
+          "every member's watcher to be dropped")
 
 
-def test_through_the_watch_servicer_a_pod_watch_sees_both_members_until_cancelled() -> None:
-    members: dict[str, str] = {}
-    a, b = RealMember("a", members), RealMember("b", members)
-    channel = grpc.insecure_channel(a.address)
-    try:
-        stub = pb_grpc.WatchServiceStub(channel)
-        stream = stub.Watch(pb.WatchRequest(pod_filter=watch_pb2.PodFilter()),
-                            timeout=DEADLINE * 2)
-        watch_id = next(stream).watch_id
-        assert watch_id.startswith("task_")
-        until(lambda: len(b.publisher.watchers) == 1, "b's watcher")
-        a.publish("job-a", 0)
-        b.publish("job-b", 1)
-        read_until(stream, {"job-a-0", "job-b-1"}, watch_id)
-        stub.Cancel(pb.CancelRequest(watch_id=watch_id), timeout=DEADLINE)
-        with pytest.raises(grpc.RpcError) as err:
-            list(stream)
-        assert err.value.code() is grpc.StatusCode.CANCELLED
-        assert err.value.details() == f"watch cancelled: {watch_id}"
-        until(lambda: not a.publisher.watchers and not b.publisher.watchers,
-              "every member's watcher to be dropped")
-    finally:
-        channel.close()
-        a.stop()
-        b.stop()
+def test_through_the_watch_servicer_a_job_watch_follows_its_owner(cluster: Cluster) -> None:
+    cluster.owners[JOB] = "b"
+    a, b = cluster.start_real("a"), cluster.start_real("b")
+    stream = cluster.watch(a, ONE_JOB)
+    watch_id = next(stream).watch_id
+    until(lambda: len(b.publisher.watchers) == 1, "the owner's watcher")
+    b.publish(JOB, 0)
+    read_until(stream, {f"{JOB}-0"}, watch_id)
+    cluster.owners[JOB] = "a"  # the job moves to the receiving member
+    cluster.wake()
+    until(lambda: not b.publisher.watchers, "the previous owner's watcher to be dropped")
+    a.publish(JOB, 1)
+    read_until(stream, {f"{JOB}-1"}, watch_id)
