@@ -16,6 +16,14 @@ is re-delivered after a crash (at least once, in order).
   job manager that takes a partition over may have read that update (and skipped it: it
   did not own the run yet) while the dead or paused previous owner never applied it, so
   dropping the re-report would lose the run's state for good.
+- A run's end outlives the backend's memory of it: the last terminal update of each of
+  the `RECENT_ENDED` runs trimmed most recently is kept, and a LOST report of such a run
+  from no host (hostname empty: the backend no longer knows it, because its end was
+  acknowledged) is acknowledged and answered by streaming that terminal update again.
+  A job manager member that skipped the end (its partition was between owners: the
+  leaving owner had let go, the next had not taken it yet) reconciles the run on taking
+  the partition over, and must learn how it ended, not that it was lost.  Run ids are
+  never reused, so such a LOST is always stale.
 - Full buffer: an update is refused outright (not buffered, not applied, not
   acknowledged), so the backend re-delivers it once consumers catch up.  That is
   back-pressure, as in Peloton, where a full buffer means no ACK and Mesos resends.
@@ -46,12 +54,15 @@ from collections.abc import Callable, Sequence
 import gevent.event
 
 from peloton.core.ports import MEMBER_SEP, HostEvent
+from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import StatusUpdate
 
 log = logging.getLogger(__name__)
 
 #: How many trimmed uuids are remembered to recognise late re-deliveries.
 RECENT_UUIDS = 16384
+#: How many ended runs' last terminal update is kept after trimming (module docstring).
+RECENT_ENDED = 16384
 #: Seconds a member consumer may stay silent before it is forgotten.
 MEMBER_IDLE = 60.0
 #: Seconds an explicit reconcile waits for a run's re-report to stream it again.
@@ -98,6 +109,8 @@ class EventLog:
         self._next = 1  # offset of the next event
         self._buffered: dict[str, int] = {}
         self._recent: OrderedDict[str, None] = OrderedDict()
+        #: Run id -> its terminal update, for runs trimmed recently (module docstring).
+        self._ended: OrderedDict[str, StatusUpdate] = OrderedDict()
         #: Run id -> until when its next report is streamed even if repeated (`redeliver`).
         self._redeliver: OrderedDict[str, float] = OrderedDict()
         self._acked: dict[str, int] = dict.fromkeys(consumers, 0)
@@ -126,10 +139,17 @@ class EventLog:
         """Append an update unless it is a duplicate or the buffer is full."""
         signal = None
         freed: list[StatusUpdate] = []
+        stale: StatusUpdate | None = None
         try:
             with self._lock:
+                ended = (self._ended.get(update.run_id)
+                         if update.state is TaskState.LOST and not update.hostname else None)
+                if ended is not None:  # the backend forgot an ended run: say how it ended
+                    stale, update = update, ended
+                    if ended.uuid in self._buffered:  # already streamed again, unread yet
+                        return Offered.DUPLICATE
                 until = self._redeliver.get(update.run_id) if self._redeliver else None
-                again = until is not None and until >= self._now()
+                again = stale is not None or (until is not None and until >= self._now())
                 repeated = update.uuid in self._buffered or update.uuid in self._recent
                 if update.uuid in self._buffered and not again:
                     return Offered.DUPLICATE
@@ -140,6 +160,7 @@ class EventLog:
                     if self._next - self._first >= self.capacity:
                         freed = self._expire_locked()  # a member gone silent may hold it back
                     if self._next - self._first >= self.capacity:
+                        stale = None  # not acknowledged: the backend reports it again
                         return Offered.FULL
                     offset = self._next
                     self._next += 1
@@ -151,6 +172,8 @@ class EventLog:
                     if self._waiting:
                         signal, self._signal = self._signal, gevent.event.Event()
         finally:
+            if stale is not None:
+                freed.append(stale)  # acknowledged: the backend stops re-reporting it
             if freed:
                 self._on_trim(freed)
         if reack:
@@ -278,8 +301,13 @@ class EventLog:
             if update.uuid:
                 self._buffered.pop(update.uuid, None)
                 self._recent[update.uuid] = None
+            if update.state.terminal:
+                self._ended.pop(update.run_id, None)
+                self._ended[update.run_id] = update
         while len(self._recent) > RECENT_UUIDS:
             self._recent.popitem(last=False)
+        while len(self._ended) > RECENT_ENDED:
+            self._ended.popitem(last=False)
         if self._start > 1024 and self._start * 2 > len(self._items):
             del self._items[:self._start]  # amortised: each item is moved at most once more
             self._start = 0

@@ -11,6 +11,7 @@ from peloton.common.clock import FakeClock
 from peloton.core.ports import member_consumer
 from peloton.core.states import TaskState
 from peloton.hostmgr.app import HostManager
+from peloton.hostmgr.backends.base import StatusUpdate
 from peloton.hostmgr.config import HostManagerConfig
 from tests.harness.fake_host_backend import FakeBackend
 from tests.unit.hostmgr.conftest import CONFIG, rid, spec
@@ -226,3 +227,41 @@ def test_a_reconciled_runs_repeated_report_is_streamed_again_for_a_member_that_s
     assert [(e.run_id, e.state) for e in again] == [(rid(0), S.KILLED)]
     backend.listener.status_update(ended)  # type: ignore[union-attr]  # only once
     assert survivor.poll(10, 0) == []
+
+
+def test_a_forgotten_ended_runs_lost_report_is_answered_with_how_it_ended(
+        make_hm: Callable[..., HostManager], backend: FakeBackend) -> None:
+    # A graceful handover: the leaving member let the partition go, the next one had not
+    # taken it yet, and both skipped and acknowledged the run's end; the backend, acked,
+    # forgot the run.  The new owner's reconcile gets LOST from no host, but the run
+    # ended: the stream answers with the end it trimmed, and acks the LOST.
+    hm = make_hm(HostManagerConfig(consumers=("jobmgr",), recovery_grace=0.0))
+    leaving, taking = hm.subscribe("jobmgr@a"), hm.subscribe("jobmgr@b")
+    for stream in (leaving, taking):
+        assert stream.poll(10, 0) == []  # registered
+    ended = backend.report(rid(0), S.KILLED, "h1")
+    for stream in (leaving, taking):  # both skip it: neither owns the run now
+        stream.acknowledge(stream.poll(10, 0)[-1].offset)
+    hm.settle()
+    assert backend.acked == [ended]  # trimmed and acknowledged: the backend forgets it
+
+    lost = _lost_on_no_host(backend, rid(0), "lost-1")  # the takeover's reconcile
+    again = taking.poll(10, 0)
+    assert [(e.run_id, e.state) for e in again] == [(rid(0), S.KILLED)]
+    hm.settle()
+    assert lost in backend.acked  # the stale LOST is not re-delivered for ever
+    _lost_on_no_host(backend, rid(0), "lost-1")  # re-sent while the answer is unread
+    assert [e.state for e in leaving.poll(10, 0)] == [S.KILLED]  # streamed once
+    # A run never seen ending is LOST as reported, and so is one lost on a known host.
+    _lost_on_no_host(backend, rid(1), "lost-2")
+    backend.report(rid(2), S.RUNNING, "h1")
+    backend.report(rid(2), S.LOST, "h1")
+    assert [(e.run_id, e.state) for e in taking.poll(10, 0)] == [
+        (rid(1), S.LOST), (rid(2), S.RUNNING), (rid(2), S.LOST)]
+
+
+def _lost_on_no_host(backend: FakeBackend, run_id: str, uuid: str) -> StatusUpdate:
+    """What a backend reports for a run no host knows (hostname empty)."""
+    update = StatusUpdate(uuid, run_id, S.LOST, "", "", 0.0)
+    backend.listener.status_update(update)  # type: ignore[union-attr]
+    return update
