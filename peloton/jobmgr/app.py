@@ -35,7 +35,7 @@ member drives.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from peloton.api.gen.peloton.api.v0.job import job_pb2_grpc
 from peloton.api.gen.peloton.api.v0.task import task_pb2_grpc
@@ -93,6 +93,7 @@ from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.volumes import VolumeKeeper
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import GroupCommitter, Store
+from peloton.storage.leader_store import FencedOut
 from peloton.storage.partition_fences import PartitionFences
 
 log = logging.getLogger(__name__)
@@ -224,19 +225,45 @@ class JobManager:
         storage as a start does, hand their runs to the other daemons and evaluate them.
         Its jobs are deferred first, so a call about one while this runs loads it rather
         than missing it (recovery.py).  Returns the jobs loaded."""
-        ownership, cache = self.ownership, self.cache
         if self.fences is not None:
             self.fences.claim(partition, epoch)
-            self._announce(partition)
-        ownership.acquire(partition)
-        return self.recovery.recover(
-            only=lambda job_id: ownership.partition(job_id) == partition and job_id not in cache)
+        return self._drive({partition})
 
-    def _announce(self, partition: int) -> None:
-        """Make one no-op call to each peer, so they hear the partition's new epoch now.
+    def acquire_partitions(self, epochs: Mapping[int, int]) -> list[int]:
+        """`acquire_partition` of several partitions at once (a member left or died): each
+        claimed in the store, then one announcement to the peers and one recovery pass over
+        all of them.  Returns the partitions a newer owner holds in the store (FencedOut:
+        not taken, nothing of theirs loaded)."""
+        taken: set[int] = set()
+        refused: list[int] = []
+        for partition, epoch in sorted(epochs.items()):
+            try:
+                if self.fences is not None:
+                    self.fences.claim(partition, epoch)
+            except FencedOut as exc:
+                log.warning("partition %d: not taken: %s", partition, exc)
+                refused.append(partition)
+                continue
+            taken.add(partition)
+        if taken:
+            self._drive(taken)
+        return refused
+
+    def _drive(self, partitions: set[int]) -> int:
+        """Start driving `partitions` (claimed): announce, own, recover; the jobs loaded."""
+        ownership, cache = self.ownership, self.cache
+        if self.fences is not None:
+            self._announce(sorted(partitions))
+        for partition in sorted(partitions):
+            ownership.acquire(partition)
+        return self.recovery.recover(
+            only=lambda job_id: ownership.partition(job_id) in partitions and job_id not in cache)
+
+    def _announce(self, partitions: list[int]) -> None:
+        """Make one no-op call to each peer, so they hear the partitions' new epochs now.
 
         A member's peer calls carry its partitions' epochs and the peers refuse an older
-        one only once they have heard a newer one (term_fence.py): the partition's previous
+        one only once they have heard a newer one (term_fence.py): a partition's previous
         owner, paused, could otherwise still kill or launch runs of it until this member
         happened to call about one of its jobs (never, for a partition without runs).
         Best effort: a peer that is down hears it with the next call."""
@@ -244,8 +271,8 @@ class JobManager:
             self.resmgr.kill_tasks([])
             self.hostmgr.reconcile([])
         except Exception as exc:
-            log.warning("partition %d: could not announce its new epoch to the peers: %s",
-                        partition, exc)
+            log.warning("partitions %s: could not announce their new epochs to the peers: %s",
+                        partitions, exc)
 
     def release_partition(self, partition: int) -> int:
         """Stop driving the jobs of `partition` (it moves to another member): they leave

@@ -41,14 +41,19 @@ MODULE_CAP_S = 240
 #: bench_scale_members starts `peloton up --jobmgrs N` twice (N = 1, 2) and runs the scale
 #: shape through each: about 5 minutes at 100,000 tasks, up to 45 at the full 1,000,000 (its
 #: own deadlines end it before the cap, so its daemons are always stopped).
+#: bench_member_failover starts `peloton up --jobmgrs 2` twice and takes a member down in
+#: each (SIGTERM, kill -9): 1 to 2 minutes, its waits bounded by deadlines within the cap.
 LONG_MODULES: dict[str, int] = {"bench_simulation_day": 1200, "bench_k8s": 1200,
                                 "bench_forecast": 900,
                                 "bench_scale_members": 3000 if os.environ.get(
-                                    "BENCH_SCALE") == "full" else 720}
+                                    "BENCH_SCALE") == "full" else 720,
+                                "bench_member_failover": 400}
 #: Long modules every `make bench` runs all the same, after the others and outside the suite
-#: budget: the Kubernetes figures (issue 21), the forecast's accuracy (issue 26) and the
-#: scale shape with 1 and 2 job managers (issue 24) belong in every run.
-ALWAYS_LONG = frozenset({"bench_k8s", "bench_forecast", "bench_scale_members"})
+#: budget: the Kubernetes figures (issue 21), the forecast's accuracy (issue 26), the
+#: scale shape with 1 and 2 job managers and a member's failover (issue 24) belong in every
+#: run.
+ALWAYS_LONG = frozenset({"bench_k8s", "bench_forecast", "bench_scale_members",
+                         "bench_member_failover"})
 
 
 @dataclass

@@ -21,8 +21,20 @@ REPO = Path(__file__).resolve().parents[2]
 SMOKE_MODULES = {
     # The failover part needs ZooKeeper (BENCH_SKIP without it); the restart always runs.
     "bench_recovery": ("recovery.jobmgr_restart_s", "recovery.jobmgr_restart_rss_mb"),
+    # Needs ZooKeeper and Java, as the zookeeper-marked tests do (about a minute).
+    "bench_member_failover": ("member_failover.sigterm.resume_s",
+                              "member_failover.kill9.resume_s",
+                              "member_failover.kill9.others_failed"),
     "bench_scaling": ("scaling.placement_us_per_task.exponent", "scaling.entitlement_ms.exponent",
                       "scaling.admission_us_per_task.exponent", "scaling.cluster_s.exponent"),
+}
+
+#: Counts a smoke run must report as 0: correctness, not speed.  A member's failover loses
+#: no write to the other partitions and no probe job's end, and runs no task twice.
+MUST_BE_ZERO = {
+    "bench_member_failover": tuple(f"member_failover.{how}.{what}"
+                                   for how in ("sigterm", "kill9")
+                                   for what in ("others_failed", "probe_jobs_not_succeeded_once")),
 }
 
 
@@ -37,3 +49,5 @@ def test_benchmark_runs_at_smoke_scale(module: str) -> None:
     for name in SMOKE_MODULES[module]:
         assert name in got, f"{module} did not report {name}: {sorted(got)}"
         assert math.isfinite(got[name])
+    for name in MUST_BE_ZERO.get(module, ()):
+        assert got.get(name) == 0, f"{module}: {name} = {got.get(name)}\n{done.stdout[-3000:]}"

@@ -71,18 +71,29 @@ class Node(ZkNode):
     """One job manager's membership; with `fences`, it claims each partition in the store."""
 
     def __init__(self, hosts: str, root: str, member_id: str, log: Log,
-                 store: Store | None = None, bulk: bool = False) -> None:
+                 store: Store | None = None, bulk: bool = False,
+                 bulk_acquire: bool = False) -> None:
         super().__init__(hosts, SESSION)
         self.id = member_id
         self.bulk_calls: list[list[int]] = []
+        self.acquire_calls: list[dict[int, int]] = []
+        #: Partitions the bulk acquire says a newer owner holds in the store.
+        self.refuse: set[int] = set()
         self.fences = PartitionFences(store, member_id, count=COUNT,
                                       live=lambda: self.member.connected) if store else None
         self.log = log
         self.component = self.member = PartitionMember(
             self.client, member_id, LeaderId(member_id, "127.0.0.1", 5291, 5392),
             on_acquire=self._acquire, on_release=self._release,
-            on_release_many=self._release_many if bulk else None, count=COUNT, root=root,
-            recheck=1.0)
+            on_release_many=self._release_many if bulk else None,
+            on_acquire_many=self._acquire_many if bulk_acquire else None, count=COUNT,
+            root=root, recheck=1.0)
+
+    def _acquire_many(self, epochs: dict[int, int]) -> list[int]:
+        self.acquire_calls.append(dict(epochs))
+        for partition, epoch in sorted(epochs.items()):  # each is released if refused
+            self.log.add("acquire", self.id, partition, epoch)
+        return sorted(self.refuse & set(epochs))
 
     def _acquire(self, partition: int, epoch: int) -> None:
         if self.fences is not None:
@@ -183,14 +194,48 @@ def test_a_leaver_with_a_bulk_release_hands_everything_over_in_one_call(
     in flight, not once per partition (64 waits made a SIGTERM'd member's handover outlast
     its stop timeout under load)."""
     leaver = make_node("jm-0:5392", bulk=True)
-    other = make_node("jm-1:5392")
+    other = make_node("jm-1:5392", bulk_acquire=True)
     wait_for(lambda: settled([leaver, other]), 10, "two members to settle")
     theirs = leaver.member.held
     assert len(theirs) > 1
     leaver.bulk_calls.clear()
+    other.acquire_calls.clear()
     leaver.member.stop()
     assert leaver.bulk_calls == [sorted(theirs)]
     wait_for(lambda: settled([other]), SESSION / 2, "the other to take the leaver's partitions")
+    # Their nodes went in one transaction, so the other took them all in one call.
+    assert [sorted(c) for c in other.acquire_calls] == [sorted(theirs)]
+    log.check_one_holder()
+
+
+def test_a_member_takes_a_leavers_partitions_over_in_one_call_and_lets_refused_ones_go(
+        make_node: Callable[..., Node], log: Log) -> None:
+    """One call for all the partitions taken over: the job manager claims them, announces
+    them and recovers their jobs in one pass (one per partition cost a dead member's 30
+    partitions 1-3 s).  A partition the call could not take (a newer owner in the store) is
+    released, its node deleted, and claimed again after a backoff."""
+    taker = make_node("jm-0:5392", bulk_acquire=True)
+    wait_for(lambda: settled([taker]), 10, "the first member to hold everything")
+    assert [sorted(c) for c in taker.acquire_calls] == [list(range(COUNT))]
+    leaver = make_node("jm-1:5392")
+    wait_for(lambda: settled([taker, leaver]), 10, "two members to settle")
+    theirs = sorted(leaver.member.held)
+    assert len(theirs) > 1
+    taker.acquire_calls.clear()
+    taker.refuse = {theirs[0]}
+    since = len(log.events)
+    # The leaver's session closes (as a dead process's expires): ZooKeeper deletes all its
+    # nodes in one transaction, so the taker finds every partition free at once.
+    leaver.client.stop()
+    wait_for(lambda: theirs[0] in log.released(taker.id, since), SESSION * 2,
+             "the refused one let go")
+    first = taker.acquire_calls[0]
+    assert sorted(first) == theirs  # all at once, each with its node's epoch
+    assert dict(log.acquired(taker.id, since)[:len(theirs)]) == first
+    taker.refuse = set()
+    wait_for(lambda: settled([taker]), 30, "the refused partition claimed again")
+    # Claimed again after a backoff (alone, so through on_acquire), and held.
+    assert [p for p, _ in log.acquired(taker.id, since)].count(theirs[0]) >= 2
     log.check_one_holder()
 
 

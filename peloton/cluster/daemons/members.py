@@ -85,6 +85,7 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     member = None if zk is None else PartitionMember(
         zk, name, me, on_acquire=lambda p, epoch: _acquire(jm, p, epoch),
         on_release=lambda p: _release(jm, p), on_release_many=lambda ps: _release_many(jm, ps),
+        on_acquire_many=lambda epochs: jm.acquire_partitions(epochs),
         count=count, root=config.election.root)
     # A partition's writes stop as soon as the ZooKeeper connection is not up (before the
     # session can expire and its node go to another member).

@@ -21,7 +21,7 @@ import pytest
 
 from peloton.core.model.ids import RunId, TaskId, new_id
 from peloton.core.model.sched import Victim, VictimReason
-from peloton.core.partitions import partition_of
+from peloton.core.partitions import fence_name, partition_of
 from peloton.core.ports import HostManagerPort
 from peloton.core.states import JobState, TaskState
 from peloton.jobmgr.app import JobManager
@@ -290,3 +290,31 @@ def test_partitions_released_together_wait_once_for_a_launch_round(h: Harness) -
     assert not any(jobs[p] in jm.cache or jm.queue.jobs.is_tracked(jobs[p]) for p in (0, 1, 2))
     assert jm.ownership.held == frozenset() and jm.ownership.holds_none()
     assert all(jobs[p] in h.store.get_active_jobs() for p in range(COUNT))
+
+
+def test_partitions_taken_over_at_once_are_claimed_and_recovered_in_one_pass(
+        h: Harness) -> None:
+    # A member that died held partitions 0, 1 and 2; the taker gets them in one call.
+    jobs = {p: job_in(p) for p in (0, 1, 2)}
+    for jid in jobs.values():
+        h.jm.jobs.create(job_spec(1), jid)
+    h.settle(5)
+    runs = {p: run_of(h, jid, 0) for p, jid in jobs.items()}
+    newer = member(h, "newer")
+    newer.acquire_partition(2, epoch=50)  # partition 2 already has a newer owner in the store
+    taker = member(h, "taker")
+    passes: list[int] = []
+    recover = taker.recovery.recover
+    taker.recovery.recover = lambda **kw: passes.append(1) or recover(**kw)  # type: ignore[method-assign]
+
+    refused = taker.acquire_partitions({0: 20, 1: 20, 2: 20})
+
+    assert refused == [2]  # not taken: nothing of it loaded, its fence not touched
+    assert jobs[0] in taker.cache and jobs[1] in taker.cache and jobs[2] not in taker.cache
+    assert passes == [1]  # one recovery pass for both partitions taken
+    assert taker.ownership.held == frozenset({0, 1})
+    assert h.store.leader_epoch(fence_name(2)) == 50
+    h.jm = taker
+    h.settle(5)
+    for p in (0, 1):  # handed back, not launched again
+        assert launches(h, jobs[p], 0) == [runs[p]]
