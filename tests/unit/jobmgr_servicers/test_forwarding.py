@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import grpc
 import pytest
@@ -159,12 +160,21 @@ def test_a_partition_between_owners_is_waited_for_then_refused() -> None:
     assert fw.forwarded == 0
 
 
-def test_only_the_first_look_for_an_owner_may_come_from_memory() -> None:
-    owners = Owners(None, None, "127.0.0.1:1")
+def test_a_call_waiting_for_an_owner_reads_zookeeper_at_once_then_every_half_second() -> None:
+    owners = Owners(None, None, None, "127.0.0.1:1")
     fw = MemberForwarder(lambda _job: False, owners, update_job, wait=5.0,
                          sleep=lambda _s: None)
     assert fw._await_owner(JOB) == "127.0.0.1:1"
-    assert owners.asked == [False, True, True]  # waiting reads ZooKeeper each time
+    # The first look from memory, then ZooKeeper, then memory (watched) within 0.5 s.
+    assert owners.asked == [False, True, False, False]
+    slow = Owners(None, None, None, "127.0.0.1:1")
+    waits = iter([0.0, 0.6, 0.0])  # the fake sleep moves a clock the forwarder reads
+    clock = [100.0]
+    fw = MemberForwarder(lambda _job: False, slow, update_job, wait=5.0,
+                         sleep=lambda _s: clock.__setitem__(0, clock[0] + next(waits)))
+    with patch("peloton.jobmgr.servicers.forwarding.time.monotonic", lambda: clock[0]):
+        assert fw._await_owner(JOB, fresh=True) == "127.0.0.1:1"
+    assert slow.asked == [True, False, True, False]  # fresh again once 0.5 s went by
 
 
 def test_an_unreachable_owner_answers_with_its_status() -> None:
