@@ -13,10 +13,11 @@ Recovery does not block serving (issue 24, item 4).  As a component, `start()` o
 the active-job ids and *defers* them in the cache (cache.py), then returns: the job
 manager serves, creates jobs and runs its loops at once, while a greenlet loads the
 deferred jobs one by one, `SLICE_JOBS` at a time (the host manager is told about a
-slice's runs together), yielding between jobs.  A lookup of a job not loaded yet (a call,
-a status event, an eviction) loads it first, in the caller, through the same steps, and
-exactly once: whoever gets there first loads it and hands its runs back, the others wait
-(`JobCache.ensure`).  A placement taken for such a job is void (placement_processor.py):
+slice's runs together), yielding between jobs; a job's runs go back to the resource
+manager while the next job loads (`_HandBack`, pipelined).  A lookup of a job not loaded
+yet (a call, a status event, an eviction) loads it first, in the caller, through the same
+steps, and exactly once: whoever gets there first loads it and hands its runs back, the
+others wait (`JobCache.ensure`).  A placement taken for such a job is void (placement_processor.py):
 its recovery kills the run in the resource manager and queues it again.  A job is
 enqueued for the goal-state engines when it is loaded, so they act on loaded jobs only.
 `done` (and the log line "recovery done") says every deferred job is loaded and handed
@@ -45,15 +46,19 @@ from collections.abc import Callable
 import gevent
 
 from peloton.core.errors import DataCorruption, NotFound
+from peloton.core.model.evolve import constructor
 from peloton.core.model.ids import RunId, TaskId
+from peloton.core.model.job import PlacementStrategy
 from peloton.core.model.sched import LaunchSpec
+from peloton.core.model.task import TaskSpec
+from peloton.core.placement.request import PlacementNeeds
 from peloton.core.ports import HostManagerPort, RecoveredRun, ResourceManagerPort
-from peloton.core.states import TaskState
+from peloton.core.states import JobType, TaskState
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.runcontrol import RunControl
-from peloton.jobmgr.sched import rm_task
+from peloton.jobmgr.sched import NeedsCache, rm_task
 
 log = logging.getLogger(__name__)
 S = TaskState
@@ -159,8 +164,9 @@ class Recovery:
 
     def _slice(self, job_ids: list[str]) -> None:
         """Load the deferred jobs of `job_ids` (those no lookup loaded meanwhile), yielding
-        between jobs, then tell the host manager about their runs at once."""
-        handed = _HandBack(self, to_resmgr=True)
+        between jobs, then tell the host manager about their runs at once.  A job's runs go
+        to the resource manager while the next job loads (`_HandBack`, pipelined)."""
+        handed = _HandBack(self, to_resmgr=True, pipelined=True)
         failed: Exception | None = None
         for job_id in job_ids:
             try:
@@ -174,6 +180,12 @@ class Recovery:
         except Exception:
             self._unhanded.update(handed.jobs)
             raise
+        finally:
+            for job_id, error in handed.unsent.items():
+                # Loaded and answering from the cache; its runs go back on the next try.
+                log.warning("job %s: handing its runs back failed (%s); retrying", job_id,
+                            error)
+                self._unhanded.add(job_id)
         if failed is not None:
             raise failed
 
@@ -236,6 +248,10 @@ class Recovery:
             elif rt.state not in _QUEUED and rt.goal_state is not rt.state:
                 self.queue.enqueue_task(job_id, inst)
         if queued:
+            handed.settle()  # its held runs are in the resource manager first
+            failure = handed.unsent.pop(job_id, None)
+            if failure is not None:
+                raise failure
             startable = _startable(job, queued)
             # A previous leader may have taken placements of these runs and stopped
             # before launching them; the resource manager would hold them until its
@@ -263,6 +279,32 @@ class Recovery:
         return len(handed.alive)
 
 
+#: Built by the hundred thousand in a restart: without the frozen `__init__`'s overhead.
+_recovered_run = constructor(RecoveredRun)
+_launch_spec = constructor(LaunchSpec)
+
+
+class _SpecNeeds(NeedsCache):
+    """`cache`'s placement needs, remembered per task spec object: a job's instances share
+    one spec object, so a hand-back builds the needs' key once per spec, not once per run
+    (a million times in a big restart).  Lives as long as one hand-back (it keeps the
+    specs it has seen alive, so an id is never reused meanwhile)."""
+
+    def __init__(self, cache: NeedsCache) -> None:
+        super().__init__()
+        self._cache = cache
+        self._seen: dict[tuple[int, JobType, PlacementStrategy],
+                         tuple[TaskSpec, PlacementNeeds]] = {}
+
+    def needs(self, job_type: JobType, spec: TaskSpec,
+              placement: PlacementStrategy = PlacementStrategy.UNSET) -> PlacementNeeds:
+        key = (id(spec), job_type, placement)
+        seen = self._seen.get(key)
+        if seen is None:
+            seen = self._seen[key] = (spec, self._cache.needs(job_type, spec, placement))
+        return seen[1]
+
+
 def _startable(job: CachedJob, queued: list[int]) -> list[int]:
     """The queued instances to queue again now."""
     if job.spec.sla.maximum_running_instances > 0:
@@ -278,19 +320,31 @@ class _HandBack:
     are seen, and gathered per host for the host manager (`adopt`, then `reconcile`, so a
     launch lost in a crash comes back LOST and is retried).  Queued runs are returned per
     job for the caller to queue again.
+
+    `pipelined` (the recovery of a slice of jobs): a job's RecoverTasks calls run in a
+    greenlet of their own while the caller goes on to load the next job, so the resource
+    manager's work overlaps the job manager's; one job's calls at a time, in job order.
+    `settle` waits for them: before a job's queued runs are queued again and before the
+    host manager is told.  A job whose calls failed is in `unsent` then, not raised.
     """
 
-    def __init__(self, recovery: Recovery, *, to_resmgr: bool) -> None:
+    def __init__(self, recovery: Recovery, *, to_resmgr: bool, pipelined: bool = False) -> None:
         self.recovery = recovery
         self.to_resmgr = to_resmgr
+        self.pipelined = pipelined
         self.alive: list[str] = []
         self.adopted: dict[str, list[LaunchSpec]] = {}
         #: The jobs noted.
         self.jobs: list[str] = []
+        #: The greenlet of the RecoverTasks calls under way (pipelined).
+        self._sending: gevent.Greenlet | None = None
+        #: Jobs whose RecoverTasks calls failed (pipelined), with the error.
+        self.unsent: dict[str, Exception] = {}
+        self._needs = _SpecNeeds(recovery.control.needs)
 
     def job(self, job: CachedJob) -> list[int]:
         """Note one job's runs; returns its queued instances."""
-        resmgr, needs, job_id = self.recovery.resmgr, self.recovery.control.needs, job.job_id
+        needs, job_id = self._needs, job.job_id
         queued: list[int] = []
         held: list[RecoveredRun] = []
         self.jobs.append(job_id)
@@ -300,25 +354,49 @@ class _HandBack:
             if rt.state in _HELD:
                 spec = job.specs.get(rt.config_version) or job.spec
                 if self.to_resmgr:
-                    held.append(RecoveredRun(spec.respool_id,
-                                             rm_task(job_id, spec, inst, rt, needs),
-                                             rt.state, rt.host))
+                    held.append(_recovered_run(spec.respool_id,
+                                               rm_task(job_id, spec, inst, rt, needs),
+                                               rt.state, rt.host))
                 run_id = str(RunId(job_id, inst, rt.run_id))
                 self.alive.append(run_id)
                 if rt.host:
                     self.adopted.setdefault(rt.host, []).append(
-                        LaunchSpec(run_id=run_id, spec=spec.task_spec(inst), ports=rt.ports,
-                                   pool=spec.respool_id))
+                        _launch_spec(run_id, spec.task_spec(inst), rt.ports,
+                                     spec.respool_id))
             elif rt.state in _QUEUED:
                 queued.append(inst)
         # The job's held runs are back in the resource manager before its queued ones (or
-        # any later job's) are queued again, so admission never counts their room as free.
-        for start in range(0, len(held), RECOVER_CHUNK):
-            resmgr.recover_tasks(held[start:start + RECOVER_CHUNK])
+        # any later job's) are queued again, so admission never counts their room as free
+        # (pipelined: the caller settles first).
+        if not self.pipelined:
+            self._send(held)
+            return queued
+        self.settle()  # the previous job's calls first
+        if held:
+            self._sending = gevent.spawn(self._send_noting, job_id, held)
         return queued
 
+    def _send(self, held: list[RecoveredRun]) -> None:
+        resmgr = self.recovery.resmgr
+        for start in range(0, len(held), RECOVER_CHUNK):
+            resmgr.recover_tasks(held[start:start + RECOVER_CHUNK])
+
+    def _send_noting(self, job_id: str, held: list[RecoveredRun]) -> None:
+        try:
+            self._send(held)
+        except Exception as exc:  # the caller learns of it in `settle`
+            self.unsent[job_id] = exc
+
+    def settle(self) -> None:
+        """Wait for the RecoverTasks calls under way (pipelined; a failure goes to `unsent`)."""
+        if self._sending is not None:
+            self._sending.join()
+            self._sending = None
+
     def to_hosts(self) -> None:
-        """Tell the host manager where the runs are, and have it re-report them."""
+        """Tell the host manager where the runs are, and have it re-report them (once the
+        resource manager has every held run back)."""
+        self.settle()
         hostmgr = self.recovery.hostmgr
         for host, specs in self.adopted.items():
             hostmgr.adopt(host, specs)

@@ -330,3 +330,72 @@ def test_a_placement_taken_before_its_job_recovered_is_void(h: Harness) -> None:
     h.settle(5)
     assert h.states(job_id) == [S.RUNNING]
     assert [spec.run_id for _, spec in h.hosts.launches] == [str(RunId(job_id, 0, 1))]
+
+
+def test_a_jobs_runs_go_to_the_resource_manager_while_the_next_job_loads(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = running_jobs(h)
+    jm, gated = restart(h)
+    order = jm.cache.next_deferred(JOBS)
+    gate = gevent.event.Event()
+    calls: list[str] = []
+    real_recover, real_adopt = h.rm.recover_tasks, h.hosts.adopt
+
+    def slow_recover(runs: Any) -> None:  # a resource manager that takes its time
+        calls.append(f"recover {runs[0].task.task_id.job_id}")
+        gate.wait()
+        real_recover(runs)
+
+    def adopt(hostname: str, specs: Any) -> None:
+        calls.append("adopt")
+        real_adopt(hostname, specs)
+
+    monkeypatch.setattr(h.rm, "recover_tasks", slow_recover)
+    monkeypatch.setattr(h.hosts, "adopt", adopt)
+    stepping = gevent.spawn(jm.recovery.step)
+    with gevent.Timeout(5):
+        while gated.loads[order[1]] == 0:
+            gevent.sleep(0.001)
+    # The first job's runs are on their way to the resource manager and the next job has
+    # loaded meanwhile; one job's calls at a time, and the host manager is told last.
+    assert calls == [f"recover {order[0]}"] and h.rm.recovered == []
+    gevent.sleep(0.01)
+    assert calls == [f"recover {order[0]}"] and not stepping.ready()
+    gate.set()
+    assert stepping.get(timeout=5) == JOBS
+    recovers = [c for c in calls if c != "adopt"]
+    assert recovers == [f"recover {j}" for j in order]
+    assert calls[:JOBS] == recovers and set(calls[JOBS:]) == {"adopt"}
+    assert jm.recovery.done
+    assert Counter(h.rm.recovered) == Counter(t for j in ids for t in held_runs(h, j))
+
+
+def test_a_jobs_queued_runs_are_queued_once_its_held_runs_are_back(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = running_jobs(h)
+    h.force_task(ids[1], 0, state=S.PENDING)  # a job with held and queued runs
+    jm, _ = restart(h)
+    calls: list[str] = []
+    real_recover, real_kill = h.rm.recover_tasks, h.rm.kill_tasks
+
+    def slow_recover(runs: Any) -> None:
+        gevent.sleep(0.01)  # the call is under way: the caller goes on meanwhile
+        real_recover(runs)
+        calls.append(f"recovered {runs[0].task.task_id.job_id}")
+
+    def kill(task_ids: Any) -> None:  # the first step of queueing runs again
+        calls.append(f"queued {task_ids[0].job_id}")
+        real_kill(task_ids)
+
+    monkeypatch.setattr(h.rm, "recover_tasks", slow_recover)
+    monkeypatch.setattr(h.rm, "kill_tasks", kill)
+    order = jm.cache.next_deferred(JOBS)
+    assert recover_the_rest(jm)
+    # Every held run of a job, and of the jobs before it, is back before its queued runs
+    # are queued again (admission never counts their room as free).
+    queued_at = calls.index(f"queued {ids[1]}")
+    assert calls[:queued_at] == [f"recovered {j}" for j in order[:order.index(ids[1]) + 1]]
+    assert TaskId(ids[1], 0) in h.rm.queued
+    h.settle(5)
+    for job_id in ids:
+        assert h.states(job_id) == [S.RUNNING] * TASKS

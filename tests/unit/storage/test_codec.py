@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -26,7 +27,12 @@ from peloton.core.model.storage_records import TaskConfigSet
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.states import HealthState, JobState, TaskState
 from peloton.storage import codec
-from peloton.storage.codec_compile import dataclass_encoder, json_encode
+from peloton.storage.codec_compile import (
+    CHECKED,
+    dataclass_decoder,
+    dataclass_encoder,
+    json_encode,
+)
 from tests.contract import factories as f
 
 TEXT = st.text(max_size=20)
@@ -172,3 +178,34 @@ def test_orjson_fast_path_writes_the_codecs_text(rt: TaskRuntime, whole: int, na
                      goal_state=rt.goal_state, time=rt.update_time, host=rt.host,
                      message=rt.message, healthy=rt.healthy)
     assert codec.to_json(event) == _codec_text(event)
+
+
+#: Values put in place of a field (or the field left out) to try the generated decoders.
+ODD = [None, 0, 1, -1, True, False, 1.5, 2**70, "", "x", "RUNNING", "DISABLED", [], [["a", 1]],
+       {}, {"_t": "Nope"}, {"cpu": 1}]
+LEFT_OUT = object()
+
+
+@pytest.mark.parametrize("cls", [TaskRuntime, JobRuntime, TaskSpec, JobSpec, PodEvent])
+@given(data=st.data())
+def test_generated_decoders_accept_and_refuse_what_the_checked_ones_do(
+        cls: type, data: st.DataObject) -> None:
+    # The generated decoder takes the fast path only for data that fits and hands
+    # anything else to the field-by-field one, so both give the same value or the same
+    # error, whatever one field holds.
+    base = codec.encode({TaskRuntime: f.task_runtime(), JobRuntime: f.job_runtime(),
+                         TaskSpec: f.task_spec("job"), JobSpec: f.job_spec(),
+                         PodEvent: f.pod_event("job", 1, 2, 3.0)}[cls])
+    name = data.draw(st.sampled_from(sorted(base)))
+    value = data.draw(st.sampled_from([LEFT_OUT, *ODD]))
+    doc = {k: v for k, v in base.items() if k != name}
+    if value is not LEFT_OUT:
+        doc[name] = value
+
+    def outcome(decode: Any) -> object:
+        try:
+            return decode(dict(doc))
+        except Exception as exc:
+            return (type(exc), str(exc))
+
+    assert outcome(dataclass_decoder(cls)) == outcome(CHECKED[cls])
