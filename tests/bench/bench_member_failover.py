@@ -63,7 +63,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
-from collections.abc import Callable, Iterable  # noqa: E402
+from collections.abc import Iterable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from datetime import datetime  # noqa: E402
 from functools import partial  # noqa: E402
@@ -85,7 +85,7 @@ from peloton.core.partitions import DEFAULT_PARTITIONS, assign, partition_of  # 
 from peloton.core.states import JobState, TaskState  # noqa: E402
 from peloton.storage import Store, StoreOptions, open_store  # noqa: E402
 from tests.bench.bench_cluster import job_config, make_pool  # noqa: E402
-from tests.bench.common import load, report, scaled  # noqa: E402
+from tests.bench.common import load, report, scaled, until  # noqa: E402
 
 SURVIVOR, VICTIM = "jobmgr-1", "jobmgr-2"
 MEMBER_IDS = (SURVIVOR, VICTIM)
@@ -265,18 +265,6 @@ def job_id_in(partition: int) -> str:
     while partition_of(job_id := str(uuid.uuid4()), DEFAULT_PARTITIONS) != partition:
         pass
     return job_id
-
-
-def until(check: Callable[[], object], timeout: float, what: str,
-          interval: float = 0.05) -> float:
-    """Poll `check` until it is truthy; the monotonic time it first was (RuntimeError
-    after `timeout` seconds)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return time.monotonic()
-        time.sleep(interval)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def holders(zk: KazooClient) -> dict[int, str]:

@@ -55,7 +55,7 @@ from peloton.api.gen.peloton.api.v0.task import task_pb2  # noqa: E402
 from peloton.common.leader import ElectionConfig  # noqa: E402
 from peloton.core.errors import NotFound, PelotonError  # noqa: E402
 from tests.bench.bench_cluster import job_config  # noqa: E402
-from tests.bench.common import load, report, scaled  # noqa: E402
+from tests.bench.common import load, report, scaled, until  # noqa: E402
 from tests.harness.multiproc import Daemon, MultiCluster  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
@@ -77,18 +77,6 @@ SESSIONS = scaled((ElectionConfig().session_timeout, 3.0), smoke=(3.0, 2.0))
 FAILOVER_TIMEOUT = 60.0
 #: The parts this run measures (module docstring).
 PARTS = frozenset(os.environ.get("BENCH_PARTS", "failover,restart").replace(" ", "").split(","))
-
-
-def until(check: Callable[[], object], timeout: float, what: str,
-          interval: float = 0.05) -> float:
-    """Poll `check` until it is truthy; the monotonic time it first was (RuntimeError
-    after `timeout` seconds)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return time.monotonic()
-        time.sleep(interval)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def make_pool(client: PelotonClient, name: str, cpu: float) -> str:

@@ -78,3 +78,15 @@ def timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def until(check: Callable[[], object], timeout: float, what: str,
+          interval: float = 0.05) -> float:
+    """Poll `check` until it is truthy; the monotonic time it first was (RuntimeError
+    after `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return time.monotonic()
+        time.sleep(interval)
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
