@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 
 import gevent.event
 
+from peloton.core.model.evolve import constructor
 from peloton.core.ports import MEMBER_SEP, HostEvent
 from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import StatusUpdate
@@ -80,13 +81,18 @@ class Offered(enum.Enum):
     REDELIVERED = "redelivered"
 
 
+#: HostEvent's fields set without the frozen `__init__`'s machinery (core/model/evolve.py):
+#: every status update of every run becomes one of these.
+_new_event = constructor(HostEvent)
+
+
 def to_event(offset: int, update: StatusUpdate) -> HostEvent:
     """The stream's view of a backend update."""
-    return HostEvent(offset=offset, run_id=update.run_id, state=update.state,
-                     hostname=update.hostname, agent_id=update.agent_id,
-                     timestamp=update.timestamp, message=update.message, reason=update.reason,
-                     exit_code=update.exit_code,
-                     healthy=update.healthy.value if update.healthy is not None else "")
+    return _new_event(offset=offset, run_id=update.run_id, state=update.state,
+                      hostname=update.hostname, agent_id=update.agent_id,
+                      timestamp=update.timestamp, message=update.message, reason=update.reason,
+                      exit_code=update.exit_code,
+                      healthy=update.healthy.value if update.healthy is not None else "")
 
 
 class EventLog:

@@ -25,7 +25,6 @@ partition.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable
 
 from peloton.common.loop import Loop
@@ -104,25 +103,35 @@ class StatusEvents:
     def apply(self, events: list[HostEvent]) -> list[HostEvent]:
         """Apply a batch of events to the cached tasks and storage; returns the events of
         tasks whose change was not stored (oldest first), for the caller to apply again."""
-        by_job: dict[str, dict[int, list[tuple[int, HostEvent]]]] = defaultdict(
-            lambda: defaultdict(list))
-        orphans: list[str] = []
+        # Grouped by job first: whether this member owns a job and caches it is asked once
+        # per job of the batch, not once per event (a batch is mostly a few big jobs).
+        by_job: dict[str, dict[int, list[tuple[int, HostEvent]]]] = {}
+        parse = self._run_ids.parse
         for ev in events:
             try:
-                rid = self._run_ids.parse(ev.run_id)
+                rid = parse(ev.run_id)
             except InvalidArgument:
                 log.warning("ignoring event for unparsable run id %r", ev.run_id)
                 continue
-            if not self.owns(rid.job_id):
+            per_task = by_job.get(rid.job_id)
+            if per_task is None:
+                per_task = by_job[rid.job_id] = {}
+            evs = per_task.get(rid.instance)
+            if evs is None:
+                per_task[rid.instance] = [(rid.run, ev)]
+            else:
+                evs.append((rid.run, ev))
+        orphans: list[str] = []
+        held: list[HostEvent] = []
+        for job_id, per_task in by_job.items():
+            if not self.owns(job_id):
                 continue  # its owner applies it (module docstring)
-            if self.cache.get(rid.job_id) is None:
-                if not ev.state.terminal:
-                    orphans.append(ev.run_id)
+            if self.cache.get(job_id) is None:
+                orphans.extend(ev.run_id for evs in per_task.values() for _, ev in evs
+                               if not ev.state.terminal)
                 continue
-            by_job[rid.job_id][rid.instance].append((rid.run, ev))
-        held = [ev for job_id, per_task in by_job.items()
-                for inst in self._apply_job(job_id, per_task, orphans)
-                for _, ev in per_task[inst]]
+            held.extend(ev for inst in self._apply_job(job_id, per_task, orphans)
+                        for _, ev in per_task[inst])
         if orphans:
             log.info("killing %d orphan runs", len(orphans))
             self.hostmgr.kill(orphans, 0.0)
