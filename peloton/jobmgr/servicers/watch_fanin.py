@@ -15,17 +15,30 @@ into the caller's.  It is served through the forwarder's `forward_stream`
   CANCELLED, and with it the merge, which cancels the other members' streams.
 * Membership is followed: the live members are re-read from the member directory
   (ZooKeeper watches) on each change it reports and at least every `recheck` seconds; a
-  member that joins gets a stream, one that left is no longer reopened (its open stream
-  is read to its end: a leaver publishes its jobs' changes until it has released them).
-  Before the directory has seen the members, a watch has this member's changes only.
-* A failure ends the caller's watch only where Peloton's would end: the receiving
-  member's own stream failing (CANCELLED by Cancel, ABORTED "event overflow", ...) or
-  any member's stream overflowing (ABORTED: the caller must re-list, as after a local
-  overflow).  Another member's stream that fails otherwise (it left, was killed, or the
-  connection dropped) is reopened while the member is still live, after `recheck`; the
-  changes it published between the failure and the reopening are not delivered (a dead
-  member publishes none; its jobs' changes come from their next owner's stream once it
-  holds them).
+  member that joins gets a stream, one that left gets none (its open stream is read to
+  its end: a leaver publishes its jobs' changes until it has released them).  Before the
+  directory has seen the members, a watch has this member's changes only.
+* **No change is skipped silently.**  A failure ends the caller's watch where Peloton's
+  would end: the receiving member's own stream failing (CANCELLED by Cancel, ABORTED
+  "event overflow", ...) or any member's stream overflowing (ABORTED: the caller must
+  re-list, as after a local overflow).  And, since a stream cannot be resumed where it
+  stopped, the caller's watch also ends, ABORTED "event overflow: <watch id>" followed by
+  the member, what ended its stream and "watch again", when another member's stream ends
+  while the directory still lists that member: it failed (the connection dropped, the
+  member was killed) or ended while the member may still publish, so changes it
+  published may not have reached the caller, and a new stream would only start at its
+  opening.  Nothing is reopened; the caller lists and watches again, as after an
+  overflow.  A member **killed** (kill -9, a crash) publishes nothing after its death,
+  but its last changes before it may not have arrived: its stream fails at once (its
+  connections are closed) while its member node lives on until its session expires, so
+  the caller's watch ends with that error (its jobs' changes come from their next
+  owners' streams in the caller's next watch).  A stream that ends once its member has
+  **left** the directory (the directory is read when the stream ends) ends nothing: a
+  graceful leaver deletes its member node, releases its partitions (publishing up to
+  that) and only then stops, ending its streams, so they were read to their end.  Left
+  to the caller: a member that vanished without closing its connections (a lost
+  machine) and whose session expired before its stream's failure was noticed is taken
+  for a leaver.
 * Backpressure: the merge holds at most `queue_size` responses; past that each member's
   stream is read no further, its own watcher's buffer fills, and it ends with overflow,
   which ends the caller's watch (bounded memory everywhere, as in watch.py).
@@ -39,11 +52,14 @@ ends the watch, and carries the job's changes while this member drives it: an ow
 here opens no remote stream at all).  The owner is re-read on each change the directory
 reports (partition holders included) and at least every `recheck` seconds; when it
 changes (a handover, or a death once its session expires) a stream is opened on the new
-owner, and the previous owner's is read for `recheck` seconds more (its last changes,
-published before it released the partition, may still be on the way), then cancelled.
-An owner's stream that fails is reopened as a fan-in's is; while the partition is
-between owners no new stream is opened.  A Watch of several jobs, or of every job, is
-fanned in.
+owner, and the previous owner's is read for `recheck` seconds more, counted while the
+merge is not backed up (its last changes, published before it released the partition,
+may still be on the way), then cancelled.  An owner's stream (or a previous owner's,
+while still read) that ends is judged as a fan-in's: a killed owner's failed stream
+ends the caller's watch (ABORTED, as above) instead of being reopened on its successor;
+a graceful owner's, ended after it left the directory, does not.  While the partition
+is between owners no new stream is opened.  A Watch of several jobs, or of every job,
+is fanned in.
 
 **Who the caller is.**  Each member's stream carries the caller's metadata as a
 forwarded call does (forwarding.py, `relayed_metadata` in common/auth/authenticator.py):
@@ -158,7 +174,6 @@ class WatchFanIn:
 
 
 _WAKE = object()
-_ENDED = object()
 
 
 class _Merge:
@@ -172,12 +187,11 @@ class _Merge:
         self.metadata = metadata
         self.context = context
         self.job = job
-        # (member id, its call, a response / _ENDED / its error / _WAKE)
+        # (member id, its call, a response / its `_End` / _WAKE)
         self.queue: gevent.queue.Queue[tuple[str, Any, Any]] = gevent.queue.Queue(
             fan.queue_size)
         self.calls: dict[str, Any] = {}  # member id -> its open Watch call
         self.readers: dict[str, gevent.Greenlet[Any, Any]] = {}
-        self.not_before: dict[str, float] = {}  # member id -> when it may be reopened
         self.unwanted: dict[str, float] = {}  # member id -> since when its stream is not
         self.closing = False
 
@@ -209,16 +223,19 @@ class _Merge:
                     continue
                 if item is _WAKE:
                     continue
-                if item is _ENDED or isinstance(item, grpc.RpcError):
+                if isinstance(item, _End):
                     if self.calls.get(source) is not call:
                         continue  # a stream this merge closed (`_close`): not a failure
                     if source == self.fan.me:
-                        if isinstance(item, grpc.RpcError):
-                            _reproduce(item, self.context)
+                        if item.error is not None:
+                            _reproduce(item.error, self.context)
                         return
-                    if _overflowed(item):  # watch.py's overflow text, with the caller's id
+                    if _overflowed(item.error):  # watch.py's overflow text, the caller's id
                         self.context.abort(grpc.StatusCode.ABORTED, f"event overflow: {watch_id}")
-                    self._lost(source, item)
+                    if item.listed:  # it may have published what the caller will not see
+                        self.context.abort(grpc.StatusCode.ABORTED,
+                                           _broken(watch_id, source, item.error))
+                    self._left(source, item.error)
                     continue
                 item.watch_id = watch_id
                 yield item.SerializeToString()
@@ -240,17 +257,30 @@ class _Merge:
 
     def _read(self, member: str, call: Any, *, skip_first: bool) -> None:
         def read() -> None:
+            error: grpc.RpcError | None = None
             try:
                 for n, response in enumerate(call):
                     if (n or not skip_first) and (response.pods or response.stateless_jobs):
                         self.queue.put((member, call, response))
-                end: Any = _ENDED
             except grpc.RpcError as err:
-                end = err
+                error = err
             if not self.closing:
-                self.queue.put((member, call, end))
+                # Read now, not when the merge takes the end: a killed member's session
+                # may have expired by then, and it would pass for a leaver.
+                self.queue.put((member, call, _End(error, self._listed(member))))
 
         self.readers[member] = gevent.spawn(read)
+
+    def _listed(self, member: str) -> bool:
+        """Whether the directory still lists `member` (True if it cannot tell: the safe
+        answer, which ends the caller's watch)."""
+        if member == self.fan.me:
+            return True
+        try:
+            return member in self.fan.members()
+        except Exception:  # any doubt ends the watch rather than lets a change go
+            log.exception("watch fan-in: could not read the members")
+            return True
 
     def _wanted(self) -> dict[str, str] | None:
         """The other members this watch should have a stream on, by id, with their
@@ -268,23 +298,27 @@ class _Merge:
         return {owner: members[owner]}
 
     def _sync(self) -> None:
-        """Open a stream to each wanted member that has none (not before its reopen time);
-        for a one-job watch, close a previous owner's stream `recheck` seconds after it
-        stopped being wanted (a fan-in reads a leaver's stream to its end)."""
+        """Open a stream to each wanted member that has none (a joiner, a new owner: a
+        member whose stream failed while it was listed ended the watch instead); for a
+        one-job watch, close a previous owner's stream once it has been unwanted for
+        `recheck` seconds while the merge was not backed up (a fan-in reads a leaver's
+        stream to its end)."""
         wanted = self._wanted()
         if wanted is None:
             return
         now = time.monotonic()
         for member, address in wanted.items():
             self.unwanted.pop(member, None)
-            if member in self.calls or self.not_before.get(member, 0.0) > now:
-                continue
-            self._read(member, self._open(member, address), skip_first=True)
+            if member not in self.calls:
+                self._read(member, self._open(member, address), skip_first=True)
         if self.job is None:
             return
+        backed_up = self.queue.full()  # its readers may be waiting to hand changes over
         for member in [m for m in self.calls if m != self.fan.me and m not in wanted]:
             since = self.unwanted.setdefault(member, now)
-            if now - since >= self.fan.recheck:
+            if backed_up:
+                self.unwanted[member] = now  # its last changes may be unread yet
+            elif now - since >= self.fan.recheck:
                 self._close(member)
 
     def _close(self, member: str) -> None:
@@ -296,17 +330,37 @@ class _Merge:
         log.info("watch of job %s: member %s no longer drives it; its stream is closed",
                  self.job, member)
 
-    def _lost(self, member: str, why: Any) -> None:
+    def _left(self, member: str, error: grpc.RpcError | None) -> None:
+        """The stream of a member that left the directory ended: read to its end."""
         self.calls.pop(member, None)
         self.readers.pop(member, None)
-        self.not_before[member] = time.monotonic() + self.fan.recheck
-        log.info("watch fan-in: the stream of member %s ended (%s); reopened while it is %s",
-                 member, why.code().name if isinstance(why, grpc.RpcError) else "finished",
-                 "live" if self.job is None else f"the owner of job {self.job}")
+        self.unwanted.pop(member, None)
+        log.info("watch fan-in: the stream of member %s, which left, ended (%s)", member,
+                 error.code().name if error is not None else "finished")
 
 
-def _overflowed(item: Any) -> bool:
-    return isinstance(item, grpc.RpcError) and item.code() is grpc.StatusCode.ABORTED
+class _End:
+    """A member's stream ended: `error` None if normally; `listed`: whether the member
+    directory still listed the member then."""
+
+    __slots__ = ("error", "listed")
+
+    def __init__(self, error: grpc.RpcError | None, listed: bool) -> None:
+        self.error = error
+        self.listed = listed
+
+
+def _broken(watch_id: str, member: str, error: grpc.RpcError | None) -> str:
+    """Why the caller's watch ends: a member's stream ended while the member is live."""
+    why = (f"failed ({error.code().name}: {error.details() or ''})" if error is not None
+           else "ended")
+    return (f"event overflow: {watch_id}: the watch stream of job manager member {member} "
+            f"{why} while it is a member, so changes it published may be missing; "
+            f"list and watch again")
+
+
+def _overflowed(error: grpc.RpcError | None) -> bool:
+    return error is not None and error.code() is grpc.StatusCode.ABORTED
 
 
 def _reproduce(err: grpc.RpcError, context: grpc.ServicerContext) -> None:

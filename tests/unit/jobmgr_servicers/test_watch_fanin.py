@@ -41,7 +41,8 @@ M = TypeVar("M", bound="Member")
 class Publisher(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
     """One member's own watch stream: a pod name put in `events` is published; "overflow"
     ends the stream as watch.py's overflow does, "cancel" as its Cancel does, "fail" with
-    UNAVAILABLE.  Records each stream's metadata and whom it was served as."""
+    UNAVAILABLE, "end" normally (everything sent).  Records each stream's metadata and
+    whom it was served as."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -68,6 +69,8 @@ class Publisher(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
                     context.abort(grpc.StatusCode.CANCELLED, f"watch cancelled: {watch_id}")
                 if event == "fail":
                     context.abort(grpc.StatusCode.UNAVAILABLE, "connection dropped")
+                if event == "end":
+                    return
                 yield pb.WatchResponse(watch_id=watch_id, pods=[pod_pb2.PodSummary(
                     pod_name=v1.PodName(value=event))])
         finally:
@@ -179,6 +182,17 @@ def until(probe: Callable[[], bool], what: str) -> None:
         gevent.sleep(0.02)
 
 
+def broken(stream: Any, member: str, why: str) -> None:
+    """`stream` ends as a fan-in ends a watch whose member's stream ended while the member
+    was still listed: ABORTED, as an overflow, naming the member and `why`."""
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    details = err.value.details()
+    assert details.startswith("event overflow: task_a: ")
+    assert f"member {member} {why}" in details and details.endswith("list and watch again")
+
+
 def read_until(stream: Any, wanted: set[str], watch_id: str) -> None:
     seen: set[str] = set()
     for response in stream:
@@ -212,24 +226,62 @@ def test_members_that_join_and_leave_are_followed(cluster: Cluster) -> None:
     until(lambda: c.publisher.active == 1, "the joiner's stream")
     c.publisher.events.put("c-job-0")
     read_until(stream, {"c-job-0"}, "task_a")
-    del cluster.members["b"]  # leaves, then stops: its stream ends, and is not reopened
+    # A graceful leave: its member node goes, it publishes up to its release, then stops
+    # (its stream cut): the stream was read to its end, the watch goes on, no reopening.
+    del cluster.members["b"]
+    b.publisher.events.put("b-job-1")
+    read_until(stream, {"b-job-1"}, "task_a")
     b.stop()
+    until(lambda: b.publisher.active == 0, "the leaver's stream to end")
+    # A leaver whose stream ends normally (everything sent) ends nothing either.
+    del cluster.members["c"]
+    c.publisher.events.put("end")
+    until(lambda: c.publisher.active == 0, "the second leaver's stream to end")
     a.publisher.events.put("a-job-1")
-    c.publisher.events.put("c-job-1")
-    read_until(stream, {"a-job-1", "c-job-1"}, "task_a")
-    assert len(b.publisher.opened) == 1
+    read_until(stream, {"a-job-1"}, "task_a")
+    assert (len(b.publisher.opened), len(c.publisher.opened)) == (1, 1)
+    d = cluster.start("d")  # a joiner after the leaves still gets a stream
+    until(lambda: d.publisher.active == 1, "the joiner's stream")
+    d.publisher.events.put("d-job-0")
+    read_until(stream, {"d-job-0"}, "task_a")
 
 
-def test_a_live_members_stream_that_fails_is_reopened(cluster: Cluster) -> None:
+def test_a_live_members_stream_that_fails_ends_the_watch(cluster: Cluster) -> None:
+    # Its changes since the failure would be missed: the caller must list and watch again.
     a, b = cluster.start("a"), cluster.start("b")
     stream = cluster.watch(a)
     next(stream)
     until(lambda: b.publisher.active == 1, "b's stream")
     b.publisher.events.put("fail")
-    until(lambda: len(b.publisher.opened) == 2 and b.publisher.active == 1,
-          "b's stream to be reopened")
-    b.publisher.events.put("b-job-1")
-    read_until(stream, {"b-job-1"}, "task_a")
+    broken(stream, "b", "failed (UNAVAILABLE: connection dropped)")
+    until(lambda: a.publisher.active == b.publisher.active == 0, "every stream to end")
+    assert len(b.publisher.opened) == 1  # not reopened
+
+
+def test_a_killed_member_ends_the_watch(cluster: Cluster) -> None:
+    # kill -9: its connections close at once while its member node lives until its session
+    # expires; what it published just before may not have arrived.
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "b's stream")
+    b.stop()
+    broken(stream, "b", "failed (")
+    del cluster.members["b"]  # its session expires after the watch ended
+    cluster.wake()
+    until(lambda: a.publisher.active == 0, "a's own stream to be cancelled")
+    assert len(b.publisher.opened) == 1
+
+
+def test_a_live_members_stream_that_ends_ends_the_watch(cluster: Cluster) -> None:
+    # Still a member, it may publish more: a new stream would start only at its opening.
+    a, b = cluster.start("a"), cluster.start("b")
+    stream = cluster.watch(a)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "b's stream")
+    b.publisher.events.put("end")
+    broken(stream, "b", "ended while it is a member")
+    assert len(b.publisher.opened) == 1
 
 
 def test_another_members_overflow_ends_the_watch_as_a_local_one_would(cluster: Cluster) -> None:
@@ -307,16 +359,37 @@ def test_a_watch_of_one_job_follows_its_owner(cluster: Cluster) -> None:
     c.publisher.events.put(f"{JOB}-1")
     read_until(stream, {f"{JOB}-0", f"{JOB}-1"}, "task_a")
     until(lambda: b.publisher.active == 0, "the previous owner's stream to be closed")
-    # The owner dies: its stream fails, and the job's next owner (b again, once c's session
-    # expired) gets one.
-    c.stop()
-    cluster.owners[JOB] = "b"
+    # The owner leaves gracefully (SIGTERM): its member node goes, it hands the job to b,
+    # then stops; the next owner gets a stream and the watch goes on.
     del cluster.members["c"]
+    cluster.owners[JOB] = "b"
     cluster.wake()
     until(lambda: b.publisher.active == 1, "the next owner's stream")
+    c.stop()
+    until(lambda: c.publisher.active == 0, "the leaver's stream to end")
     b.publisher.events.put(f"{JOB}-2")
     read_until(stream, {f"{JOB}-2"}, "task_a")
     assert (len(b.publisher.opened), len(c.publisher.opened)) == (2, 1)
+
+
+def test_a_watch_of_one_job_ends_when_its_owner_dies(cluster: Cluster) -> None:
+    # Killed, its stream fails while it is still a member (until its session expires): its
+    # last changes may be lost, so the watch ends rather than being reopened on the next
+    # owner.
+    cluster.owners[JOB] = "b"
+    a, b, c = cluster.start("a"), cluster.start("b"), cluster.start("c")
+    stream = cluster.watch(a, ONE_JOB)
+    next(stream)
+    until(lambda: b.publisher.active == 1, "the owner's stream")
+    b.publisher.events.put(f"{JOB}-0")
+    read_until(stream, {f"{JOB}-0"}, "task_a")
+    b.stop()
+    broken(stream, "b", "failed (")
+    cluster.owners[JOB] = "c"  # its session expires; c takes the job
+    del cluster.members["b"]
+    cluster.wake()
+    until(lambda: a.publisher.active == 0, "a's own stream to be cancelled")
+    assert (len(b.publisher.opened), c.publisher.opened) == (1, [])
 
 
 def test_a_watch_of_a_job_driven_here_opens_no_remote_stream(cluster: Cluster) -> None:
