@@ -15,8 +15,7 @@ Two clients write from before the signal to a few seconds after the takeover, ba
 back: one into the survivor's own partitions, one into the victim's, in turn.  At the
 signal, one more writer per partition of the victim waits until ZooKeeper names the
 survivor that partition's holder (a watch of the bench's own session: waiting writers
-would load the survivor, each call waiting in a member for a partition between owners
-reading ZooKeeper every 50 ms) and then writes until the survivor itself acknowledges a
+would load the survivor they wait for) and then writes until the survivor itself acknowledges a
 write there.  Which member made a job is read from the members' logs ("created job
 <id>"): a create the victim acknowledged after the signal, before it let go, is not a
 resume.  Per scenario (`sigterm`: SIGTERM, the graceful leave; `kill9`: SIGKILL, the
@@ -61,18 +60,15 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-import uuid  # noqa: E402
 from collections import Counter  # noqa: E402
 from collections.abc import Iterable  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from datetime import datetime  # noqa: E402
-from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import gevent  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NoNodeError  # noqa: E402
-from kazoo.recipe.watchers import DataWatch  # noqa: E402
 
 from peloton.api.client import PelotonClient  # noqa: E402
 from peloton.cluster.daemons.config import JobmgrProcessConfig  # noqa: E402
@@ -80,12 +76,21 @@ from peloton.cluster.daemons.config import load as load_config  # noqa: E402
 from peloton.cluster.processes import ZOOKEEPER_JARS, ProcessCluster, ProcessesConfig  # noqa: E402
 from peloton.common.leader import JOB_MANAGER  # noqa: E402
 from peloton.common.membership import MEMBERS, PARTITIONS, role_path  # noqa: E402
-from peloton.core.errors import NotFound, PelotonError  # noqa: E402
-from peloton.core.partitions import DEFAULT_PARTITIONS, assign, partition_of  # noqa: E402
+from peloton.core.errors import NotFound  # noqa: E402
+from peloton.core.partitions import DEFAULT_PARTITIONS, assign  # noqa: E402
 from peloton.core.states import JobState, TaskState  # noqa: E402
 from peloton.storage import Store, StoreOptions, open_store  # noqa: E402
-from tests.bench.bench_cluster import job_config, make_pool  # noqa: E402
+from tests.bench.bench_cluster import make_pool  # noqa: E402
 from tests.bench.common import load, report, scaled, until  # noqa: E402
+from tests.bench.member_probes import (  # noqa: E402
+    PROBE_INTERVAL_S,
+    PROBE_TIMEOUT_S,
+    Creators,
+    Probe,
+    Prober,
+    taken_over,
+    write_when_held,
+)
 
 SURVIVOR, VICTIM = "jobmgr-1", "jobmgr-2"
 MEMBER_IDS = (SURVIVOR, VICTIM)
@@ -93,12 +98,6 @@ ZK_ROOT = "/bench-member-failover"
 HOSTS = 50
 #: 50 simulated hosts of 4 cpus whose tasks run 1 s: every probe job ends soon.
 BACKEND = f"sim:{HOSTS}:1:4"
-PROBE_CPU = 0.05
-#: The probes' client deadline (seconds), and the pause after an acknowledged probe and
-#: after a failed one: the resolution of the figures.
-PROBE_TIMEOUT_S = 2.0
-PROBE_INTERVAL_S = 0.05
-RETRY_PAUSE_S = 0.05
 #: Seconds of probing before the signal (the baseline) and after the takeover.
 BEFORE_S = scaled(5.0, smoke=2.0)
 AFTER_S = scaled(5.0, smoke=2.0)
@@ -110,128 +109,8 @@ FINISH_TIMEOUT_S = 90.0
 VICTIM_EXIT_S = 30.0
 
 STAMP = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})"
-CREATED = re.compile(r"created job (\S+) ")
 ACQUIRED = re.compile(STAMP + r" .*membership (\S+): acquired partition (\d+) ")
 RELEASING = re.compile(STAMP + r" .*membership (\S+): releasing partition (\d+): ")
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """One CreateJob: its job id and partition, when it was sent and answered (monotonic)."""
-
-    job_id: str
-    partition: int
-    sent: float
-    done: float
-    ok: bool
-    error: str = ""
-
-
-class Creators:
-    """Which member created each job, by the members' logs ("created job <id>"), read
-    incrementally: the line is written before the create is answered."""
-
-    def __init__(self, logs: dict[str, Path]) -> None:
-        self._logs = logs
-        self._offsets = dict.fromkeys(logs, 0)
-        self._made: dict[str, str] = {}
-
-    def _refresh(self) -> None:
-        for name, path in self._logs.items():
-            with path.open("rb") as fh:
-                fh.seek(self._offsets[name])
-                data = fh.read()
-            whole = data[:data.rfind(b"\n") + 1]  # a line still being written waits
-            self._offsets[name] += len(whole)
-            for job_id in CREATED.findall(whole.decode(errors="replace")):
-                self._made.setdefault(job_id, name)
-
-    def of(self, job_id: str) -> str:
-        """The creator of `job_id` ("" if no log names it yet)."""
-        if job_id not in self._made:
-            self._refresh()
-        return self._made.get(job_id, "")
-
-
-@dataclass
-class Prober:
-    """Writes to `partitions` (in turn) through one client, back to back, until `stop`."""
-
-    client: PelotonClient
-    pool: str
-    partitions: tuple[int, ...]
-    stop: threading.Event
-    probes: list[Probe] = field(default_factory=list)
-
-    def run(self) -> None:
-        for partition in itertools.cycle(self.partitions):
-            if self.stop.is_set():
-                return
-            probe = create(self.client, self.pool, partition)
-            self.probes.append(probe)
-            time.sleep(PROBE_INTERVAL_S if probe.ok else RETRY_PAUSE_S)
-
-    def acked(self) -> list[Probe]:
-        return [p for p in self.probes if p.ok]
-
-    def failed(self) -> list[Probe]:
-        return [p for p in self.probes if not p.ok]
-
-
-def create(client: PelotonClient, pool: str, partition: int) -> Probe:
-    """One probe: a one-task batch job created with an id of `partition`."""
-    job_id = job_id_in(partition)
-    sent = time.monotonic()
-    try:
-        client.create_job(job_config(pool, 1, PROBE_CPU, "true"), job_id=job_id)
-    except PelotonError as exc:
-        return Probe(job_id, partition, sent, time.monotonic(), False,
-                     f"{type(exc).__name__}: {str(exc)[:120]}")
-    return Probe(job_id, partition, sent, time.monotonic(), True)
-
-
-def taken_over(zk: KazooClient, partitions: tuple[int, ...]) -> dict[int, threading.Event]:
-    """Per partition, an event set once ZooKeeper names the survivor its holder (watches
-    of the bench's own session: nothing asks the members)."""
-    base = role_path(ZK_ROOT, JOB_MANAGER, PARTITIONS)
-    events = {p: threading.Event() for p in partitions}
-
-    def watch(partition: int) -> None:
-        def seen(data: bytes | None, _stat: object) -> bool:
-            if data == SURVIVOR.encode():
-                events[partition].set()
-                return False  # done watching
-            return True
-
-        DataWatch(zk, f"{base}/{partition}", seen)
-
-    for partition in partitions:
-        watch(partition)
-    return events
-
-
-def write_when_held(client: PelotonClient, pool: str, partition: int, held: threading.Event,
-                    creators: Creators, deadline: float, probes: list[Probe]) -> float | None:
-    """Once the survivor holds `partition` in ZooKeeper, write to it until a write the
-    survivor itself made is acknowledged; the monotonic time it was (None by `deadline`).
-    Nothing is sent before, so 30-odd waiting writers do not load the survivor they wait
-    for (every call waiting in a member for a partition between owners reads ZooKeeper
-    every 50 ms).  Every probe is kept in `probes`."""
-    if not held.wait(max(0.0, deadline - time.monotonic())):
-        return None
-    while time.monotonic() < deadline:
-        probe = create(client, pool, partition)
-        probes.append(probe)
-        if probe.ok:
-            try:  # the line is written before the answer; this only rides out a slow read
-                until(partial(creators.of, probe.job_id), PROBE_TIMEOUT_S,
-                      f"the log line of job {probe.job_id}", interval=0.02)
-            except RuntimeError:
-                pass
-            if creators.of(probe.job_id) == SURVIVOR:
-                return probe.done
-        time.sleep(RETRY_PAUSE_S)
-    return None
 
 
 @dataclass(frozen=True)
@@ -258,13 +137,6 @@ class Outcome:
     bad: dict[str, str]
     ambiguous: int
     errors: list[str]
-
-
-def job_id_in(partition: int) -> str:
-    """A fresh job id of `partition` (about 64 uuid draws)."""
-    while partition_of(job_id := str(uuid.uuid4()), DEFAULT_PARTITIONS) != partition:
-        pass
-    return job_id
 
 
 def holders(zk: KazooClient) -> dict[int, str]:
@@ -410,7 +282,7 @@ def scenario(base: Path, name: str, sig: signal.Signals) -> Outcome:
         exited: list[float] = []
         swept: list[Probe] = []
         writer = client(PROBE_TIMEOUT_S)
-        held = taken_over(zk, theirs)
+        held = taken_over(zk, ZK_ROOT, theirs, SURVIVOR)
         t_wall, t_sig = time.time(), time.monotonic()
         victim.proc.send_signal(sig)
 
@@ -421,7 +293,7 @@ def scenario(base: Path, name: str, sig: signal.Signals) -> Outcome:
         waiter = gevent.spawn(wait_exit)
         deadline = t_sig + session + TAKEOVER_SLACK_S
         sweeps = {p: gevent.spawn(write_when_held, writer, pool, p, held[p], creators,
-                                  deadline, swept) for p in theirs}
+                                  SURVIVOR, deadline, swept) for p in theirs}
         workers += [waiter, *sweeps.values()]
         gevent.joinall(list(sweeps.values()), timeout=deadline - time.monotonic() + 5)
         waiter.join(VICTIM_EXIT_S)
