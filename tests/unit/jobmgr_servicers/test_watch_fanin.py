@@ -163,6 +163,15 @@ class Cluster:
         stub = pb_grpc.WatchServiceStub(self.served.channel(member.address))
         return stub.Watch(request, timeout=DEADLINE * 2, metadata=metadata)
 
+    def watching_b_through_a(self) -> tuple[Member, Member, Any]:
+        """Members a and b, a client's Watch of every pod through a, read past its first
+        answer, and a's stream from b open."""
+        a, b = self.start("a"), self.start("b")
+        stream = self.watch(a)
+        next(stream)
+        until(lambda: b.publisher.active == 1, "b's stream")
+        return a, b, stream
+
     def cancel(self, member: Member, watch_id: str) -> None:
         stub = pb_grpc.WatchServiceStub(self.served.channel(member.address))
         stub.Cancel(pb.CancelRequest(watch_id=watch_id), timeout=DEADLINE)
@@ -218,10 +227,7 @@ def test_a_watch_through_one_member_sees_every_members_changes(cluster: Cluster)
 
 
 def test_members_that_join_and_leave_are_followed(cluster: Cluster) -> None:
-    a, b = cluster.start("a"), cluster.start("b")
-    stream = cluster.watch(a)
-    next(stream)
-    until(lambda: b.publisher.active == 1, "b's stream")
+    a, b, stream = cluster.watching_b_through_a()
     c = cluster.start("c")  # joins: the directory's listener wakes the merge
     until(lambda: c.publisher.active == 1, "the joiner's stream")
     c.publisher.events.put("c-job-0")
@@ -248,10 +254,7 @@ def test_members_that_join_and_leave_are_followed(cluster: Cluster) -> None:
 
 def test_a_live_members_stream_that_fails_ends_the_watch(cluster: Cluster) -> None:
     # Its changes since the failure would be missed: the caller must list and watch again.
-    a, b = cluster.start("a"), cluster.start("b")
-    stream = cluster.watch(a)
-    next(stream)
-    until(lambda: b.publisher.active == 1, "b's stream")
+    a, b, stream = cluster.watching_b_through_a()
     b.publisher.events.put("fail")
     broken(stream, "b", "failed (UNAVAILABLE: connection dropped)")
     until(lambda: a.publisher.active == b.publisher.active == 0, "every stream to end")
@@ -261,10 +264,7 @@ def test_a_live_members_stream_that_fails_ends_the_watch(cluster: Cluster) -> No
 def test_a_killed_member_ends_the_watch(cluster: Cluster) -> None:
     # kill -9: its connections close at once while its member node lives until its session
     # expires; what it published just before may not have arrived.
-    a, b = cluster.start("a"), cluster.start("b")
-    stream = cluster.watch(a)
-    next(stream)
-    until(lambda: b.publisher.active == 1, "b's stream")
+    a, b, stream = cluster.watching_b_through_a()
     b.stop()
     broken(stream, "b", "failed (")
     del cluster.members["b"]  # its session expires after the watch ended
@@ -275,20 +275,14 @@ def test_a_killed_member_ends_the_watch(cluster: Cluster) -> None:
 
 def test_a_live_members_stream_that_ends_ends_the_watch(cluster: Cluster) -> None:
     # Still a member, it may publish more: a new stream would start only at its opening.
-    a, b = cluster.start("a"), cluster.start("b")
-    stream = cluster.watch(a)
-    next(stream)
-    until(lambda: b.publisher.active == 1, "b's stream")
+    _a, b, stream = cluster.watching_b_through_a()
     b.publisher.events.put("end")
     broken(stream, "b", "ended while it is a member")
     assert len(b.publisher.opened) == 1
 
 
 def test_another_members_overflow_ends_the_watch_as_a_local_one_would(cluster: Cluster) -> None:
-    a, b = cluster.start("a"), cluster.start("b")
-    stream = cluster.watch(a)
-    next(stream)
-    until(lambda: b.publisher.active == 1, "b's stream")
+    a, b, stream = cluster.watching_b_through_a()
     b.publisher.events.put("overflow")
     with pytest.raises(grpc.RpcError) as err:
         list(stream)
@@ -298,10 +292,7 @@ def test_another_members_overflow_ends_the_watch_as_a_local_one_would(cluster: C
 
 
 def test_cancel_on_the_receiving_member_ends_every_members_stream(cluster: Cluster) -> None:
-    a, b = cluster.start("a"), cluster.start("b")
-    stream = cluster.watch(a)
-    next(stream)
-    until(lambda: b.publisher.active == 1, "b's stream")
+    a, b, stream = cluster.watching_b_through_a()
     a.publisher.events.put("cancel")  # what Cancel(task_a) does to a's own stream
     with pytest.raises(grpc.RpcError) as err:
         list(stream)
