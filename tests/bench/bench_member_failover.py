@@ -33,9 +33,11 @@ partitions move when ZooKeeper expires the victim's session; each on a fresh clu
 - `...others_failed` (0): failed writes into the survivor's own partitions over the whole
   run: with the gap, the proof that they never stopped;
 - `...probe_jobs_succeeded` and `...probe_jobs_not_succeeded_once` (0): acknowledged probe
-  jobs that did (not) end SUCCEEDED with their one task, its run reported RUNNING once and
-  no other run at all (the store), and why not.  A run that never started (its launch
-  died with the killed member before it reached a host) may be replaced: Peloton does.
+  jobs that did (not) end SUCCEEDED with their one task, no run but the task's own
+  reported RUNNING and that one at most once (the store), and why not.  A run that never
+  started (its launch died with the killed member before it reached a host) may be
+  replaced, and one that ran and ended while its partition was between owners is known by
+  its end alone (the takeover's reconcile reports the latest state): Peloton does both.
 
 The session timeout in force is the job managers' default as `ProcessesConfig` runs them
 (the victim's written config is loaded back, as the daemon loads it, to say which); the
@@ -207,8 +209,8 @@ def finished(store: Store, job_ids: list[str]) -> bool:
 
 
 def wrong(store: Store, job_id: str) -> str:
-    """What is wrong with a probe job ("" if it SUCCEEDED with its one task, whose run
-    reported RUNNING once and no other run did), read from the store."""
+    """What is wrong with a probe job ("" if it SUCCEEDED with its one task and no run but
+    the task's own reported RUNNING, that one at most once), read from the store."""
     why = []
     state = store.get_job_runtime(job_id).state
     if state != JobState.SUCCEEDED:
@@ -219,11 +221,13 @@ def wrong(store: Store, job_id: str) -> str:
     task = runtimes[0]
     if task.state != TaskState.SUCCEEDED:
         why.append(f"task {task.state} ({task.message})")
-    # One run ran, and it is the task's run now.  A run that never started (its launch died
-    # with a killed member before it reached a host) is replaced, as Peloton does: not a
-    # second run.
+    # No run but the task's own ran, and it at most once.  A run that never started (its
+    # launch died with a killed member before it reached a host) is replaced, as Peloton
+    # does: not a second run.  A run that ran and ended while its partition was between
+    # owners is learnt from the takeover's reconcile by its end alone: its RUNNING is not
+    # in the history, as on Peloton.
     running = [e.run_id for e in store.get_pod_events(job_id, 0) if e.state == TaskState.RUNNING]
-    if running != [task.run_id]:
+    if set(running) - {task.run_id} or len(running) > 1:
         why.append(f"task on run {task.run_id}, runs reported RUNNING {running}")
     return ", ".join(why)
 
@@ -410,7 +414,7 @@ def report_outcome(o: Outcome) -> None:
            f"(failures seen anywhere: {', '.join(o.errors) or 'none'})")
     report(f"{name}.probe_jobs_succeeded", o.acked_jobs - len(o.bad), "jobs", "",
            f"of the {o.acked_jobs} acknowledged probe jobs, those that ended SUCCEEDED with "
-           f"their one task SUCCEEDED, its run reported RUNNING once and no other run did "
+           f"their one task SUCCEEDED, no run but its own reported RUNNING, that at most once "
            f"(the store); "
            f"failed creates that were stored all the same: {o.ambiguous}")
     kinds = Counter(o.bad.values())
