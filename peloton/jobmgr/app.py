@@ -190,7 +190,8 @@ class JobManager:
         cache, store, resmgr, hostmgr = self.cache, self.store, self.resmgr, self.hostmgr
         jobs, tasks, workflows = self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()
-        self.watch = WatchPublisher(cache.listeners)
+        # A member keeps its first changes for the Watch fan-ins that hear of it late.
+        self.watch = WatchPublisher(cache.listeners, journal=self.forwarder is not None)
         hook, fw = self.api_lock, self.forwarder
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
                  JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook, forward=fw)

@@ -206,14 +206,15 @@ def watch_job(via: Daemon, job_id: str) -> tuple[grpc.Channel, Any]:
     return channel, stream
 
 
-def succeeded(stream: Any, job_id: str, count: int = 3) -> None:
-    """Read the stream until each of the job's `count` pods was reported SUCCEEDED (and
-    nothing of another job was)."""
+def succeeded(stream: Any, job_id: str, count: int = 3, *, only: bool = True) -> None:
+    """Read the stream until each of the job's `count` pods was reported SUCCEEDED (and,
+    with `only`, nothing of another job was)."""
     done: set[str] = set()
     for response in stream:
         for pod in response.pods:
-            assert pod.pod_name.value.rsplit("-", 1)[0] == job_id, pod.pod_name.value
-            if pod.status.state == pod_pb2.POD_STATE_SUCCEEDED:
+            ours = pod.pod_name.value.rsplit("-", 1)[0] == job_id
+            assert ours or not only, pod.pod_name.value
+            if ours and pod.status.state == pod_pb2.POD_STATE_SUCCEEDED:
                 done.add(pod.pod_name.value)
         if len(done) == count:
             return
@@ -249,8 +250,13 @@ def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
     assert created.returncode == 0, created.stdout + created.stderr
     wait_for(lambda: states(store, running) == {TaskState.RUNNING}, 30, "its tasks running")
     # A Watch of the job through m1, opened while m2 drives it, goes on through the
-    # handover: its runs' ends come from m1, their new owner.
+    # handover: its runs' ends come from m1, their new owner.  So does a Watch of every
+    # pod through m1 (fanned in): m2 ends its stream cleanly as it leaves, not as a
+    # failure, which would end the watch.
     channel, stream = watch_job(member(cluster, "m1"), running)
+    every = watch_svc_pb2_grpc.WatchServiceStub(channel).Watch(
+        watch_svc_pb2.WatchRequest(pod_filter=watch_pb2.PodFilter()), timeout=90)
+    next(every)
     stop(leaver.proc, timeout=10)  # SIGTERM
     assert all(f"releasing partition {p}: leaving" in leaver.log() for p in moving), \
         leaver.log()
@@ -262,6 +268,8 @@ def test_a_sigtermed_member_hands_its_partitions_over_before_it_exits(
     try:
         succeeded(stream, running)
         stream.cancel()
+        succeeded(every, running, only=False)
+        every.cancel()
     finally:
         channel.close()
     job_id = job_id_in(moving)

@@ -27,7 +27,8 @@ the job manager (it recovers nothing yet: it holds nothing), the membership (eac
 partition acquired is recovered, then driven), the discovery candidate.  Stop is the
 reverse, so SIGTERM is the graceful leave: the member node goes, every partition is
 released (its work stopped, its node deleted, its new owner starting at once) and only
-then does the job manager stop.
+then does the job manager stop; last, before the gRPC server stops, its watch streams
+end cleanly (what the other members' Watch fan-ins take for a leave, not a failure).
 """
 
 from __future__ import annotations
@@ -127,7 +128,11 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
         fence_out_single_leader(zk, store, path, count, name)
 
     fence = FunctionComponent("jobmgr:fence-out-leader", fence_out, lambda: None)
-    return [directory, jm, fence, member, discovery]
+    # Stopped after the membership has released every partition and the job manager has
+    # stopped, just before the gRPC server: this member's watch streams end cleanly, so
+    # the other members' fan-ins tell this leave from a failure (watch_fanin.py).
+    watch_leave = FunctionComponent("jobmgr:watch-leave", lambda: None, jm.watch.leave)
+    return [watch_leave, directory, jm, fence, member, discovery]
 
 
 def refuse_to_lead_members(zk: KazooClient, root: str) -> None:

@@ -17,17 +17,38 @@ response; clients read the repeated fields either way).
 Differences from Peloton: changes of every job type are published (Peloton
 only published stateless ones), workflow changes count as job changes,
 and Cancel works for job watches too (Peloton answered NOT_FOUND there).
+
+Two additions serve the all-active members' fan-in (watch_fanin.py), which
+must tell "everything was sent" from "something may be missing":
+
+* **A leave ends the streams cleanly.**  `leave()`, called by a member's
+  stop after it released its partitions and before its gRPC server stops,
+  ends every stream with OK and the trailer `peloton-watch-left` once its
+  buffered changes are sent, and answers later watches the same way at once:
+  from then on this process publishes nothing.  A stream that ends any other
+  way (an error, a cut connection, OK without the trailer) may have lost
+  changes.
+* **A young publisher's history.**  With `journal`, every change this
+  process publishes is also kept from its start, while there are at most
+  `journal_size` of them and for `journal_seconds`; a Watch carrying
+  `peloton-watch-from: start` is given those changes (filtered) before the
+  live ones, so a fan-in that learns of a joiner after the joiner began
+  publishing misses nothing.  Once the history no longer covers the start
+  such a Watch is refused with OUT_OF_RANGE (the fan-in then ends its
+  caller's watch: list and watch again), never answered with a gap.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
 import gevent.event
 import grpc
 
@@ -49,6 +70,14 @@ log = logging.getLogger(__name__)
 BATCH = 100
 #: How often a waiting stream checks that its client is still there (seconds).
 POLL = 1.0
+#: Trailer of a stream ended by `WatchPublisher.leave`: everything was sent.
+LEFT_KEY = "peloton-watch-left"
+#: Metadata asking for the changes published since this process started (value "start").
+FROM_KEY = "peloton-watch-from"
+#: How long a young publisher's history covers its start (seconds), and at most how many
+#: changes it holds.
+JOURNAL_SECONDS = 60.0
+JOURNAL_SIZE = 10_000
 
 
 @dataclass(eq=False)
@@ -63,7 +92,7 @@ class Watcher:
     limit: int = 10_000
     buffer: deque[Any] = field(default_factory=deque)
     wake: gevent.event.Event = field(default_factory=gevent.event.Event)
-    ended: str = ""  # "cancel" or "overflow" once the publisher dropped it
+    ended: str = ""  # "cancel", "overflow" or "leave" once the publisher dropped it
 
     def offer(self, item: Any) -> bool:
         """Buffer a change; False if the buffer is full."""
@@ -78,38 +107,95 @@ def _has_labels(wanted: tuple[Label, ...], have: tuple[Label, ...]) -> bool:
     return all(label in have for label in wanted)
 
 
+class HistoryGone(Exception):
+    """A Watch asked for the changes since this process started, and they are no longer
+    all kept (too many, or too long ago)."""
+
+
 class WatchPublisher:
-    """Fans job and pod changes out to watchers; see the module notes."""
+    """Fans job and pod changes out to watchers; see the module notes.  `journal`: keep
+    the changes published since the start while young (all-active members); `clock`:
+    monotonic seconds, for the history's age."""
 
     def __init__(self, listeners: Listeners, buffer_size: int = 10_000,
-                 max_clients: int = 1000) -> None:
+                 max_clients: int = 1000, *, journal: bool = False,
+                 journal_seconds: float = JOURNAL_SECONDS, journal_size: int = JOURNAL_SIZE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.listeners = listeners
         self.buffer_size = buffer_size
         self.max_clients = max_clients
         self.watchers: dict[str, Watcher] = {}
         self._subscribed = False
+        self._left = False
+        self._publishing = False
+        self._clock = clock
+        # ("task", job, instance, runtime) or ("job", job_id, spec, runtime, update).
+        self._journal: list[tuple[Any, ...]] | None = [] if journal else None
+        self._journal_until = clock() + journal_seconds
+        self._journal_size = min(journal_size, buffer_size)  # a replay never overflows
+        if journal:
+            self._subscribe()  # the history starts now, watched or not
 
     def add(self, pods: bool, job_ids: frozenset[str] = frozenset(),
-            pod_names: frozenset[str] = frozenset(), labels: tuple[Label, ...] = ()) -> Watcher:
-        """A new watcher (ResourceExhausted past `max_clients`)."""
-        if len(self.watchers) >= self.max_clients:
-            raise ResourceExhausted("max client reached")  # Peloton's text
+            pod_names: frozenset[str] = frozenset(), labels: tuple[Label, ...] = (), *,
+            from_start: bool = False) -> Watcher:
+        """A new watcher (ResourceExhausted past `max_clients`).  `from_start`: its buffer
+        begins with the matching changes published since this process started
+        (HistoryGone if they are no longer all kept).  After `leave` the watcher has
+        ended already (nothing more will be published)."""
         kind = "task" if pods else "job"  # Peloton's watch id prefixes
         watcher = Watcher(f"{kind}_{uuid.uuid4()}", pods, job_ids, pod_names, labels,
                           self.buffer_size)
+        if self._left:
+            watcher.ended = "leave"
+            return watcher
+        if len(self.watchers) >= self.max_clients:
+            raise ResourceExhausted("max client reached")  # Peloton's text
+        if from_start:
+            journal = self._history()
+            if journal is None:
+                raise HistoryGone("the changes published since this job manager started are "
+                                  "no longer all kept")
+            for entry in journal:  # no greenlet switch until it is registered: no gap
+                if _matches(watcher, entry):
+                    watcher.offer(_item(entry))
         self.watchers[watcher.watch_id] = watcher
         self._subscribe()
         return watcher
 
+    def leave(self) -> None:
+        """This process publishes nothing more (a member stopping, its partitions
+        released): every stream ends cleanly once its buffer is sent, and later watches
+        at once.  Idempotent."""
+        self._left = True
+        self._journal = None
+        for watch_id in list(self.watchers):
+            self.drop(watch_id, "leave")
+        self._unsubscribe()
+
+    def _history(self) -> list[tuple[Any, ...]] | None:
+        """The changes since the start, None once they are not all kept."""
+        if self._journal is not None and self._clock() > self._journal_until:
+            self._journal = None
+        return self._journal
+
+    def _record(self, entry: tuple[Any, ...]) -> None:
+        journal = self._history()
+        if journal is not None and len(journal) >= self._journal_size:
+            journal = self._journal = None  # the start is no longer covered: free it all
+        if journal is not None:
+            journal.append(entry)
+
     def drop(self, watch_id: str, why: str) -> bool:
-        """End a watcher's stream (`why` "cancel" or "overflow"); False if unknown."""
+        """End a watcher's stream (`why` "cancel", "overflow" or "leave"); False if
+        unknown."""
         watcher = self.watchers.pop(watch_id, None)
         if watcher is None:
             return False
         watcher.ended = watcher.ended or why
         watcher.wake.set()
-        if not self.watchers:
-            self._unsubscribe()
+        if not self._publishing:
+            self._unsubscribe_if_idle()
         return True
 
     def _subscribe(self) -> None:
@@ -117,6 +203,10 @@ class WatchPublisher:
             self.listeners.task.append(self._on_task)
             self.listeners.job.append(self._on_job)
             self._subscribed = True
+
+    def _unsubscribe_if_idle(self) -> None:
+        if not self.watchers and self._history() is None:
+            self._unsubscribe()
 
     def _unsubscribe(self) -> None:
         if self._subscribed:
@@ -131,25 +221,50 @@ class WatchPublisher:
             self.drop(watcher.watch_id, "overflow")
 
     def _on_task(self, job: CachedJob, instance: int, rt: TaskRuntime) -> None:
-        name = f"{job.job_id}-{instance}"
-        for watcher in list(self.watchers.values()):
-            if not watcher.pods or (watcher.job_ids and job.job_id not in watcher.job_ids):
-                continue
-            if watcher.pod_names and name not in watcher.pod_names:
-                continue
-            if watcher.labels and not _has_labels(
-                    watcher.labels, job.task_spec(instance, rt.config_version).labels):
-                continue
-            self._deliver(watcher, (job.job_id, instance, rt))
+        self._publish(("task", job, instance, rt))
 
     def _on_job(self, job: CachedJob) -> None:
-        spec, runtime, update = job.spec, job.runtime, job.update
-        for watcher in list(self.watchers.values()):
-            if watcher.pods or (watcher.job_ids and job.job_id not in watcher.job_ids):
-                continue
-            if watcher.labels and not _has_labels(watcher.labels, spec.labels):
-                continue
-            self._deliver(watcher, (job.job_id, spec, runtime, update))
+        self._publish(("job", job.job_id, job.spec, job.runtime, job.update))
+
+    def _publish(self, entry: tuple[Any, ...]) -> None:
+        if self._left:
+            return
+        self._record(entry)
+        self._publishing = True
+        try:
+            for watcher in list(self.watchers.values()):
+                if _matches(watcher, entry):
+                    self._deliver(watcher, _item(entry))
+        finally:
+            self._publishing = False
+        if not self.watchers and self._journal is None:
+            # Not now: the cache is iterating its listeners, and removing one from the
+            # list under its loop would skip the next listener.
+            gevent.spawn(self._unsubscribe_if_idle)
+
+
+def _matches(watcher: Watcher, entry: tuple[Any, ...]) -> bool:
+    """Whether a change (`_publish`'s entry) passes a watcher's filter."""
+    if entry[0] == "task":
+        _, job, instance, rt = entry
+        if not watcher.pods or (watcher.job_ids and job.job_id not in watcher.job_ids):
+            return False
+        if watcher.pod_names and f"{job.job_id}-{instance}" not in watcher.pod_names:
+            return False
+        return not watcher.labels or _has_labels(
+            watcher.labels, job.task_spec(instance, rt.config_version).labels)
+    job_id, spec = entry[1], entry[2]
+    if watcher.pods or (watcher.job_ids and job_id not in watcher.job_ids):
+        return False
+    return not watcher.labels or _has_labels(watcher.labels, spec.labels)
+
+
+def _item(entry: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a watcher's buffer holds for a change: a task's job by id."""
+    if entry[0] == "task":
+        _, job, instance, rt = entry
+        return (job.job_id, instance, rt)
+    return entry[1:]
 
 
 def _labels(labels: Any) -> tuple[Label, ...]:
@@ -163,17 +278,22 @@ class WatchServicer(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
         self.publisher = publisher
 
     def Watch(self, request: pb.WatchRequest, context: Any) -> Iterator[pb.WatchResponse]:
-        if request.HasField("pod_filter"):
-            flt = request.pod_filter
-            job_ids = frozenset({flt.job_id.value}) if flt.job_id.value else frozenset()
-            watcher = self.publisher.add(True, job_ids, frozenset(n.value for n in flt.pod_names),
-                                         _labels(flt.labels))
-        elif request.HasField("stateless_job_filter"):
-            jflt = request.stateless_job_filter
-            watcher = self.publisher.add(False, frozenset(j.value for j in jflt.job_ids),
-                                         labels=_labels(jflt.labels))
-        else:
-            raise InvalidArgument(texts.WATCH_TYPE_UNSUPPORTED, field="pod_filter")
+        from_start = (FROM_KEY, "start") in tuple(context.invocation_metadata() or ())
+        try:
+            if request.HasField("pod_filter"):
+                flt = request.pod_filter
+                job_ids = frozenset({flt.job_id.value}) if flt.job_id.value else frozenset()
+                watcher = self.publisher.add(
+                    True, job_ids, frozenset(n.value for n in flt.pod_names),
+                    _labels(flt.labels), from_start=from_start)
+            elif request.HasField("stateless_job_filter"):
+                jflt = request.stateless_job_filter
+                watcher = self.publisher.add(False, frozenset(j.value for j in jflt.job_ids),
+                                             labels=_labels(jflt.labels), from_start=from_start)
+            else:
+                raise InvalidArgument(texts.WATCH_TYPE_UNSUPPORTED, field="pod_filter")
+        except HistoryGone as exc:
+            context.abort(grpc.StatusCode.OUT_OF_RANGE, str(exc))
         try:
             yield pb.WatchResponse(watch_id=watcher.watch_id)
             while True:
@@ -182,7 +302,10 @@ class WatchServicer(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
                     watcher.wake.wait(POLL)
                 if watcher.ended == "overflow":
                     raise Conflict(f"event overflow: {watcher.watch_id}")  # Peloton's text
-                if watcher.ended:
+                if watcher.ended == "leave" and not watcher.buffer:
+                    context.set_trailing_metadata(((LEFT_KEY, "1"),))  # everything was sent
+                    return
+                if watcher.ended == "cancel":
                     context.abort(grpc.StatusCode.CANCELLED,
                                   f"watch cancelled: {watcher.watch_id}")
                 if not context.is_active():

@@ -14,31 +14,34 @@ into the caller's.  It is served through the forwarder's `forward_stream`
   that id, so Cancel on the receiving member ends the whole watch: its own stream ends
   CANCELLED, and with it the merge, which cancels the other members' streams.
 * Membership is followed: the live members are re-read from the member directory
-  (ZooKeeper watches) on each change it reports and at least every `recheck` seconds; a
-  member that joins gets a stream, one that left gets none (its open stream is read to
-  its end: a leaver publishes its jobs' changes until it has released them).  Before the
-  directory has seen the members, a watch has this member's changes only.
+  (ZooKeeper watches) on each change it reports and at least every `recheck` seconds.
+  The caller's first response (its watch id) is sent only once every member's stream
+  opened at the start has answered, so everything published after it is covered.  A
+  member that **joins** later gets a stream asking for the changes it published since
+  its own start (watch.py's young publisher's history, `peloton-watch-from: start`), so
+  what it published before the merge heard of it is not missed; if its history no
+  longer covers its start (too many changes, or a minute gone) the stream is refused
+  OUT_OF_RANGE and the caller's watch ends as below.  Before the directory has seen any
+  member, every member seen later counts as a joiner.
 * **No change is skipped silently.**  A failure ends the caller's watch where Peloton's
   would end: the receiving member's own stream failing (CANCELLED by Cancel, ABORTED
   "event overflow", ...) or any member's stream overflowing (ABORTED: the caller must
-  re-list, as after a local overflow).  And, since a stream cannot be resumed where it
-  stopped, the caller's watch also ends, ABORTED "event overflow: <watch id>" followed by
-  the member, what ended its stream and "watch again", when another member's stream ends
-  while the directory still lists that member: it failed (the connection dropped, the
-  member was killed) or ended while the member may still publish, so changes it
-  published may not have reached the caller, and a new stream would only start at its
-  opening.  Nothing is reopened; the caller lists and watches again, as after an
-  overflow.  A member **killed** (kill -9, a crash) publishes nothing after its death,
-  but its last changes before it may not have arrived: its stream fails at once (its
-  connections are closed) while its member node lives on until its session expires, so
-  the caller's watch ends with that error (its jobs' changes come from their next
-  owners' streams in the caller's next watch).  A stream that ends once its member has
-  **left** the directory (the directory is read when the stream ends) ends nothing: a
-  graceful leaver deletes its member node, releases its partitions (publishing up to
-  that) and only then stops, ending its streams, so they were read to their end.  Left
-  to the caller: a member that vanished without closing its connections (a lost
-  machine) and whose session expired before its stream's failure was noticed is taken
-  for a leaver.
+  re-list, as after a local overflow).  A member that **leaves** gracefully (SIGTERM)
+  deletes its member node, releases its partitions, stops its job manager and only then
+  ends every watch stream *cleanly* (OK with the trailer `peloton-watch-left`,
+  watch.py's `leave`): that stream was read to its end, the watch goes on, and the
+  member is not reopened until the directory stops listing it (or `leave_grace` has
+  passed: then as a joiner).  **Any other end** of a member's stream, listed or not,
+  ends the caller's watch ABORTED "event overflow: <watch id>" followed by the member,
+  what ended its stream and "list and watch again": it failed (connection dropped,
+  member killed, or a lost machine's connection noticed late, after its session expired
+  and the directory dropped it) or ended without the leave's trailer, so changes it
+  published may not have reached the caller, and a stream cannot be resumed where it
+  stopped.  Nothing is reopened.  A member out of the directory for `leave_grace`
+  seconds whose stream neither ended cleanly nor failed (a lost machine whose
+  connection hangs) ends the watch the same way.  When the receiving member itself
+  leaves, its own stream's clean end ends the caller's watch ABORTED too (the caller
+  watches again through another member).
 * Backpressure: the merge holds at most `queue_size` responses; past that each member's
   stream is read no further, its own watcher's buffer fills, and it ends with overflow,
   which ends the caller's watch (bounded memory everywhere, as in watch.py).
@@ -54,11 +57,15 @@ reports (partition holders included) and at least every `recheck` seconds; when 
 changes (a handover, or a death once its session expires) a stream is opened on the new
 owner, and the previous owner's is read for `recheck` seconds more, counted while the
 merge is not backed up (its last changes, published before it released the partition,
-may still be on the way), then cancelled.  An owner's stream (or a previous owner's,
-while still read) that ends is judged as a fan-in's: a killed owner's failed stream
-ends the caller's watch (ABORTED, as above) instead of being reopened on its successor;
-a graceful owner's, ended after it left the directory, does not.  While the partition
-is between owners no new stream is opened.  A Watch of several jobs, or of every job,
+may still be on the way), then cancelled; a previous owner that left the directory is
+read to its end instead.  An owner's stream (or a previous owner's, while still read)
+that ends is judged as a fan-in's: a killed owner's failed stream ends the caller's
+watch (ABORTED, as above) instead of being reopened on its successor; a graceful
+owner's clean end does not.  A new owner that joined after the last look is read from
+its start, as a fan-in's joiner; one that was already a member is read from the
+stream's opening (what it published between taking the partition and that opening is
+the one gap left, see the design note).  While the partition is between owners no new
+stream is opened.  A Watch of several jobs, or of every job,
 is fanned in.
 
 **Who the caller is.**  Each member's stream carries the caller's metadata as a
@@ -74,11 +81,13 @@ that member's.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import gevent
+import gevent.event
 import gevent.queue
 import grpc
 
@@ -87,6 +96,7 @@ from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
 from peloton.common.auth import Principal
 from peloton.common.auth.authenticator import relayed_metadata
 from peloton.core.errors import PelotonError
+from peloton.jobmgr.servicers.watch import FROM_KEY, LEFT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +106,12 @@ WATCH = "peloton.api.v1alpha.watch.svc.WatchService/Watch"
 LOCAL_KEY = "peloton-watch-local"
 #: How often a merge re-reads the members even when told of no change (seconds).
 RECHECK = 1.0
+#: How long a member may stay out of the directory with its stream open, neither ended
+#: cleanly nor failed, before it is taken for lost (seconds): a graceful leaver ends its
+#: streams after its release and its job manager's stop, within its 10 s stop and more.
+LEAVE_GRACE = 30.0
+#: How long a new watch waits for the streams it opens at its start (seconds).
+OPEN_TIMEOUT = 10.0
 #: Responses a merge holds for a slow caller before the members' streams back up.
 QUEUE_SIZE = 64
 
@@ -131,7 +147,9 @@ class WatchFanIn:
                  identity: Sequence[tuple[str, str]] = (),
                  caller: Callable[[], Principal | None] = current_principal,
                  connect: Callable[[str], grpc.Channel] = grpc.insecure_channel,
-                 recheck: float = RECHECK, queue_size: int = QUEUE_SIZE) -> None:
+                 recheck: float = RECHECK, queue_size: int = QUEUE_SIZE,
+                 leave_grace: float = LEAVE_GRACE, open_timeout: float = OPEN_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.members = members
         self.me = me
         self.my_address = my_address
@@ -140,6 +158,9 @@ class WatchFanIn:
         self.caller = caller
         self.recheck = recheck
         self.queue_size = queue_size
+        self.leave_grace = leave_grace
+        self.open_timeout = open_timeout
+        self.clock = clock
         self._connect = connect
         self._channels: dict[str, grpc.Channel] = {}
         self._merges: set[_Merge] = set()
@@ -187,12 +208,17 @@ class _Merge:
         self.metadata = metadata
         self.context = context
         self.job = job
+        self.watch_id = ""
         # (member id, its call, a response / its `_End` / _WAKE)
         self.queue: gevent.queue.Queue[tuple[str, Any, Any]] = gevent.queue.Queue(
             fan.queue_size)
         self.calls: dict[str, Any] = {}  # member id -> its open Watch call
         self.readers: dict[str, gevent.Greenlet[Any, Any]] = {}
+        self.opened: dict[str, gevent.event.Event] = {}  # set at its first response or end
         self.unwanted: dict[str, float] = {}  # member id -> since when its stream is not
+        self.unlisted: dict[str, float] = {}  # member id -> since when, its stream open
+        self.left: dict[str, float] = {}  # member id -> when it ended cleanly, still listed
+        self.listed: set[str] | None = None  # the members at the last look (None: none yet)
         self.closing = False
 
     def poke(self) -> None:
@@ -210,9 +236,13 @@ class _Merge:
             except grpc.RpcError as err:
                 _reproduce(err, self.context)
                 return
-            watch_id = first.watch_id
-            yield first.SerializeToString()
+            self.watch_id = watch_id = first.watch_id
             self._read(self.fan.me, mine, skip_first=False)
+            # The caller's watch covers what is published after its first response (a
+            # client may list then), so every member's watcher exists before it is sent.
+            self._sync()
+            self._await_opened()
+            yield first.SerializeToString()
             while True:
                 self._sync()
                 try:
@@ -229,14 +259,16 @@ class _Merge:
                     if source == self.fan.me:
                         if item.error is not None:
                             _reproduce(item.error, self.context)
-                        return
+                        self.context.abort(grpc.StatusCode.ABORTED, _leaving(watch_id, source)
+                                           if item.clean else _broken(watch_id, source, None))
+                    if item.clean:  # everything it will ever publish was read
+                        self._left(source)
+                        continue
                     if _overflowed(item.error):  # watch.py's overflow text, the caller's id
                         self.context.abort(grpc.StatusCode.ABORTED, f"event overflow: {watch_id}")
-                    if item.listed:  # it may have published what the caller will not see
-                        self.context.abort(grpc.StatusCode.ABORTED,
-                                           _broken(watch_id, source, item.error))
-                    self._left(source, item.error)
-                    continue
+                    # Failed or cut, listed or not: what it published last may be missing.
+                    self.context.abort(grpc.StatusCode.ABORTED,
+                                       _broken(watch_id, source, item.error))
                 item.watch_id = watch_id
                 yield item.SerializeToString()
         finally:
@@ -246,46 +278,48 @@ class _Merge:
                 call.cancel()
             gevent.killall(list(self.readers.values()), block=False)
 
-    def _open(self, member: str, address: str) -> Any:
+    def _open(self, member: str, address: str, *, from_start: bool = False) -> Any:
         remaining = self.context.time_remaining()
+        metadata = [*self.metadata, (FROM_KEY, "start")] if from_start else self.metadata
         call = self.fan.channel(address).unary_stream(
             f"/{WATCH}", request_serializer=pb.WatchRequest.SerializeToString,
             response_deserializer=pb.WatchResponse.FromString)(
-            self.request, timeout=remaining, metadata=self.metadata)
+            self.request, timeout=remaining, metadata=metadata)
         self.calls[member] = call
         return call
 
     def _read(self, member: str, call: Any, *, skip_first: bool) -> None:
+        opened = self.opened[member] = gevent.event.Event()
+
         def read() -> None:
             error: grpc.RpcError | None = None
             try:
                 for n, response in enumerate(call):
+                    opened.set()
                     if (n or not skip_first) and (response.pods or response.stateless_jobs):
                         self.queue.put((member, call, response))
             except grpc.RpcError as err:
                 error = err
+            opened.set()
             if not self.closing:
-                # Read now, not when the merge takes the end: a killed member's session
-                # may have expired by then, and it would pass for a leaver.
-                self.queue.put((member, call, _End(error, self._listed(member))))
+                self.queue.put((member, call, _End(error, error is None and _clean(call))))
 
         self.readers[member] = gevent.spawn(read)
 
-    def _listed(self, member: str) -> bool:
-        """Whether the directory still lists `member` (True if it cannot tell: the safe
-        answer, which ends the caller's watch)."""
-        if member == self.fan.me:
-            return True
-        try:
-            return member in self.fan.members()
-        except Exception:  # any doubt ends the watch rather than lets a change go
-            log.exception("watch fan-in: could not read the members")
-            return True
+    def _await_opened(self) -> None:
+        """Wait until every other member's stream opened at the start has answered (its
+        watcher registered) or ended; UNAVAILABLE if one does not within `open_timeout`."""
+        waiting = {m: e for m, e in self.opened.items() if m != self.fan.me}
+        gevent.wait(list(waiting.values()), timeout=self.fan.open_timeout)
+        late = sorted(m for m, e in waiting.items() if not e.is_set())
+        if late:
+            self.context.abort(grpc.StatusCode.UNAVAILABLE,
+                               f"the watch streams of job manager members {', '.join(late)} "
+                               f"did not open within {self.fan.open_timeout:g} s; watch again")
 
-    def _wanted(self) -> dict[str, str] | None:
+    def _wanted(self, members: Mapping[str, str]) -> dict[str, str] | None:
         """The other members this watch should have a stream on, by id, with their
         addresses; None when the owner of its job cannot be told now (keep the streams)."""
-        members = self.fan.members()
         if self.job is None or self.fan.owner is None:
             return {m: a for m, a in members.items() if m != self.fan.me}
         try:
@@ -298,23 +332,61 @@ class _Merge:
         return {owner: members[owner]}
 
     def _sync(self) -> None:
-        """Open a stream to each wanted member that has none (a joiner, a new owner: a
-        member whose stream failed while it was listed ended the watch instead); for a
-        one-job watch, close a previous owner's stream once it has been unwanted for
-        `recheck` seconds while the merge was not backed up (a fan-in reads a leaver's
-        stream to its end)."""
-        wanted = self._wanted()
-        if wanted is None:
-            return
-        now = time.monotonic()
-        for member, address in wanted.items():
-            self.unwanted.pop(member, None)
-            if member not in self.calls:
-                self._read(member, self._open(member, address), skip_first=True)
-        if self.job is None:
-            return
+        """Follow the directory: end the watch on a member lost from it (`_unlisted`); open
+        a stream to each wanted member that has none (a joiner from its start, see
+        `_joined`); for a one-job watch, close a listed previous owner's stream once it
+        has been unwanted for `recheck` seconds while the merge was not backed up."""
+        members = self.fan.members()
+        now = self.fan.clock()
+        self._unlisted(members, now)
+        for member in [m for m in self.left if m not in members]:
+            del self.left[member]  # gone from the directory: its next listing is a join
+        wanted = self._wanted(members)
+        if wanted is not None:
+            for member, address in wanted.items():
+                self.unwanted.pop(member, None)
+                if member in self.calls or now - self.left.get(member, -math.inf) < \
+                        self.fan.leave_grace:
+                    continue  # has a stream; or it left cleanly and the directory lags
+                joined = self._joined(member)
+                self.left.pop(member, None)
+                self._read(member, self._open(member, address, from_start=joined),
+                           skip_first=True)
+            if self.job is not None:
+                self._drop_previous_owners(wanted, members, now)
+        self.listed = set(members)
+
+    def _joined(self, member: str) -> bool:
+        """Whether `member` may have published since this watch began before its stream
+        opens: it was not listed at the last look (a joiner) or its last stream ended
+        cleanly (a new process of that id).  Its stream then starts from the member's
+        own start (watch.py's history), or is refused, ending the watch, never a gap."""
+        return self.listed is not None and (member not in self.listed or member in self.left)
+
+    def _unlisted(self, members: Mapping[str, str], now: float) -> None:
+        """End the watch on a member out of the directory for `leave_grace` seconds whose
+        stream neither ended cleanly nor failed (a lost machine: its session expired,
+        its connection hangs).  Counted only while the merge has taken every change its
+        readers handed over, so a leaver's clean end waiting in the queue is not missed."""
+        for member in [m for m in self.calls if m != self.fan.me]:
+            if member in members:
+                self.unlisted.pop(member, None)
+                continue
+            since = self.unlisted.setdefault(member, now)
+            if not self.queue.empty():
+                continue
+            if now - since >= self.fan.leave_grace:
+                self.context.abort(grpc.StatusCode.ABORTED,
+                                   _lost(self.watch_id, member, now - since))
+
+    def _drop_previous_owners(self, wanted: Mapping[str, str], members: Mapping[str, str],
+                              now: float) -> None:
+        """A one-job watch reads a previous owner that is still a member (a handover) for
+        `recheck` seconds more, then closes it; one that left is read to its end."""
         backed_up = self.queue.full()  # its readers may be waiting to hand changes over
         for member in [m for m in self.calls if m != self.fan.me and m not in wanted]:
+            if member not in members:
+                continue  # it leaves: its clean end, a failure or `_unlisted` decides
             since = self.unwanted.setdefault(member, now)
             if backed_up:
                 self.unwanted[member] = now  # its last changes may be unread yet
@@ -325,38 +397,63 @@ class _Merge:
         """Stop reading a member that no longer drives the watched job."""
         call = self.calls.pop(member)
         self.readers.pop(member, None)
+        self.opened.pop(member, None)
         self.unwanted.pop(member, None)
         call.cancel()  # its reader's end is then ignored: the call is no longer this member's
         log.info("watch of job %s: member %s no longer drives it; its stream is closed",
                  self.job, member)
 
-    def _left(self, member: str, error: grpc.RpcError | None) -> None:
-        """The stream of a member that left the directory ended: read to its end."""
+    def _left(self, member: str) -> None:
+        """A member's stream ended cleanly (it left, having sent everything): it is
+        remembered until the directory stops listing it, so it is not reopened meanwhile."""
         self.calls.pop(member, None)
         self.readers.pop(member, None)
+        self.opened.pop(member, None)
         self.unwanted.pop(member, None)
-        log.info("watch fan-in: the stream of member %s, which left, ended (%s)", member,
-                 error.code().name if error is not None else "finished")
+        self.unlisted.pop(member, None)
+        self.left[member] = self.fan.clock()
+        log.info("watch fan-in: member %s left; its stream was read to its end", member)
 
 
 class _End:
-    """A member's stream ended: `error` None if normally; `listed`: whether the member
-    directory still listed the member then."""
+    """A member's stream ended: `error` None if with OK; `clean`: with OK and the
+    leaver's trailer (watch.py's `leave`: everything it will publish was sent)."""
 
-    __slots__ = ("error", "listed")
+    __slots__ = ("clean", "error")
 
-    def __init__(self, error: grpc.RpcError | None, listed: bool) -> None:
+    def __init__(self, error: grpc.RpcError | None, clean: bool) -> None:
         self.error = error
-        self.listed = listed
+        self.clean = clean
+
+
+def _clean(call: Any) -> bool:
+    """Whether a stream that ended with OK carries the leaver's trailer."""
+    try:
+        return any(k == LEFT_KEY for k, _ in call.trailing_metadata() or ())
+    except Exception:  # no trailer to read: not a clean end
+        log.exception("watch fan-in: could not read a stream's trailer")
+        return False
 
 
 def _broken(watch_id: str, member: str, error: grpc.RpcError | None) -> str:
-    """Why the caller's watch ends: a member's stream ended while the member is live."""
+    """Why the caller's watch ends: a member's stream ended other than by its leave."""
     why = (f"failed ({error.code().name}: {error.details() or ''})" if error is not None
-           else "ended")
+           else "ended without the clean end of a leave")
     return (f"event overflow: {watch_id}: the watch stream of job manager member {member} "
-            f"{why} while it is a member, so changes it published may be missing; "
-            f"list and watch again")
+            f"{why}, so changes it published may be missing; list and watch again")
+
+
+def _lost(watch_id: str, member: str, seconds: float) -> str:
+    """Why the caller's watch ends: a member left the directory and its stream hangs."""
+    return (f"event overflow: {watch_id}: job manager member {member} left the members "
+            f"{seconds:.0f} s ago and its watch stream has neither ended cleanly nor failed "
+            f"(it is lost), so changes it published may be missing; list and watch again")
+
+
+def _leaving(watch_id: str, member: str) -> str:
+    """Why the caller's watch ends: the member serving it is leaving."""
+    return (f"event overflow: {watch_id}: job manager member {member}, which serves this "
+            f"watch, is leaving; list and watch again through another member")
 
 
 def _overflowed(error: grpc.RpcError | None) -> bool:

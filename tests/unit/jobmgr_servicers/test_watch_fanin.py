@@ -1,12 +1,15 @@
 """A Watch through any member sees every member's changes (servicers/watch_fanin.py): the
 receiving member merges the same Watch opened on every live member, over gRPC, following
-members that join and leave; a Watch of one job goes to the job's owner alone and follows
-it from owner to owner; every member serves it as the original caller.  Each member here
-is a gRPC server whose WatchService publishes what the test puts in its queue, started
-through the `cluster` fixture (which stops everything a test started)."""
+members that join (read from their start) and leave (read to their clean end); any other
+end of a member's stream ends the watch; a Watch of one job goes to the job's owner alone
+and follows it from owner to owner; every member serves it as the original caller.  Each
+member here is a gRPC server whose WatchService publishes what the test puts in its queue
+(or watch.py's own servicer), started through the `cluster` fixture (which stops
+everything a test started)."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -26,7 +29,7 @@ from peloton.common.auth import Principal, Security
 from peloton.core.errors import Conflict
 from peloton.core.states import TaskState
 from peloton.jobmgr.job_deps import Listeners
-from peloton.jobmgr.servicers.watch import WatchPublisher, WatchServicer
+from peloton.jobmgr.servicers.watch import FROM_KEY, LEFT_KEY, WatchPublisher, WatchServicer
 from peloton.jobmgr.servicers.watch_fanin import LOCAL_KEY, WatchFanIn, watched_job
 from tests.contract import factories as f
 from tests.unit.jobmgr_servicers.served import Served, basic, security
@@ -40,9 +43,9 @@ M = TypeVar("M", bound="Member")
 
 class Publisher(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
     """One member's own watch stream: a pod name put in `events` is published; "overflow"
-    ends the stream as watch.py's overflow does, "cancel" as its Cancel does, "fail" with
-    UNAVAILABLE, "end" normally (everything sent).  Records each stream's metadata and
-    whom it was served as."""
+    ends the stream as watch.py's overflow does, "cancel" as its Cancel does, "leave" as
+    its leave does (OK with the leaver's trailer), "fail" with UNAVAILABLE, "end" with OK
+    and no trailer.  Records each stream's metadata and whom it was served as."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -69,6 +72,9 @@ class Publisher(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
                     context.abort(grpc.StatusCode.CANCELLED, f"watch cancelled: {watch_id}")
                 if event == "fail":
                     context.abort(grpc.StatusCode.UNAVAILABLE, "connection dropped")
+                if event == "leave":
+                    context.set_trailing_metadata(((LEFT_KEY, "1"),))
+                    return
                 if event == "end":
                     return
                 yield pb.WatchResponse(watch_id=watch_id, pods=[pod_pb2.PodSummary(
@@ -88,7 +94,8 @@ class Member:
         identity = security.internal if security is not None else ()
         self.fan_in = cluster.served.closing(WatchFanIn(
             lambda: dict(cluster.members), name, "", owner=cluster.owners.get,
-            identity=identity, recheck=0.1))
+            identity=identity, recheck=0.1, leave_grace=cluster.leave_grace,
+            open_timeout=cluster.open_timeout))
         forwarder = cluster.served.forwarder(lambda _job: True, _NoOwners(), lambda _u: None,
                                              watch_fan_in=self.fan_in, identity=identity)
         self.server = cluster.served.server(pb_grpc.add_WatchServiceServicer_to_server,
@@ -107,12 +114,25 @@ class FakeMember(Member):
         super().__init__(cluster, name, self.publisher, security)
 
 
+class FakeClock:
+    """Monotonic seconds a test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class RealMember(Member):
-    """A member serving watch.py's WatchServicer over its own publisher."""
+    """A member serving watch.py's WatchServicer over its own publisher, which keeps its
+    first changes (a member's) on `clock`."""
 
     def __init__(self, cluster: Cluster, name: str, security: Security | None) -> None:
         self.listeners = Listeners()
-        self.publisher = WatchPublisher(self.listeners)
+        self.clock = FakeClock()
+        self.publisher = WatchPublisher(self.listeners, journal=True, journal_seconds=60.0,
+                                        clock=self.clock)
         super().__init__(cluster, name, WatchServicer(self.publisher), security)
 
     def publish(self, job_id: str, instance: int) -> None:
@@ -139,18 +159,30 @@ class Cluster:
         self.members: dict[str, str] = {}
         self.owners: dict[str, str] = {}
         self.started: list[Member] = []
+        #: The fan-ins' `leave_grace` and `open_timeout` for members started from now on.
+        self.leave_grace = DEADLINE * 3
+        self.open_timeout = DEADLINE
 
     def start(self, name: str, *, security: Security | None = None) -> FakeMember:
-        return self._joined(FakeMember(self, name, security))
+        return self.join(FakeMember(self, name, security))
 
-    def start_real(self, name: str) -> RealMember:
-        return self._joined(RealMember(self, name, None))
+    def start_real(self, name: str, *, join: bool = True) -> RealMember:
+        """A member over watch.py; with `join` False it is not listed yet (`join` it)."""
+        member = RealMember(self, name, None)
+        return self.join(member) if join else member
 
-    def _joined(self, member: M) -> M:
+    def join(self, member: M) -> M:
+        """List `member` in the directory (and tell the merges)."""
         self.members[member.name] = member.address
-        self.started.append(member)
+        if member not in self.started:
+            self.started.append(member)
         self.wake()
         return member
+
+    def leave(self, member: Member) -> None:
+        """Its member node goes (a leave, or its session expired)."""
+        del self.members[member.name]
+        self.wake()
 
     def wake(self) -> None:
         """What the directory's listener does on a change of members or of an owner."""
@@ -163,7 +195,7 @@ class Cluster:
         stub = pb_grpc.WatchServiceStub(self.served.channel(member.address))
         return stub.Watch(request, timeout=DEADLINE * 2, metadata=metadata)
 
-    def watching_b_through_a(self) -> tuple[Member, Member, Any]:
+    def watching_b_through_a(self) -> tuple[FakeMember, FakeMember, Any]:
         """Members a and b, a client's Watch of every pod through a, read past its first
         answer, and a's stream from b open."""
         a, b = self.start("a"), self.start("b")
@@ -216,7 +248,9 @@ def test_a_watch_through_one_member_sees_every_members_changes(cluster: Cluster)
     stream = cluster.watch(a)
     first = next(stream)
     assert first.watch_id == "task_a" and not first.pods  # the receiving member's id
-    until(lambda: b.publisher.active == 1, "the fan-in to open b's stream")
+    # Sent only once b's stream is open: what b publishes from now on reaches the caller
+    # (a client lists after its watch's first answer).
+    assert b.publisher.active == 1
     a.publisher.events.put("a-job-0")
     b.publisher.events.put("b-job-0")
     read_until(stream, {"a-job-0", "b-job-0"}, "task_a")
@@ -226,22 +260,44 @@ def test_a_watch_through_one_member_sees_every_members_changes(cluster: Cluster)
     until(lambda: a.publisher.active == b.publisher.active == 0, "the members' streams to end")
 
 
+def test_a_watch_whose_member_does_not_answer_at_its_start_is_refused(
+        cluster: Cluster) -> None:
+    # b is listed but its address accepts connections and never answers: the caller's
+    # first response would promise b's changes, so the watch is refused instead.
+    cluster.open_timeout = 0.3
+    a = cluster.start("a")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    cluster.served.closing(silent)
+    cluster.members["b"] = f"127.0.0.1:{silent.getsockname()[1]}"
+    with pytest.raises(grpc.RpcError) as err:
+        next(cluster.watch(a))
+    assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert err.value.details() == ("the watch streams of job manager members b did not open "
+                                   "within 0.3 s; watch again")
+    until(lambda: a.publisher.active == 0, "a's own stream to be cancelled")
+
+
 def test_members_that_join_and_leave_are_followed(cluster: Cluster) -> None:
     a, b, stream = cluster.watching_b_through_a()
     c = cluster.start("c")  # joins: the directory's listener wakes the merge
     until(lambda: c.publisher.active == 1, "the joiner's stream")
     c.publisher.events.put("c-job-0")
     read_until(stream, {"c-job-0"}, "task_a")
-    # A graceful leave: its member node goes, it publishes up to its release, then stops
-    # (its stream cut): the stream was read to its end, the watch goes on, no reopening.
-    del cluster.members["b"]
+    # A member there at the watch's start is read from then; a joiner from its own start.
+    assert FROM_KEY not in b.publisher.opened[0]
+    assert c.publisher.opened[0][FROM_KEY] == "start"
+    # A graceful leave: its member node goes, it publishes up to its release, then ends
+    # its streams cleanly: read to its end, the watch goes on, no reopening.
+    cluster.leave(b)
     b.publisher.events.put("b-job-1")
+    b.publisher.events.put("leave")
     read_until(stream, {"b-job-1"}, "task_a")
-    b.stop()
     until(lambda: b.publisher.active == 0, "the leaver's stream to end")
-    # A leaver whose stream ends normally (everything sent) ends nothing either.
-    del cluster.members["c"]
-    c.publisher.events.put("end")
+    b.stop()  # its server stops after its clean end: nothing more to read
+    cluster.leave(c)
+    c.publisher.events.put("leave")
     until(lambda: c.publisher.active == 0, "the second leaver's stream to end")
     a.publisher.events.put("a-job-1")
     read_until(stream, {"a-job-1"}, "task_a")
@@ -252,6 +308,31 @@ def test_members_that_join_and_leave_are_followed(cluster: Cluster) -> None:
     read_until(stream, {"d-job-0"}, "task_a")
 
 
+def test_a_leavers_clean_end_seen_before_the_directory_drops_it_is_a_leave(
+        cluster: Cluster) -> None:
+    # The leaver deleted its member node first, but this merge's directory lags: its clean
+    # end alone says it sent everything.  It is not reopened while still listed; once
+    # gone and back (the same id restarted), it is read again from its start.
+    a, b, stream = cluster.watching_b_through_a()
+    b.publisher.events.put("b-job-0")
+    b.publisher.events.put("leave")
+    read_until(stream, {"b-job-0"}, "task_a")
+    until(lambda: b.publisher.active == 0, "the leaver's stream to end")
+    for n in range(3):  # the merge looks at the members again and again meanwhile
+        cluster.wake()
+        a.publisher.events.put(f"a-job-{n}")
+        read_until(stream, {f"a-job-{n}"}, "task_a")
+    assert len(b.publisher.opened) == 1
+    cluster.leave(b)
+    a.publisher.events.put("a-job-3")
+    read_until(stream, {"a-job-3"}, "task_a")
+    cluster.join(b)
+    until(lambda: b.publisher.active == 1, "the restarted member's stream")
+    assert b.publisher.opened[1][FROM_KEY] == "start"
+    b.publisher.events.put("b-job-1")
+    read_until(stream, {"b-job-1"}, "task_a")
+
+
 def test_a_live_members_stream_that_fails_ends_the_watch(cluster: Cluster) -> None:
     # Its changes since the failure would be missed: the caller must list and watch again.
     a, b, stream = cluster.watching_b_through_a()
@@ -259,6 +340,68 @@ def test_a_live_members_stream_that_fails_ends_the_watch(cluster: Cluster) -> No
     broken(stream, "b", "failed (UNAVAILABLE: connection dropped)")
     until(lambda: a.publisher.active == b.publisher.active == 0, "every stream to end")
     assert len(b.publisher.opened) == 1  # not reopened
+
+
+def test_a_member_whose_stream_fails_after_it_left_the_directory_ends_the_watch(
+        cluster: Cluster) -> None:
+    # A lost machine: its session expired (its member node gone) before its connection's
+    # failure was noticed.  No clean end came, so what it published last may be missing.
+    a, b, stream = cluster.watching_b_through_a()
+    cluster.leave(b)
+    a.publisher.events.put("a-job-0")  # the merge has looked at the members since
+    read_until(stream, {"a-job-0"}, "task_a")
+    b.stop()
+    broken(stream, "b", "failed (")
+    until(lambda: a.publisher.active == 0, "a's own stream to be cancelled")
+    assert len(b.publisher.opened) == 1
+
+
+def test_a_lost_member_whose_stream_hangs_ends_the_watch(cluster: Cluster) -> None:
+    # Out of the directory, its stream neither ends cleanly nor fails (the connection of a
+    # machine that vanished hangs): after `leave_grace` it is taken for lost.
+    cluster.leave_grace = 0.3
+    _a, b, stream = cluster.watching_b_through_a()
+    cluster.leave(b)
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    details = err.value.details()
+    assert details.startswith("event overflow: task_a: job manager member b left the members")
+    assert "neither ended cleanly nor failed" in details
+    assert len(b.publisher.opened) == 1
+
+
+def test_a_leaver_within_its_grace_does_not_end_the_watch(cluster: Cluster) -> None:
+    # The same grace, and a leaver whose clean end comes within it (its release and stop
+    # take a while): the watch goes on.
+    cluster.leave_grace = 1.0
+    a, b, stream = cluster.watching_b_through_a()
+    cluster.leave(b)
+    a.publisher.events.put("a-job-0")
+    read_until(stream, {"a-job-0"}, "task_a")
+    b.publisher.events.put("b-job-0")
+    b.publisher.events.put("leave")
+    read_until(stream, {"b-job-0"}, "task_a")
+    until(lambda: b.publisher.active == 0, "the leaver's stream to end")
+    deadline = time.monotonic() + 2 * cluster.leave_grace
+    n = 0
+    while time.monotonic() < deadline:  # past the grace, the watch still delivers
+        n += 1
+        a.publisher.events.put(f"a-job-{n}")
+        read_until(stream, {f"a-job-{n}"}, "task_a")
+
+
+def test_the_receiving_members_leave_ends_the_watch(cluster: Cluster) -> None:
+    # The member serving the watch stops: the caller watches again through another.
+    _a, b, stream = cluster.watching_b_through_a()
+    _a.publisher.events.put("leave")
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    assert err.value.details() == ("event overflow: task_a: job manager member a, which "
+                                   "serves this watch, is leaving; list and watch again "
+                                   "through another member")
+    until(lambda: b.publisher.active == 0, "b's stream to be cancelled")
 
 
 def test_a_killed_member_ends_the_watch(cluster: Cluster) -> None:
@@ -273,11 +416,17 @@ def test_a_killed_member_ends_the_watch(cluster: Cluster) -> None:
     assert len(b.publisher.opened) == 1
 
 
-def test_a_live_members_stream_that_ends_ends_the_watch(cluster: Cluster) -> None:
-    # Still a member, it may publish more: a new stream would start only at its opening.
-    _a, b, stream = cluster.watching_b_through_a()
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_stream_that_ends_without_the_leave_trailer_ends_the_watch(
+        cluster: Cluster, listed: bool) -> None:
+    # OK but not a leave's clean end: nothing says everything was sent.
+    a, b, stream = cluster.watching_b_through_a()
+    if not listed:
+        cluster.leave(b)
+        a.publisher.events.put("a-job-0")
+        read_until(stream, {"a-job-0"}, "task_a")
     b.publisher.events.put("end")
-    broken(stream, "b", "ended while it is a member")
+    broken(stream, "b", "ended without the clean end of a leave")
     assert len(b.publisher.opened) == 1
 
 
@@ -351,15 +500,22 @@ def test_a_watch_of_one_job_follows_its_owner(cluster: Cluster) -> None:
     read_until(stream, {f"{JOB}-0", f"{JOB}-1"}, "task_a")
     until(lambda: b.publisher.active == 0, "the previous owner's stream to be closed")
     # The owner leaves gracefully (SIGTERM): its member node goes, it hands the job to b,
-    # then stops; the next owner gets a stream and the watch goes on.
-    del cluster.members["c"]
+    # publishes its last change, then ends its streams cleanly; the next owner gets a
+    # stream and the leaver's is read to its end: the watch goes on.
     cluster.owners[JOB] = "b"
-    cluster.wake()
+    cluster.leave(c)
     until(lambda: b.publisher.active == 1, "the next owner's stream")
-    c.stop()
-    until(lambda: c.publisher.active == 0, "the leaver's stream to end")
-    b.publisher.events.put(f"{JOB}-2")
+    for _ in range(3):  # looked at again and again: a leaver's stream is not closed
+        cluster.wake()
+        b.publisher.events.put(f"{JOB}-x")
+        read_until(stream, {f"{JOB}-x"}, "task_a")
+    c.publisher.events.put(f"{JOB}-2")
+    c.publisher.events.put("leave")
     read_until(stream, {f"{JOB}-2"}, "task_a")
+    until(lambda: c.publisher.active == 0, "the leaver's stream to end")
+    c.stop()
+    b.publisher.events.put(f"{JOB}-3")
+    read_until(stream, {f"{JOB}-3"}, "task_a")
     assert (len(b.publisher.opened), len(c.publisher.opened)) == (2, 1)
 
 
@@ -452,3 +608,61 @@ def test_through_the_watch_servicer_a_job_watch_follows_its_owner(cluster: Clust
     until(lambda: not b.publisher.watchers, "the previous owner's watcher to be dropped")
     a.publish(JOB, 1)
     read_until(stream, {f"{JOB}-1"}, watch_id)
+
+
+# -- a joiner's changes before its stream opened ----------------------------------------------
+def test_a_joiners_changes_before_its_stream_opened_are_not_missed(cluster: Cluster) -> None:
+    a, b = cluster.start_real("a"), cluster.start_real("b")
+    stream = cluster.watch(a)
+    watch_id = next(stream).watch_id
+    c = cluster.start_real("c", join=False)
+    # c took partitions and published before this merge heard of it (its directory lags).
+    c.publish("job-c", 0)
+    c.publish("job-c", 1)
+    cluster.join(c)
+    until(lambda: len(c.publisher.watchers) == 1, "the joiner's watcher")
+    c.publish("job-c", 2)
+    b.publish("job-b", 0)
+    read_until(stream, {"job-c-0", "job-c-1", "job-c-2", "job-b-0"}, watch_id)
+
+
+def test_a_joiner_whose_history_is_gone_ends_the_watch(cluster: Cluster) -> None:
+    # Heard of too late (its history no longer reaches its start): a gap cannot be ruled
+    # out, so the caller lists and watches again rather than missing c's first changes.
+    a = cluster.start_real("a")
+    stream = cluster.watch(a)
+    watch_id = next(stream).watch_id
+    c = cluster.start_real("c", join=False)
+    c.publish("job-c", 0)
+    c.clock.now += 61.0
+    cluster.join(c)
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    details = err.value.details()
+    assert details.startswith(f"event overflow: {watch_id}: the watch stream of job manager "
+                              f"member c failed (OUT_OF_RANGE: ")
+    until(lambda: not a.publisher.watchers, "a's watcher to be dropped")
+
+
+def test_through_the_watch_servicer_a_leave_is_read_to_its_end(cluster: Cluster) -> None:
+    # watch.py's leave: what b buffered is sent, then its stream ends cleanly; the watch
+    # goes on with a, and b's later watches end at once.
+    a, b = cluster.start_real("a"), cluster.start_real("b")
+    stream = cluster.watch(a)
+    watch_id = next(stream).watch_id
+    b.publish("job-b", 0)
+    b.publish("job-b", 1)
+    cluster.leave(b)
+    b.publisher.leave()
+    b.publish("job-b", 2)  # nothing is published after a leave
+    read_until(stream, {"job-b-0", "job-b-1"}, watch_id)
+    until(lambda: not b.publisher.watchers, "b's watcher to end")
+    b.stop()
+    a.publish("job-a", 0)
+    seen: set[str] = set()
+    for response in stream:
+        seen.update(p.pod_name.value for p in response.pods)
+        if "job-a-0" in seen:
+            break
+    assert "job-b-2" not in seen
