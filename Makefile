@@ -13,6 +13,8 @@ INSTALLED := $(VENV)/.installed
 GEN_STAMP := peloton/api/gen/.stamp
 PROTOS := $(shell find proto -name '*.proto' 2>/dev/null)
 PYTEST_ARGS ?=
+# pytest processes sharing one `make test` run (scripts/pytest_shards.py); 1 is a plain pytest.
+TEST_SHARDS ?= 2
 RUN_ARGS ?=
 # Go test modules build only from their committed go.sum (see "Reproducible installs").
 export GOFLAGS ?= -mod=readonly
@@ -118,7 +120,7 @@ $(CASSANDRA_CP): $(MAVEN_DEPS) | $(INSTALLED) system-packages
 # The linters first (what they refuse, CI refuses), then every test, against real servers.
 test: setup system-packages $(CASSANDRA_CP) $(SUPERVISOR_ASAN) $(REALIS_DRIVER) k8s-binaries
 	@$(MAKE) --no-print-directory lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) scripts/pytest_shards.py --shards $(TEST_SHARDS) -- $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-asan
 
 test-asan: setup $(SUPERVISOR_ASAN)
