@@ -43,7 +43,7 @@ from peloton.core.lifecycle.workflow_transitions import (
     check_workflow_start,
     moved_workflow,
 )
-from peloton.core.model.evolve import evolve
+from peloton.core.model.evolve import constructor, evolve
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime, TaskSpec
 from peloton.core.model.update import UpdateInfo, WorkflowEvent
@@ -56,6 +56,8 @@ from peloton.jobmgr.task_writes import TaskWriteOutcome
 from peloton.storage import RuntimeWrite, Store
 
 log = logging.getLogger(__name__)
+#: Builds a RuntimeWrite without the frozen `__init__`: one per task state change.
+_new_write = constructor(RuntimeWrite)
 
 #: A change to one task: current runtime -> new runtime, or None for "nothing to write".
 TaskChange = Callable[[TaskRuntime], TaskRuntime | None]
@@ -319,12 +321,17 @@ class CachedJob:
                 before[inst] = cur
                 # The pod events go with the write: stored in its transaction, only if
                 # it is applied (a wave of state changes is one commit).
-                steps = passed_through.get(inst, ()) if passed_through else ()
-                events = [pod_event(job_id, inst, rt) for rt in steps[:-1]]
-                if cur.state is not new.state or cur.run_id != new.run_id or \
-                        cur.healthy is not new.healthy:
-                    events.append(pod_event(job_id, inst, new))
-                writes.append(RuntimeWrite(job_id, inst, new, tuple(events)))
+                steps = passed_through.get(inst) if passed_through else None
+                changed = cur.state is not new.state or cur.run_id != new.run_id or \
+                    cur.healthy is not new.healthy
+                if steps:
+                    events = [pod_event(job_id, inst, rt) for rt in steps[:-1]]
+                    if changed:
+                        events.append(pod_event(job_id, inst, new))
+                    history = tuple(events)
+                else:
+                    history = (pod_event(job_id, inst, new),) if changed else ()
+                writes.append(_new_write(job_id, inst, new, history))
             if not writes:
                 return frozenset(), rounds
             # A big batch is its own transaction already; only small ones (a goal-state
@@ -356,10 +363,14 @@ class CachedJob:
             return
         deps = self._deps
         self._back_in()
-        deps.store.create_task_runtimes(self.job_id, runtimes)
-        # Created runtimes are stored at revision 1 (the store's contract): no re-read.
-        for inst, rt in runtimes.items():
-            self._put_task(inst, evolve(rt, revision=1))
+        # Created runtimes are stored at revision 1 (the store's contract), so they are
+        # stamped with it once here: the store keeps a runtime already at 1 as it is, and
+        # the cache takes the same objects, with no re-read.
+        stamped = {inst: rt if rt.revision == 1 else evolve(rt, revision=1)
+                   for inst, rt in runtimes.items()}
+        deps.store.create_task_runtimes(self.job_id, stamped)
+        for inst, rt in stamped.items():
+            self._put_task(inst, rt)
         deps.queue.tasks_changed(self.job_id)
         for inst, rt in runtimes.items():
             if wants_look(None, rt):

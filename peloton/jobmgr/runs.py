@@ -18,6 +18,8 @@ from peloton.core.states import HealthState, TaskState
 
 S = TaskState
 _HEALTH = {h.value: h for h in HealthState}
+#: Builds a TaskRuntime without the frozen `__init__` (one per task a job creates).
+_new_runtime = constructor(TaskRuntime)
 
 
 def initial(goal: TaskState, config_version: int, now: float, *,
@@ -38,11 +40,12 @@ def initial(goal: TaskState, config_version: int, now: float, *,
                            desired_config_version=config_version,
                            healthy=HealthState.DISABLED, update_time=now,
                            message="added while the job is stopped")
-    return TaskRuntime(state=S.INITIALIZED if waiting else S.PENDING, goal_state=goal,
-                       run_id=run, desired_run_id=run, prev_run_id=after_run,
-                       config_version=config_version, desired_config_version=config_version,
-                       healthy=HealthState.HEALTH_UNKNOWN if health_check else HealthState.DISABLED,
-                       update_time=now)
+    return _new_runtime(state=S.INITIALIZED if waiting else S.PENDING, goal_state=goal,
+                        run_id=run, desired_run_id=run, prev_run_id=after_run,
+                        config_version=config_version, desired_config_version=config_version,
+                        healthy=HealthState.HEALTH_UNKNOWN if health_check
+                        else HealthState.DISABLED,
+                        update_time=now)
 
 
 def new_run(rt: TaskRuntime, now: float, *, health_check: bool = False,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from peloton.core.model.constraints import Label
+from peloton.core.model.evolve import constructor
 from peloton.core.model.ids import TaskId
 from peloton.core.model.job import JobSpec, PlacementStrategy
 from peloton.core.model.task import TaskRuntime, TaskSpec
@@ -56,27 +58,51 @@ class NeedsCache:
         return needs
 
 
+#: What an RmTask takes from its task spec alone: needs, labels, whether a desired host
+#: is binding (a stateful task, a daemon instance), preemptible, controller.
+_SpecPart = tuple[PlacementNeeds, tuple[Label, ...], bool, bool, bool]
+#: Requests and RmTasks are built by the hundred thousand: without the frozen `__init__`.
+_new_request = constructor(TaskRequest)
+_new_rm_task = constructor(RmTask)
+
+
 def rm_task(job_id: str, spec: JobSpec, instance: int, rt: TaskRuntime, cache: NeedsCache) -> RmTask:
     """The resource manager's view of one task run; `spec` is the config version it runs."""
-    task_spec = spec.task_spec(instance)
+    return _rm_task(job_id, spec, instance, rt,
+                    _spec_part(job_id, spec, spec.task_spec(instance), cache))
+
+
+def _spec_part(job_id: str, spec: JobSpec, task_spec: TaskSpec, cache: NeedsCache) -> _SpecPart:
     labels = task_spec.labels
     if spec.placement_strategy is PlacementStrategy.SPREAD_JOB:
         labels = (*labels, job_label(job_id))  # what hosts count to spread the job
-    req = TaskRequest(task_id=TaskId(job_id, instance),
-                      needs=cache.needs(spec.type, task_spec, spec.placement_strategy),
-                      labels=labels, desired_host=rt.desired_host,
-                      desired_host_only=bool(rt.desired_host) and (
-                          task_spec.stateful or spec.type is JobType.DAEMON))
-    preemptible = spec.sla.preemptible and task_spec.preemptible
-    return RmTask(request=req, run_id=rt.run_id, priority=spec.sla.priority,
-                  preemptible=preemptible, controller=task_spec.controller)
+    return (cache.needs(spec.type, task_spec, spec.placement_strategy), labels,
+            task_spec.stateful or spec.type is JobType.DAEMON,
+            spec.sla.preemptible and task_spec.preemptible, task_spec.controller)
+
+
+def _rm_task(job_id: str, spec: JobSpec, instance: int, rt: TaskRuntime,
+             part: _SpecPart) -> RmTask:
+    needs, labels, pinned, preemptible, controller = part
+    req = _new_request(TaskId(job_id, instance), needs, labels, rt.desired_host,
+                       bool(rt.desired_host) and pinned)
+    return _new_rm_task(req, rt.run_id, spec.sla.priority, preemptible, controller)
 
 
 def gangs(job_id: str, spec: JobSpec, runtimes: Iterable[tuple[int, TaskRuntime]],
           cache: NeedsCache) -> list[Sequence[RmTask]]:
     """Gangs for the given (instance, runtime) pairs, in instance order."""
-    tasks = [rm_task(job_id, spec, inst, rt, cache) for inst, rt in sorted(runtimes,
-                                                                            key=lambda p: p[0])]
+    # What depends on the task spec alone is worked out once per distinct spec (every
+    # instance without an override shares the default one), not once per task.  Keyed by
+    # identity; the spec is kept in the value so its id is not reused meanwhile.
+    parts: dict[int, tuple[TaskSpec, _SpecPart]] = {}
+    tasks = []
+    for inst, rt in sorted(runtimes, key=lambda p: p[0]):
+        task_spec = spec.task_spec(inst)
+        got = parts.get(id(task_spec))
+        if got is None:
+            got = parts[id(task_spec)] = (task_spec, _spec_part(job_id, spec, task_spec, cache))
+        tasks.append(_rm_task(job_id, spec, inst, rt, got[1]))
     gang_size = spec.sla.minimum_running_instances
     if (spec.type is JobType.BATCH and gang_size > 1 and not spec.sla.revocable):
         head = [t for t in tasks if t.task_id.instance < gang_size]

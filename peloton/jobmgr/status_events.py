@@ -151,6 +151,16 @@ class StatusEvents:
             if cur is None:
                 orphans.extend(ev.run_id for _, ev in evs if not ev.state.terminal)
                 continue
+            if len(evs) == 1:
+                # The common case (a task's events of one batch are mostly one): no chain,
+                # and no steps to record, since a single event passes through nothing.
+                run, ev = evs[0]
+                if run == cur.run_id:
+                    changes[inst] = _single(run, ev, daemon or job.task_spec(
+                        inst, cur.config_version).stateful)
+                elif not ev.state.terminal:
+                    orphans.append(ev.run_id)
+                continue
             live = [(run, ev) for run, ev in evs if run == cur.run_id]
             orphans.extend(ev.run_id for run, ev in evs
                            if run != cur.run_id and not ev.state.terminal)
@@ -160,10 +170,19 @@ class StatusEvents:
                 changes[inst] = _chain(live, pinned, steps[inst])
         # Several events of one run applied in one write (STARTING, RUNNING, SUCCEEDED of a
         # short task) still leave one pod event each.
-        outcome = job.write_tasks(changes, passed_through=steps)
+        outcome = job.write_tasks(changes, passed_through=steps or None)
         if outcome.written and job.update is not None and job.update.state.active:
             self.queue.enqueue_update(job_id)
         return outcome.unwritten
+
+
+def _single(run: int, event: HostEvent, pinned: bool) -> TaskChange:
+    """The change applying one event (`_chain` of one, which records no steps)."""
+
+    def change(rt: TaskRuntime) -> TaskRuntime | None:
+        return runs.apply_event(rt, run, event, pinned=pinned)
+
+    return change
 
 
 def _chain(events: list[tuple[int, HostEvent]], pinned: bool,

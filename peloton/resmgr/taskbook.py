@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from peloton.core.errors import FailedPrecondition, InvalidArgument, PelotonError
 from peloton.core.lifecycle.retry import cycle_ended
 from peloton.core.lifecycle.task_transitions import ALLOCATED_STATES
+from peloton.core.model.evolve import constructor
 from peloton.core.model.ids import TaskId
 from peloton.core.model.sched import (
     EnqueueFailure,
@@ -50,6 +51,10 @@ from peloton.resmgr.timeouts import Timeouts
 
 log = logging.getLogger(__name__)
 S = TaskState
+#: Build a dequeued gang without the frozen `__init__`s (one pair per gang, mostly one task).
+_new_gang = constructor(PlacementGang)
+_new_request = constructor(GangRequest)
+
 
 class TaskBook:
     """Tasks known to the resource manager and the queues between the daemons."""
@@ -158,8 +163,8 @@ class TaskBook:
             for rec in live:
                 self.tracker.transition(rec.task_id, S.PLACING)
                 self.timeouts.start(rec.task_id, S.PLACING, now, rec.placement_attempts)
-            out.append(PlacementGang(GangRequest(tuple(r.task.request for r in live)),
-                                     tuple(r.task.run_id for r in live), live[0].pool.pool_id))
+            out.append(_new_gang(_new_request(tuple(r.task.request for r in live)),
+                                 tuple(r.task.run_id for r in live), live[0].pool.pool_id))
             taken += len(live)
         return out
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from peloton.core.errors import InvalidArgument
+from peloton.core.model.evolve import constructor
 
 #: Id of the root resource pool (path "/").
 ROOT_POOL_ID = "root"
@@ -89,7 +90,17 @@ class RunId:
         job, sep2, inst = rest.rpartition("-")
         if not sep or not sep2 or not run.isdigit() or not inst.isdigit():
             raise InvalidArgument(f"invalid run id {text!r}", field="task_id")
-        return RunId(validate_uuid(job, "task_id"), int(inst), int(run))
+        return _new_run_id(validate_uuid(job, "task_id"), int(inst), int(run))
+
+
+def run_id_text(job_id: str, instance: int, run: int) -> str:
+    """`str(RunId(job_id, instance, run))` without building the RunId: the host backend's
+    id of a run, made once per launch and kill on the hot paths."""
+    return f"{job_id}-{instance}-{run}"
+
+
+#: Builds a RunId without the frozen `__init__` (one per status event in every consumer).
+_new_run_id = constructor(RunId)
 
 
 class RunIdParser:
@@ -122,4 +133,4 @@ class RunIdParser:
             if len(self._jobs) >= self._capacity:
                 self._jobs.clear()
             self._jobs[job] = checked
-        return RunId(checked, int(inst), int(run))
+        return _new_run_id(checked, int(inst), int(run))

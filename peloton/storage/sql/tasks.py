@@ -124,7 +124,10 @@ class SqlTasks:
 
     # -- runtimes ----------------------------------------------------------
     def create_task_runtimes(self, job_id: str, runtimes: Mapping[int, TaskRuntime]) -> None:
-        rows = [(job_id, i, rt.state.value, 1, codec.to_json(codec.replace_field(rt, "revision", 1)))
+        # Stored at revision 1; a runtime already at 1 (the job manager stamps its own) is
+        # encoded as it is, without a copy.
+        rows = [(job_id, i, rt.state.value, 1, codec.to_json(
+                    rt if rt.revision == 1 else codec.replace_field(rt, "revision", 1)))
                 for i, rt in sorted(runtimes.items())]
         refused = AlreadyExists(f"job {job_id}: some of the task runtimes already exist")
         insert = _PG_CREATE if self.db.dialect == "postgresql" else _SQLITE_CREATE
