@@ -12,7 +12,7 @@ Protocol (pelotonpy.internal.*).  Both pass the same tests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -181,6 +181,12 @@ class HostManagerPort(Protocol):
         launched if the host still has room).  Returns the runs that could not be handed
         to the host (unknown or down host, no room); the others report status events."""
 
+    def launch_hosts(self, launches: Mapping[str, Sequence[LaunchSpec]]
+                     ) -> dict[str, list[LaunchFailure]]:
+        """`launch` on many hosts in one call, `launches` by hostname, each host as by
+        `launch` in the order given (a launch round places a few runs on each of thousands
+        of hosts).  Returns the failures by hostname; hosts without any are left out."""
+
     def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
         """Stop runs wherever they are (SIGTERM, SIGKILL after the grace).  Idempotent;
         each known run ends with a KILLED event."""
@@ -193,8 +199,16 @@ class HostManagerPort(Protocol):
         """After a restart: runs the job manager knows were launched on `hostname` hold
         their resources again (so the host is not offered twice).  Idempotent."""
 
-    def reconcile(self, run_ids: Sequence[str]) -> None:
-        """Ask the hosts to re-report these runs; runs no host knows come back LOST."""
+    def adopt_hosts(self, runs: Mapping[str, Sequence[LaunchSpec]]) -> None:
+        """`adopt` for many hosts at once, `runs` by hostname (a job manager's recovery
+        adopts every run it knows, on thousands of hosts).  Idempotent."""
+
+    def reconcile(self, run_ids: Sequence[str],
+                  expected: Sequence[TaskState | None] | None = None) -> None:
+        """Ask the hosts to re-report these runs; runs no host knows come back LOST.  Given
+        `expected` (one per run id: the state the caller holds, None for none), a run the
+        host manager last heard in that state is left out: the caller has its latest
+        report (a job manager's recovery holds a million runs as they are)."""
 
     def sandbox_files(self, hostname: str, run_id: str,
                       path: str = "") -> tuple[str, list[tuple[str, int]]]:

@@ -20,20 +20,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from peloton.api.grpc_server import ServiceHost
 from peloton.common.clock import SYSTEM_CLOCK, Clock
 from peloton.common.loop import Loop
 from peloton.common.metrics import Metrics
-from peloton.core.errors import NotFound, Unavailable
+from peloton.core.errors import InvalidArgument, NotFound, Unavailable
 from peloton.core.feasibility import HostShape
 from peloton.core.model.host import HostInfo
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
 from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.ports import HostSummary
-from peloton.core.states import HostState
+from peloton.core.states import HostState, TaskState
 from peloton.hostmgr.backends.base import CordoningBackend, HostBackend, VolumeBackend
 from peloton.hostmgr.config import HostManagerConfig
 from peloton.hostmgr.events import ConsumerStream, EventLog, Offered
@@ -154,10 +154,26 @@ class HostManager:
                      "held from placement", ", ".join(offered), self.config.unreached_hold)
         self.router.prune()
 
-    def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
+    def reconcile(self, run_ids: Sequence[str] | None = None,
+                  expected: Sequence[TaskState | None] | None = None) -> None:
         """Ask the backend to re-report runs (all of them if None).  The re-report of a run
         named here is streamed even if it repeats an update streamed already (events.py):
-        the job manager taking the runs over may not have applied it."""
+        the job manager taking the runs over may not have applied it.  A run whose
+        `expected` state (one per run id) is the one we last heard is left out: the caller
+        holds that report already, and streaming a million of them again after a job
+        manager restart cost every consumer as much as the recovery itself."""
+        if run_ids and expected is not None:
+            if len(expected) != len(run_ids):
+                raise InvalidArgument(f"{len(expected)} expected states for {len(run_ids)} "
+                                      "runs", field="expected")
+            with self._lock:
+                runs = self.registry.runs
+                changed = [run_id for run_id, state in zip(run_ids, expected, strict=True)
+                           if state is None or (run := runs.get(run_id)) is None
+                           or run.state is not state]
+            if not changed:
+                return
+            run_ids = changed
         if run_ids:
             self.events.redeliver(list(run_ids))
         try:
@@ -219,6 +235,16 @@ class HostManager:
             self._launch_failed.inc(len(failures))
         return failures
 
+    def launch_hosts(self, launches: Mapping[str, Sequence[LaunchSpec]]
+                     ) -> dict[str, list[LaunchFailure]]:
+        """`launch` on many hosts in one call; the failures by hostname."""
+        failures = self.router.launch_hosts(launches)
+        failed = sum(len(f) for f in failures.values())
+        self._launched.inc(sum(len(t) for t in launches.values()) - failed)
+        if failed:
+            self._launch_failed.inc(failed)
+        return failures
+
     def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
         """Stop runs wherever they are; idempotent."""
         self.router.kill(run_ids, grace_secs)
@@ -239,6 +265,10 @@ class HostManager:
         """Book runs already running on `hostname` (the job manager's recovery), so their
         resources, ports and labels count again after a host manager restart."""
         self.router.adopt(hostname, tasks)
+
+    def adopt_hosts(self, runs: Mapping[str, Sequence[LaunchSpec]]) -> None:
+        """`adopt` for many hosts in one call (a job manager's recovery)."""
+        self.router.adopt_hosts(runs)
 
     def sandbox_files(self, hostname: str, run_id: str,
                       path: str = "") -> tuple[str, list[tuple[str, int]]]:

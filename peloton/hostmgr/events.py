@@ -143,50 +143,60 @@ class EventLog:
     # -- producing -------------------------------------------------------------------------
     def offer(self, update: StatusUpdate) -> Offered:
         """Append an update unless it is a duplicate or the buffer is full."""
+        return self.offer_many((update,))[0]
+
+    def offer_many(self, updates: Sequence[StatusUpdate]) -> list[Offered]:
+        """`offer` each update in order, under one hold of the lock (a simulated host's
+        wave of thousands, an agent's report); what was done with each."""
+        verdicts: list[Offered] = []
+        acked: list[StatusUpdate] = []  # to acknowledge to the backend (module docstring)
         signal = None
-        freed: list[StatusUpdate] = []
-        stale: StatusUpdate | None = None
         try:
             with self._lock:
-                ended = (self._ended.get(update.run_id)
-                         if update.state is TaskState.LOST and not update.hostname else None)
-                if ended is not None:  # the backend forgot an ended run: say how it ended
-                    stale, update = update, ended
-                    if ended.uuid in self._buffered:  # already streamed again, unread yet
-                        return Offered.DUPLICATE
-                until = self._redeliver.get(update.run_id) if self._redeliver else None
-                again = stale is not None or (until is not None and until >= self._now())
-                repeated = update.uuid in self._buffered or update.uuid in self._recent
-                if update.uuid in self._buffered and not again:
-                    return Offered.DUPLICATE
-                if update.uuid in self._recent and not again:
-                    reack = True
-                else:
-                    reack = False
-                    if self._next - self._first >= self.capacity:
-                        freed = self._expire_locked()  # a member gone silent may hold it back
-                    if self._next - self._first >= self.capacity:
-                        stale = None  # not acknowledged: the backend reports it again
-                        return Offered.FULL
-                    offset = self._next
-                    self._next += 1
-                    if until is not None:
-                        del self._redeliver[update.run_id]  # its state is streamed now
-                    self._items.append((to_event(offset, update), update))
-                    if update.uuid:
-                        self._buffered[update.uuid] = offset
-                    if self._waiting:
-                        signal, self._signal = self._signal, gevent.event.Event()
+                for update in updates:
+                    verdicts.append(self._offer_locked(update, acked))
+                if self._waiting and any(v is Offered.ADDED or v is Offered.REDELIVERED
+                                         for v in verdicts):
+                    signal, self._signal = self._signal, gevent.event.Event()
         finally:
-            if stale is not None:
-                freed.append(stale)  # acknowledged: the backend stops re-reporting it
-            if freed:
-                self._on_trim(freed)
-        if reack:
-            self._on_trim([update])
-            return Offered.REACKED
+            if acked:
+                self._on_trim(acked)
         if signal is not None:
             signal.set()
+        return verdicts
+
+    def _offer_locked(self, update: StatusUpdate, acked: list[StatusUpdate]) -> Offered:
+        """One update of `offer_many`; what the backend is to be acknowledged goes to `acked`."""
+        ended = (self._ended.get(update.run_id)
+                 if update.state is TaskState.LOST and not update.hostname else None)
+        stale: StatusUpdate | None = None
+        if ended is not None:  # the backend forgot an ended run: say how it ended
+            stale, update = update, ended
+            if ended.uuid in self._buffered:  # already streamed again, unread yet
+                acked.append(stale)  # acknowledged: the backend stops re-reporting it
+                return Offered.DUPLICATE
+        until = self._redeliver.get(update.run_id) if self._redeliver else None
+        again = stale is not None or (until is not None and until >= self._now())
+        buffered = update.uuid in self._buffered
+        repeated = buffered or update.uuid in self._recent
+        if buffered and not again:
+            return Offered.DUPLICATE
+        if repeated and not buffered and not again:
+            acked.append(update)
+            return Offered.REACKED
+        if self._next - self._first >= self.capacity:
+            acked.extend(self._expire_locked())  # a member gone silent may hold it back
+        if self._next - self._first >= self.capacity:
+            return Offered.FULL  # not acknowledged: the backend reports it again
+        offset = self._next
+        self._next += 1
+        if until is not None:
+            del self._redeliver[update.run_id]  # its state is streamed now
+        self._items.append((to_event(offset, update), update))
+        if update.uuid:
+            self._buffered[update.uuid] = offset
+        if stale is not None:
+            acked.append(stale)
         return Offered.REDELIVERED if repeated else Offered.ADDED
 
     def redeliver(self, run_ids: Sequence[str]) -> None:

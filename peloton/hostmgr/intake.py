@@ -75,13 +75,15 @@ class Intake:
     def status_updates(self, updates: Sequence[StatusUpdate]) -> None:
         """Several updates in order, under one hold of the lock (a simulated host's wave
         of thousands, an agent's report): the same as `status_update` for each."""
-        verdicts: Counter[Offered] = Counter()
         with self._lock:
-            for update in updates:
-                verdict = self._events.offer(update)
+            # Every update is offered, then those the stream added are applied, in order:
+            # the books read nothing the stream changes, and both happen before the lock
+            # is let go, so a consumer reacting to an event still finds the books updated.
+            offered = self._events.offer_many(updates)
+            for update, verdict in zip(updates, offered, strict=True):
                 if verdict is Offered.ADDED:
                     self._apply(update)
-                verdicts[verdict] += 1
+        verdicts = Counter(offered)
         for verdict, n in verdicts.items():
             self._counted(verdict, n)
         if verdicts[Offered.FULL] and not self._full_logged:

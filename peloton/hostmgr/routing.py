@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from peloton.core.errors import NotFound, PelotonError, Unavailable
 from peloton.core.model.sched import LaunchFailure, LaunchSpec
@@ -60,32 +60,54 @@ class Router:
     # -- launch --------------------------------------------------------------------------
     def launch(self, hostname: str, tasks: Sequence[LaunchSpec]) -> list[LaunchFailure]:
         """Book and start runs on a host; returns the runs that could not be handed to it."""
-        failures: list[LaunchFailure] = []
-        accepted: list[LaunchSpec] = []
+        return self.launch_hosts({hostname: tasks}).get(hostname, [])
+
+    def launch_hosts(self, launches: Mapping[str, Sequence[LaunchSpec]]
+                     ) -> dict[str, list[LaunchFailure]]:
+        """`launch` on many hosts: every host's runs booked under one hold of the lock (a
+        launch round's thousands of hosts), then handed to the backend host by host in the
+        order given.  Returns the failures by hostname (hosts without any left out)."""
+        failures: dict[str, list[LaunchFailure]] = {}
+        accepted: list[tuple[str, list[LaunchSpec]]] = []
         with self._lock:
-            rec = self._registry.hosts.get(hostname)
-            problem = _host_problem(rec)
-            unreached = rec is None or not rec.connected
-            for spec in tasks:
-                if problem:
-                    self._leases.drop(spec.run_id)
-                    failures.append(LaunchFailure(spec.run_id, problem, unreached=unreached))
-                    continue
-                assert rec is not None
-                why = self._book(rec, spec)
-                if why:
-                    failures.append(LaunchFailure(spec.run_id, why))
-                elif why is not None:
-                    accepted.append(spec)
-        if accepted:
+            for hostname, tasks in launches.items():
+                ok, refused = self._book_host(hostname, tasks)
+                if refused:
+                    failures[hostname] = refused
+                if ok:
+                    accepted.append((hostname, ok))
+        for hostname, ok in accepted:
             try:
-                self._backend.launch(hostname, accepted)
+                self._backend.launch(hostname, ok)
             except Exception as exc:
                 if not isinstance(exc, PelotonError):
                     log.exception("backend %s failed to launch on %s", self._backend.name, hostname)
-                failures.extend(self._unbook(hostname, accepted, f"launch on {hostname}: {exc}",
-                                             unreached=isinstance(exc, NotFound | Unavailable)))
+                failures.setdefault(hostname, []).extend(self._unbook(
+                    hostname, ok, f"launch on {hostname}: {exc}",
+                    unreached=isinstance(exc, NotFound | Unavailable)))
         return failures
+
+    def _book_host(self, hostname: str, tasks: Sequence[LaunchSpec]
+                   ) -> tuple[list[LaunchSpec], list[LaunchFailure]]:
+        """Book one host's runs (the caller holds the lock): (runs to hand to the backend,
+        runs refused).  A run already running there is neither."""
+        failures: list[LaunchFailure] = []
+        accepted: list[LaunchSpec] = []
+        rec = self._registry.hosts.get(hostname)
+        problem = _host_problem(rec)
+        unreached = rec is None or not rec.connected
+        for spec in tasks:
+            if problem:
+                self._leases.drop(spec.run_id)
+                failures.append(LaunchFailure(spec.run_id, problem, unreached=unreached))
+                continue
+            assert rec is not None
+            why = self._book(rec, spec)
+            if why:
+                failures.append(LaunchFailure(spec.run_id, why))
+            elif why is not None:
+                accepted.append(spec)
+        return accepted, failures
 
     def _book(self, rec: HostRecord, spec: LaunchSpec) -> str | None:
         """Book one run: "" if booked, a reason if refused, None if it is already running there."""
@@ -117,18 +139,27 @@ class Router:
 
     def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
         """Book runs already running on a host (recovery: the job manager knows their specs)."""
+        self.adopt_hosts({hostname: tasks})
+
+    def adopt_hosts(self, runs: Mapping[str, Sequence[LaunchSpec]]) -> None:
+        """`adopt` for many hosts: the lock taken per host (a job manager's recovery adopts
+        a million runs; other calls go on between hosts), one reconcile for the runs no
+        host has reported yet.  A run already booked with its claim costs a lookup."""
         unseen: list[str] = []
-        with self._lock:
-            rec = self._registry.host(hostname)
-            for spec in tasks:
-                run = self._registry.runs.get(spec.run_id)
-                claim = Claim.for_launch(spec, None)
-                if run is None:
-                    if spec.run_id not in self._registry.ended:
-                        self._registry.add_run(rec, spec.run_id, claim, TaskState.LAUNCHED)
-                        unseen.append(spec.run_id)
-                elif run.claim is UNKNOWN_CLAIM:
-                    self._registry.set_claim(run, claim)
+        registry = self._registry
+        for hostname, tasks in runs.items():
+            with self._lock:
+                rec = registry.host(hostname)
+                known, ended = registry.runs, registry.ended
+                for spec in tasks:
+                    run = known.get(spec.run_id)
+                    if run is None:
+                        if spec.run_id not in ended:
+                            registry.add_run(rec, spec.run_id, Claim.for_launch(spec, None),
+                                             TaskState.LAUNCHED)
+                            unseen.append(spec.run_id)
+                    elif run.claim is UNKNOWN_CLAIM:
+                        registry.set_claim(run, Claim.for_launch(spec, None))
         if unseen:  # if no host knows them the backend reports them LOST, which frees them
             self._reconcile(unseen)
 

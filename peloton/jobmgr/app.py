@@ -219,22 +219,25 @@ class JobManager:
         register(grpc, v1_volume_svc_pb2_grpc.add_VolumeServiceServicer_to_server,
                  V1VolumeServicer(volumes), hook=hook, forward=fw)
 
-    def acquire_partition(self, partition: int, epoch: int | None = None) -> int:
+    def acquire_partition(self, partition: int, epoch: int | None = None, *,
+                          behind: bool = False) -> int:
         """Begin driving the jobs of `partition` (taken over from another member, whose
         term of it has ended): with fences, claim it in the store from `epoch` on (FencedOut
         if a newer owner holds it: then nothing is loaded), then recover its jobs from
         storage as a start does, hand their runs to the other daemons and evaluate them.
         Its jobs are deferred first, so a call about one while this runs loads it rather
-        than missing it (recovery.py).  Returns the jobs loaded."""
+        than missing it (recovery.py).  Returns the jobs loaded; `behind`: the recovery
+        runs in a greenlet of its own (the membership's callbacks), and this returns the
+        jobs deferred once they are."""
         if self.fences is not None:
             self.fences.claim(partition, epoch)
-        return self._drive({partition})
+        return self._drive({partition}, behind=behind)
 
-    def acquire_partitions(self, epochs: Mapping[int, int]) -> list[int]:
+    def acquire_partitions(self, epochs: Mapping[int, int], *, behind: bool = False) -> list[int]:
         """`acquire_partition` of several partitions at once (a member left or died): each
         claimed in the store, then one announcement to the peers and one recovery pass over
-        all of them.  Returns the partitions a newer owner holds in the store (FencedOut:
-        not taken, nothing of theirs loaded)."""
+        all of them (`behind`: in a greenlet of its own).  Returns the partitions a newer
+        owner holds in the store (FencedOut: not taken, nothing of theirs loaded)."""
         taken: set[int] = set()
         refused: list[int] = []
         for partition, epoch in sorted(epochs.items()):
@@ -247,18 +250,23 @@ class JobManager:
                 continue
             taken.add(partition)
         if taken:
-            self._drive(taken)
+            self._drive(taken, behind=behind)
         return refused
 
-    def _drive(self, partitions: set[int]) -> int:
-        """Start driving `partitions` (claimed): announce, own, recover; the jobs loaded."""
+    def _drive(self, partitions: set[int], *, behind: bool = False) -> int:
+        """Start driving `partitions` (claimed): announce, own, recover; the jobs loaded
+        (`behind`: deferred, recovered in a greenlet of their own)."""
         ownership, cache = self.ownership, self.cache
         if self.fences is not None:
             self._announce(sorted(partitions))
         for partition in sorted(partitions):
             ownership.acquire(partition)
-        return self.recovery.recover(
-            only=lambda job_id: ownership.partition(job_id) in partitions and job_id not in cache)
+
+        def only(job_id: str) -> bool:
+            return ownership.partition(job_id) in partitions and job_id not in cache
+
+        recovery = self.recovery
+        return recovery.recover_behind(only=only) if behind else recovery.recover(only=only)
 
     def _announce(self, partitions: list[int]) -> None:
         """Make one no-op call to each peer, so they hear the partitions' new epochs now.

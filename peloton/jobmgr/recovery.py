@@ -4,17 +4,22 @@ Recovery reads the active-job set, loads each job (config versions, runtime,
 tasks, workflow: `JobCache.load`), and rebuilds the rest of the cluster's view
 from it: runs already placed or running are handed to the resource manager
 with their allocation (`recover_task`), queued runs are queued again, and the
-host manager is asked to re-report every run we believe is alive, so a launch
-lost in the crash comes back LOST and is retried.  A job whose stored data is
+host manager adopts the runs on hosts and is asked to re-report every run we
+believe is alive in another state than the one it last heard (or that it does not
+know), so a launch lost in the crash comes back LOST and is retried, and a report a
+previous owner took but never applied comes again; a run both sides hold in the same
+state is not re-reported (a million of them after a restart would flood every
+consumer of the status stream).  A job whose stored data is
 corrupt is skipped with an error naming it; it never stops the daemon.
 `hand_back` does the same for a resource or host manager that started over.
 
 Recovery does not block serving (issue 24, item 4).  As a component, `start()` only reads
 the active-job ids and *defers* them in the cache (cache.py), then returns: the job
 manager serves, creates jobs and runs its loops at once, while a greenlet loads the
-deferred jobs one by one, `SLICE_JOBS` at a time (the host manager is told about a
-slice's runs together), yielding between jobs; a job's runs go back to the resource
-manager while the next job loads (`_HandBack`, pipelined).  A lookup of a job not loaded
+deferred jobs one by one, `SLICE_JOBS` at a time, yielding between jobs; a job's runs go
+back to the resource manager, then to the host manager (adopted, many hosts a call, and
+reconciled), while the next job loads (`_HandBack`, pipelined), so the three daemons'
+work overlaps.  A lookup of a job not loaded
 yet (a call, a status event, an eviction) loads it first, in the caller, through the same
 steps, and exactly once: whoever gets there first loads it and hands its runs back, the
 others wait (`JobCache.ensure`).  A placement taken for such a job is void (placement_processor.py):
@@ -34,7 +39,8 @@ finds the resource manager still holding them).
 all-active job managers only the jobs this one owns are loaded (`owns`, ownership.py),
 and a partition taken over later is recovered on its own (`recover(only=...)`) the same
 way: its jobs are deferred first, so a call about one while the partition recovers
-loads it rather than missing it.
+loads it rather than missing it.  A member's takeover uses `recover_behind`, the same in
+a greenlet of its own, so the membership greenlet that called it goes back to ZooKeeper.
 """
 
 from __future__ import annotations
@@ -44,16 +50,18 @@ import time
 from collections.abc import Callable
 
 import gevent
+import gevent.event
 
 from peloton.core.errors import DataCorruption, NotFound
 from peloton.core.model.evolve import constructor
-from peloton.core.model.ids import RunId, TaskId
-from peloton.core.model.job import PlacementStrategy
+from peloton.core.model.ids import TaskId
+from peloton.core.model.job import JobSpec, PlacementStrategy
 from peloton.core.model.sched import LaunchSpec
 from peloton.core.model.task import TaskSpec
-from peloton.core.placement.request import PlacementNeeds
+from peloton.core.placement.request import PlacementNeeds, TaskRequest
 from peloton.core.ports import HostManagerPort, RecoveredRun, ResourceManagerPort
-from peloton.core.states import JobType, TaskState
+from peloton.core.respool.records import RmTask
+from peloton.core.states import HealthState, JobType, TaskState
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
@@ -63,11 +71,20 @@ from peloton.jobmgr.sched import NeedsCache, rm_task
 log = logging.getLogger(__name__)
 S = TaskState
 #: Runs per RecoverTasks call: a restart hands back every run, one call per task cost a
-#: millisecond each over gRPC (a minute for 50,000 runs).
-RECOVER_CHUNK = 1000
-#: Jobs the background recovery loads before it tells the host manager about their runs
-#: (one adopt per host and one reconcile per slice, not per job).
+#: millisecond each over gRPC (a minute for 50,000 runs).  A job's runs travel grouped
+#: (private_recover.py: ~12 bytes a run), so a call of 5,000 is small and holds the
+#: resource manager's lock for a few milliseconds.
+RECOVER_CHUNK = 5000
+#: Runs per adopt call to the host manager (many hosts each; one call per host cost
+#: the per-call overhead ten thousand times in a 1,000,000-task restart).
+ADOPT_CHUNK = 10_000
+#: Runs noted between two yields to the hub while a big job's runs are gathered.
+YIELD_EVERY = 1000
+#: Jobs the background recovery takes in one step (a failure part-way is retried per
+#: slice; `step` in the deterministic harness takes one).
 SLICE_JOBS = 20
+#: The longest the background recovery waits at one step for callers' loads to end.
+GIVE_WAY_MAX_SECONDS = 2.0
 #: Pause before a failed load or hand-back is tried again (a peer or the store is down).
 RETRY_SECONDS = 1.0
 _HELD = frozenset({S.LAUNCHED, S.STARTING, S.RUNNING, S.KILLING, S.PREEMPTING})
@@ -91,10 +108,17 @@ class Recovery:
         self.control = control
         self.queue = queue
         self._greenlet: gevent.Greenlet | None = None
+        #: Recoveries of partitions taken over (`recover_behind`) still running.
+        self._takeovers: set[gevent.Greenlet] = set()
         #: Loaded jobs whose runs are not handed back yet (a peer failed): tried again.
         self._unhanded: set[str] = set()
         #: Jobs loaded (by recovery or on demand) since the start, for logs and tests.
         self.loaded = 0
+        #: Loads a caller waits for (a call about a job not loaded yet) under way: the
+        #: background recovery steps aside until none is (`give_way`).
+        self._callers = 0
+        self._no_callers = gevent.event.Event()
+        self._no_callers.set()
 
     # -- the component ----------------------------------------------------------------------
     def start(self) -> None:
@@ -105,10 +129,13 @@ class Recovery:
         self._greenlet = gevent.spawn(self._background, time.monotonic())
 
     def stop(self) -> None:
-        """Stop a background recovery still running (the term is over)."""
+        """Stop a background recovery still running (the term is over), and the
+        recoveries of partitions taken over."""
         if self._greenlet is not None:
             self._greenlet.kill()
             self._greenlet = None
+        for greenlet in list(self._takeovers):
+            greenlet.kill()
 
     @property
     def done(self) -> bool:
@@ -121,7 +148,7 @@ class Recovery:
         returns their ids (not those cached or deferred already)."""
         ids = [job_id for job_id in self.cache.active_ids()
                if self.owns(job_id) and (only is None or only(job_id))]
-        return self.cache.defer(ids, self._load)
+        return self.cache.defer(ids, self._load_for_caller)
 
     def recover(self, only: Callable[[str], bool] | None = None) -> int:
         """Load every active job this job manager owns (and `only` accepts: one partition
@@ -135,6 +162,41 @@ class Recovery:
         loaded = sum(1 for job_id in deferred if job_id in self.cache)
         log.info("recovered %d active jobs", loaded)
         return loaded
+
+    def recover_behind(self, only: Callable[[str], bool]) -> int:
+        """`recover(only)` in a greenlet of its own: a member's membership greenlet, which
+        takes partitions over, goes back to ZooKeeper at once.  The jobs are deferred
+        before this returns, so a call about one loads it first meanwhile; a failed load
+        or hand-back is retried, as in the background recovery.  Returns the jobs
+        deferred."""
+        deferred = self.defer(only)
+        if deferred:
+            greenlet = gevent.spawn(self._recover_listed, deferred, time.monotonic())
+            self._takeovers.add(greenlet)
+            greenlet.link(self._takeovers.discard)
+        return len(deferred)
+
+    def _recover_listed(self, job_ids: list[str], started: float) -> None:
+        for start in range(0, len(job_ids), SLICE_JOBS):
+            chunk = job_ids[start:start + SLICE_JOBS]
+            while chunk:
+                try:
+                    self._slice(chunk)
+                    break
+                except Exception:
+                    log.warning("recovery: a slice of a takeover's jobs failed; retrying in "
+                                "%.0fs", RETRY_SECONDS, exc_info=True)
+                    gevent.sleep(RETRY_SECONDS)
+                    # Only those still deferred: the others loaded, or their partition left.
+                    chunk = [j for j in chunk if self.cache.is_deferred(j)]
+        while self._unhanded:
+            for job_id in sorted(self._unhanded):
+                self._retry_hand_back(job_id, raise_errors=False)
+            if self._unhanded:
+                gevent.sleep(RETRY_SECONDS)
+        loaded = sum(1 for job_id in job_ids if job_id in self.cache)
+        log.info("recovered %d of %d jobs taken over in %.1f s", loaded, len(job_ids),
+                 time.monotonic() - started)
 
     def step(self, jobs: int = SLICE_JOBS) -> int:
         """Recover the next `jobs` deferred jobs in the caller, as the background greenlet
@@ -174,7 +236,7 @@ class Recovery:
             except Exception as exc:  # still deferred; the others of the slice go on
                 log.warning("recovery: cannot load job %s yet: %s", job_id, exc)
                 failed = failed or exc
-            gevent.sleep(0)  # between jobs, everything else of the hub runs
+            self.give_way()  # between jobs, everything else of the hub runs
         try:
             handed.to_hosts()
         except Exception:
@@ -219,6 +281,28 @@ class Recovery:
             # Loaded and answering from the cache; its runs go back on the next try.
             log.warning("job %s: handing its runs back failed; retrying", job_id, exc_info=True)
             self._unhanded.add(job_id)
+
+    def _load_for_caller(self, job_id: str, add: Callable[[CachedJob], bool]) -> None:
+        """`_load` for a lookup (JobCache's deferring loader): the background recovery gives
+        way meanwhile, so a call about a job not loaded yet has the process to itself
+        rather than half of it (a 100,000-task job's load and hand-back took ~4 times as
+        long beside a busy background recovery)."""
+        self._callers += 1
+        self._no_callers.clear()
+        try:
+            self._load(job_id, add)
+        finally:
+            self._callers -= 1
+            if not self._callers:
+                self._no_callers.set()
+
+    def give_way(self) -> None:
+        """The background recovery's yield: let the hub run, and wait while a caller's load
+        is under way."""
+        gevent.sleep(0)
+        # Bounded: should a caller's load ever wait on a job this recovery holds, both
+        # still go on.
+        self._no_callers.wait(GIVE_WAY_MAX_SECONDS)
 
     def _retry_hand_back(self, job_id: str, *, raise_errors: bool) -> None:
         job = self.cache.get(job_id)
@@ -282,6 +366,8 @@ class Recovery:
 #: Built by the hundred thousand in a restart: without the frozen `__init__`'s overhead.
 _recovered_run = constructor(RecoveredRun)
 _launch_spec = constructor(LaunchSpec)
+_rm_task = constructor(RmTask)
+_task_request = constructor(TaskRequest)
 
 
 class _SpecNeeds(NeedsCache):
@@ -321,11 +407,12 @@ class _HandBack:
     launch lost in a crash comes back LOST and is retried).  Queued runs are returned per
     job for the caller to queue again.
 
-    `pipelined` (the recovery of a slice of jobs): a job's RecoverTasks calls run in a
-    greenlet of their own while the caller goes on to load the next job, so the resource
-    manager's work overlaps the job manager's; one job's calls at a time, in job order.
-    `settle` waits for them: before a job's queued runs are queued again and before the
-    host manager is told.  A job whose calls failed is in `unsent` then, not raised.
+    `pipelined` (the recovery of a slice of jobs): a job's RecoverTasks calls, then its
+    adopt and reconcile calls, run in a greenlet of their own while the caller goes on to
+    load the next job, so the resource and host managers' work overlaps the job
+    manager's; one job's calls at a time, in job order.  `settle` waits for them: before
+    a job's queued runs are queued again.  A job whose calls failed is in `unsent` then,
+    not raised.
     """
 
     def __init__(self, recovery: Recovery, *, to_resmgr: bool, pipelined: bool = False) -> None:
@@ -333,6 +420,8 @@ class _HandBack:
         self.to_resmgr = to_resmgr
         self.pipelined = pipelined
         self.alive: list[str] = []
+        #: The state held for each run of `alive` (None: re-reported whatever it is).
+        self.expected: list[TaskState | None] = []
         self.adopted: dict[str, list[LaunchSpec]] = {}
         #: The jobs noted.
         self.jobs: list[str] = []
@@ -347,33 +436,63 @@ class _HandBack:
         needs, job_id = self._needs, job.job_id
         queued: list[int] = []
         held: list[RecoveredRun] = []
+        alive: list[str] = []
+        expected: list[TaskState | None] = []
+        adopted: dict[str, list[LaunchSpec]] = {}
         self.jobs.append(job_id)
+        # One RmTask per (config version, task spec, desired host) built by rm_task; the
+        # others copy it with their own task id and run, so a job's runs share its needs
+        # and labels objects (what the RecoverTasks encoding groups by).
+        templates: dict[tuple[int, int, str], tuple[JobSpec, TaskSpec, RmTask]] = {}
+        specs = job.specs
         for n, (inst, rt) in enumerate(list(job.tasks()), 1):
-            if n % RECOVER_CHUNK == 0:
-                gevent.sleep(0)  # a big job's runs are many: let the hub serve meanwhile
+            if n % YIELD_EVERY == 0:
+                # A big job's runs are many: let the hub serve meanwhile (the background
+                # recovery's also steps aside for a caller's load).
+                if self.pipelined:
+                    self.recovery.give_way()
+                else:
+                    gevent.sleep(0)
             if rt.state in _HELD:
-                spec = job.specs.get(rt.config_version) or job.spec
+                spec = specs.get(rt.config_version) or job.spec
+                task_spec = spec.task_spec(inst)
                 if self.to_resmgr:
-                    held.append(_recovered_run(spec.respool_id,
-                                               rm_task(job_id, spec, inst, rt, needs),
-                                               rt.state, rt.host))
-                run_id = str(RunId(job_id, inst, rt.run_id))
-                self.alive.append(run_id)
+                    key = (id(spec), id(task_spec), rt.desired_host)
+                    seen = templates.get(key)
+                    if seen is None:
+                        seen = templates[key] = (spec, task_spec,
+                                                 rm_task(job_id, spec, inst, rt, needs))
+                    tmpl = seen[2]
+                    req = tmpl.request
+                    held.append(_recovered_run(spec.respool_id, _rm_task(
+                        _task_request(TaskId(job_id, inst), req.needs, req.labels,
+                                      req.desired_host, req.desired_host_only),
+                        rt.run_id, tmpl.priority, tmpl.preemptible, tmpl.controller),
+                        rt.state, rt.host))
+                run_id = f"{job_id}-{inst}-{rt.run_id}"  # str(RunId(...)), a million times
+                alive.append(run_id)
+                # The host manager re-reports a run only if it last heard another state
+                # (always one with a health check: it does not keep the last health).
+                expected.append(rt.state if rt.healthy is HealthState.DISABLED else None)
                 if rt.host:
-                    self.adopted.setdefault(rt.host, []).append(
-                        _launch_spec(run_id, spec.task_spec(inst), rt.ports,
-                                     spec.respool_id))
+                    adopted.setdefault(rt.host, []).append(
+                        _launch_spec(run_id, task_spec, rt.ports, spec.respool_id))
             elif rt.state in _QUEUED:
                 queued.append(inst)
         # The job's held runs are back in the resource manager before its queued ones (or
         # any later job's) are queued again, so admission never counts their room as free
-        # (pipelined: the caller settles first).
+        # (pipelined: the caller settles first), and before the host manager re-reports them.
         if not self.pipelined:
             self._send(held)
+            self.alive.extend(alive)
+            self.expected.extend(expected)
+            for host, launches in adopted.items():
+                self.adopted.setdefault(host, []).extend(launches)
             return queued
         self.settle()  # the previous job's calls first
-        if held:
-            self._sending = gevent.spawn(self._send_noting, job_id, held)
+        if held or alive:
+            self._sending = gevent.spawn(self._send_noting, job_id, held, adopted, alive,
+                                         expected)
         return queued
 
     def _send(self, held: list[RecoveredRun]) -> None:
@@ -381,24 +500,44 @@ class _HandBack:
         for start in range(0, len(held), RECOVER_CHUNK):
             resmgr.recover_tasks(held[start:start + RECOVER_CHUNK])
 
-    def _send_noting(self, job_id: str, held: list[RecoveredRun]) -> None:
+    def _send_noting(self, job_id: str, held: list[RecoveredRun],
+                     adopted: dict[str, list[LaunchSpec]], alive: list[str],
+                     expected: list[TaskState | None]) -> None:
+        """One job's hand-back, pipelined: the resource manager, then the host manager."""
         try:
             self._send(held)
+            self._tell_hosts(adopted, alive, expected)
         except Exception as exc:  # the caller learns of it in `settle`
             self.unsent[job_id] = exc
 
     def settle(self) -> None:
-        """Wait for the RecoverTasks calls under way (pipelined; a failure goes to `unsent`)."""
+        """Wait for the calls under way (pipelined; a failure goes to `unsent`)."""
         if self._sending is not None:
             self._sending.join()
             self._sending = None
 
     def to_hosts(self) -> None:
-        """Tell the host manager where the runs are, and have it re-report them (once the
-        resource manager has every held run back)."""
+        """Tell the host manager where the runs noted are, and have it re-report them (once
+        the resource manager has every held run back).  Pipelined, each job's runs were
+        told with its RecoverTasks calls already; this waits for the last job's."""
         self.settle()
+        self._tell_hosts(self.adopted, self.alive, self.expected)
+
+    def _tell_hosts(self, adopted: dict[str, list[LaunchSpec]], alive: list[str],
+                    expected: list[TaskState | None]) -> None:
+        """Adopt the runs on their hosts, many hosts a call, then reconcile them: those the
+        host manager last heard in another state than the one held here (or not at all)
+        are re-reported, so a launch lost in a crash comes back LOST and is retried."""
         hostmgr = self.recovery.hostmgr
-        for host, specs in self.adopted.items():
-            hostmgr.adopt(host, specs)
-        if self.alive:
-            hostmgr.reconcile(self.alive)
+        chunk: dict[str, list[LaunchSpec]] = {}
+        runs = 0
+        for host, specs in adopted.items():
+            chunk[host] = specs
+            runs += len(specs)
+            if runs >= ADOPT_CHUNK:
+                hostmgr.adopt_hosts(chunk)
+                chunk, runs = {}, 0
+        if chunk:
+            hostmgr.adopt_hosts(chunk)
+        if alive:
+            hostmgr.reconcile(alive, expected)

@@ -33,6 +33,9 @@ past its budget), `BENCH_SCALE=full` N = 100,000 (1,000,000 tasks on 10,000 host
 took 9 minutes and the restart 2 on 2026-12-06), smoke N = 20 and shorter sessions.
 `BENCH_PARTS` picks the parts to run, comma-separated (`restart`, `failover`; default both):
 `BENCH_PARTS=restart` with `BENCH_SCALE=full` measures the 1,000,000-task restart alone.
+`BENCH_RECOVERY_N` sets N outright (hosts N / 10): `BENCH_RECOVERY_N=20000` is a
+200,000-task restart.  `recovery.jobmgr_restart_cpu_s.<daemon>` is each daemon's CPU from
+the spawn until recovery was done (the new job manager's since its start).
 """
 
 from __future__ import annotations
@@ -55,13 +58,16 @@ from peloton.api.gen.peloton.api.v0.task import task_pb2  # noqa: E402
 from peloton.common.leader import ElectionConfig  # noqa: E402
 from peloton.core.errors import NotFound, PelotonError  # noqa: E402
 from tests.bench.bench_cluster import job_config  # noqa: E402
-from tests.bench.common import load, report, scaled, until  # noqa: E402
+from tests.bench.common import cpu_seconds, load, report, scaled, until  # noqa: E402
 from tests.harness.multiproc import Daemon, MultiCluster  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
 JOBS = 10
-INSTANCES = scaled(5_000, smoke=20, full=100_000)
-HOSTS = scaled(1_000, smoke=10, full=10_000)
+#: `BENCH_RECOVERY_N` overrides the tasks per job (e.g. 20,000: a 200,000-task restart, filled
+#: in about 2 minutes, to iterate on recovery between full runs); hosts scale with it.
+_N = int(os.environ.get("BENCH_RECOVERY_N", "0"))
+INSTANCES = _N or scaled(5_000, smoke=20, full=100_000)
+HOSTS = max(10, _N // 10) if _N else scaled(1_000, smoke=10, full=10_000)
 HOST_CPUS = 10
 #: 0.05 cpu a task: the stored tasks use half the hosts' cpu, the rest is free for the probe.
 TASK_CPU = 0.05
@@ -141,9 +147,11 @@ def bench_restart(base: Path) -> None:
             fill = time.monotonic() - t0
         mc.kill9(old)
 
+        peer_cpu = {d.role: (d.proc.pid, cpu_seconds(d.proc.pid)) for d in daemons[:3]}
         t0 = time.monotonic()
         new = mc.spawn("jobmgr", "jobmgr-restarted")
         marks: dict[str, float] = {}
+        cpu: dict[str, float] = {}
 
         def noted(check: Callable[[], object], mark: str) -> Callable[[], bool]:
             """`check`, noting on the way when the job manager logged its recovery done."""
@@ -151,6 +159,9 @@ def bench_restart(base: Path) -> None:
                 if "recovered" not in marks and any(RECOVERED in line
                                                     for line in list(new.tail.lines)):
                     marks["recovered"] = time.monotonic() - t0
+                    cpu["jobmgr"] = cpu_seconds(new.proc.pid)
+                    cpu.update({role: cpu_seconds(pid) - before
+                                for role, (pid, before) in peer_cpu.items()})
                 return bool(mark in marks or check())
             return poll
 
@@ -190,11 +201,17 @@ def bench_restart(base: Path) -> None:
     report("recovery.jobmgr_recovered_s", recovered, "s", "<=30",
            f"the restart above: spawn until the job manager logs {RECOVERED!r}: every one "
            f"of the {JOBS} stored active jobs loaded in the background and its runs handed "
-           f"back (RecoverTasks calls of 1,000; adopt and reconcile per 20 jobs); {load()}")
+           f"back (per job, while the next loads: RecoverRuns calls of 5,000 runs grouped, "
+           f"AdoptHosts calls of 10,000, one reconcile of the runs the host manager last "
+           f"heard in another state); {load()}")
     report("recovery.jobmgr_restart_ms_per_task", recovered / total * 1000, "ms",
            note=f"the full recovery above over the {total:,} tasks stored; x 1,000,000 = "
                 f"{recovered / total * 1e6:,.0f} s for Peloton's 1M-task shape if it stays "
                 f"linear")
+    for role, seconds in sorted(cpu.items()):
+        report(f"recovery.jobmgr_restart_cpu_s.{role}", seconds, "s",
+               note=f"CPU of the {role} process from the spawn of the new job manager until "
+                    f"it logged {RECOVERED!r} (the job manager's since its start); {load()}")
     report("recovery.jobmgr_restart_rss_mb", rss, "MB",
            note=f"RSS of the restarted `peloton jobmgr` process once recovery was done, "
                 f"{total:,} tasks stored and recovered")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import gevent.event
@@ -257,12 +257,25 @@ class FakeHostManager:
                 self.emit(spec.run_id, TaskState.RUNNING, hostname)
         return failures
 
+    def launch_hosts(self, launches: Mapping[str, Sequence[LaunchSpec]]
+                     ) -> dict[str, list[LaunchFailure]]:
+        out = {}
+        for hostname, tasks in launches.items():
+            failures = self.launch(hostname, tasks)
+            if failures:
+                out[hostname] = failures
+        return out
+
     def adopt(self, hostname: str, tasks: Sequence[LaunchSpec]) -> None:
         host = self.hosts[hostname]
         for spec in tasks:
             s = spec.spec
             host.bookings[spec.run_id] = Booking(spec.run_id, s.resources, s.revocable, s.labels,
                                                  tuple(p for _, p in spec.ports), launched=True)
+
+    def adopt_hosts(self, runs: Mapping[str, Sequence[LaunchSpec]]) -> None:
+        for hostname, tasks in runs.items():
+            self.adopt(hostname, tasks)
 
     def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
         for run_id in run_ids:
@@ -281,9 +294,12 @@ class FakeHostManager:
         self.destroyed += [(hostname, v) for v in volume_ids if v not in kept]
         return kept
 
-    def reconcile(self, run_ids: Sequence[str]) -> None:
+    def reconcile(self, run_ids: Sequence[str],
+                  expected: Sequence[TaskState | None] | None = None) -> None:
         known = self.runs()
-        for run_id in run_ids:
+        for n, run_id in enumerate(run_ids):
+            if expected is not None and expected[n] is TaskState.RUNNING and run_id in known:
+                continue  # the caller holds its latest report (the fake's runs all run)
             if run_id in known:
                 self.emit(run_id, TaskState.RUNNING, known[run_id])
             else:

@@ -318,6 +318,61 @@ def test_recovered_runs_travel_in_one_call_and_hold_their_allocation(store: Stor
         wired.close()
 
 
+def test_recovered_runs_reach_an_older_resource_manager_run_by_run(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resource manager without RecoverRuns (an older version in a rolling upgrade)
+    answers UNIMPLEMENTED: the client falls back to RecoverTasks and the runs are tracked
+    with their allocation all the same."""
+    from peloton.api.ports_grpc.resmgr_servicer import ResourceManagerServicer
+    from peloton.core.ports import RecoveredRun
+    from tests.unit.resmgr.helpers import state_of, tasks
+
+    monkeypatch.delattr(ResourceManagerServicer, "RecoverRuns")
+    rm = make_rm(store, FakeHostManager(), FakeClock())
+    pool = make_pool(rm, "a", cpu=(0, 8))
+    running = tasks(3)
+    wired = over_grpc(rm)
+    try:
+        wired.recover_tasks([RecoveredRun(pool, t, S.RUNNING, "host-1") for t in running])
+        wired.recover_tasks([RecoveredRun(pool, t, S.RUNNING, "host-1") for t in tasks(1)])
+        assert rm.pools.get(pool).allocation.cpu == 4
+        assert {state_of(rm, t) for t in running} == {S.RUNNING}
+    finally:
+        wired.close()
+
+
+def test_runs_are_adopted_host_by_host_by_an_older_host_manager(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host manager without AdoptHosts answers UNIMPLEMENTED: the client adopts host by
+    host, and each host's runs hold their room as with AdoptHosts."""
+    from peloton.api.ports_grpc.hostmgr_servicer import HostManagerServicer
+    from peloton.common.clock import FakeClock as Clock
+
+    monkeypatch.delattr(HostManagerServicer, "AdoptHosts")
+    store = open_store(f"sqlite:///{tmp_path / 'hm.db'}", StoreOptions(bootstrap=True))
+    backend = FakeBackend()
+    backend.add_host("h1", cpu=4, mem_mb=4096)
+    backend.add_host("h2", cpu=2, mem_mb=2048)
+    hm = HostManager(store, backend, HostManagerConfig(consumers=("jobmgr",),
+                                                       recovery_grace=0.0), clock=Clock())
+    hm.maintenance.load()
+    backend.start(hm.intake)
+    runs = {f"{JOB}-0-1": "h1", f"{JOB}-1-1": "h1", f"{JOB}-2-1": "h2"}
+    for run_id, host in runs.items():  # running since before the restart, specs unknown
+        backend.report(run_id, S.RUNNING, host)
+    wired = over_grpc(hm)
+    try:
+        spec = TaskSpec(resources=Resources(1, 100))
+        wired.adopt_hosts({"h1": [LaunchSpec(f"{JOB}-0-1", spec), LaunchSpec(f"{JOB}-1-1", spec)],
+                           "h2": [LaunchSpec(f"{JOB}-2-1", spec)]})
+        lease = hm.acquire_hosts()
+        hm.release_lease(lease.lease_id)
+        assert {o.hostname: o.available.cpu for o in lease.offers} == {"h1": 2, "h2": 1}
+    finally:
+        wired.close()
+        store.close()
+
+
 def test_a_client_that_found_the_leader_in_zookeeper_waits_for_its_recovery(
         gated: tuple[LeaderGate, ServiceRecorder, str]) -> None:
     """The leader znode names a candidate as soon as it is elected; it answers "non-leader"

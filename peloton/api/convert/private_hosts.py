@@ -25,6 +25,7 @@ from peloton.api.convert.private_sched import (
 from peloton.api.gen.pelotonpy.internal.sched import sched_pb2 as pb
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
+from peloton.core.model.evolve import constructor
 from peloton.core.model.host import HostInfo, HostOffer
 from peloton.core.model.resources import PortRange
 from peloton.core.model.sched import HostReservation, LaunchFailure, LaunchSpec
@@ -191,25 +192,41 @@ class SpecTable:
 def launches_to_pb(tasks: Sequence[LaunchSpec]) -> tuple[list[pb.TaskSpec], list[pb.LaunchSpec]]:
     """Launches -> (spec table, launch messages)."""
     table = SpecTable()
-    out = [pb.LaunchSpec(run_id=t.run_id, spec=table.ref(t.spec), pool=t.pool,
-                         ports=[pb.NamedPort(name=n, port=p) for n, p in t.ports],
-                         volume_id=t.volume_id, volume_created=t.volume_created) for t in tasks]
+    out = launches_into_pb(tasks, table)
     return table.messages, out
+
+
+def launches_into_pb(tasks: Sequence[LaunchSpec], table: SpecTable) -> list[pb.LaunchSpec]:
+    """Launches -> launch messages whose specs go to `table` (shared by several lists: an
+    adoption of many hosts)."""
+    return [pb.LaunchSpec(run_id=t.run_id, spec=table.ref(t.spec), pool=t.pool,
+                          ports=[pb.NamedPort(name=n, port=p) for n, p in t.ports],
+                          volume_id=t.volume_id, volume_created=t.volume_created) for t in tasks]
 
 
 def launches_from_pb(specs: Sequence[pb.TaskSpec],
                      tasks: Sequence[pb.LaunchSpec]) -> list[LaunchSpec]:
     """(spec table, launch messages) -> launches sharing one TaskSpec per table entry."""
-    decoded = [task_spec_from_pb(s) for s in specs]
+    return launches_from_table([task_spec_from_pb(s) for s in specs], tasks)
+
+
+def launches_from_table(decoded: Sequence[TaskSpec],
+                        tasks: Sequence[pb.LaunchSpec]) -> list[LaunchSpec]:
+    """Launch messages -> launches, their specs from a decoded table (`task_spec_from_pb`
+    of each entry, decoded once for several lists)."""
     out = []
     for t in tasks:
         if t.spec >= len(decoded):
             raise InvalidArgument(f"run {t.run_id}: spec index {t.spec} outside a table of "
                                   f"{len(decoded)}", field="spec")
-        out.append(LaunchSpec(t.run_id, decoded[t.spec], tuple((p.name, p.port) for p in t.ports),
-                              pool=t.pool, volume_id=t.volume_id,
-                              volume_created=t.volume_created))
+        out.append(_launch_spec(t.run_id, decoded[t.spec],
+                                tuple((p.name, p.port) for p in t.ports), t.pool, t.volume_id,
+                                t.volume_created))
     return out
+
+
+#: Built per run of a launch or an adoption (a restart adopts a million).
+_launch_spec = constructor(LaunchSpec)
 
 
 def launch_failure_to_pb(f: LaunchFailure) -> pb.LaunchFailure:

@@ -19,32 +19,40 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from peloton.api.convert.ext_maintenance import drain_from_pb
 from peloton.api.convert.private_hosts import (
+    SpecTable,
     event_from_pb,
     launch_failure_from_pb,
+    launches_into_pb,
     launches_to_pb,
     offer_from_pb,
     reservation_to_pb,
     summary_from_pb,
 )
-from peloton.api.convert.private_sched import enum_from_pb, resources_from_pb
+from peloton.api.convert.private_sched import enum_from_pb, labels_from_pb, resources_from_pb
 from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
+from peloton.core.errors import Unimplemented
 from peloton.core.feasibility import HostShape
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
 from peloton.core.model.sla_policy import DrainRequest
 from peloton.core.ports import HostEvent, HostSummary, shapes_of
-from peloton.core.states import HostState
+from peloton.core.states import HostState, TaskState
 
 log = logging.getLogger(__name__)
 
 SERVICE = "pelotonpy.internal.hostmgr.HostManagerService"
 #: The host manager's YARPC dispatcher name (api-compat.md §2).
 RPC_SERVICE = "peloton-hostmgr"
+
+
+#: Hosts launched on per LaunchHosts call: the host manager hands each host's runs to its
+#: backend in turn (for agents, a call to each), and the whole call has one deadline.
+HOSTS_PER_LAUNCH = 500
 
 
 class GrpcHostManager:
@@ -54,6 +62,12 @@ class GrpcHostManager:
                  security: PeerSecurity | None = None) -> None:
         self.channel = PeerChannel(target, SERVICE, rpc_service=RPC_SERVICE, caller=caller,
                                    timeout=timeout, security=security)
+        #: The host manager answered AdoptHosts UNIMPLEMENTED (an older version).
+        self._per_host_adopt = False
+        #: The same for LaunchHosts.
+        self._per_host_launch = False
+        #: The same for HostShapes (then they come from HostSummaries).
+        self._shapes_from_summaries = False
 
     def close(self) -> None:
         """Close the channels."""
@@ -85,6 +99,35 @@ class GrpcHostManager:
                                                              tasks=launches), pb.LaunchResponse)
         return [launch_failure_from_pb(f) for f in reply.failures]
 
+    def launch_hosts(self, launches: Mapping[str, Sequence[LaunchSpec]]
+                     ) -> dict[str, list[LaunchFailure]]:
+        """`launch` on many hosts, `HOSTS_PER_LAUNCH` hosts a call (one Launch per host to
+        an older host manager); the failures by hostname."""
+        out: dict[str, list[LaunchFailure]] = {}
+        items = list(launches.items())
+        done = 0
+        while done < len(items) and not self._per_host_launch:
+            chunk = items[done:done + HOSTS_PER_LAUNCH]
+            table = SpecTable()
+            request = pb.LaunchHostsRequest()
+            for hostname, tasks in chunk:
+                request.hosts.add(hostname=hostname, tasks=launches_into_pb(tasks, table))
+            request.specs.extend(table.messages)
+            try:
+                reply = self.channel.call("LaunchHosts", request, pb.LaunchHostsResponse)
+            except Unimplemented:
+                log.info("the host manager has no LaunchHosts; launching host by host")
+                self._per_host_launch = True
+                break
+            for h in reply.hosts:
+                out[h.hostname] = [launch_failure_from_pb(f) for f in h.failures]
+            done += len(chunk)
+        for hostname, tasks in items[done:]:
+            failures = self.launch(hostname, tasks)
+            if failures:
+                out[hostname] = failures
+        return out
+
     def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
         """Stop runs wherever they are."""
         self.channel.call("Kill", pb.KillRequest(run_ids=list(run_ids), grace_secs=grace_secs),
@@ -102,11 +145,32 @@ class GrpcHostManager:
         self.channel.call("Adopt", pb.AdoptRequest(hostname=hostname, specs=specs, tasks=launches),
                           pb.AdoptResponse)
 
-    def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
-        """Ask the hosts to re-report these runs (every run if None, as HostManager allows)."""
-        self.channel.call("Reconcile", pb.ReconcileRequest(run_ids=list(run_ids or ()),
-                                                           all=run_ids is None),
-                          pb.ReconcileResponse)
+    def adopt_hosts(self, runs: Mapping[str, Sequence[LaunchSpec]]) -> None:
+        """`adopt` of many hosts in one call (one Adopt per host to an older host manager)."""
+        if not self._per_host_adopt:
+            table = SpecTable()
+            request = pb.AdoptHostsRequest()
+            for hostname, tasks in runs.items():
+                request.hosts.add(hostname=hostname, tasks=launches_into_pb(tasks, table))
+            request.specs.extend(table.messages)
+            try:
+                self.channel.call("AdoptHosts", request, pb.AdoptResponse)
+                return
+            except Unimplemented:
+                log.info("the host manager has no AdoptHosts; adopting host by host")
+                self._per_host_adopt = True
+        for hostname, tasks in runs.items():
+            self.adopt(hostname, tasks)
+
+    def reconcile(self, run_ids: Sequence[str] | None = None,
+                  expected: Sequence[TaskState | None] | None = None) -> None:
+        """Ask the hosts to re-report these runs (every run if None, as HostManager allows),
+        those whose `expected` state is the last one heard left out (an older host manager
+        ignores `expected` and re-reports every run)."""
+        request = pb.ReconcileRequest(run_ids=list(run_ids or ()), all=run_ids is None)
+        if expected is not None:
+            request.expected.extend(s.value if s is not None else "" for s in expected)
+        self.channel.call("Reconcile", request, pb.ReconcileResponse)
 
     def sandbox_files(self, hostname: str, run_id: str,
                       path: str = "") -> tuple[str, list[tuple[str, int]]]:
@@ -147,7 +211,17 @@ class GrpcHostManager:
         return [summary_from_pb(h) for h in reply.hosts]
 
     def host_shapes(self) -> list[HostShape]:
-        """What every known host could ever hold (from the summaries)."""
+        """What every known host could ever hold, sorted by hostname (from the summaries,
+        for a host manager without HostShapes)."""
+        if not self._shapes_from_summaries:
+            try:
+                reply = self.channel.call("HostShapes", pb.HostShapesRequest(),
+                                          pb.HostShapesResponse)
+            except Unimplemented:
+                log.info("the host manager has no HostShapes; reading host summaries")
+                self._shapes_from_summaries = True
+            else:
+                return shapes_from_pb(reply)
         return shapes_of(self.host_summaries())
 
     def draining_runs(self) -> list[tuple[str, str]]:
@@ -161,6 +235,16 @@ class GrpcHostManager:
         reply = self.channel.call("DrainRequests", pb.DrainRequestsRequest(),
                                   pb.DrainRequestsResponse)
         return {host: drain_from_pb(spec, "drains") for host, spec in reply.drains.items()}
+
+
+def shapes_from_pb(reply: pb.HostShapesResponse) -> list[HostShape]:
+    """A HostShapes reply -> shapes sorted by hostname (each group's values shared)."""
+    out: list[HostShape] = []
+    for group in reply.groups:
+        capacity, labels = resources_from_pb(group.capacity), labels_from_pb(group.labels)
+        out.extend(HostShape(name, capacity, labels, group.up) for name in group.hostnames)
+    out.sort(key=lambda s: s.hostname)
+    return out
 
 
 class RemoteEventStream:

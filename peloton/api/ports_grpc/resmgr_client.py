@@ -11,8 +11,10 @@ idempotent), which is what makes retrying UNAVAILABLE safe.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
+from peloton.api.convert.private_recover import recovered_runs_to_pb
 from peloton.api.convert.private_sched import (
     NeedsTable,
     enqueue_failure_from_pb,
@@ -30,6 +32,7 @@ from peloton.api.convert.private_sched import (
 )
 from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
+from peloton.core.errors import Unimplemented
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import (
@@ -44,6 +47,8 @@ from peloton.core.ports import RecoveredRun
 from peloton.core.respool.records import RmTask
 from peloton.core.states import TaskState
 
+log = logging.getLogger(__name__)
+
 SERVICE = "pelotonpy.internal.resmgr.ResourceManagerService"
 #: The resource manager's YARPC dispatcher name (api-compat.md §2).
 RPC_SERVICE = "peloton-resmgr"
@@ -56,6 +61,8 @@ class GrpcResourceManager:
                  security: PeerSecurity | None = None) -> None:
         self.channel = PeerChannel(target, SERVICE, rpc_service=RPC_SERVICE, caller=caller,
                                    timeout=timeout, security=security)
+        #: The resource manager answered RecoverRuns UNIMPLEMENTED (an older version).
+        self._per_run_recovery = False
 
     def close(self) -> None:
         """Close the channels."""
@@ -110,9 +117,18 @@ class GrpcResourceManager:
             hostname=hostname), pb.RecoverTaskResponse)
 
     def recover_tasks(self, runs: Sequence[RecoveredRun]) -> None:
-        """Re-track many runs in one call."""
+        """Re-track many runs in one call (RecoverRuns, grouped: private_recover.py; one
+        message per run to a resource manager that predates it)."""
         if not runs:
             return
+        if not self._per_run_recovery:
+            try:
+                self.channel.call("RecoverRuns", recovered_runs_to_pb(runs),
+                                  pb.RecoverRunsResponse)
+                return
+            except Unimplemented:
+                log.info("the resource manager has no RecoverRuns; recovering run by run")
+                self._per_run_recovery = True
         request = pb.RecoverTasksRequest()
         for run in runs:
             table = NeedsTable()

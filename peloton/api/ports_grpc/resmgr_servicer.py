@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from peloton.api.convert.private_recover import recovered_runs_count, recovered_runs_from_pb
 from peloton.api.convert.private_sched import (
     NeedsTable,
     enqueue_failure_to_pb,
@@ -90,6 +91,14 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
                          enum_from_pb(TaskState, r.state, "state"), r.hostname)
             for r in request.runs])
         return pb.RecoverTasksResponse()
+
+    def RecoverRuns(self, request: pb.RecoverRunsRequest, context: Any) -> pb.RecoverRunsResponse:
+        count = recovered_runs_count(request)
+        if count > MAX_RECOVERED_PER_CALL:
+            raise InvalidArgument(f"at most {MAX_RECOVERED_PER_CALL} runs per call, got "
+                                  f"{count}", field="groups")
+        self.port.recover_tasks(recovered_runs_from_pb(request))
+        return pb.RecoverRunsResponse()
 
     def TakeVictims(self, request: pb.TakeVictimsRequest, context: Any) -> pb.TakeVictimsResponse:
         partitions = partitions_from_pb(request.partitions) \

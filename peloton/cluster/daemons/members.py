@@ -24,7 +24,8 @@ runs one JobManager for its whole life and drives the job partitions it holds:
 
 Start order: the member directory (lookups read ZooKeeper until its watches are set),
 the job manager (it recovers nothing yet: it holds nothing), the membership (each
-partition acquired is recovered, then driven), the discovery candidate.  Stop is the
+partition acquired is driven at once and recovered in a greenlet of its own, its jobs
+loaded first by any call about one meanwhile), the discovery candidate.  Stop is the
 reverse, so SIGTERM is the graceful leave: the member node goes, every partition is
 released (its work stopped, its node deleted, its new owner starting at once) and only
 then does the job manager stop; last, before the gRPC server stops, its watch streams
@@ -86,7 +87,7 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
     member = None if zk is None else PartitionMember(
         zk, name, me, on_acquire=lambda p, epoch: _acquire(jm, p, epoch),
         on_release=lambda p: _release(jm, p), on_release_many=lambda ps: _release_many(jm, ps),
-        on_acquire_many=lambda epochs: jm.acquire_partitions(epochs),
+        on_acquire_many=lambda epochs: jm.acquire_partitions(epochs, behind=True),
         count=count, root=config.election.root)
     # A partition's writes stop as soon as the ZooKeeper connection is not up (before the
     # session can expire and its node go to another member).
@@ -192,7 +193,9 @@ def _live(member: PartitionMember | None) -> Callable[[], bool]:
 
 
 def _acquire(jm: JobManager, partition: int, epoch: int) -> None:
-    jm.acquire_partition(partition, epoch)
+    # The recovery runs behind: the membership's greenlet goes back to ZooKeeper at once
+    # (calls about the partition's jobs load them first meanwhile).
+    jm.acquire_partition(partition, epoch, behind=True)
 
 
 def _release(jm: JobManager, partition: int) -> None:

@@ -36,6 +36,22 @@ def test_events_come_in_order_with_increasing_offsets(hm: HostManager, backend: 
     assert stream.poll(100, 0) == []
 
 
+def test_every_consumer_reads_the_same_events_in_any_batching(
+        make_hm: Callable[..., HostManager], backend: FakeBackend) -> None:
+    # Over gRPC each event is encoded once for all consumers: the second consumer, reading
+    # in other batches, must see exactly what the first did (long messages included).
+    hm = make_hm(HostManagerConfig(consumers=("jobmgr", "resmgr"), recovery_grace=0.0))
+    long = "x" * 300 + "é" * 9000  # lengths of two and three varint bytes
+    for i, message in enumerate(["", "short", long, "done"]):
+        backend.report(rid(i), S.FAILED, "h1", exit_code=i, message=message)
+    jobmgr, resmgr = hm.subscribe("jobmgr"), hm.subscribe("resmgr")
+    first = jobmgr.poll(10, 0)
+    second = resmgr.poll(1, 0) + resmgr.poll(2, 0) + resmgr.poll(10, 0)
+    assert first == second
+    assert [(e.offset, e.message, e.exit_code) for e in first] == [
+        (1, "", 0), (2, "short", 1), (3, long, 2), (4, "done", 3)]
+
+
 def test_unacknowledged_events_are_delivered_again_to_a_new_subscription(
         hm: HostManager, backend: FakeBackend) -> None:
     for state in (S.STARTING, S.RUNNING, S.SUCCEEDED):

@@ -22,6 +22,7 @@ background recovery takes a step.  Meanwhile:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any, cast
@@ -31,12 +32,16 @@ import gevent.event
 import pytest
 
 from peloton.core.errors import Unavailable
+from peloton.core.model.constraints import Label
 from peloton.core.model.ids import RunId, TaskId
+from peloton.core.model.job import PlacementStrategy
+from peloton.core.model.resources import Resources
 from peloton.core.model.task import TaskRuntime
-from peloton.core.ports import HostManagerPort
+from peloton.core.ports import HostManagerPort, RecoveredRun
 from peloton.core.states import TaskState
 from peloton.jobmgr.app import JobManager
 from peloton.jobmgr.ownership import Ownership
+from peloton.jobmgr.sched import NeedsCache, job_label, rm_task
 from peloton.storage import Store
 from tests.unit.jobmgr.harness import Harness, job_spec
 from tests.unit.jobmgr.test_partition_ownership import COUNT, job_in
@@ -201,6 +206,31 @@ def test_a_call_and_recovery_racing_for_a_job_load_and_hand_it_back_once(
     assert Counter(h.rm.recovered) == Counter(t for j in ids for t in held_runs(h, j))
 
 
+def test_the_background_recovery_gives_way_while_a_callers_load_is_under_way(
+        h: Harness) -> None:
+    # A call about a job not loaded yet loads it in the caller; the background recovery,
+    # CPU-bound over a million runs, would take half the process from it meanwhile.
+    ids = running_jobs(h)
+    jm, gated = restart(h)
+    first, second, last = jm.cache.next_deferred(3)  # the order the background takes
+    gated.hold(last)
+    caller = gevent.spawn(jm.jobs.get, last)
+    assert gated.waiting.wait(5) and gated.waiting_on == last  # the caller's load is under way
+    background = gevent.spawn(jm.recovery.step, 2)  # the next two: first, then second
+    with gevent.Timeout(5):
+        while gated.loads[first] == 0:
+            gevent.sleep(0)
+    for _ in range(50):  # every greenlet gets many turns: none of them loads `second`
+        gevent.sleep(0)
+    assert gated.loads[second] == 0 and not background.ready()
+    gated.release()
+    gevent.joinall([caller, background], timeout=5, raise_error=True)
+    assert caller.value == (h.store.get_job_config(last), h.store.get_job_runtime(last))
+    assert gated.loads == Counter({first: 1, second: 1, last: 1})
+    assert recover_the_rest(jm)
+    assert Counter(h.rm.recovered) == Counter(t for j in ids for t in held_runs(h, j))
+
+
 def test_a_job_created_during_recovery_runs(h: Harness) -> None:
     ids = running_jobs(h)
     jm, _ = restart(h)
@@ -258,6 +288,32 @@ def test_a_partition_acquired_later_answers_for_its_jobs_while_it_recovers(
     assert jm.recovery.done and all(j in jm.cache for j in ids)
     assert all(n == 1 for n in gated.loads.values())
     assert Counter(h.rm.recovered) == Counter(t for j in ids for t in held_runs(h, j))
+
+
+def test_a_partition_taken_over_behind_returns_at_once_and_recovers_in_its_own_greenlet(
+        h: Harness) -> None:
+    """What a member's membership greenlet does (members.py): the acquisition returns once
+    the partition's jobs are deferred; a call loads the one it needs meanwhile; the
+    recovery ends in a greenlet of its own with every job loaded and handed back once."""
+    ids = running_jobs(h, [job_in(1), job_in(1), job_in(0)])
+    one = ids[:2]
+    jm, gated = restart(h, Ownership(COUNT, {0}), defer=False)
+    assert jm.recovery.recover() == 1  # its own partition's job
+    gated.hold(*one)
+    assert jm.acquire_partition(1, behind=True) == 2  # deferred, nothing loaded yet
+    assert sorted(jm.cache.deferred) == sorted(one) and not jm.recovery.done
+    gated.waiting.wait(5)  # the takeover's greenlet, inside its first job's load
+    other = next(j for j in one if j != gated.waiting_on)
+    assert jm.jobs.get(other) == (h.store.get_job_config(other),
+                                  h.store.get_job_runtime(other))
+    gated.release()
+    with gevent.Timeout(5):
+        while not jm.recovery.done:
+            gevent.sleep(0.01)
+    assert all(j in jm.cache for j in ids)
+    assert all(n == 1 for n in gated.loads.values())
+    assert Counter(h.rm.recovered) == Counter(t for j in ids for t in held_runs(h, j))
+    assert h.hosts.killed == []
 
 
 def test_a_partition_released_before_its_jobs_load_drops_them(h: Harness) -> None:
@@ -347,7 +403,7 @@ def test_a_jobs_runs_go_to_the_resource_manager_while_the_next_job_loads(
         real_recover(runs)
 
     def adopt(hostname: str, specs: Any) -> None:
-        calls.append("adopt")
+        calls.extend(f"adopt {RunId.parse(s.run_id).job_id}" for s in specs)
         real_adopt(hostname, specs)
 
     monkeypatch.setattr(h.rm, "recover_tasks", slow_recover)
@@ -357,15 +413,14 @@ def test_a_jobs_runs_go_to_the_resource_manager_while_the_next_job_loads(
         while gated.loads[order[1]] == 0:
             gevent.sleep(0.001)
     # The first job's runs are on their way to the resource manager and the next job has
-    # loaded meanwhile; one job's calls at a time, and the host manager is told last.
+    # loaded meanwhile; one job's calls at a time, the host manager told of a job's runs
+    # once the resource manager has them.
     assert calls == [f"recover {order[0]}"] and h.rm.recovered == []
     gevent.sleep(0.01)
     assert calls == [f"recover {order[0]}"] and not stepping.ready()
     gate.set()
     assert stepping.get(timeout=5) == JOBS
-    recovers = [c for c in calls if c != "adopt"]
-    assert recovers == [f"recover {j}" for j in order]
-    assert calls[:JOBS] == recovers and set(calls[JOBS:]) == {"adopt"}
+    assert calls == [c for j in order for c in [f"recover {j}"] + [f"adopt {j}"] * TASKS]
     assert jm.recovery.done
     assert Counter(h.rm.recovered) == Counter(t for j in ids for t in held_runs(h, j))
 
@@ -399,3 +454,40 @@ def test_a_jobs_queued_runs_are_queued_once_its_held_runs_are_back(
     h.settle(5)
     for job_id in ids:
         assert h.states(job_id) == [S.RUNNING] * TASKS
+
+
+def test_each_run_is_handed_back_as_rm_task_builds_it(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand-back copies one task per (config version, task spec, desired host) for the
+    runs of a job: each run's task is still the one `rm_task` builds for it (an instance
+    with a spec of its own, spread labels), and a job's runs share their needs."""
+    base = job_spec(TASKS)
+    own = dataclasses.replace(base.default_task, resources=Resources(cpu=0.2, mem_mb=32),
+                              labels=(Label("tier", "one"),))
+    spread = dataclasses.replace(base, instance_tasks={1: own},
+                                 placement_strategy=PlacementStrategy.SPREAD_JOB)
+    ids = [*running_jobs(h), h.jm.jobs.create(spread, "")]
+    h.settle(5)
+    assert h.states(ids[-1]) == [S.RUNNING] * TASKS
+    jm, _ = restart(h)
+    sent: list[RecoveredRun] = []
+    real = h.rm.recover_tasks
+
+    def noting(runs: list[RecoveredRun]) -> None:
+        sent.extend(runs)
+        real(runs)
+
+    monkeypatch.setattr(h.rm, "recover_tasks", noting)
+    assert recover_the_rest(jm)
+    assert len(sent) == len(ids) * TASKS
+    for job_id in ids:
+        job = jm.cache.get(job_id)
+        assert job is not None
+        mine = {r.task.task_id.instance: r for r in sent if r.task.task_id.job_id == job_id}
+        for inst, rt in job.tasks():
+            spec = job.specs.get(rt.config_version) or job.spec
+            assert mine[inst] == RecoveredRun(spec.respool_id, rm_task(
+                job_id, spec, inst, rt, NeedsCache()), rt.state, rt.host)
+        shared = [r.task.request.needs for i, r in mine.items() if i != 1]
+        assert all(n is shared[0] for n in shared)
+    assert mine[1].task.request.labels == (Label("tier", "one"), job_label(ids[-1]))
