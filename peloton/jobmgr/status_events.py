@@ -75,7 +75,13 @@ class StatusEvents:
     def process_once(self, timeout: float = 0.0) -> int:
         """Apply the events held back by a conflict, then one batch from the stream; returns
         how many were stored (or dropped as orphans), not those held back again."""
-        events = self.stream.poll(self.config.event_batch, timeout)
+        # After a full batch, look again without waiting: more events may be waiting, or
+        # that batch drained the stream exactly.  A long poll then would keep `behind` true,
+        # and the placement processor from launching, for up to `timeout` with nothing to
+        # catch up on; events come in waves (a launch round's STARTING and RUNNING, the
+        # ends of a wave of runs), so a wave of a multiple of the batch size did just that
+        # (measured: 0.2 s idle launching after 50 of 307 batches, 10 of a run's 61 s).
+        events = self.stream.poll(self.config.event_batch, 0.0 if self._full else timeout)
         self._full = len(events) >= self.config.event_batch
         batch, self._held = self._held + events, []
         if not batch:
