@@ -66,8 +66,11 @@ def main() -> int:
     logs: list[Path] = []
     try:
         for i in range(args.shards):
-            cmd = [sys.executable, "-m", "pytest", "-p", PLUGIN, "--shard-claims", str(claims),
-                   "--shard-index", str(i), *extra]
+            # `--opt=value` in one word: a separate value looking like a path would count as a
+            # test path when pytest picks its rootdir (before plugins' options are known), and
+            # /tmp/... then made /tmp the rootdir and pyproject.toml's settings unread.
+            cmd = [sys.executable, "-m", "pytest", "-p", PLUGIN, f"--shard-claims={claims}",
+                   f"--shard-index={i}", *extra]
             if i == 0:
                 procs.append(subprocess.Popen(cmd))
                 continue

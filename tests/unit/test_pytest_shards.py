@@ -27,12 +27,16 @@ def where():
 
 
 def suite(tmp_path: Path, modules: int, tests: int, failing: str = "") -> Path:
-    """A throwaway suite of `modules` modules (in two directories) of `tests` tests each."""
+    """A throwaway suite of `modules` modules (in two directories) of `tests` tests each,
+    found only through its own pytest.ini (so a shard that did not read the project's
+    configuration, as when a stray path made /tmp its rootdir, collects none of them)."""
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "pytest.ini").write_text("[pytest]\npython_functions = check_*\n")
     for m in range(modules):
         folder = tmp_path / "suite" / ("a" if m % 2 else "b")
         folder.mkdir(parents=True, exist_ok=True)
         body = "".join(
-            f"def test_{t}(where):\n    assert {'False' if f'm{m}t{t}' == failing else 'True'}\n"
+            f"def check_{t}(where):\n    assert {'False' if f'm{m}t{t}' == failing else 'True'}\n"
             for t in range(tests))
         (folder / f"test_m{m}.py").write_text(MODULE.format(tests=body))
     return tmp_path / "suite"
@@ -42,8 +46,8 @@ def run(tmp_path: Path, folder: Path, *args: str) -> subprocess.CompletedProcess
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARD_LOG": str(tmp_path / "setups.log")}
     return subprocess.run(
         [sys.executable, str(RUNNER), "--shards", "2", "--", "-q", "-p", "no:cacheprovider",
-         "--rootdir", str(folder), str(folder), *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+         *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=240)
 
 
 @pytest.mark.timeout(300)
@@ -67,7 +71,7 @@ def test_a_failure_in_any_shard_fails_the_run(tmp_path: Path) -> None:
     folder = suite(tmp_path, modules=4, tests=3, failing="m3t1")
     done = run(tmp_path, folder)
     assert done.returncode == 1, done.stdout
-    assert "test_m3.py::test_1" in done.stdout and "1 failed" in done.stdout
+    assert "test_m3.py::check_1" in done.stdout and "1 failed" in done.stdout
 
 
 def test_the_check_names_tests_run_by_no_shard_or_by_two(tmp_path: Path) -> None:
