@@ -18,7 +18,7 @@ the active-job ids and *defers* them in the cache (cache.py), then returns: the 
 manager serves, creates jobs and runs its loops at once, while a greenlet loads the
 deferred jobs one by one, `SLICE_JOBS` at a time, yielding between jobs; a job's runs go
 back to the resource manager, then to the host manager (adopted, many hosts a call, and
-reconciled), while the next job loads (`_HandBack`, pipelined), so the three daemons'
+reconciled), while the next job loads (`HandBack`, pipelined), so the three daemons'
 work overlaps.  A lookup of a job not loaded
 yet (a call, a status event, an eviction) loads it first, in the caller, through the same
 steps, and exactly once: whoever gets there first loads it and hands its runs back, the
@@ -53,33 +53,17 @@ import gevent
 import gevent.event
 
 from peloton.core.errors import DataCorruption, NotFound
-from peloton.core.model.evolve import constructor
 from peloton.core.model.ids import TaskId
-from peloton.core.model.job import JobSpec, PlacementStrategy
-from peloton.core.model.sched import LaunchSpec
-from peloton.core.model.task import TaskSpec
-from peloton.core.placement.request import PlacementNeeds, TaskRequest
-from peloton.core.ports import HostManagerPort, RecoveredRun, ResourceManagerPort
-from peloton.core.respool.records import RmTask
-from peloton.core.states import HealthState, JobType, TaskState
+from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.core.states import TaskState
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
+from peloton.jobmgr.hand_back import HELD, QUEUED, HandBack
 from peloton.jobmgr.runcontrol import RunControl
-from peloton.jobmgr.sched import NeedsCache, rm_task
 
 log = logging.getLogger(__name__)
 S = TaskState
-#: Runs per RecoverTasks call: a restart hands back every run, one call per task cost a
-#: millisecond each over gRPC (a minute for 50,000 runs).  A job's runs travel grouped
-#: (private_recover.py: ~12 bytes a run), so a call of 5,000 is small and holds the
-#: resource manager's lock for a few milliseconds.
-RECOVER_CHUNK = 5000
-#: Runs per adopt call to the host manager (many hosts each; one call per host cost
-#: the per-call overhead ten thousand times in a 1,000,000-task restart).
-ADOPT_CHUNK = 10_000
-#: Runs noted between two yields to the hub while a big job's runs are gathered.
-YIELD_EVERY = 1000
 #: Jobs the background recovery takes in one step (a failure part-way is retried per
 #: slice; `step` in the deterministic harness takes one).
 SLICE_JOBS = 20
@@ -87,9 +71,6 @@ SLICE_JOBS = 20
 GIVE_WAY_MAX_SECONDS = 2.0
 #: Pause before a failed load or hand-back is tried again (a peer or the store is down).
 RETRY_SECONDS = 1.0
-_HELD = frozenset({S.LAUNCHED, S.STARTING, S.RUNNING, S.KILLING, S.PREEMPTING})
-_QUEUED = frozenset({S.INITIALIZED, S.PENDING, S.READY, S.PLACING, S.PLACED, S.LAUNCHING,
-                     S.RESERVED})
 
 
 class Recovery:
@@ -227,8 +208,8 @@ class Recovery:
     def _slice(self, job_ids: list[str]) -> None:
         """Load the deferred jobs of `job_ids` (those no lookup loaded meanwhile), yielding
         between jobs, then tell the host manager about their runs at once.  A job's runs go
-        to the resource manager while the next job loads (`_HandBack`, pipelined)."""
-        handed = _HandBack(self, to_resmgr=True, pipelined=True)
+        to the resource manager while the next job loads (`HandBack`, pipelined)."""
+        handed = HandBack(self, to_resmgr=True, pipelined=True)
         failed: Exception | None = None
         for job_id in job_ids:
             try:
@@ -252,7 +233,7 @@ class Recovery:
             raise failed
 
     def _load(self, job_id: str, add: Callable[[CachedJob], bool],
-              handed: _HandBack | None = None) -> None:
+              handed: HandBack | None = None) -> None:
         """Recover one deferred job (JobCache's loader): load it, cache it with `add`, hand
         its runs back (the host manager told now unless `handed` collects for a slice)."""
         if not self.owns(job_id):
@@ -274,7 +255,7 @@ class Recovery:
             if handed is not None:
                 self._hand_back_job(job, handed)
             else:
-                alone = _HandBack(self, to_resmgr=True)
+                alone = HandBack(self, to_resmgr=True)
                 self._hand_back_job(job, alone)
                 alone.to_hosts()
         except Exception:
@@ -310,7 +291,7 @@ class Recovery:
             self._unhanded.discard(job_id)
             return
         try:
-            handed = _HandBack(self, to_resmgr=True)
+            handed = HandBack(self, to_resmgr=True)
             self._hand_back_job(job, handed)
             handed.to_hosts()
         except Exception:
@@ -320,16 +301,16 @@ class Recovery:
             return
         self._unhanded.discard(job_id)
 
-    def _hand_back_job(self, job: CachedJob, handed: _HandBack) -> None:
+    def _hand_back_job(self, job: CachedJob, handed: HandBack) -> None:
         """Hand one loaded job's runs back and have the engines look at it.  Idempotent on
         the other side, so a retry after a failure part-way is safe."""
         job_id = job.job_id
         queued = handed.job(job)
         for inst, rt in job.tasks():
-            if rt.state in _HELD:
+            if rt.state in HELD:
                 if rt.state is not S.RUNNING or rt.run_id != rt.desired_run_id:
                     self.queue.enqueue_task(job_id, inst)
-            elif rt.state not in _QUEUED and rt.goal_state is not rt.state:
+            elif rt.state not in QUEUED and rt.goal_state is not rt.state:
                 self.queue.enqueue_task(job_id, inst)
         if queued:
             handed.settle()  # its held runs are in the resource manager first
@@ -349,7 +330,7 @@ class Recovery:
         """Hand the cached jobs' runs to a resource or host manager that started over (a new
         leader term has empty state); returns the runs on hosts.  Idempotent on the other
         side.  Jobs still deferred are handed to the new term when they load."""
-        handed = _HandBack(self, to_resmgr=to_resmgr)
+        handed = HandBack(self, to_resmgr=to_resmgr)
         for job in list(self.cache):  # a snapshot: jobs come and go while this yields
             queued = handed.job(job)
             if to_resmgr and queued:
@@ -363,181 +344,9 @@ class Recovery:
         return len(handed.alive)
 
 
-#: Built by the hundred thousand in a restart: without the frozen `__init__`'s overhead.
-_recovered_run = constructor(RecoveredRun)
-_launch_spec = constructor(LaunchSpec)
-_rm_task = constructor(RmTask)
-_task_request = constructor(TaskRequest)
-
-
-class _SpecNeeds(NeedsCache):
-    """`cache`'s placement needs, remembered per task spec object: a job's instances share
-    one spec object, so a hand-back builds the needs' key once per spec, not once per run
-    (a million times in a big restart).  Lives as long as one hand-back (it keeps the
-    specs it has seen alive, so an id is never reused meanwhile)."""
-
-    def __init__(self, cache: NeedsCache) -> None:
-        super().__init__()
-        self._cache = cache
-        self._seen: dict[tuple[int, JobType, PlacementStrategy],
-                         tuple[TaskSpec, PlacementNeeds]] = {}
-
-    def needs(self, job_type: JobType, spec: TaskSpec,
-              placement: PlacementStrategy = PlacementStrategy.UNSET) -> PlacementNeeds:
-        key = (id(spec), job_type, placement)
-        seen = self._seen.get(key)
-        if seen is None:
-            seen = self._seen[key] = (spec, self._cache.needs(job_type, spec, placement))
-        return seen[1]
-
-
 def _startable(job: CachedJob, queued: list[int]) -> list[int]:
     """The queued instances to queue again now."""
     if job.spec.sla.maximum_running_instances > 0:
         # Waiting instances of a limited job start as room frees up, not all at once.
         return [i for i in queued if job.task(i).state is not S.INITIALIZED]
     return queued
-
-
-class _HandBack:
-    """Collects what the other daemons must be told about the runs of cached jobs.
-
-    Runs on hosts are recovered in the resource manager (with their allocation) as they
-    are seen, and gathered per host for the host manager (`adopt`, then `reconcile`, so a
-    launch lost in a crash comes back LOST and is retried).  Queued runs are returned per
-    job for the caller to queue again.
-
-    `pipelined` (the recovery of a slice of jobs): a job's RecoverTasks calls, then its
-    adopt and reconcile calls, run in a greenlet of their own while the caller goes on to
-    load the next job, so the resource and host managers' work overlaps the job
-    manager's; one job's calls at a time, in job order.  `settle` waits for them: before
-    a job's queued runs are queued again.  A job whose calls failed is in `unsent` then,
-    not raised.
-    """
-
-    def __init__(self, recovery: Recovery, *, to_resmgr: bool, pipelined: bool = False) -> None:
-        self.recovery = recovery
-        self.to_resmgr = to_resmgr
-        self.pipelined = pipelined
-        self.alive: list[str] = []
-        #: The state held for each run of `alive` (None: re-reported whatever it is).
-        self.expected: list[TaskState | None] = []
-        self.adopted: dict[str, list[LaunchSpec]] = {}
-        #: The jobs noted.
-        self.jobs: list[str] = []
-        #: The greenlet of the RecoverTasks calls under way (pipelined).
-        self._sending: gevent.Greenlet | None = None
-        #: Jobs whose RecoverTasks calls failed (pipelined), with the error.
-        self.unsent: dict[str, Exception] = {}
-        self._needs = _SpecNeeds(recovery.control.needs)
-
-    def job(self, job: CachedJob) -> list[int]:
-        """Note one job's runs; returns its queued instances."""
-        needs, job_id = self._needs, job.job_id
-        queued: list[int] = []
-        held: list[RecoveredRun] = []
-        alive: list[str] = []
-        expected: list[TaskState | None] = []
-        adopted: dict[str, list[LaunchSpec]] = {}
-        self.jobs.append(job_id)
-        # One RmTask per (config version, task spec, desired host) built by rm_task; the
-        # others copy it with their own task id and run, so a job's runs share its needs
-        # and labels objects (what the RecoverTasks encoding groups by).
-        templates: dict[tuple[int, int, str], tuple[JobSpec, TaskSpec, RmTask]] = {}
-        specs = job.specs
-        for n, (inst, rt) in enumerate(list(job.tasks()), 1):
-            if n % YIELD_EVERY == 0:
-                # A big job's runs are many: let the hub serve meanwhile (the background
-                # recovery's also steps aside for a caller's load).
-                if self.pipelined:
-                    self.recovery.give_way()
-                else:
-                    gevent.sleep(0)
-            if rt.state in _HELD:
-                spec = specs.get(rt.config_version) or job.spec
-                task_spec = spec.task_spec(inst)
-                if self.to_resmgr:
-                    key = (id(spec), id(task_spec), rt.desired_host)
-                    seen = templates.get(key)
-                    if seen is None:
-                        seen = templates[key] = (spec, task_spec,
-                                                 rm_task(job_id, spec, inst, rt, needs))
-                    tmpl = seen[2]
-                    req = tmpl.request
-                    held.append(_recovered_run(spec.respool_id, _rm_task(
-                        _task_request(TaskId(job_id, inst), req.needs, req.labels,
-                                      req.desired_host, req.desired_host_only),
-                        rt.run_id, tmpl.priority, tmpl.preemptible, tmpl.controller),
-                        rt.state, rt.host))
-                run_id = f"{job_id}-{inst}-{rt.run_id}"  # str(RunId(...)), a million times
-                alive.append(run_id)
-                # The host manager re-reports a run only if it last heard another state
-                # (always one with a health check: it does not keep the last health).
-                expected.append(rt.state if rt.healthy is HealthState.DISABLED else None)
-                if rt.host:
-                    adopted.setdefault(rt.host, []).append(
-                        _launch_spec(run_id, task_spec, rt.ports, spec.respool_id))
-            elif rt.state in _QUEUED:
-                queued.append(inst)
-        # The job's held runs are back in the resource manager before its queued ones (or
-        # any later job's) are queued again, so admission never counts their room as free
-        # (pipelined: the caller settles first), and before the host manager re-reports them.
-        if not self.pipelined:
-            self._send(held)
-            self.alive.extend(alive)
-            self.expected.extend(expected)
-            for host, launches in adopted.items():
-                self.adopted.setdefault(host, []).extend(launches)
-            return queued
-        self.settle()  # the previous job's calls first
-        if held or alive:
-            self._sending = gevent.spawn(self._send_noting, job_id, held, adopted, alive,
-                                         expected)
-        return queued
-
-    def _send(self, held: list[RecoveredRun]) -> None:
-        resmgr = self.recovery.resmgr
-        for start in range(0, len(held), RECOVER_CHUNK):
-            resmgr.recover_tasks(held[start:start + RECOVER_CHUNK])
-
-    def _send_noting(self, job_id: str, held: list[RecoveredRun],
-                     adopted: dict[str, list[LaunchSpec]], alive: list[str],
-                     expected: list[TaskState | None]) -> None:
-        """One job's hand-back, pipelined: the resource manager, then the host manager."""
-        try:
-            self._send(held)
-            self._tell_hosts(adopted, alive, expected)
-        except Exception as exc:  # the caller learns of it in `settle`
-            self.unsent[job_id] = exc
-
-    def settle(self) -> None:
-        """Wait for the calls under way (pipelined; a failure goes to `unsent`)."""
-        if self._sending is not None:
-            self._sending.join()
-            self._sending = None
-
-    def to_hosts(self) -> None:
-        """Tell the host manager where the runs noted are, and have it re-report them (once
-        the resource manager has every held run back).  Pipelined, each job's runs were
-        told with its RecoverTasks calls already; this waits for the last job's."""
-        self.settle()
-        self._tell_hosts(self.adopted, self.alive, self.expected)
-
-    def _tell_hosts(self, adopted: dict[str, list[LaunchSpec]], alive: list[str],
-                    expected: list[TaskState | None]) -> None:
-        """Adopt the runs on their hosts, many hosts a call, then reconcile them: those the
-        host manager last heard in another state than the one held here (or not at all)
-        are re-reported, so a launch lost in a crash comes back LOST and is retried."""
-        hostmgr = self.recovery.hostmgr
-        chunk: dict[str, list[LaunchSpec]] = {}
-        runs = 0
-        for host, specs in adopted.items():
-            chunk[host] = specs
-            runs += len(specs)
-            if runs >= ADOPT_CHUNK:
-                hostmgr.adopt_hosts(chunk)
-                chunk, runs = {}, 0
-        if chunk:
-            hostmgr.adopt_hosts(chunk)
-        if alive:
-            hostmgr.reconcile(alive, expected)
