@@ -10,6 +10,7 @@ at a time, pipelined when recovery asks (a job's calls while the next job loads)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import gevent
@@ -119,7 +120,10 @@ class HandBack:
         # others copy it with their own task id and run, so a job's runs share its needs
         # and labels objects (what the RecoverTasks encoding groups by).
         templates: dict[tuple[int, int, str], tuple[JobSpec, TaskSpec, RmTask]] = {}
-        specs = job.specs
+        # Per config version: its spec, per-instance specs and default task spec (looked up
+        # once a version, not once a run).
+        versions: dict[int, tuple[JobSpec, Mapping[int, TaskSpec], TaskSpec]] = {}
+        specs, to_resmgr, disabled = job.specs, self.to_resmgr, HealthState.DISABLED
         for n, (inst, rt) in enumerate(list(job.tasks()), 1):
             if n % YIELD_EVERY == 0:
                 # A big job's runs are many: let the hub serve meanwhile (the background
@@ -128,10 +132,17 @@ class HandBack:
                     self.recovery.give_way()
                 else:
                     gevent.sleep(0)
-            if rt.state in HELD:
-                spec = specs.get(rt.config_version) or job.spec
-                task_spec = spec.task_spec(inst)
-                if self.to_resmgr:
+            state = rt.state
+            if state in HELD:
+                version = versions.get(rt.config_version)
+                if version is None:
+                    spec = specs.get(rt.config_version) or job.spec
+                    version = versions[rt.config_version] = (spec, spec.instance_tasks,
+                                                             spec.default_task)
+                spec, overrides, default = version
+                task_spec = overrides.get(inst, default) if overrides else default
+                run, host = rt.run_id, rt.host
+                if to_resmgr:
                     key = (id(spec), id(task_spec), rt.desired_host)
                     seen = templates.get(key)
                     if seen is None:
@@ -142,17 +153,19 @@ class HandBack:
                     held.append(_recovered_run(spec.respool_id, _rm_task(
                         _task_request(TaskId(job_id, inst), req.needs, req.labels,
                                       req.desired_host, req.desired_host_only),
-                        rt.run_id, tmpl.priority, tmpl.preemptible, tmpl.controller),
-                        rt.state, rt.host))
-                run_id = f"{job_id}-{inst}-{rt.run_id}"  # str(RunId(...)), a million times
+                        run, tmpl.priority, tmpl.preemptible, tmpl.controller),
+                        state, host))
+                run_id = f"{job_id}-{inst}-{run}"  # str(RunId(...)), a million times
                 alive.append(run_id)
                 # The host manager re-reports a run only if it last heard another state
                 # (always one with a health check: it does not keep the last health).
-                expected.append(rt.state if rt.healthy is HealthState.DISABLED else None)
-                if rt.host:
-                    adopted.setdefault(rt.host, []).append(
-                        _launch_spec(run_id, task_spec, rt.ports, spec.respool_id))
-            elif rt.state in QUEUED:
+                expected.append(state if rt.healthy is disabled else None)
+                if host:
+                    launches = adopted.get(host)
+                    if launches is None:
+                        launches = adopted[host] = []
+                    launches.append(_launch_spec(run_id, task_spec, rt.ports, spec.respool_id))
+            elif state in QUEUED:
                 queued.append(inst)
         # The job's held runs are back in the resource manager before its queued ones (or
         # any later job's) are queued again, so admission never counts their room as free

@@ -11,7 +11,7 @@ from __future__ import annotations
 from peloton.core.lifecycle.run_end import counts_as_failure, end_reason
 from peloton.core.lifecycle.task_transitions import check_runtime_write
 from peloton.core.model.events import PodEvent
-from peloton.core.model.evolve import constructor, evolve
+from peloton.core.model.evolve import constructor, evolve, evolver
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostEvent
 from peloton.core.states import HealthState, TaskState
@@ -20,13 +20,16 @@ S = TaskState
 _HEALTH = {h.value: h for h in HealthState}
 #: Builds a TaskRuntime without the frozen `__init__` (one per task a job creates).
 _new_runtime = constructor(TaskRuntime)
+#: `evolve` for runtimes without its dispatch (several per task: every status update).
+_evolve_runtime = evolver(TaskRuntime)
 
 
 def initial(goal: TaskState, config_version: int, now: float, *,
             health_check: bool = False, waiting: bool = False, after_run: int = 0,
             stopped: bool = False) -> TaskRuntime:
     """The runtime of a brand-new task: run 1, PENDING (it is queued at once), or
-    INITIALIZED when it must `wait` for room under its job's maximumRunningInstances.
+    INITIALIZED when it must `wait` for room under its job's maximumRunningInstances;
+    at revision 1, as `CachedJob.create_tasks` stores it (so it is stored without a copy).
 
     `after_run`: the last run of an instance that existed before (removed by an update,
     now added back); the new runtime goes on from the next run.  `stopped`: created
@@ -39,13 +42,13 @@ def initial(goal: TaskState, config_version: int, now: float, *,
                            config_version=config_version,
                            desired_config_version=config_version,
                            healthy=HealthState.DISABLED, update_time=now,
-                           message="added while the job is stopped")
+                           message="added while the job is stopped", revision=1)
     return _new_runtime(state=S.INITIALIZED if waiting else S.PENDING, goal_state=goal,
                         run_id=run, desired_run_id=run, prev_run_id=after_run,
                         config_version=config_version, desired_config_version=config_version,
                         healthy=HealthState.HEALTH_UNKNOWN if health_check
                         else HealthState.DISABLED,
-                        update_time=now)
+                        update_time=now, revision=1)
 
 
 def new_run(rt: TaskRuntime, now: float, *, health_check: bool = False,
@@ -71,7 +74,7 @@ def launched(rt: TaskRuntime, hostname: str, agent_id: str, ports: tuple[tuple[s
     """Placed on a host and handed to it."""
     # The desired host stays: it is cleared once the run is RUNNING, unless the task is
     # pinned to it (a daemon instance, a stateful task), see apply_event.
-    return evolve(rt, state=S.LAUNCHED, host=hostname, agent_id=agent_id,
+    return _evolve_runtime(rt, state=S.LAUNCHED, host=hostname, agent_id=agent_id,
                                ports=ports, message="", reason="", update_time=now)
 
 
@@ -171,7 +174,7 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
             healthy_time=0.0,
             failure_count=rt.failure_count + (1 if failed else 0),
             desired_host="" if state in (S.FAILED, S.LOST) and not pinned else rt.desired_host)
-    new = evolve(rt, **changed)
+    new = _evolve_runtime(rt, **changed)
     if check_runtime_write(rt, new) is not None:
         return None
     return new
@@ -182,9 +185,9 @@ _new_pod_event = constructor(PodEvent)
 
 def pod_event(job_id: str, instance: int, rt: TaskRuntime) -> PodEvent:
     """The history record of a task runtime."""
-    return _new_pod_event(job_id=job_id, instance=instance, run_id=rt.run_id, state=rt.state,
-                    goal_state=rt.goal_state, time=rt.update_time, prev_run_id=rt.prev_run_id,
-                    desired_run_id=rt.desired_run_id, host=rt.host, agent_id=rt.agent_id,
-                    config_version=rt.config_version,
-                    desired_config_version=rt.desired_config_version, message=rt.message,
-                    reason=rt.reason, healthy=rt.healthy)
+    # Positional, in PodEvent's field order (keywords cost a third more; one per write;
+    # tests/unit/jobmgr/test_runs.py checks every field against the keyword form).
+    return _new_pod_event(job_id, instance, rt.run_id, rt.state, rt.goal_state,
+                          rt.update_time, rt.prev_run_id, rt.desired_run_id, rt.host,
+                          rt.agent_id, rt.config_version, rt.desired_config_version,
+                          rt.message, rt.reason, rt.healthy)

@@ -9,6 +9,10 @@ frozen `__init__` ends up doing, minus the generic machinery): about 1.4 µs.
 
 `constructor(cls)` is the same for new values: a function taking the fields as the
 class's `__init__` does (defaults included) that builds the value that way.
+`evolver(cls)` is the compiled copy function itself, for a caller that copies one
+class by the hundred thousand (the `evolve` call around it packs the keywords twice);
+`replacer(cls, name)` copies with one field replaced, passed positionally: what a store
+does to stamp the new revision on every runtime it writes (about 1.3 µs against 2 µs).
 
 Same contract as `dataclasses.replace` for the classes it accepts: every field
 must be an init field (no `field(init=False)`), an unknown keyword raises
@@ -26,6 +30,7 @@ T = TypeVar("T")
 
 _EVOLVERS: dict[type, Callable[..., Any]] = {}
 _CONSTRUCTORS: dict[type, Callable[..., Any]] = {}
+_REPLACERS: dict[tuple[type, str], Callable[[Any, Any], Any]] = {}
 _KEEP = object()  # "not given": the field keeps the original's value
 
 
@@ -36,6 +41,26 @@ def evolve(obj: T, /, **changes: Any) -> T:
         fn = _EVOLVERS[type(obj)] = _compile(type(obj))
     result: T = fn(obj, **changes)
     return result
+
+
+def evolver(cls: type[T]) -> Callable[..., T]:
+    """The function `evolve` calls for `cls` instances: `evolver(cls)(obj, **changes)` is
+    `evolve(obj, **changes)` for an `obj` of exactly that class."""
+    fn = _EVOLVERS.get(cls)
+    if fn is None:
+        fn = _EVOLVERS[cls] = _compile(cls)
+    return fn
+
+
+def replacer(cls: type[T], name: str) -> Callable[[T, Any], T]:
+    """A function `(obj, value)` returning `evolve(obj, **{name: value})` for an `obj` of
+    exactly `cls`, compiled for that one field (no keyword handling per call).  TypeError
+    if `cls` has no such field."""
+    key = (cls, name)
+    fn = _REPLACERS.get(key)
+    if fn is None:
+        fn = _REPLACERS[key] = _compile_replacer(cls, name)
+    return fn
 
 
 def constructor(cls: type[T]) -> Callable[..., T]:
@@ -101,4 +126,23 @@ def _compile(cls: type) -> Callable[..., Any]:
     source = f"def evolve_{cls.__name__}(o, /, {params}):\n" + "\n".join(body) + "\n"
     exec(source, env)  # generated from the class's field names only, never from data
     fn: Callable[..., Any] = env[f"evolve_{cls.__name__}"]
+    return fn
+
+
+def _compile_replacer(cls: type, name: str) -> Callable[[Any, Any], Any]:
+    copy: Callable[..., Any] = evolver(cls)  # checks that evolve can copy the class at all
+    names = [f.name for f in dataclasses.fields(cls)]
+    if name not in names:
+        raise TypeError(f"replacer: {cls.__name__} has no field {name!r}")
+    if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
+        return lambda obj, value: copy(obj, **{name: value})  # through the constructor
+    env: dict[str, Any] = {"cls": cls, "new": object.__new__}
+    body = ["    n = new(cls)"]
+    for i, field in enumerate(names):
+        env[f"s{i}"] = cls.__dict__[field].__set__
+        body.append(f"    s{i}(n, {'v' if field == name else 'o.' + field})")
+    body.append("    return n")
+    source = f"def replace_{cls.__name__}_{name}(o, v):\n" + "\n".join(body) + "\n"
+    exec(source, env)  # generated from the class's field names only, never from data
+    fn: Callable[[Any, Any], Any] = env[f"replace_{cls.__name__}_{name}"]
     return fn

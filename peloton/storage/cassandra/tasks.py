@@ -31,6 +31,7 @@ from peloton.storage.cassandra.base import (
     CassandraBase,
     chunks,
 )
+from peloton.storage.codec_rows import decode_rows
 from peloton.storage.task_store import RuntimeWrite, WriteResult
 
 
@@ -106,8 +107,8 @@ class CassandraTasks(CassandraBase):
         else:
             rows = [r for part in chunks(sorted(set(instances)), IN_CHUNK)
                     for r in self.q("task_runtime.get_many", job_id, list(part))]
-        out = {int(r["instance_id"]): codec.from_json(
-            TaskRuntime, r["body"], task_entity(job_id, int(r["instance_id"]))) for r in rows}
+        out = decode_rows(TaskRuntime, ((int(r["instance_id"]), r["body"]) for r in rows),
+                          lambda instance: task_entity(job_id, instance))
         if states is not None:
             wanted = set(states)
             out = {i: rt for i, rt in out.items() if rt.state in wanted}

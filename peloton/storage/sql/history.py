@@ -43,8 +43,9 @@ def pod_event_row(event: PodEvent, expires_at: float) -> dict[str, Any]:
 def pod_event_rows(db: Database, events: Sequence[PodEvent]) -> list[tuple[Any, ...]]:
     """The pod_events rows of events written now (expiring after the retention)."""
     expires = db.options.clock() + db.options.pod_event_ttl
+    to_json = codec.dataclass_json(PodEvent)  # looked up once: one event per task write
     return [(e.job_id, e.instance, e.run_id, time_key(e.time), e.state._value_, expires,
-             codec.to_json(e)) for e in events]
+             to_json(e)) for e in events]
 
 
 def insert_pod_events(db: Database, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.events import PodEvent
-from peloton.core.model.evolve import constructor, evolve
+from peloton.core.model.evolve import constructor, evolve, evolver, replacer
 from peloton.core.model.resources import PortRange
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import HealthState, TaskState
@@ -76,3 +76,19 @@ def test_constructor_builds_what_the_class_builds(rt: TaskRuntime) -> None:
     with pytest.raises(TypeError):
         new_event(job_id="j")  # required fields stay required
     assert constructor(PortRange) is PortRange  # __post_init__: its own constructor
+
+
+@given(runtimes, st.integers(0, 10**9))
+def test_replacer_equals_replace(rt: TaskRuntime, revision: int) -> None:
+    new = replacer(TaskRuntime, "revision")(rt, revision)
+    assert new == dataclasses.replace(rt, revision=revision) and new is not rt
+    assert type(new) is TaskRuntime and new.revision == revision
+
+
+def test_replacer_and_evolver_errors_and_validation() -> None:
+    with pytest.raises(TypeError):
+        replacer(TaskRuntime, "colour")
+    with pytest.raises(InvalidArgument):  # __post_init__ still runs
+        replacer(PortRange, "begin")(PortRange(10, 20), 30)
+    assert replacer(PortRange, "end")(PortRange(10, 20), 30) == PortRange(10, 30)
+    assert evolver(TaskRuntime)(TaskRuntime(host="a"), host="b") == TaskRuntime(host="b")

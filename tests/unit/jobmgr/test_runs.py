@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from peloton.core.model.events import PodEvent
 from peloton.core.model.task import TaskRuntime, TerminationReason
 from peloton.core.ports import HostEvent
 from peloton.core.states import HealthState, TaskState
@@ -77,3 +78,23 @@ def test_health_event_updates_health_of_a_running_task() -> None:
     rt = dataclasses.replace(_running(), healthy=HealthState.HEALTH_UNKNOWN)
     healthy = runs.apply_event(rt, 1, _event(S.RUNNING, healthy="HEALTHY"))
     assert healthy is not None and healthy.healthy is HealthState.HEALTHY
+
+
+def test_pod_event_records_every_field_of_the_runtime() -> None:
+    # pod_event builds the event positionally (hot path): a field out of order would
+    # record, say, the host as the agent.  Compared against the keyword form.
+    rt = TaskRuntime(state=S.RUNNING, goal_state=S.SUCCEEDED, run_id=4, prev_run_id=3,
+                     desired_run_id=5, host="h1", agent_id="a1", config_version=2,
+                     desired_config_version=3, message="m", reason="r",
+                     healthy=HealthState.HEALTHY, update_time=12.5)
+    assert runs.pod_event("j", 7, rt) == PodEvent(
+        job_id="j", instance=7, run_id=4, state=S.RUNNING, goal_state=S.SUCCEEDED,
+        time=12.5, prev_run_id=3, desired_run_id=5, host="h1", agent_id="a1",
+        config_version=2, desired_config_version=3, message="m", reason="r",
+        healthy=HealthState.HEALTHY)
+
+
+def test_initial_runtimes_are_at_the_revision_they_are_created_with() -> None:
+    # create_tasks stores new runtimes at revision 1 and copies any that is not.
+    assert runs.initial(S.SUCCEEDED, 1, 1.0).revision == 1
+    assert runs.initial(S.KILLED, 1, 1.0, stopped=True).revision == 1
