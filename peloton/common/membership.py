@@ -55,6 +55,9 @@ from peloton.core.errors import FailedPrecondition, InvalidArgument
 from peloton.core.partitions import DEFAULT_PARTITIONS, Assignment, assign, handover
 
 MEMBERS = "members"
+#: How long a graceful leave (`stop`) may take to release every partition (seconds); what
+#: is still held then goes when the session ends.
+LEAVE_TIMEOUT = 10.0
 PARTITIONS = "partitions"
 
 
@@ -153,7 +156,7 @@ class PartitionMember:
         """Join; returns at once (the connection may still be coming up)."""
         self._loop.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = LEAVE_TIMEOUT) -> None:
         """Leave gracefully: the member node first, then every partition is released and its
         node deleted (each one's new owner can start at once), then the loop ends."""
         self._loop.stop(timeout)

@@ -177,6 +177,11 @@ class JobManager:
         ], name="jobmgr")
         #: Sends calls about another member's job to its owner (all-active members).
         self.forwarder = forwarder
+        # A member keeps its first changes, and each partition's since its claim, for the
+        # Watch fan-ins that hear of it late (servicers/watch.py).
+        is_member = forwarder is not None
+        self.watch = WatchPublisher(self.cache.listeners, journal=is_member,
+                                    partition=ownership.partition if is_member else None)
         if grpc is not None:
             self.register(grpc)
 
@@ -190,8 +195,6 @@ class JobManager:
         cache, store, resmgr, hostmgr = self.cache, self.store, self.resmgr, self.hostmgr
         jobs, tasks, workflows = self.jobs, self.tasks, self.workflows
         self.api_lock = ApiLock()
-        # A member keeps its first changes for the Watch fan-ins that hear of it late.
-        self.watch = WatchPublisher(cache.listeners, journal=self.forwarder is not None)
         hook, fw = self.api_lock, self.forwarder
         register(grpc, job_pb2_grpc.add_JobManagerServicer_to_server,
                  JobManagerServicer(cache, resmgr, jobs, workflows), hook=hook, forward=fw)
@@ -257,6 +260,8 @@ class JobManager:
         """Start driving `partitions` (claimed): announce, own, recover; the jobs loaded
         (`behind`: deferred, recovered in a greenlet of their own)."""
         ownership, cache = self.ownership, self.cache
+        for partition in sorted(partitions):  # before any of its jobs can change here
+            self.watch.claimed(partition)
         if self.fences is not None:
             self._announce(sorted(partitions))
         for partition in sorted(partitions):
@@ -299,6 +304,7 @@ class JobManager:
             if self.fences is not None:
                 self.fences.release(partition)  # first: no write of its jobs from now on
             self.ownership.release(partition)
+            self.watch.released(partition)
         # A launch round that asked for these partitions' placements ends before the new
         # owners can start (and queue their runs again), so it cannot take one of theirs.
         if not self.placement.quiesce(self.config.poll_timeout + QUIESCE_SLACK):

@@ -50,11 +50,11 @@ from peloton.cluster.daemons.roles import Runtime
 from peloton.common.components import Component, FunctionComponent
 from peloton.common.leader import JOB_MANAGER, Candidate, LeaderId
 from peloton.common.member_directory import MemberDirectory
-from peloton.common.membership import PARTITIONS, PartitionMember, role_path
+from peloton.common.membership import LEAVE_TIMEOUT, PARTITIONS, PartitionMember, role_path
 from peloton.core.errors import FailedPrecondition
 from peloton.core.partitions import partition_of
 from peloton.jobmgr.servicers.forwarding import MemberForwarder, update_job_from
-from peloton.jobmgr.servicers.watch_fanin import WatchFanIn
+from peloton.jobmgr.servicers.watch_fanin import WatchFanIn, leave_grace
 from peloton.storage.partition_fences import PartitionFences
 
 if TYPE_CHECKING:
@@ -100,10 +100,13 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
         # A client's Watch is answered by every member, merged: each publishes only the
         # jobs it drives; a Watch of one job by its owner.  Calls to other members present
         # this member's internal identity and name the caller (so the owner authorizes
-        # the caller, not this member's certificate).
+        # the caller, not this member's certificate).  Another member's leave is waited
+        # for as long as the members' stop and session timeouts say one can take (every
+        # member of a cluster runs with the same jobmgr settings).
         fan_in = WatchFanIn(directory.members, name, me.grpc_address,
                             owner=_job_owner(directory), identity=rt.security.internal,
-                            connect=lambda address: open_channel(address, tls))
+                            connect=lambda address: open_channel(address, tls),
+                            leave_grace=leave_grace(config.session_timeout, LEAVE_TIMEOUT))
         directory.add_listener(fan_in.wake)
         forwarder = MemberForwarder(
             lambda job_id: jm.ownership.owns(job_id), directory,

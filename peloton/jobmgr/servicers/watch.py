@@ -36,6 +36,13 @@ must tell "everything was sent" from "something may be missing":
   publishing misses nothing.  Once the history no longer covers the start
   such a Watch is refused with OUT_OF_RANGE (the fan-in then ends its
   caller's watch: list and watch again), never answered with a gap.
+* **A partition's history since its claim.**  With `partition` (the member's
+  job -> partition), the changes of each partition's jobs since this member
+  last claimed it (`claimed`, `released`: app.py's acquire and release) are kept
+  the same way, within the same limits together (watch_claims.py); a Watch of
+  named jobs carrying `peloton-watch-from: claim` is given those before the live
+  ones, so a one-job watch that follows its job to a new owner misses nothing the
+  owner published between its claim and the stream's opening.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from peloton.core.model.task import TaskRuntime
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.job_deps import Listeners
 from peloton.jobmgr.servicers.common import job_summary
+from peloton.jobmgr.servicers.watch_claims import ClaimHistories, HistoryGone
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +80,8 @@ BATCH = 100
 POLL = 1.0
 #: Trailer of a stream ended by `WatchPublisher.leave`: everything was sent.
 LEFT_KEY = "peloton-watch-left"
-#: Metadata asking for the changes published since this process started (value "start").
+#: Metadata asking for the changes published since this process started (value "start")
+#: or, for a Watch of named jobs, since this process claimed their partitions ("claim").
 FROM_KEY = "peloton-watch-from"
 #: How long a young publisher's history covers its start (seconds), and at most how many
 #: changes it holds.
@@ -107,19 +116,16 @@ def _has_labels(wanted: tuple[Label, ...], have: tuple[Label, ...]) -> bool:
     return all(label in have for label in wanted)
 
 
-class HistoryGone(Exception):
-    """A Watch asked for the changes since this process started, and they are no longer
-    all kept (too many, or too long ago)."""
-
-
 class WatchPublisher:
     """Fans job and pod changes out to watchers; see the module notes.  `journal`: keep
-    the changes published since the start while young (all-active members); `clock`:
-    monotonic seconds, for the history's age."""
+    the changes published since the start while young (all-active members);
+    `partition`: a job's partition, to keep each partition's changes since its claim
+    (members); `clock`: monotonic seconds, for the histories' age."""
 
     def __init__(self, listeners: Listeners, buffer_size: int = 10_000,
                  max_clients: int = 1000, *, journal: bool = False,
                  journal_seconds: float = JOURNAL_SECONDS, journal_size: int = JOURNAL_SIZE,
+                 partition: Callable[[str], int] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.listeners = listeners
         self.buffer_size = buffer_size
@@ -133,16 +139,19 @@ class WatchPublisher:
         self._journal: list[tuple[Any, ...]] | None = [] if journal else None
         self._journal_until = clock() + journal_seconds
         self._journal_size = min(journal_size, buffer_size)  # a replay never overflows
+        self._claims = None if partition is None else ClaimHistories(
+            partition, seconds=journal_seconds, size=self._journal_size, clock=clock)
         if journal:
             self._subscribe()  # the history starts now, watched or not
 
     def add(self, pods: bool, job_ids: frozenset[str] = frozenset(),
             pod_names: frozenset[str] = frozenset(), labels: tuple[Label, ...] = (), *,
-            from_start: bool = False) -> Watcher:
+            from_start: bool = False, from_claim: bool = False) -> Watcher:
         """A new watcher (ResourceExhausted past `max_clients`).  `from_start`: its buffer
-        begins with the matching changes published since this process started
-        (HistoryGone if they are no longer all kept).  After `leave` the watcher has
-        ended already (nothing more will be published)."""
+        begins with the matching changes published since this process started;
+        `from_claim`: since this process claimed the partitions of `job_ids` (which must
+        name some: InvalidArgument); HistoryGone if they are no longer all kept.  After
+        `leave` the watcher has ended already (nothing more will be published)."""
         kind = "task" if pods else "job"  # Peloton's watch id prefixes
         watcher = Watcher(f"{kind}_{uuid.uuid4()}", pods, job_ids, pod_names, labels,
                           self.buffer_size)
@@ -151,14 +160,23 @@ class WatchPublisher:
             return watcher
         if len(self.watchers) >= self.max_clients:
             raise ResourceExhausted("max client reached")  # Peloton's text
+        replay: list[tuple[Any, ...]] = []
         if from_start:
             journal = self._history()
             if journal is None:
                 raise HistoryGone("the changes published since this job manager started are "
                                   "no longer all kept")
-            for entry in journal:  # no greenlet switch until it is registered: no gap
-                if _matches(watcher, entry):
-                    watcher.offer(_item(entry))
+            replay = journal
+        elif from_claim:
+            if not job_ids:
+                raise InvalidArgument(f"{FROM_KEY}: claim is for a watch of named jobs",
+                                      field="job_id")
+            if self._claims is None:
+                raise HistoryGone("this job manager keeps no history of its partitions")
+            replay = self._claims.since_claim(job_ids)
+        for entry in replay:  # no greenlet switch until it is registered: no gap
+            if _matches(watcher, entry):
+                watcher.offer(_item(entry))
         self.watchers[watcher.watch_id] = watcher
         self._subscribe()
         return watcher
@@ -168,7 +186,7 @@ class WatchPublisher:
         released): every stream ends cleanly once its buffer is sent, and later watches
         at once.  Idempotent."""
         self._left = True
-        self._journal = None
+        self._journal = self._claims = None
         for watch_id in list(self.watchers):
             self.drop(watch_id, "leave")
         self._unsubscribe()
@@ -179,7 +197,26 @@ class WatchPublisher:
             self._journal = None
         return self._journal
 
+    def claimed(self, partition: int) -> None:
+        """This member took `partition` (before it can publish any of its jobs): the
+        partition's history starts now.  A no-op without `partition`."""
+        if self._claims is not None:
+            self._claims.claimed(partition)
+            self._subscribe()
+
+    def released(self, partition: int) -> None:
+        """This member let `partition` go: its history is closed (kept while young)."""
+        if self._claims is not None:
+            self._claims.released(partition)
+
+    def _keeping(self) -> bool:
+        """Some history is kept: the publisher listens even with nobody watching."""
+        return self._history() is not None or (self._claims is not None
+                                                and self._claims.active)
+
     def _record(self, entry: tuple[Any, ...]) -> None:
+        if self._claims is not None:
+            self._claims.record(entry[1] if entry[0] == "job" else entry[1].job_id, entry)
         journal = self._history()
         if journal is not None and len(journal) >= self._journal_size:
             journal = self._journal = None  # the start is no longer covered: free it all
@@ -205,7 +242,7 @@ class WatchPublisher:
             self._subscribed = True
 
     def _unsubscribe_if_idle(self) -> None:
-        if not self.watchers and self._history() is None:
+        if not self.watchers and not self._keeping():
             self._unsubscribe()
 
     def _unsubscribe(self) -> None:
@@ -237,7 +274,7 @@ class WatchPublisher:
                     self._deliver(watcher, _item(entry))
         finally:
             self._publishing = False
-        if not self.watchers and self._journal is None:
+        if not self.watchers and not self._keeping():
             # Not now: the cache is iterating its listeners, and removing one from the
             # list under its loop would skip the next listener.
             gevent.spawn(self._unsubscribe_if_idle)
@@ -278,18 +315,21 @@ class WatchServicer(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
         self.publisher = publisher
 
     def Watch(self, request: pb.WatchRequest, context: Any) -> Iterator[pb.WatchResponse]:
-        from_start = (FROM_KEY, "start") in tuple(context.invocation_metadata() or ())
+        metadata = tuple(context.invocation_metadata() or ())
+        from_start, from_claim = ((FROM_KEY, v) in metadata for v in ("start", "claim"))
         try:
             if request.HasField("pod_filter"):
                 flt = request.pod_filter
                 job_ids = frozenset({flt.job_id.value}) if flt.job_id.value else frozenset()
                 watcher = self.publisher.add(
                     True, job_ids, frozenset(n.value for n in flt.pod_names),
-                    _labels(flt.labels), from_start=from_start)
+                    _labels(flt.labels), from_start=from_start,
+                    from_claim=from_claim)
             elif request.HasField("stateless_job_filter"):
                 jflt = request.stateless_job_filter
                 watcher = self.publisher.add(False, frozenset(j.value for j in jflt.job_ids),
-                                             labels=_labels(jflt.labels), from_start=from_start)
+                                             labels=_labels(jflt.labels),
+                                             from_start=from_start, from_claim=from_claim)
             else:
                 raise InvalidArgument(texts.WATCH_TYPE_UNSUPPORTED, field="pod_filter")
         except HistoryGone as exc:

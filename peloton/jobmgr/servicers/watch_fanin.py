@@ -39,9 +39,10 @@ into the caller's.  It is served through the forwarder's `forward_stream`
   published may not have reached the caller, and a stream cannot be resumed where it
   stopped.  Nothing is reopened.  A member out of the directory for `leave_grace`
   seconds whose stream neither ended cleanly nor failed (a lost machine whose
-  connection hangs) ends the watch the same way.  When the receiving member itself
-  leaves, its own stream's clean end ends the caller's watch ABORTED too (the caller
-  watches again through another member).
+  connection hangs) ends the watch the same way; the grace is derived from the members'
+  ZooKeeper session and stop timeouts (`leave_grace()`: as long as a leave can take).
+  When the receiving member itself leaves, its own stream's clean end ends the caller's
+  watch ABORTED too (the caller watches again through another member).
 * Backpressure: the merge holds at most `queue_size` responses; past that each member's
   stream is read no further, its own watcher's buffer fills, and it ends with overflow,
   which ends the caller's watch (bounded memory everywhere, as in watch.py).
@@ -61,12 +62,13 @@ may still be on the way), then cancelled; a previous owner that left the directo
 read to its end instead.  An owner's stream (or a previous owner's, while still read)
 that ends is judged as a fan-in's: a killed owner's failed stream ends the caller's
 watch (ABORTED, as above) instead of being reopened on its successor; a graceful
-owner's clean end does not.  A new owner that joined after the last look is read from
-its start, as a fan-in's joiner; one that was already a member is read from the
-stream's opening (what it published between taking the partition and that opening is
-the one gap left, see the design note).  While the partition is between owners no new
-stream is opened.  A Watch of several jobs, or of every job,
-is fanned in.
+owner's clean end does not.  A stream opened on a new owner asks for what it published
+since it claimed the job's partition (watch.py's per-claim history,
+`peloton-watch-from: claim`), so the changes it made between its claim and the
+stream's opening (its recovery's first ones, before the directory reported the move)
+are not missed; a claim whose history is no longer whole refuses the stream and the
+caller's watch ends as above.  While the partition is between owners no new stream is
+opened.  A Watch of several jobs, or of every job, is fanned in.
 
 **Who the caller is.**  Each member's stream carries the caller's metadata as a
 forwarded call does (forwarding.py, `relayed_metadata` in common/auth/authenticator.py):
@@ -95,7 +97,9 @@ from peloton.api.auth_grpc import current_principal
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
 from peloton.common.auth import Principal
 from peloton.common.auth.authenticator import relayed_metadata
+from peloton.common.membership import LEAVE_TIMEOUT
 from peloton.core.errors import PelotonError
+from peloton.jobmgr.config import JobManagerConfig
 from peloton.jobmgr.servicers.watch import FROM_KEY, LEFT_KEY
 
 log = logging.getLogger(__name__)
@@ -106,14 +110,31 @@ WATCH = "peloton.api.v1alpha.watch.svc.WatchService/Watch"
 LOCAL_KEY = "peloton-watch-local"
 #: How often a merge re-reads the members even when told of no change (seconds).
 RECHECK = 1.0
-#: How long a member may stay out of the directory with its stream open, neither ended
-#: cleanly nor failed, before it is taken for lost (seconds): a graceful leaver ends its
-#: streams after its release and its job manager's stop, within its 10 s stop and more.
-LEAVE_GRACE = 30.0
 #: How long a new watch waits for the streams it opens at its start (seconds).
 OPEN_TIMEOUT = 10.0
 #: Responses a merge holds for a slow caller before the members' streams back up.
 QUEUE_SIZE = 64
+
+
+def leave_grace(session_timeout: float = JobManagerConfig().member_session_timeout,
+                stop_timeout: float = LEAVE_TIMEOUT) -> float:
+    """How long a member may stay out of the directory with its stream open, neither
+    ended cleanly nor failed, before it is taken for lost (seconds), from the members'
+    ZooKeeper session timeout and graceful-leave (stop) timeout.
+
+    A graceful leaver deletes its member node, releases its partitions (its membership's
+    stop gives that `stop_timeout`; what it still holds then goes when its session ends,
+    up to `session_timeout` later), then stops its job manager and only then ends its
+    streams cleanly.  The grace is twice that span, for the job manager's stop after the
+    release and a loaded machine: a leaver within it is read to its end, while a member
+    that vanished is taken for lost `session_timeout + grace` after its loss (32 s with the
+    defaults: 3 s and 10 s give 26 s).  A cluster whose members stop more slowly raises
+    it with their stop timeout rather than ending every watch across a slow leave."""
+    return 2.0 * (stop_timeout + session_timeout)
+
+
+#: `leave_grace` with the default timeouts.
+LEAVE_GRACE = leave_grace()
 
 
 def watched_job(request: Any) -> str | None:
@@ -278,9 +299,10 @@ class _Merge:
                 call.cancel()
             gevent.killall(list(self.readers.values()), block=False)
 
-    def _open(self, member: str, address: str, *, from_start: bool = False) -> Any:
+    def _open(self, member: str, address: str, *, since: str = "") -> Any:
+        """Open the Watch on `member`, read from `since` ("start", "claim"; "": now)."""
         remaining = self.context.time_remaining()
-        metadata = [*self.metadata, (FROM_KEY, "start")] if from_start else self.metadata
+        metadata = [*self.metadata, (FROM_KEY, since)] if since else self.metadata
         call = self.fan.channel(address).unary_stream(
             f"/{WATCH}", request_serializer=pb.WatchRequest.SerializeToString,
             response_deserializer=pb.WatchResponse.FromString)(
@@ -333,9 +355,9 @@ class _Merge:
 
     def _sync(self) -> None:
         """Follow the directory: end the watch on a member lost from it (`_unlisted`); open
-        a stream to each wanted member that has none (a joiner from its start, see
-        `_joined`); for a one-job watch, close a listed previous owner's stream once it
-        has been unwanted for `recheck` seconds while the merge was not backed up."""
+        a stream to each wanted member that has none (from where `_since` says); for a
+        one-job watch, close a listed previous owner's stream once it has been unwanted
+        for `recheck` seconds while the merge was not backed up."""
         members = self.fan.members()
         now = self.fan.clock()
         self._unlisted(members, now)
@@ -348,20 +370,28 @@ class _Merge:
                 if member in self.calls or now - self.left.get(member, -math.inf) < \
                         self.fan.leave_grace:
                     continue  # has a stream; or it left cleanly and the directory lags
-                joined = self._joined(member)
+                since = self._since(member)
                 self.left.pop(member, None)
-                self._read(member, self._open(member, address, from_start=joined),
-                           skip_first=True)
+                self._read(member, self._open(member, address, since=since), skip_first=True)
             if self.job is not None:
                 self._drop_previous_owners(wanted, members, now)
         self.listed = set(members)
 
-    def _joined(self, member: str) -> bool:
-        """Whether `member` may have published since this watch began before its stream
-        opens: it was not listed at the last look (a joiner) or its last stream ended
-        cleanly (a new process of that id).  Its stream then starts from the member's
-        own start (watch.py's history), or is refused, ending the watch, never a gap."""
-        return self.listed is not None and (member not in self.listed or member in self.left)
+    def _since(self, member: str) -> str:
+        """Where a stream opened now on `member` starts, so that nothing it published
+        since this watch began is missed (watch.py's histories; a history no longer whole
+        refuses the stream, ending the watch, never a gap).  At the watch's start: now
+        (its first response is sent once every stream answered).  Later, for a one-job
+        watch, the member is the job's new owner: from its claim of the job's partition
+        (whatever it published of the job came after that claim, perhaps before the
+        directory reported it).  For a fan-in, a member not listed at the last look (a
+        joiner) or whose last stream ended cleanly (a new process of that id): from its
+        own start; any other member had a stream all along."""
+        if self.listed is None:
+            return ""
+        if self.job is not None:
+            return "claim"
+        return "start" if member not in self.listed or member in self.left else ""
 
     def _unlisted(self, members: Mapping[str, str], now: float) -> None:
         """End the watch on a member out of the directory for `leave_grace` seconds whose

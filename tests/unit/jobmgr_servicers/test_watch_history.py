@@ -1,22 +1,34 @@
 """watch.py's publisher for the all-active members' fan-in: a young member's history (the
 changes since its start, replayed to a Watch that asks for them, refused once no longer
-whole) and its leave (every stream ends cleanly, nothing is published after).  Direct,
-over the cache's listeners as the aggregate calls them; over gRPC in test_watch_fanin.py."""
+whole), each partition's history since its claim (watch_claims.py: the same for a Watch
+of named jobs that asks from their partitions' claims) and its leave (every stream ends
+cleanly, nothing is published after).  Direct, over the cache's listeners as the
+aggregate calls them; over gRPC in test_watch_fanin.py and test_watch_one_job.py."""
 
 from __future__ import annotations
 
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import gevent
 import pytest
 
+from peloton.api.service_registry import Forwarder
+from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
+from peloton.core.model.ids import RunId, new_id
+from peloton.core.partitions import partition_of
+from peloton.core.ports import HostManagerPort
 from peloton.core.states import TaskState
+from peloton.jobmgr.app import JobManager
 from peloton.jobmgr.job_deps import Listeners
-from peloton.jobmgr.servicers.watch import HistoryGone, WatchPublisher
+from peloton.jobmgr.ownership import Ownership
+from peloton.jobmgr.servicers.watch import WatchPublisher
+from peloton.jobmgr.servicers.watch_claims import HistoryGone
+from peloton.storage import Store
 from tests.contract import factories as f
+from tests.unit.jobmgr.harness import Harness, job_spec
 
 
 class Clock:
@@ -48,6 +60,29 @@ def pods(watcher: Any) -> list[str]:
 
 def publisher(listeners: Listeners, clock: Clock, **kwargs: Any) -> WatchPublisher:
     return WatchPublisher(listeners, journal=True, journal_seconds=60.0, clock=clock, **kwargs)
+
+
+def stops_listening(listeners: Listeners) -> None:
+    """The publisher drops its listeners soon (after the listeners' loop, not under it)."""
+    deadline = time.monotonic() + 5.0
+    while listeners.task:
+        assert time.monotonic() < deadline, "the publisher still listens"
+        gevent.sleep(0.01)
+
+
+#: Jobs by the partition the tests' `member` puts them in: "p0-..." in 0, "p1-..." in 1.
+def partition(job_id: str) -> int:
+    return int(job_id[1])
+
+
+def member(listeners: Listeners, clock: Clock, **kwargs: Any) -> WatchPublisher:
+    """A member's publisher: its first changes and each partition's since its claim."""
+    return publisher(listeners, clock, partition=partition, **kwargs)
+
+
+def of_job(pub: WatchPublisher, job_id: str) -> Any:
+    """A pod watch of one job, from its partition's claim."""
+    return pub.add(True, frozenset({job_id}), from_claim=True)
 
 
 def test_a_watch_from_the_start_gets_the_matching_changes_since_then_then_the_live_ones() -> None:
@@ -98,10 +133,7 @@ def test_the_history_is_refused_once_too_old_and_then_not_listened_for() -> None
     with pytest.raises(HistoryGone):
         pub.add(True, from_start=True)
     task_changed(listeners, job("a"), 1)
-    deadline = time.monotonic() + 5.0
-    while listeners.task:  # dropped after the listeners' loop, not under it
-        assert time.monotonic() < deadline, "the publisher still listens"
-        gevent.sleep(0.01)
+    stops_listening(listeners)
 
 
 def test_dropping_the_history_under_the_caches_loop_skips_no_other_listener() -> None:
@@ -127,3 +159,112 @@ def test_a_leave_ends_every_stream_after_what_it_buffered_and_publishes_nothing_
     assert late.ended == "leave" and not late.buffer and pub.watchers == {}
     late_from_start = pub.add(True, from_start=True)  # ended, not refused: nothing is lost
     assert late_from_start.ended == "leave"
+
+
+# -- each partition's history since its claim ----------------------------------------------------
+def test_a_watch_from_the_claim_gets_its_jobs_changes_since_the_claim_then_the_live_ones() -> None:
+    listeners, clock = Listeners(), Clock()
+    pub = member(listeners, clock)
+    mine, neighbour, elsewhere = job("p0-a"), job("p0-b"), job("p1-c")
+    task_changed(listeners, mine, 0)  # before the claim: not this member's to publish
+    pub.claimed(0)
+    task_changed(listeners, mine, 1)
+    task_changed(listeners, neighbour, 0)  # the same partition, another job
+    task_changed(listeners, elsewhere, 0)
+    watcher = of_job(pub, "p0-a")
+    task_changed(listeners, mine, 2)
+    assert pods(watcher) == ["p0-a-1", "p0-a-2"]
+    # A partition never claimed here has published nothing here: nothing to replay, and
+    # what it publishes after its claim comes live.
+    early = of_job(pub, "p1-c")
+    pub.claimed(1)
+    task_changed(listeners, elsewhere, 1)
+    assert pods(early) == ["p1-c-1"]
+
+
+def test_a_released_partitions_history_is_kept_until_it_ages_out_and_a_new_claim_starts_afresh(
+        ) -> None:
+    listeners, clock = Listeners(), Clock()
+    pub = member(listeners, clock)
+    pub.claimed(0)
+    task_changed(listeners, job("p0-a"), 0)
+    pub.released(0)
+    task_changed(listeners, job("p0-a"), 1)  # published after the release: not kept
+    assert pods(of_job(pub, "p0-a")) == ["p0-a-0"]  # a fan-in that saw the move late
+    clock.now += 60.5
+    with pytest.raises(HistoryGone):
+        of_job(pub, "p0-a")
+    pub.claimed(0)
+    task_changed(listeners, job("p0-a"), 2)
+    assert pods(of_job(pub, "p0-a")) == ["p0-a-2"]
+
+
+def test_the_claims_histories_are_bounded_together_the_oldest_claim_going_first() -> None:
+    listeners, clock = Listeners(), Clock()
+    pub = member(listeners, clock, journal_size=3)
+    pub.claimed(0)
+    task_changed(listeners, job("p0-a"), 0)
+    task_changed(listeners, job("p0-a"), 1)
+    pub.claimed(1)
+    task_changed(listeners, job("p1-b"), 0)
+    task_changed(listeners, job("p1-b"), 1)  # a fourth: partition 0's history goes
+    with pytest.raises(HistoryGone):
+        of_job(pub, "p0-a")
+    assert pods(of_job(pub, "p1-b")) == ["p1-b-0", "p1-b-1"]
+
+
+def test_a_claims_history_is_refused_once_too_old_and_then_not_listened_for() -> None:
+    listeners, clock = Listeners(), Clock()
+    pub = member(listeners, clock)
+    clock.now += 60.5  # the start's history is gone: only the claim's keeps it listening
+    pub.claimed(0)
+    task_changed(listeners, job("p0-a"), 0)
+    assert len(listeners.task) == 1
+    clock.now += 60.5
+    with pytest.raises(HistoryGone):
+        of_job(pub, "p0-a")
+    task_changed(listeners, job("p0-a"), 1)
+    stops_listening(listeners)
+
+
+def test_without_claims_nothing_is_hashed_and_a_watch_from_the_claim_needs_named_jobs() -> None:
+    listeners, clock = Listeners(), Clock()
+    hashed: list[str] = []
+    pub = publisher(listeners, clock, partition=lambda job_id: hashed.append(job_id) or 0)
+    task_changed(listeners, job("p0-a"), 0)  # no claim: recording costs no partition hash
+    assert hashed == []
+    with pytest.raises(InvalidArgument):
+        pub.add(True, from_claim=True)
+    lone = WatchPublisher(Listeners())  # a lone job manager keeps no partition's history
+    with pytest.raises(HistoryGone):
+        lone.add(True, frozenset({"p0-a"}), from_claim=True)
+    pub.leave()
+    assert of_job(pub, "p0-a").ended == "leave"  # ended, not refused: nothing is lost
+
+
+
+def test_a_members_acquire_starts_the_partitions_history_and_its_release_closes_it() -> None:
+    # app.py's wiring: what a member's job manager publishes of a partition it acquired is
+    # kept from the acquire on, for a fan-in that opens its stream later.
+    h = Harness()
+    try:
+        count = h.jm.ownership.count
+        job_id = next(j for j in iter(new_id, None) if partition_of(j, count) == 1)
+        h.jm.jobs.create(job_spec(1), job_id)
+        h.settle(5)
+        h.jm = member = JobManager(cast(Store, h.conflicts), h.rm, cast(HostManagerPort, h.hosts),
+                                   h.config, clock=h.clock, ownership=Ownership(count, set()),
+                                   forwarder=cast(Forwarder, object()))
+        assert pods(member.watch.add(True, frozenset({job_id}), from_claim=True)) == []
+        member.acquire_partition(1)
+        run = RunId(job_id, 0, h.store.get_task_runtime(job_id, 0).run_id)
+        h.hosts.finish(str(run), TaskState.FAILED)  # the member restarts the task
+        h.settle(60)
+        assert h.store.get_task_runtime(job_id, 0).run_id == run.run + 1
+        later = member.watch.add(True, frozenset({job_id}), from_claim=True)
+        assert pods(later) and set(pods(later)) == {f"{job_id}-0"}
+        assert pods(member.watch.add(True, frozenset({job_id}))) == []  # live only: nothing
+        member.release_partition(1)
+        assert pods(member.watch.add(True, frozenset({job_id}), from_claim=True)) == pods(later)
+    finally:
+        h.close()
