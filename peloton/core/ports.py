@@ -122,16 +122,50 @@ MEMBER_SEP = "@"
 
 def member_consumer(consumer: str, member: str) -> str:
     """The status-stream consumer name of one member of a group of consumers (each job
-    manager of an all-active cluster reads every event as `jobmgr@<member id>`; the host
-    manager waits for the group, not for a fixed name: peloton/hostmgr/events.py)."""
+    manager of an all-active cluster reads its partitions' events as `jobmgr@<member id>`;
+    the host manager waits for the group, not for a fixed name: peloton/hostmgr/events.py)."""
     return f"{consumer}{MEMBER_SEP}{member}"
 
 
-class EventStream(Protocol):
-    """A consumer's view of the host manager's status stream (at-least-once, in order)."""
+@dataclass(frozen=True, slots=True)
+class EventScan:
+    """What one read of the status stream found."""
 
-    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
-        """Events after the last acknowledged offset, oldest first; waits up to `timeout`."""
+    #: The events asked for, oldest first.
+    events: list[HostEvent]
+    #: The offset of the last event read, returned or passed over (where the read began if
+    #: none): where the next read goes on, what to acknowledge once the events are stored.
+    position: int
+    #: The newest offset when the read answered (events wait beyond `position` if higher).
+    head: int
+
+
+class EventStream(Protocol):
+    """A consumer's view of the host manager's status stream (at-least-once, in order).
+
+    A poll naming `partitions` (an all-active job manager member's) returns only events of
+    those partitions' jobs; it passes over the others, moving `position` past them, so the
+    consumer acknowledges them unread.  Passing over is safe only for partitions the
+    consumer did not hold at any time during the poll: one it took over meanwhile may have
+    had a reconcile's re-report passed over, so the consumer `rewind`s and reads again.
+    """
+
+    @property
+    def position(self) -> int:
+        """The offset of the last event the last poll returned or passed over."""
+
+    @property
+    def head(self) -> int:
+        """The stream's newest offset when the last poll answered: events are waiting
+        beyond `position` when it is higher."""
+
+    def poll(self, limit: int, timeout: float,
+             partitions: PartitionSet | None = None) -> list[HostEvent]:
+        """Events after `position`, oldest first, of jobs in `partitions` only (None:
+        every event); waits up to `timeout` for one."""
+
+    def rewind(self) -> None:
+        """Make the next poll read again what the last one read (returned or passed over)."""
 
     def acknowledge(self, offset: int) -> None:
         """Everything up to and including `offset` is processed and persisted."""

@@ -27,14 +27,23 @@ is re-delivered after a crash (at least once, in order).
 - Full buffer: an update is refused outright (not buffered, not applied, not
   acknowledged), so the backend re-delivers it once consumers catch up.  That is
   back-pressure, as in Peloton, where a full buffer means no ACK and Mesos resends.
-- Reads index a list by offset (O(batch), never O(buffer)); trimming is amortised O(1).
+- Reads index a list by offset (O(batch), never O(buffer)); a read of some partitions
+  looks at no more than `SCAN_LIMIT` events (each event's job id is cut from its run id
+  once, when it is appended, and each job's partition is computed once); trimming is
+  amortised O(1).
 - Member consumers: a consumer named `<group>@<member>` is one member of a group, e.g.
   each job manager of an all-active cluster (`jobmgr@<member id>`,
-  docs/design/all-active-jobmgr.md), which reads every event, acts on its own
-  partitions' and acknowledges all.  A configured name is then the group's placeholder:
-  it holds trimming back only until the group's first member registers (so nothing is
-  acknowledged before some member of the group has it), and comes back, at the last
-  member's offset, when the group's last member is gone.  Members come and go with
+  docs/design/all-active-jobmgr.md), which acts on its own partitions' events and
+  acknowledges all.  A member names the partitions it holds when it
+  reads (`read(..., partitions)`), and is given only the events of those partitions'
+  jobs; the others are passed over, its read position moving past them, so it
+  acknowledges them unread and trimming goes on.  Nothing passed over is needed later: a
+  member that takes a partition over reconciles its runs, and the host streams their
+  state again (`redeliver`), after the member's read position.  A configured name is
+  then the group's placeholder: it holds trimming back only until the group's first
+  member registers (so nothing is acknowledged before some member of the group has
+  it), and comes back, at the last member's offset, when the group's last member is
+  gone.  Members come and go with
   the cluster, so a member not heard from (register, poll, acknowledge) for
   `member_idle` seconds is forgotten instead of holding trimming back for ever; it
   should exceed the members' ZooKeeper session (a member silent longer has lost its
@@ -54,7 +63,8 @@ from collections.abc import Callable, Sequence
 import gevent.event
 
 from peloton.core.model.evolve import constructor
-from peloton.core.ports import MEMBER_SEP, HostEvent
+from peloton.core.partitions import PartitionSet, partition_of
+from peloton.core.ports import MEMBER_SEP, EventScan, HostEvent
 from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import StatusUpdate
 
@@ -68,6 +78,12 @@ RECENT_ENDED = 16384
 MEMBER_IDLE = 60.0
 #: Seconds an explicit reconcile waits for a run's re-report to stream it again.
 REDELIVER_SECONDS = 60.0
+#: Events one read of some partitions looks at, at most (it returns what it has then, and
+#: the next read goes on from there): the lock is never held long for a sparse partition.
+SCAN_LIMIT = 20_000
+#: Job ids whose partition is remembered (emptied when full; a job's events come close
+#: together, so recent jobs are what is asked about).
+PARTITION_CACHE = 65_536
 
 
 class Offered(enum.Enum):
@@ -84,6 +100,11 @@ class Offered(enum.Enum):
 #: HostEvent's fields set without the frozen `__init__`'s machinery (core/model/evolve.py):
 #: every status update of every run becomes one of these.
 _new_event = constructor(HostEvent)
+
+
+def job_of(run_id: str) -> str:
+    """The job id part of a run id (`<job id>-<instance>-<run>`)."""
+    return run_id.rsplit("-", 2)[0]
 
 
 def to_event(offset: int, update: StatusUpdate) -> HostEvent:
@@ -109,7 +130,8 @@ class EventLog:
         self.stream_id = str(uuid.uuid4())
         self._on_trim = on_trim
         self._lock = threading.Lock()  # short critical sections only; never held across a wait
-        self._items: list[tuple[HostEvent, StatusUpdate]] = []
+        #: (event, update, the event's job id), oldest first from `_start`.
+        self._items: list[tuple[HostEvent, StatusUpdate, str]] = []
         self._start = 0  # index in _items of the oldest buffered event
         self._first = 1  # offset of that event
         self._next = 1  # offset of the next event
@@ -126,6 +148,9 @@ class EventLog:
         self._seen: dict[str, float] = {}
         self._signal = gevent.event.Event()
         self._waiting = 0
+        #: Job id -> its partition of `_partition_count` (see `_select_locked`).
+        self._partitions: dict[str, int] = {}
+        self._partition_count = 0
 
     def __len__(self) -> int:
         return self._next - self._first
@@ -192,7 +217,7 @@ class EventLog:
         self._next += 1
         if until is not None:
             del self._redeliver[update.run_id]  # its state is streamed now
-        self._items.append((to_event(offset, update), update))
+        self._items.append((to_event(offset, update), update, job_of(update.run_id)))
         if update.uuid:
             self._buffered[update.uuid] = offset
         if stale is not None:
@@ -246,15 +271,31 @@ class EventLog:
         if trimmed:
             self._on_trim(trimmed)
 
-    def read(self, after: int, limit: int, timeout: float) -> list[HostEvent]:
-        """Up to `limit` events with offsets above `after`, oldest first; waits up to `timeout`."""
+    def read(self, after: int, limit: int, timeout: float,
+             partitions: PartitionSet | None = None) -> EventScan:
+        """Up to `limit` events with offsets above `after`, oldest first, of jobs in
+        `partitions` only (None: every event; the others are passed over, see the module
+        docstring); waits up to `timeout` for one."""
+        if partitions is not None and len(partitions.held) >= partitions.count:
+            partitions = None  # every partition: nothing to pass over
         deadline = time.monotonic() + max(0.0, timeout)
+        position = after
         while True:
             with self._lock:
-                start = max(after + 1, self._first)
-                if start < self._next or timeout <= 0:
+                head = self._next - 1
+                start = max(position + 1, self._first)
+                if start <= head:
                     i = self._start + (start - self._first)
-                    return [item[0] for item in self._items[i:i + max(0, limit)]]
+                    if partitions is None:
+                        items = self._items[i:i + max(0, limit)]
+                        events = [item[0] for item in items]
+                        return EventScan(events, events[-1].offset if events else position, head)
+                    events, position = self._select_locked(i, limit, partitions)
+                    # Passed over all there was: wait for more, unless told not to.
+                    if events or position < head or timeout <= 0:
+                        return EventScan(events, position, head)
+                elif timeout <= 0:
+                    return EventScan([], position, head)
                 signal = self._signal
                 self._waiting += 1
             try:
@@ -266,6 +307,31 @@ class EventLog:
                     self._waiting -= 1
             if time.monotonic() >= deadline:
                 timeout = 0.0  # one last look, then give up
+
+    def _select_locked(self, i: int, limit: int,
+                       partitions: PartitionSet) -> tuple[list[HostEvent], int]:
+        """From index `i` on, up to `limit` events of `partitions`' jobs, looking at no more
+        than `SCAN_LIMIT`; returns them and the offset of the last event looked at."""
+        held, count = partitions.held, partitions.count
+        cache = self._partitions
+        if count != self._partition_count:
+            cache.clear()
+            self._partition_count = count
+        items = self._items
+        end = min(len(items), i + SCAN_LIMIT)
+        out: list[HostEvent] = []
+        j = i
+        while j < end and len(out) < limit:
+            event, _, job = items[j]
+            j += 1
+            partition = cache.get(job)
+            if partition is None:
+                if len(cache) >= PARTITION_CACHE:
+                    cache.clear()
+                partition = cache[job] = partition_of(job, count)
+            if partition in held:
+                out.append(event)
+        return out, items[j - 1][0].offset if j > i else items[i][0].offset - 1
 
     def acknowledge(self, consumer: str, offset: int) -> None:
         """`consumer` processed everything up to `offset`; trim what every consumer has."""
@@ -333,29 +399,48 @@ class EventLog:
 class ConsumerStream:
     """One consumer's `EventStream`: a read cursor over the shared log.
 
-    `poll` continues after the last event this object returned (so a consumer may poll
-    again before acknowledging); a new `subscribe` with the same name starts after the
-    consumer's acknowledged offset, which is how unacknowledged events are re-delivered.
+    `poll` continues after the last event this object returned or passed over (so a
+    consumer may poll again before acknowledging); a new `subscribe` with the same name
+    starts after the consumer's acknowledged offset, which is how unacknowledged events
+    are re-delivered.
     """
 
     def __init__(self, log: EventLog, consumer: str) -> None:
         self.consumer = consumer
         self._log = log
         self._cursor = log.register(consumer)
+        self._from = self._cursor
+        self._head = self._cursor
 
     @property
     def stream_id(self) -> str:
         """Identity of the host manager's stream (changes when it restarts)."""
         return self._log.stream_id
 
-    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
-        """Events after the last one returned, oldest first; waits up to `timeout` seconds."""
+    @property
+    def position(self) -> int:
+        """The offset of the last event the last poll returned or passed over."""
+        return self._cursor
+
+    @property
+    def head(self) -> int:
+        """The newest offset when the last poll answered."""
+        return self._head
+
+    def poll(self, limit: int, timeout: float,
+             partitions: PartitionSet | None = None) -> list[HostEvent]:
+        """Events after `position`, oldest first, of jobs in `partitions` only (None: all);
+        waits up to `timeout` seconds."""
         if MEMBER_SEP in self.consumer:
             self._log.register(self.consumer)  # a member not heard from is forgotten
-        events = self._log.read(self._cursor, limit, timeout)
-        if events:
-            self._cursor = events[-1].offset
-        return events
+        self._from = self._cursor
+        scan = self._log.read(self._cursor, limit, timeout, partitions)
+        self._cursor, self._head = scan.position, scan.head
+        return scan.events
+
+    def rewind(self) -> None:
+        """The next poll reads again what the last one read (returned or passed over)."""
+        self._cursor = self._from
 
     def acknowledge(self, offset: int) -> None:
         """Everything up to and including `offset` is processed and persisted."""

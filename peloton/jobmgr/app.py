@@ -149,12 +149,12 @@ class JobManager:
         self.recovery = Recovery(self.cache, resmgr, hostmgr, self.control, self.queue,
                                  owns=owns)
         # Orphan runs (of no known task) are killed whatever the Kill lock says.
-        # Each member of an all-active cluster reads the whole status stream under its own
-        # name (it acts on its partitions' events and acknowledges all of them).
+        # Each member of an all-active cluster reads the status stream under its own name,
+        # its partitions' events only (it acknowledges the others unread).
         consumer = STREAM_CONSUMER if member is None else member_consumer(STREAM_CONSUMER,
                                                                           member)
         self.events = StatusEvents(self.cache, raw_hostmgr.subscribe(consumer), raw_hostmgr,
-                                   self.queue, config, owns=owns)
+                                   self.queue, config, owns=owns, asked=ownership.asked)
         self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock, owns=owns)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
                                             self.lifecycle, events_behind=self.events.behind,

@@ -14,12 +14,17 @@ so a crash re-delivers them too.  A round that raises (the store unavailable) ho
 whole batch the same way: dropped, a task's end would never be stored.
 
 With all-active job managers, events of jobs another member owns (`owns`, ownership.py)
-are skipped here, never taken for orphans: their owner applies them from its own
-stream, and a member taking a partition over has the host manager re-report its runs
-(recovery's reconcile), so none is lost: the host manager streams a reconciled run's next
-report again even when it repeats an event it already holds (hostmgr/events.py,
+are skipped, never taken for orphans: their owner applies them from its own stream, and a
+member taking a partition over has the host manager re-report its runs (recovery's
+reconcile), so none is lost: the host manager streams a reconciled run's next report
+again even when it repeats an event it already holds (hostmgr/events.py,
 `EventLog.redeliver`), since this member may have skipped that event before it owned the
-partition.
+partition.  Most are skipped by the host manager: each poll names the partitions held
+(`asked`, None for a lone job manager), it sends only their jobs' events, and the stream's
+position moves past the others, which are acknowledged with the batch.  A partition
+taken over while a poll waited may have had its reconcile's re-reports passed over by
+that poll, so then the poll is read again, unfiltered (`EventStream.rewind`).  One
+released meanwhile still has its events in the batch: `owns` skips them here.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.ids import RunIdParser
 from peloton.core.model.task import TaskRuntime
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import EventStream, HostEvent, HostManagerPort
 from peloton.core.states import JobType, TaskState
 from peloton.jobmgr import runs
@@ -45,21 +51,24 @@ S = TaskState
 
 class StatusEvents:
     """Consumes the status stream (as consumer "jobmgr", or "jobmgr@<member id>" for a
-    member of an all-active cluster: every member reads every event)."""
+    member of an all-active cluster, which reads its partitions' events: `asked` gives
+    them, Ownership.asked)."""
 
     def __init__(self, cache: JobCache, stream: EventStream, hostmgr: HostManagerPort,
                  queue: GoalStateQueue, config: JobManagerConfig,
-                 owns: Callable[[str], bool] = lambda _job_id: True) -> None:
+                 owns: Callable[[str], bool] = lambda _job_id: True,
+                 asked: Callable[[], PartitionSet | None] = lambda: None) -> None:
         self.cache = cache
         self.owns = owns
+        self.asked = asked
         self.stream = stream
         self.hostmgr = hostmgr
         self.queue = queue
         self.config = config
         self._loop = Loop("status-events", lambda: self.process_once(self.config.poll_timeout),
                           log=log)
-        #: The last poll returned a full batch: more events are waiting (see `behind`).
-        self._full = False
+        #: The last poll left events waiting beyond what it read (see `behind`).
+        self._behind = False
         self._run_ids = RunIdParser()
         #: Events of tasks whose write was not stored, oldest first: applied again next round.
         self._held: list[HostEvent] = []
@@ -75,16 +84,23 @@ class StatusEvents:
     def process_once(self, timeout: float = 0.0) -> int:
         """Apply the events held back by a conflict, then one batch from the stream; returns
         how many were stored (or dropped as orphans), not those held back again."""
-        # After a full batch, look again without waiting: more events may be waiting, or
-        # that batch drained the stream exactly.  A long poll then would keep `behind` true,
-        # and the placement processor from launching, for up to `timeout` with nothing to
-        # catch up on; events come in waves (a launch round's STARTING and RUNNING, the
-        # ends of a wave of runs), so a wave of a multiple of the batch size did just that
-        # (measured: 0.2 s idle launching after 50 of 307 batches, 10 of a run's 61 s).
-        events = self.stream.poll(self.config.event_batch, 0.0 if self._full else timeout)
-        self._full = len(events) >= self.config.event_batch
+        # With events waiting (the stream's head beyond what was read), look again without
+        # waiting; else wait.  A full batch that drained the stream exactly is not behind:
+        # guessing "behind" from a full batch kept the placement processor from launching
+        # for a long poll's `timeout` with nothing to catch up on (events come in waves of
+        # a launch round's size: 0.2 s idle after 50 of 307 batches, 10 of a run's 61 s).
+        stream = self.stream
+        start = stream.position
+        asked = self.asked()
+        events = stream.poll(self.config.event_batch, 0.0 if self._behind else timeout, asked)
+        if asked is not None and _grew(asked, self.asked()):
+            stream.rewind()  # a partition taken over meanwhile (module docstring)
+            events = stream.poll(self.config.event_batch, 0.0, None)
+        self._behind = stream.head > stream.position
         batch, self._held = self._held + events, []
         if not batch:
+            if stream.position > start:  # every event read was another member's
+                stream.acknowledge(stream.position)
             return 0
         try:
             self._held = self.apply(batch)
@@ -96,15 +112,17 @@ class StatusEvents:
         if self._held:
             log.info("holding %d status events of tasks whose write was not stored; "
                      "applied again next round", len(self._held))
-        upto = self._held[0].offset - 1 if self._held else batch[-1].offset
+        upto = self._held[0].offset - 1 if self._held else max(batch[-1].offset,
+                                                                stream.position)
         if upto >= batch[0].offset:
-            self.stream.acknowledge(upto)
+            stream.acknowledge(upto)
         return len(batch) - len(self._held)
 
     def behind(self) -> bool:
-        """Whether events are waiting beyond the batch being applied: launching more runs
-        now would only add to them (the placement processor waits; see its docstring)."""
-        return self._full
+        """Whether events are waiting beyond the batch being applied (the stream's head is
+        beyond what the last poll read): launching more runs now would only add to them
+        (the placement processor waits; see its docstring)."""
+        return self._behind
 
     def apply(self, events: list[HostEvent]) -> list[HostEvent]:
         """Apply a batch of events to the cached tasks and storage; returns the events of
@@ -180,6 +198,11 @@ class StatusEvents:
         if outcome.written and job.update is not None and job.update.state.active:
             self.queue.enqueue_update(job_id)
         return outcome.unwritten
+
+
+def _grew(before: PartitionSet, now: PartitionSet | None) -> bool:
+    """`now` holds a partition `before` did not (None: every partition)."""
+    return now is None or not now.held <= before.held
 
 
 def _single(run: int, event: HostEvent, pinned: bool) -> TaskChange:

@@ -36,6 +36,7 @@ from peloton.core.model.host import HostInfo, HostOffer
 from peloton.core.model.resources import EPSILON, PortRange, Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
 from peloton.core.model.sla_policy import JOB_SLA_DRAIN, DrainRequest
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import HostEvent, HostSummary, shapes_of
 from peloton.core.states import HostState, TaskState
 
@@ -106,23 +107,48 @@ class FakeHost:
 
 
 class FakeStream:
-    """One consumer's cursor over the fake's events."""
+    """One consumer's cursor over the fake's events (filtered by partition as the host
+    manager's stream is); every poll's partitions are recorded in `asked`."""
 
     def __init__(self, fake: FakeHostManager, consumer: str) -> None:
         self.fake = fake
         self.consumer = consumer
         self.cursor = fake.acked.get(consumer, 0)
+        self._from = self.cursor
+        self.asked: list[PartitionSet | None] = []
 
-    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
-        """Events after the cursor, waiting up to `timeout` for the first."""
+    @property
+    def position(self) -> int:
+        """Offset of the last event read (offsets are 1, 2, ...)."""
+        return self.cursor
+
+    @property
+    def head(self) -> int:
+        """The newest offset."""
+        return len(self.fake.events)
+
+    def poll(self, limit: int, timeout: float,
+             partitions: PartitionSet | None = None) -> list[HostEvent]:
+        """Events after the cursor (of `partitions`' jobs), waiting up to `timeout` for one."""
+        self.asked.append(partitions)
+        self._from = self.cursor
         deadline = time.monotonic() + timeout
         while True:
-            out = self.fake.events[self.cursor:self.cursor + limit]
+            out: list[HostEvent] = []
+            for event in self.fake.events[self.cursor:]:
+                self.cursor = event.offset
+                if partitions is None or partitions.covers(event.run_id.rsplit("-", 2)[0]):
+                    out.append(event)
+                    if len(out) >= limit:
+                        break
             left = deadline - time.monotonic()
             if out or left <= 0:
-                self.cursor += len(out)
                 return out
             self.fake.signal.wait(left)
+
+    def rewind(self) -> None:
+        """The next poll reads again what the last one read."""
+        self.cursor = self._from
 
     def acknowledge(self, offset: int) -> None:
         """Everything up to `offset` is processed."""

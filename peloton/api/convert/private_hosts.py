@@ -199,9 +199,18 @@ def launches_to_pb(tasks: Sequence[LaunchSpec]) -> tuple[list[pb.TaskSpec], list
 def launches_into_pb(tasks: Sequence[LaunchSpec], table: SpecTable) -> list[pb.LaunchSpec]:
     """Launches -> launch messages whose specs go to `table` (shared by several lists: an
     adoption of many hosts)."""
-    return [pb.LaunchSpec(run_id=t.run_id, spec=table.ref(t.spec), pool=t.pool,
-                          ports=[pb.NamedPort(name=n, port=p) for n, p in t.ports],
-                          volume_id=t.volume_id, volume_created=t.volume_created) for t in tasks]
+    out = []
+    new, ref = pb.LaunchSpec, table.ref
+    for t in tasks:
+        # Only the fields most runs have: passing empty ports and volume fields too made
+        # a recovery's adoption of a million runs cost 2.1 us a run instead of 1.3.
+        msg = new(run_id=t.run_id, spec=ref(t.spec), pool=t.pool)
+        if t.ports:
+            msg.ports.extend([pb.NamedPort(name=n, port=p) for n, p in t.ports])
+        if t.volume_id or t.volume_created:
+            msg.volume_id, msg.volume_created = t.volume_id, t.volume_created
+        out.append(msg)
+    return out
 
 
 def launches_from_pb(specs: Sequence[pb.TaskSpec],
@@ -250,8 +259,18 @@ def event_to_pb(e: HostEvent) -> pb.HostEvent:
     return msg
 
 
+#: HostEvent built without the frozen `__init__`'s machinery (core/model/evolve.py), and
+#: task states by value: a job manager decodes every status event of its jobs (~2 us each,
+#: from ~3.3).
+_new_event = constructor(HostEvent)
+_TASK_STATES = {s.value: s for s in TaskState}
+
+
 def event_from_pb(m: pb.HostEvent) -> HostEvent:
-    """Message -> HostEvent."""
-    return HostEvent(m.offset, m.run_id, enum_from_pb(TaskState, m.state, "event.state"),
-                     m.hostname, m.agent_id, m.timestamp, m.message, m.reason,
-                     m.exit_code if m.HasField("exit_code") else None, m.healthy)
+    """Message -> HostEvent (InvalidArgument "event.state" for an unknown state)."""
+    state = _TASK_STATES.get(m.state)
+    if state is None:
+        state = enum_from_pb(TaskState, m.state, "event.state")  # raises
+    return _new_event(m.offset, m.run_id, state, m.hostname, m.agent_id, m.timestamp,
+                      m.message, m.reason, m.exit_code if m.HasField("exit_code") else None,
+                      m.healthy)

@@ -12,14 +12,18 @@ fails over its stream id changes, the next poll is answered with the new id
 and the consumer's acknowledged offset there, and the stream carries on from
 that offset: events not acknowledged before are re-delivered by the agents,
 so nothing is lost and nothing from the old stream is acknowledged in the
-new one.
+new one.  A poll naming partitions (an all-active job manager member's) is
+answered with their jobs' events and the offset read up to, past the events
+passed over; an older host manager ignores the partitions and answers every
+event without that offset or the head, which this side then derives.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from peloton.api.convert.ext_maintenance import drain_from_pb
 from peloton.api.convert.private_hosts import (
@@ -32,7 +36,12 @@ from peloton.api.convert.private_hosts import (
     reservation_to_pb,
     summary_from_pb,
 )
-from peloton.api.convert.private_sched import enum_from_pb, labels_from_pb, resources_from_pb
+from peloton.api.convert.private_sched import (
+    enum_from_pb,
+    labels_from_pb,
+    partitions_to_pb,
+    resources_from_pb,
+)
 from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
 from peloton.core.errors import Unimplemented
@@ -40,6 +49,7 @@ from peloton.core.feasibility import HostShape
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import HostLease, HostReservation, LaunchFailure, LaunchSpec
 from peloton.core.model.sla_policy import DrainRequest
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import HostEvent, HostSummary, shapes_of
 from peloton.core.states import HostState, TaskState
 
@@ -108,11 +118,7 @@ class GrpcHostManager:
         done = 0
         while done < len(items) and not self._per_host_launch:
             chunk = items[done:done + HOSTS_PER_LAUNCH]
-            table = SpecTable()
-            request = pb.LaunchHostsRequest()
-            for hostname, tasks in chunk:
-                request.hosts.add(hostname=hostname, tasks=launches_into_pb(tasks, table))
-            request.specs.extend(table.messages)
+            request = hosts_request(pb.LaunchHostsRequest(), chunk)
             try:
                 reply = self.channel.call("LaunchHosts", request, pb.LaunchHostsResponse)
             except Unimplemented:
@@ -148,11 +154,7 @@ class GrpcHostManager:
     def adopt_hosts(self, runs: Mapping[str, Sequence[LaunchSpec]]) -> None:
         """`adopt` of many hosts in one call (one Adopt per host to an older host manager)."""
         if not self._per_host_adopt:
-            table = SpecTable()
-            request = pb.AdoptHostsRequest()
-            for hostname, tasks in runs.items():
-                request.hosts.add(hostname=hostname, tasks=launches_into_pb(tasks, table))
-            request.specs.extend(table.messages)
+            request = hosts_request(pb.AdoptHostsRequest(), runs.items())
             try:
                 self.channel.call("AdoptHosts", request, pb.AdoptResponse)
                 return
@@ -237,6 +239,21 @@ class GrpcHostManager:
         return {host: drain_from_pb(spec, "drains") for host, spec in reply.drains.items()}
 
 
+#: The two requests that carry runs by host (launches and adoptions), filled the same way.
+HostsRequest = TypeVar("HostsRequest", pb.LaunchHostsRequest, pb.AdoptHostsRequest)
+
+
+def hosts_request(request: HostsRequest,
+                  runs: Iterable[tuple[str, Sequence[LaunchSpec]]]) -> HostsRequest:
+    """`request` filled with `runs` by hostname: one HostRuns per host, every run's task
+    spec in one table the whole call shares (a job's runs share one spec object)."""
+    table = SpecTable()
+    for hostname, tasks in runs:
+        request.hosts.add(hostname=hostname, tasks=launches_into_pb(tasks, table))
+    request.specs.extend(table.messages)
+    return request
+
+
 def shapes_from_pb(reply: pb.HostShapesResponse) -> list[HostShape]:
     """A HostShapes reply -> shapes sorted by hostname (each group's values shared)."""
     out: list[HostShape] = []
@@ -255,30 +272,67 @@ class RemoteEventStream:
         self._channel = channel
         self.stream_id = ""  # unknown until the first poll: that poll "subscribes"
         self._cursor = 0
+        self._from = 0  # where the last poll read from (`rewind`)
+        self._head = 0
+        #: The partitions last asked for, encoded once until they change.
+        self._asked: tuple[PartitionSet | None, bytes] = (None, b"")
 
-    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
-        """Events after the last one returned (oldest first), waiting up to `timeout`."""
+    @property
+    def position(self) -> int:
+        """The offset of the last event the last poll returned or passed over."""
+        return self._cursor
+
+    @property
+    def head(self) -> int:
+        """The host manager's newest offset when the last poll answered."""
+        return self._head
+
+    def rewind(self) -> None:
+        """The next poll reads again what the last one read (returned or passed over)."""
+        self._cursor = self._from
+
+    def poll(self, limit: int, timeout: float,
+             partitions: PartitionSet | None = None) -> list[HostEvent]:
+        """Events after `position` (oldest first), of jobs in `partitions` only (None:
+        every event), waiting up to `timeout`."""
         deadline = time.monotonic() + timeout
         resets = 0
         while True:
             wait = max(0.0, deadline - time.monotonic())
-            reply = self._channel.call("PollEvents", pb.PollEventsRequest(
-                consumer=self.consumer, stream_id=self.stream_id, after=self._cursor, limit=limit,
-                timeout=wait), pb.PollEventsResponse, wait=wait)
+            request = pb.PollEventsRequest(consumer=self.consumer, stream_id=self.stream_id,
+                                           after=self._cursor, limit=limit, timeout=wait)
+            if partitions is not None:
+                request.partitions.MergeFromString(self._partitions_pb(partitions))
+            reply = self._channel.call("PollEvents", request, pb.PollEventsResponse, wait=wait)
             if reply.stream_id != self.stream_id:
                 if self.stream_id:
                     log.info("status stream of consumer %s: the host manager's stream changed "
                              "(%s -> %s); resuming after offset %d", self.consumer,
                              self.stream_id, reply.stream_id, reply.acknowledged)
-                self.stream_id, self._cursor = reply.stream_id, reply.acknowledged
+                self.stream_id = reply.stream_id
+                self._cursor = self._from = self._head = reply.acknowledged
                 resets += 1
                 if resets <= 2:  # read the new stream at once, with whatever wait is left
                     continue
                 return []
             events = [event_from_pb(e) for e in reply.events]
-            if events:
+            self._from = self._cursor
+            if reply.position or not events:
+                self._cursor = max(self._cursor, reply.position)
+                self._head = max(reply.head, self._cursor)
+            else:  # an older host manager: no position or head; a full batch may have more
                 self._cursor = events[-1].offset
+                self._head = self._cursor + (len(events) >= limit)
             return events
+
+    def _partitions_pb(self, partitions: PartitionSet) -> bytes:
+        """`partitions` encoded (once while they stay the same: they change only when a
+        partition moves, and a member polls many times a second)."""
+        asked, encoded = self._asked
+        if asked != partitions:
+            encoded = partitions_to_pb(partitions).SerializeToString()
+            self._asked = (partitions, encoded)
+        return encoded
 
     def acknowledge(self, offset: int) -> None:
         """Everything up to `offset` (of the stream last polled) is processed and persisted."""

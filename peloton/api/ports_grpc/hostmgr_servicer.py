@@ -5,6 +5,9 @@ encodes.  The status stream is served from the host manager's event log
 directly (`StreamSource`, which peloton.hostmgr.events.EventLog is): a
 remote consumer keeps its own cursor and names the stream it read under
 (see the stream section of proto/pelotonpy/internal/hostmgr/hostmgr.proto).
+A poll naming partitions (an all-active job manager member's) is given only
+their jobs' events; a poll without them (the resource manager, a lone job
+manager, an older caller) every event.
 
 What every caller reads again is encoded once, since encoding is most of
 the cost of these replies: each status event once for all the consumers
@@ -31,7 +34,12 @@ from peloton.api.convert.private_hosts import (
     summary_to_pb,
     task_spec_from_pb,
 )
-from peloton.api.convert.private_sched import enum_from_pb, labels_to_pb, resources_to_pb
+from peloton.api.convert.private_sched import (
+    enum_from_pb,
+    labels_to_pb,
+    partitions_from_pb,
+    resources_to_pb,
+)
 from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
 from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import ServiceHost
@@ -42,12 +50,15 @@ from peloton.core.feasibility import HostShape
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import HostOffer
 from peloton.core.model.resources import Resources
-from peloton.core.ports import HostEvent, HostManagerPort
+from peloton.core.partitions import PartitionSet
+from peloton.core.ports import EventScan, HostManagerPort
 from peloton.core.states import TaskState
 
 #: Events kept encoded for the consumers still to read them (about 150 bytes each): more
 #: than any consumer lags behind the others in a healthy cluster.
 ENCODED_EVENTS = 50_000
+#: Partitions a poll may name, at most (a cluster has DEFAULT_PARTITIONS, 64).
+MAX_POLL_PARTITIONS = 4096
 
 
 #: PollEventsResponse.events (field 3) as a length-delimited field's tag.
@@ -77,8 +88,10 @@ class StreamSource(Protocol):
         """Make `consumer` known; returns its acknowledged offset."""
         ...
 
-    def read(self, after: int, limit: int, timeout: float) -> list[HostEvent]:
-        """Events with offsets above `after`, waiting up to `timeout` for the first."""
+    def read(self, after: int, limit: int, timeout: float,
+             partitions: PartitionSet | None = None) -> EventScan:
+        """Events with offsets above `after` (of jobs in `partitions` only, unless None),
+        waiting up to `timeout` for the first; where the read ended, and the head."""
         ...
 
     def acknowledge(self, consumer: str, offset: int) -> None:
@@ -195,19 +208,22 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
         # Registering again changes nothing but keeps a member consumer (`jobmgr@<member>`)
         # from being forgotten as gone (peloton/hostmgr/events.py).
         stream.register(request.consumer)
-        events = stream.read(request.after, request.limit, min(request.timeout, MAX_WAIT))
-        return self._events_reply(current, events)
+        partitions = poll_partitions(request)
+        scan = stream.read(request.after, request.limit, min(request.timeout, MAX_WAIT),
+                           partitions)
+        return self._events_reply(current, scan)
 
-    def _events_reply(self, stream_id: str, events: Sequence[HostEvent]) -> pb.PollEventsResponse:
-        """The reply carrying `events`, each encoded once for every consumer: the job
-        managers and the resource manager all read every event, so each is kept encoded (as
-        the bytes of its field in a reply) until `ENCODED_EVENTS` newer ones are."""
+    def _events_reply(self, stream_id: str, scan: EventScan) -> pb.PollEventsResponse:
+        """The reply carrying `scan`'s events, each encoded once for every consumer: the
+        job managers and the resource manager all read most events, so each is kept encoded
+        (as the bytes of its field in a reply) until `ENCODED_EVENTS` newer ones are."""
         if stream_id != self._encoded_stream:  # offsets of another stream: another event
             self._encoded.clear()
             self._encoded_stream = stream_id
         cache = self._encoded
-        chunks = [pb.PollEventsResponse(stream_id=stream_id).SerializeToString()]
-        for e in events:
+        chunks = [pb.PollEventsResponse(stream_id=stream_id, position=scan.position,
+                                        head=scan.head).SerializeToString()]
+        for e in scan.events:
             chunk = cache.get(e.offset)
             if chunk is None:
                 chunk = cache[e.offset] = _field(_EVENTS_TAG, event_to_pb(e).SerializeToString())
@@ -257,6 +273,18 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
                       context: Any) -> pb.DrainRequestsResponse:
         return pb.DrainRequestsResponse(drains={
             host: drain_to_pb(req) for host, req in self.port.drain_requests().items()})
+
+
+def poll_partitions(request: pb.PollEventsRequest) -> PartitionSet | None:
+    """The partitions a poll names (None: unset, every event); InvalidArgument
+    "partitions" for more than `MAX_POLL_PARTITIONS` or one out of range."""
+    if not request.HasField("partitions"):
+        return None
+    msg = request.partitions
+    if msg.count > MAX_POLL_PARTITIONS or len(msg.held) > msg.count:
+        raise InvalidArgument(f"at most {MAX_POLL_PARTITIONS} partitions, each named once: "
+                              f"{len(msg.held)} of {msg.count}", field="partitions")
+    return partitions_from_pb(msg)
 
 
 def shapes_to_pb(shapes: Sequence[HostShape]) -> pb.HostShapesResponse:

@@ -1,15 +1,18 @@
-"""The status stream's back-pressure signal (`StatusEvents.behind`) clears once the stream
-is drained, without waiting out a long poll.
+"""The status stream's back-pressure signal (`StatusEvents.behind`) says whether events are
+waiting, from the stream's head, not guessed from a full batch.
 
 The placement processor launches nothing while `behind()` is true.  A full batch may be
-the last of the stream (events come in waves of a launch round's size), so the poll after
-it must not wait: a long poll there kept launching idle for its whole timeout.
+the last of the stream (events come in waves of a launch round's size): guessed from the
+batch size, `behind` stayed true and the next poll waited, keeping launching idle for a
+long poll's whole timeout.  The host manager answers each poll with its newest offset, so
+a batch that drained the stream exactly is not behind, and one that left events is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import HostEvent
 from peloton.core.states import TaskState
 from peloton.jobmgr.config import JobManagerConfig
@@ -17,16 +20,28 @@ from peloton.jobmgr.status_events import StatusEvents
 
 
 class ScriptedStream:
-    """An EventStream that answers polls from a script and records each poll's timeout."""
+    """An EventStream over a fixed list of events whose head is set by the test; records
+    each poll's timeout."""
 
-    def __init__(self, batches: list[list[HostEvent]]) -> None:
-        self.batches = batches
+    def __init__(self, events: list[HostEvent], head: int | None = None) -> None:
+        self.events = events
         self.timeouts: list[float] = []
         self.acked = 0
+        self.position = 0
+        self.head = head if head is not None else len(events)
+        self._from = 0
 
-    def poll(self, limit: int, timeout: float) -> list[HostEvent]:
+    def poll(self, limit: int, timeout: float,
+             partitions: PartitionSet | None = None) -> list[HostEvent]:
         self.timeouts.append(timeout)
-        return self.batches.pop(0)[:limit] if self.batches else []
+        self._from = self.position
+        out = [e for e in self.events if e.offset > self.position][:limit]
+        if out:
+            self.position = out[-1].offset
+        return out
+
+    def rewind(self) -> None:
+        self.position = self._from
 
     def acknowledge(self, offset: int) -> None:
         self.acked = offset
@@ -46,24 +61,36 @@ def consumer(stream: ScriptedStream, batch: int) -> StatusEvents:
                         owns=lambda _job_id: False)
 
 
-def test_after_a_full_batch_the_next_poll_does_not_wait() -> None:
-    stream = ScriptedStream([events(1, 3), events(4, 3)])
+def test_events_waiting_beyond_a_batch_are_read_without_waiting() -> None:
+    stream = ScriptedStream(events(1, 7))
     ev = consumer(stream, batch=3)
     assert ev.process_once(0.2) == 3
     assert ev.behind()
     assert ev.process_once(0.2) == 3
     assert ev.behind()
-    # The stream is drained: the look after the full batch returns at once, empty.
-    assert ev.process_once(0.2) == 0
+    assert ev.process_once(0.2) == 1
     assert not ev.behind()
     assert stream.timeouts == [0.2, 0.0, 0.0]
+    assert stream.acked == 7
+
+
+def test_a_full_batch_that_drained_the_stream_is_not_behind() -> None:
+    # Guessed from the batch size, this batch would hold launching for a long poll.
+    stream = ScriptedStream(events(1, 6))
+    ev = consumer(stream, batch=3)
+    assert ev.process_once(0.2) == 3
+    assert ev.behind()
+    assert ev.process_once(0.2) == 3
+    assert not ev.behind()
+    assert ev.process_once(0.2) == 0
+    assert stream.timeouts == [0.2, 0.0, 0.2]
     assert stream.acked == 6
 
 
-def test_after_a_partial_batch_the_poll_waits_as_asked() -> None:
-    stream = ScriptedStream([events(1, 2)])
+def test_a_partial_batch_with_events_beyond_it_is_behind() -> None:
+    # Fewer events than the batch came back (another member's were passed over), yet the
+    # head is beyond them: more are waiting.
+    stream = ScriptedStream(events(1, 2), head=10)
     ev = consumer(stream, batch=3)
     assert ev.process_once(0.2) == 2
-    assert not ev.behind()
-    assert ev.process_once(0.2) == 0
-    assert stream.timeouts == [0.2, 0.2]
+    assert ev.behind()
