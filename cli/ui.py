@@ -22,6 +22,9 @@ from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
               help="Peloton's election root in ZooKeeper.")
 @click.option("--refresh-ms", default=DEFAULT_REFRESH_MS, show_default=True, type=click.IntRange(200),
               help="How often the pages poll for fresh data.")
+@click.option("--forecast-wall", "forecast_wall", default=10.0, show_default=True,
+              type=click.FloatRange(0.1, 60.0), metavar="SECS",
+              help="Wall time a page's forecast may spend (the pages wait that plus 20 s).")
 @click.option("--login", "login_required", is_flag=True,
               help="The cluster authenticates callers: ask users to log in (README, Security).")
 @click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME[:PORT]",
@@ -32,8 +35,8 @@ from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
 @click.option("--tls-key", default="", metavar="PEM", help="The key of --tls-cert.")
 @click.option("--tls-ca", default="", metavar="PEM", help="CA of the cluster's certificates.")
 def ui(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: str, zk_root: str,
-       refresh_ms: int, login_required: bool, allowed_hosts: tuple[str, ...], insecure: bool,
-       tls_cert: str, tls_key: str, tls_ca: str) -> None:
+       refresh_ms: int, forecast_wall: float, login_required: bool, allowed_hosts: tuple[str, ...],
+       insecure: bool, tls_cert: str, tls_key: str, tls_ca: str) -> None:
     """Serve the web UI: cluster overview, jobs, tasks with logs, pools and hosts.
 
     \b
@@ -48,6 +51,7 @@ def ui(host: str, port: int, jobmgr: str, resmgr: str, hostmgr: str, zkservers: 
 
     servers = tuple(s.strip() for s in zkservers.replace(" ", ",").split(",") if s.strip())
     run(UiConfig(host=host, port=port, jobmgr=jobmgr, resmgr=resmgr, hostmgr=hostmgr,
-                 zk_servers=servers, zk_root=zk_root, refresh_ms=refresh_ms, login=login_required,
+                 zk_servers=servers, zk_root=zk_root, refresh_ms=refresh_ms,
+                 forecast_wall_secs=forecast_wall, login=login_required,
                  allowed_hosts=allowed_hosts, insecure=insecure, tls_cert=tls_cert, tls_key=tls_key,
                  tls_ca=tls_ca))

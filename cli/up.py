@@ -86,6 +86,9 @@ if TYPE_CHECKING:
 @click.option("--ui-allowed-host", "ui_allowed_hosts", multiple=True, metavar="NAME[:PORT]",
               help="Another name browsers reach the UI by (a Kubernetes Service, a proxy); "
                    "the UI refuses Host headers naming anything else (DNS rebinding).")
+@click.option("--ui-forecast-wall", default=10.0, show_default=True,
+              type=click.FloatRange(0.1, 60.0), metavar="SECS",
+              help="Wall time a UI page's forecast may spend (the pages wait that plus 20 s).")
 @click.option("--keep-tasks", is_flag=True,
               help="On exit, leave the tasks running for the next `peloton up` with the same "
                    "--data-dir to adopt (default: stop them; unadopted kept tasks stop after "
@@ -122,7 +125,7 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
        k8s_namespace: str, k8s_config: str, archive: str, aurora_environments: str,
        aurora_unfit_jobs: str, aurora_concurrent_updates: str, aurora_watch_time: str,
        ui_port: int,
-       ui_allowed_hosts: tuple[str, ...], keep_tasks: bool,
+       ui_allowed_hosts: tuple[str, ...], ui_forecast_wall: float, keep_tasks: bool,
        orphan_secs: float, allow_root_tasks: bool, zk: str, zk_root: str, aurora_zk_path: str,
        announcer_serverset_path: str, announcer_use_ip: bool, jobmgrs: int, partitions: int,
        auth: str, insecure: bool, tls_cert: str, tls_key: str, tls_ca: str) -> None:
@@ -162,7 +165,8 @@ def up(host: str, jobmgr_port: int, resmgr_port: int, hostmgr_port: int, aurora_
                      hostmgr_port=hostmgr_port, aurora_port=aurora_port, store=store,
                      data_dir=Path(data_dir), agents=agents, backend=backend,
                      kubernetes=kubernetes, archive=archive,
-                     ui_port=ui_port, ui_allowed_hosts=ui_allowed_hosts, keep_tasks=keep_tasks,
+                     ui_port=ui_port, ui_allowed_hosts=ui_allowed_hosts,
+                     ui_forecast_wall_secs=ui_forecast_wall, keep_tasks=keep_tasks,
                      orphan_secs=orphan_secs,
                      aurora_environments=aurora_environments,
                      aurora_unfit_jobs=aurora_unfit_jobs,

@@ -51,7 +51,7 @@ from peloton.core.errors import InvalidArgument, PelotonError, Unauthenticated
 from ui import api_index
 from ui.actions import HOST_VERBS, JOB_VERBS, TASK_VERBS, WORKFLOW_VERBS, Actions
 from ui.gate import MisdirectedHost, UiGate
-from ui.reads import Reads
+from ui.reads import FORECAST_WALL_S, Reads, page_timeout_secs
 from ui.sessions import Session
 
 log = logging.getLogger(__name__)
@@ -121,9 +121,13 @@ Handler = Callable[[Reads, Actions, dict[str, str], dict[str, str], dict[str, An
 class UiApp:
     """The WSGI callable: see the module docstring for routes and rules."""
 
-    def __init__(self, gate: UiGate, *, refresh_ms: int = 2000) -> None:
+    def __init__(self, gate: UiGate, *, refresh_ms: int = 2000,
+                 forecast_wall_secs: float = FORECAST_WALL_S) -> None:
         self.gate = gate
         self.refresh_ms = refresh_ms
+        self.forecast_wall_secs = forecast_wall_secs
+        #: What the pages wait for an answer (the page shell tells their script).
+        self.api_timeout_ms = round(page_timeout_secs(forecast_wall_secs) * 1000)
         get: list[tuple[str, Handler]] = [
             (r"", lambda r, a, m, q, b: api_index.index(self.route_patterns)),
             (r"/overview", lambda r, a, m, q, b: r.overview()),
@@ -208,6 +212,7 @@ class UiApp:
                        f'<span>{html.escape(session.username)}</span> '
                        f'<button type="submit" class="button">Log out</button></form>')
         page = (_asset(name).decode().replace("{{REFRESH_MS}}", str(self.refresh_ms))
+                .replace("{{API_TIMEOUT_MS}}", str(self.api_timeout_ms))
                 .replace("{{CSRF}}", html.escape(session.csrf)).replace("{{ACCOUNT}}", account)
                 .replace("{{ERROR}}", html.escape(error)))
         return Reply(status, _TYPES[".html"], page.encode())
@@ -246,7 +251,8 @@ class UiApp:
             body = _json_body(environ)
             self.gate.check_post(environ, session)
         client = self.gate.client_for(session)
-        return Reply.json(200, handler(Reads(client), Actions(client), params, query, body))
+        reads = Reads(client, self.forecast_wall_secs)
+        return Reply.json(200, handler(reads, Actions(client), params, query, body))
 
 
 def _target(path: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from peloton.api.client import PelotonClient
+from peloton.api.client_forecast import CALL_GRACE
 from peloton.api.explain import explain_job
 from peloton.api.gen.peloton.api.v0.host import host_pb2
 from peloton.api.gen.peloton.api.v0.job import job_pb2
@@ -35,11 +36,21 @@ POD_EVENTS = 100
 LOG_FILES = ("stdout", "stderr")
 DEFAULT_LOG_BYTES = 64 * 1024
 MAX_LOG_BYTES = 4 * 1024 * 1024
-#: Wall seconds a page's forecast may take: the service's default (what the CLI asks for).
-#: At 5 s a two-core machine spent it all on the estimate and tried none of the changes that
-#: would start the task sooner. The page waits 30 s (static/js/api.js); the call's own timeout
-#: is this plus peloton.api.client_forecast.CALL_GRACE (15 s), so the server answers first.
+#: Wall seconds a page's forecast may take unless configured (`peloton ui --forecast-wall`,
+#: `peloton up --ui-forecast-wall`): the service's default (what the CLI asks for).  At 5 s a
+#: two-core machine spent it all on the estimate and tried none of the changes that would
+#: start the task sooner.
 FORECAST_WALL_S = 10.0
+#: Seconds a page waits for an answer beyond the forecast call's own timeout.
+PAGE_SLACK_S = 5.0
+
+
+def page_timeout_secs(forecast_wall: float) -> float:
+    """How long a page waits for any answer of the JSON API (static/js/api.js, told by the
+    page's `peloton-api-timeout-ms`): the slowest is a forecast, whose call may take its wall
+    time plus CALL_GRACE (the worker's start), so the page waits that and `PAGE_SLACK_S`
+    more and the server's answer, even a refusal, comes first (30 s at the default 10 s)."""
+    return forecast_wall + CALL_GRACE + PAGE_SLACK_S
 
 
 def _names(raw: str, known: Sequence[str], field: str, prefix: str = "") -> list[str]:
@@ -79,10 +90,12 @@ def _int(raw: str, field: str, default: int, low: int, high: int) -> int:
 
 
 class Reads:
-    """The read side of the JSON API over one client."""
+    """The read side of the JSON API over one client; a forecast may spend `forecast_wall`
+    seconds of wall time."""
 
-    def __init__(self, client: PelotonClient) -> None:
+    def __init__(self, client: PelotonClient, forecast_wall: float = FORECAST_WALL_S) -> None:
         self.client = client
+        self.forecast_wall = forecast_wall
 
     # -- cluster -------------------------------------------------------------------------------
     def overview(self) -> Json:
@@ -178,10 +191,10 @@ class Reads:
 
     def forecast(self, job_id: str, query: Mapping[str, str]) -> Json:
         """When the job's pending tasks (or `?instance=`) start, what binds them, what would
-        start them sooner (ForecastService, within `FORECAST_WALL_S`), and as text."""
+        start them sooner (ForecastService, within `forecast_wall`), and as text."""
         raw = query.get("instance", "")
         instances = () if raw == "" else (_int(raw, "instance", 0, 0, 2**32 - 1),)
-        got = self.client.forecast(_job_id(job_id), instances, wall_secs=FORECAST_WALL_S)
+        got = self.client.forecast(_job_id(job_id), instances, wall_secs=self.forecast_wall)
         return {**forecast_render.to_json(got), "text": forecast_render.text(got)}
 
     def task(self, job_id: str, instance: int, query: Mapping[str, str]) -> Json:

@@ -25,6 +25,7 @@ from ui import DEFAULT_PORT, DEFAULT_REFRESH_MS
 from ui.gate import UiGate
 from ui.gate import allowed_hosts as allowed_hosts_for
 from ui.http import UiApp
+from ui.reads import FORECAST_WALL_S
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ class UiConfig:
     refresh_ms: int = DEFAULT_REFRESH_MS
     #: Deadline of every RPC the UI makes, in seconds.
     timeout: float = 10.0
+    #: Wall seconds a page's forecast may spend (the pages wait that plus the call's grace).
+    forecast_wall_secs: float = FORECAST_WALL_S
     #: The cluster authenticates callers: users log in (else refused off loopback).
     login: bool = False
     allowed_hosts: tuple[str, ...] = ()
@@ -63,10 +66,12 @@ class UiServer:
     def __init__(self, client: PelotonClient, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                  refresh_ms: int = DEFAULT_REFRESH_MS, auth: bool = False,
                  tls: TlsFiles | None = None, allowed_hosts: Sequence[str] = (),
-                 audit: AuditLog | None = None) -> None:
+                 audit: AuditLog | None = None,
+                 forecast_wall_secs: float = FORECAST_WALL_S) -> None:
         """`auth`: the cluster authenticates callers, so the UI asks users to log in;
         `allowed_hosts`: more names the Host header may carry (a proxy's, a DNS name);
-        `audit`: where refusals are recorded (default: the `peloton.audit` logger)."""
+        `audit`: where refusals are recorded (default: the `peloton.audit` logger);
+        `forecast_wall_secs`: the wall time a page's forecast may spend."""
         kwargs: dict[str, Any] = {}
         if tls is not None:
             kwargs["ssl_context"] = tls.server_context()
@@ -78,7 +83,7 @@ class UiServer:
         self.tls = tls is not None
         gate = UiGate(client, auth=auth, secure=self.tls,
                       hosts=allowed_hosts_for(host, self.port, allowed_hosts), audit=audit)
-        self.app = UiApp(gate, refresh_ms=refresh_ms)
+        self.app = UiApp(gate, refresh_ms=refresh_ms, forecast_wall_secs=forecast_wall_secs)
 
     def _dispatch(self, environ: dict[str, Any], start_response: Any) -> Any:
         return self.app(environ, start_response)
@@ -113,7 +118,8 @@ def run(config: UiConfig) -> None:
                            zk_servers=config.zk_servers, zk_root=config.zk_root,
                            caller="peloton-ui", timeout=config.timeout, tls=tls)
     server = UiServer(client, config.host, config.port, refresh_ms=config.refresh_ms,
-                      auth=config.login, tls=tls, allowed_hosts=config.allowed_hosts)
+                      auth=config.login, tls=tls, allowed_hosts=config.allowed_hosts,
+                      forecast_wall_secs=config.forecast_wall_secs)
     server.start()
     print(f"web UI at {server.url} (job manager {client.endpoints.jobmgr}); "
           "press Ctrl-C to stop", flush=True)

@@ -106,6 +106,8 @@ class UpConfig:
     ui_port: int = 5292
     #: More names the UI's Host header may carry (a Kubernetes Service, a proxy, a DNS name).
     ui_allowed_hosts: tuple[str, ...] = ()
+    #: Wall seconds a UI page's forecast may spend (ui/reads.py FORECAST_WALL_S).
+    ui_forecast_wall_secs: float = 10.0
     #: Job environments the Aurora bridge accepts (a regular expression; empty: any).
     aurora_environments: str = ""
     #: The Aurora bridge's rules where Aurora and Peloton's bridge differ
@@ -361,7 +363,8 @@ class AllInOne:
         self.ui = UiServer(client, self.config.host, self.config.ui_port,
                            auth=self.security.enabled, tls=self.config.tls,
                            allowed_hosts=self.config.ui_allowed_hosts,
-                           audit=self.security.audit)
+                           audit=self.security.audit,
+                           forecast_wall_secs=self.config.ui_forecast_wall_secs)
         self.ui.start()
         self._ui_client = client
 

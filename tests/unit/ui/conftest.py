@@ -92,14 +92,15 @@ class Ui:
 
 
 @contextmanager
-def serving(client: PelotonClient) -> Iterator[str]:
-    """A UiServer for `client` on 127.0.0.1 and a free port, in its own thread; yields its URL."""
+def serving(client: PelotonClient, **settings: Any) -> Iterator[str]:
+    """A UiServer for `client` on 127.0.0.1 and a free port, in its own thread, with more
+    of UiServer's `settings`; yields its URL."""
     ready, holder, stop = threading.Event(), {}, threading.Event()
 
     def serve() -> None:
         import gevent
 
-        server = UiServer(client, "127.0.0.1", 0, refresh_ms=1500)
+        server = UiServer(client, "127.0.0.1", 0, refresh_ms=1500, **settings)
         holder["server"] = server
         server.start()
         ready.set()

@@ -1,7 +1,13 @@
 // The JSON API client of the pages: every answer is an object; failures carry the server's
 // {"error": kind, "message": text}, which the pages show as they are.
 
-const TIMEOUT_MS = 30000;
+// How long a request may take: the server derives it from its forecast's wall time, the
+// slowest answer it gives (ui/reads.py page_timeout_secs), and writes it into the page.
+// Read per request, from the page as it is now.
+function timeoutMs() {
+  const given = Number(document.querySelector('meta[name="peloton-api-timeout-ms"]')?.content);
+  return given > 0 ? given : 30000;
+}
 // Every POST carries the session's CSRF token, which the server put in the page (ui/gate.py).
 const CSRF = document.querySelector('meta[name="peloton-csrf"]')?.content || '';
 
@@ -15,12 +21,13 @@ export class ApiError extends Error {
 
 async function request(path, options) {
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
+  const timeout = timeoutMs();
+  const timer = setTimeout(() => abort.abort(), timeout);
   let response;
   try {
     response = await fetch(path, {...options, signal: abort.signal, headers: {Accept: 'application/json', ...options.headers}});
   } catch (err) {
-    const why = err.name === 'AbortError' ? `the UI server did not answer within ${TIMEOUT_MS / 1000}s`
+    const why = err.name === 'AbortError' ? `the UI server did not answer within ${timeout / 1000}s`
       : `cannot reach the UI server: ${err.message}`;
     throw new ApiError('unavailable', why, 0);
   } finally {
