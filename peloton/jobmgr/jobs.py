@@ -27,7 +27,7 @@ from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import JobState, JobType, WorkflowType
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
-from peloton.jobmgr.feasibility import refuse_if_never_runs
+from peloton.jobmgr.feasibility import ShapesCache, refuse_if_never_runs
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.storage import JobQuery, JobQueryResult, ReadOnlyStore
 
@@ -45,8 +45,10 @@ class JobOps:
         self.new_job_id = new_job_id
         self.store = store
         self.resmgr = resmgr
-        #: What every host could hold, for refusing jobs that can never run.
+        #: What every host could hold, for refusing jobs that can never run (read through
+        #: `shapes`: one host manager call per create was one more wait of every create).
         self.hostmgr = hostmgr
+        self.shapes = ShapesCache(hostmgr, clock.monotonic)
         self.queue = queue
         self.clock = clock
 
@@ -56,14 +58,17 @@ class JobOps:
 
         With `rolling` (v1alpha CreateJob's create spec) the instances are added by an
         UPDATE workflow in batches, which may start paused, as Peloton's rolling create.
+        The pool is validated here (`refuse_if_never_runs`), so a servicer need not.
         """
-        job_id = validate_uuid(job_id, "id") if job_id else self.new_job_id()
-        refuse_if_never_runs(self.resmgr, self.hostmgr, spec)
-        try:
-            self.store.get_job_runtime(job_id)
-            raise AlreadyExists(f"job {job_id} already exists", field="id")
-        except NotFound:
-            pass
+        given = bool(job_id)
+        job_id = validate_uuid(job_id, "id") if given else self.new_job_id()
+        refuse_if_never_runs(self.resmgr, self.hostmgr, spec, self.shapes)
+        if given:  # a drawn id is new (a random UUID); the store refuses a taken one anyway
+            try:
+                self.store.get_job_runtime(job_id)
+                raise AlreadyExists(f"job {job_id} already exists", field="id")
+            except NotFound:
+                pass
         now = self.clock.wall()
         spec = dataclasses.replace(spec, version=1, created_at=now)
         goal = JobState.SUCCEEDED if spec.type is JobType.BATCH else JobState.RUNNING
@@ -121,7 +126,7 @@ class JobOps:
                     i: t for i, t in spec.instance_tasks.items() if i >= old.instance_count}},
                 document=spec.document or old.document,
                 document_kind=spec.document_kind or old.document_kind)
-            refuse_if_never_runs(self.resmgr, self.hostmgr, grown)
+            refuse_if_never_runs(self.resmgr, self.hostmgr, grown, self.shapes)
             new = job.new_config(grown)
             # INITIALIZED (as Peloton's Update does) makes the job engine's next look run
             # CREATE_TASKS for the new instances; left RUNNING, it would do nothing.

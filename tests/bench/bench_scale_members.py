@@ -22,7 +22,8 @@ then `scale_members.speedup_2_vs_1`: launches/s with 2 job managers over with 1.
 Sizes: 10 x 10,000 by default (100,000 tasks), `BENCH_SCALE=full` 10 x 100,000
 (1,000,000 tasks: tens of minutes for both clusters), smoke 10 x 50 on 100 hosts.  Without
 ZooKeeper and Java it prints BENCH_SKIP.  Every process it starts is stopped by PID.
-`BENCH_KEEP_DIR=DIR` keeps each cluster's data directory (configs, logs, store) under DIR.
+`BENCH_KEEP_DIR=DIR` keeps each cluster's data directory (configs, logs, store) under DIR;
+`BENCH_JOBMGRS=2` runs only that cluster size (a targeted look; no speed-up line then).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ from tests.bench.bench_scale import (  # noqa: E402
 from tests.bench.common import load, report, scaled  # noqa: E402
 
 SIZES = (1, 2)
+#: At most this many job managers in one cluster (`BENCH_JOBMGRS`: each one its own process).
+MAX_JOBMGRS = 8
 ZK_ROOT = "/bench-scale-members"
 #: Seconds the members may take to settle on the partitions after they serve.
 SETTLE_TIMEOUT_S = 60.0
@@ -185,6 +188,17 @@ def report_members(members: int, m: Measured) -> float:
     return rate
 
 
+def sizes() -> tuple[int, ...]:
+    """The cluster sizes to run: SIZES, or the one `BENCH_JOBMGRS` names."""
+    chosen = os.environ.get("BENCH_JOBMGRS", "")
+    if not chosen:
+        return SIZES
+    members = int(chosen)
+    if not 1 <= members <= MAX_JOBMGRS:
+        raise SystemExit(f"BENCH_JOBMGRS must be 1..{MAX_JOBMGRS}, not {chosen}")
+    return (members,)
+
+
 def main() -> None:
     missing = [str(j) for j in ZOOKEEPER_JARS if not j.exists()]
     if missing or shutil.which("java") is None:
@@ -193,13 +207,15 @@ def main() -> None:
         return
     rates: dict[int, float] = {}
     keep = os.environ.get("BENCH_KEEP_DIR", "")
-    for members in SIZES:
+    for members in sizes():
         if keep:  # the clusters' configs, logs and store are kept there, for a post-mortem
             rates[members] = report_members(members, measure(
                 Path(tempfile.mkdtemp(prefix=f"jobmgrs-{members}-", dir=keep)), members))
             continue
         with tempfile.TemporaryDirectory() as tmp:
             rates[members] = report_members(members, measure(Path(tmp), members))
+    if 1 not in rates or 2 not in rates:
+        return
     report("scale_members.speedup_2_vs_1", rates[2] / rates[1], "x",
            note=f"launches/s with 2 job managers ({rates[2]:,.0f}) over with 1 "
                 f"({rates[1]:,.0f}); {load()}")

@@ -81,8 +81,14 @@ class JobManagerServicer(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]
             out.error.invalidJobId.message = texts.JOB_ID_NOT_UUID
             return out
         try:
-            self.resmgr.validate_pool(request.config.respoolID.value)
-            spec = v0_job.job_spec_from_v0(request.config)
+            try:
+                spec = v0_job.job_spec_from_v0(request.config)
+            except InvalidArgument:
+                # A bad pool is the answer before a bad config, as it always was; the pool
+                # of a good config is validated by `jobs.create` (one resource manager call
+                # per create, not two).
+                self.resmgr.validate_pool(request.config.respoolID.value)
+                raise
             if request.config.respoolID.value:
                 spec = dataclasses.replace(spec, respool_id=request.config.respoolID.value)
             job_id = self.jobs.create(spec, given)

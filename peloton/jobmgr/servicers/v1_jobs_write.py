@@ -34,7 +34,7 @@ from peloton.api.convert.v1_workflow import (
 )
 from peloton.api.gen.peloton.api.v1alpha.job.stateless import stateless_pb2
 from peloton.api.gen.peloton.api.v1alpha.job.stateless.svc import stateless_svc_pb2 as svc
-from peloton.core.errors import Conflict, InvalidArgument, NotFound
+from peloton.core.errors import Conflict, InvalidArgument, NotFound, PelotonError
 from peloton.core.model.ids import is_uuid
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.ports import ResourceManagerPort
@@ -88,21 +88,33 @@ class JobWrites:
         if version(request) != runtime.entity_version():
             raise stale(context)
 
+    def _pool_first(self, pool_id: str) -> None:
+        """A create refused for any reason: if its pool is bad, that is the answer, in
+        Peloton's words (its handler validates the pool before anything else).  Asked
+        only once a create failed, so a good one costs no call of its own."""
+        try:
+            self.resmgr.validate_pool(pool_id)
+        except (InvalidArgument, NotFound) as exc:
+            raise wrapped("failed to validate resource pool", exc) from None
+
     def CreateJob(self, request: svc.CreateJobRequest, context: Any) -> svc.CreateJobResponse:
         _no_secrets(request)
         if request.job_id.value and not is_uuid(request.job_id.value):
             raise InvalidArgument(texts.V1_JOB_ID_NOT_UUID, field="job_id")
-        try:
-            self.resmgr.validate_pool(request.spec.respool_id.value)
-        except (InvalidArgument, NotFound) as exc:
-            raise wrapped("failed to validate resource pool", exc) from None
+        pool = request.spec.respool_id.value
         try:
             spec = job_spec_from_v1(request.spec)
         except InvalidArgument as exc:
+            self._pool_first(pool)
             raise wrapped("invalid job spec", exc) from None
-        rolling = with_options(create_spec_from_v1(request.create_spec), context)
-        job_id = self.jobs.create(spec, request.job_id.value, rolling=rolling,
-                                  opaque_data=request.opaque_data.data)
+        try:
+            rolling = with_options(create_spec_from_v1(request.create_spec), context)
+            # `jobs.create` validates the pool: one resource manager call per create.
+            job_id = self.jobs.create(spec, request.job_id.value, rolling=rolling,
+                                      opaque_data=request.opaque_data.data)
+        except PelotonError:
+            self._pool_first(pool)
+            raise
         out = svc.CreateJobResponse()
         out.job_id.value = job_id
         out.version.value = self._entity(job_id)
