@@ -28,7 +28,7 @@ partition that moved away since it was asked for is left to the new owner.
 
 Back-pressure: every launched run comes back as two or three status events, and
 applying them is most of the job manager's work.  While the status stream is
-behind (its last poll filled a whole batch), launching more only lengthens the
+behind (events wait beyond its last poll), launching more only lengthens the
 queue, until the host manager's buffer is full and refuses updates, which the
 hosts then re-send only after their resend interval.  So a round waits while
 the status events are behind, and the hosts' runs finish at the pace the job

@@ -11,6 +11,25 @@ Each round (Peloton's engine.go, batched):
 5. report placements and failures (with the placer's reasons) to the
    resource manager.
 
+Started as a daemon (`start`), rounds overlap their calls to the resource
+manager with each other's work; both were waits for a busy daemon, at the
+100,000-task scale shape under load 9 % (report) and 14 % (dequeue) of a
+round's time:
+
+* a round's report is sent in its own greenlet while the next round
+  dequeues, leases and places (its hosts are already booked by the commit,
+  and the next round's tasks are others).  At most one report is in
+  flight, so they land in order, and a round's own report waits for the
+  last one before it is sent; a failed background report is logged, and
+  its tasks come back by the resource manager's placing timeout, as when a
+  round's report failed before;
+* once a round holds its lease, the next round's gangs are dequeued (without
+  waiting) while it places; the next round starts with them, or, if there
+  were none, waits for work as usual.  Gangs taken ahead when the engine
+  stops are reported unplaced, so they are retried at once.
+
+Stepped (`run_due`), a round does each step itself, in order.
+
 If the host manager cannot be reached, or refuses the commit, every task
 of the round is reported failed with that reason, so the resource manager
 retries it; if the resource manager cannot be reached, its placing timeout
@@ -24,13 +43,15 @@ on) and which a failed round throws away.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import gevent
 
 from peloton.common.loop import Loop
 from peloton.common.metrics import Metrics
 from peloton.core.model.host import HostOffer
-from peloton.core.model.sched import PlacementFailure
+from peloton.core.model.sched import PlacementFailure, PlacementGang
 from peloton.core.placement.hosts import HostIndex, IndexLayout
 from peloton.core.placement.stack import PlacementConfig, Placer
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
@@ -38,6 +59,8 @@ from peloton.placement.config import PlacementEngineConfig
 from peloton.placement.round import RoundResult, fail_all, place_round
 
 log = logging.getLogger(__name__)
+#: Seconds `stop` waits for a report in flight to land, and for gangs being taken ahead.
+REPORT_WAIT = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +87,13 @@ class PlacementEngine:
         #: The host index kept between rounds (a cache; see the module docstring).
         self._placer: Placer | None = None
         # Each round blocks up to `dequeue_timeout` waiting for work, so the loop only yields.
-        self._loop = Loop("placement", lambda: self.run_once(self.config.dequeue_timeout),
+        self._loop = Loop("placement",
+                          lambda: self.run_once(self.config.dequeue_timeout, overlap=True),
                           retry_delay=self.config.error_backoff, log=log)
+        #: The last round's report while it is being sent, and the next round's gangs while
+        #: they are dequeued (see the module docstring).
+        self._reporting: gevent.Greenlet | None = None
+        self._ahead: gevent.Greenlet | None = None
         self.metrics = metrics or Metrics("placement")
         self._rounds = self.metrics.counter("rounds", "Placement rounds that had work")
         self._placed = self.metrics.counter("tasks_placed", "Tasks placed")
@@ -78,8 +106,22 @@ class PlacementEngine:
         self._loop.start()
 
     def stop(self) -> None:
-        """Stop the loop (a round in flight is abandoned; its tasks time out back to READY)."""
+        """Stop the loop (a round in flight is abandoned; its tasks time out back to READY);
+        a report in flight gets up to REPORT_WAIT seconds to land."""
         self._loop.stop()
+        reporting, self._reporting = self._reporting, None
+        if reporting is not None:
+            reporting.join(REPORT_WAIT)
+            reporting.kill()  # (a no-op once it landed)
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        ahead.join(REPORT_WAIT)
+        ahead.kill()
+        if ahead.successful() and ahead.value:
+            # In its own greenlet: stopping waits for no call.
+            gevent.spawn(self._report_in_background, RoundResult(
+                (), tuple(fail_all(ahead.value, "placement engine stopped")), ()))
 
     # -- stepped by the caller (the simulator), never started ---------------------------------
     def run_due(self) -> RoundStats:
@@ -102,9 +144,13 @@ class PlacementEngine:
         self._placer = Placer((), self._placer_config, HostIndex.arranged(layout, offers))
 
     # -- one round ----------------------------------------------------------------------------
-    def run_once(self, timeout: float = 0.0) -> RoundStats:
-        """Dequeue, lease, place, commit, report; returns what the round did."""
-        gangs = self.resmgr.dequeue_gangs(self.config.batch_limit, timeout)
+    def run_once(self, timeout: float = 0.0, overlap: bool = False) -> RoundStats:
+        """Dequeue, lease, place, commit, report; returns what the round did.  With
+        `overlap` the report may still be in flight when it returns (the module docstring);
+        a round that failed reports before it raises; the next round's gangs may be on
+        their way (taken ahead)."""
+        gangs = self._taken_ahead() or self.resmgr.dequeue_gangs(self.config.batch_limit,
+                                                                 timeout)
         if not gangs:
             return RoundStats()
         tasks = sum(len(g.run_ids) for g in gangs)
@@ -112,8 +158,11 @@ class PlacementEngine:
         try:
             lease = self.hostmgr.acquire_hosts(self.config.lease_size(tasks))
         except Exception as exc:
+            self._await_report()
             self._report(RoundResult((), tuple(fail_all(gangs, f"no host lease: {exc}")), ()))
             raise
+        if overlap:
+            self._ahead = gevent.spawn(self._dequeue_ahead)
         committed = False
         try:
             if self._placer is None:
@@ -127,13 +176,50 @@ class PlacementEngine:
             self._placer = None  # its index may hold debits the host manager never booked
             result = RoundResult((), tuple(fail_all(gangs, f"placement round failed: {exc}")),
                                  ())
+            self._await_report()
             self._report(result)
             raise
         finally:
             if not committed:
                 self._release(lease.lease_id)
-        self._report(result)
+        self._await_report()
+        if overlap:
+            self._reporting = gevent.spawn(self._report_in_background, result)
+        else:
+            self._report(result)
         return RoundStats(tasks, result.placed, len(lease.offers))
+
+    def _dequeue_ahead(self) -> Sequence[PlacementGang]:
+        try:
+            return self.resmgr.dequeue_gangs(self.config.batch_limit, 0.0)
+        except Exception:
+            log.warning("could not dequeue the next round's gangs ahead", exc_info=True)
+            return ()
+
+    def _taken_ahead(self) -> Sequence[PlacementGang]:
+        """The gangs dequeued ahead for this round (none if none were).  Forgotten only
+        once they are here: a loop stopped while it waits leaves them to `stop`."""
+        ahead = self._ahead
+        if ahead is None:
+            return ()
+        gangs: Sequence[PlacementGang] = ahead.get()
+        self._ahead = None
+        return gangs
+
+    def _await_report(self) -> None:
+        """Wait for the last round's report still in flight (reports land in order)."""
+        reporting = self._reporting
+        if reporting is not None:
+            reporting.join()
+            self._reporting = None
+
+    def _report_in_background(self, result: RoundResult) -> None:
+        try:
+            self._report(result)
+        except Exception:
+            log.warning("could not report a round of %d placed and %d unplaced task(s); the "
+                        "resource manager's placing timeout brings them back", result.placed,
+                        len(result.failures), exc_info=True)
 
     def _report(self, result: RoundResult) -> None:
         self.resmgr.set_placements(result.placements, result.failures)
