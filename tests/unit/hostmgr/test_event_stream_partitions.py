@@ -13,28 +13,24 @@ import pytest
 from peloton.api.gen.pelotonpy.internal.hostmgr import hostmgr_pb2 as pb
 from peloton.api.ports_grpc.hostmgr_servicer import MAX_POLL_PARTITIONS, poll_partitions
 from peloton.core.errors import InvalidArgument
-from peloton.core.model.ids import new_id
-from peloton.core.partitions import PartitionSet, partition_of
+from peloton.core.partitions import PartitionSet
 from peloton.core.states import TaskState
 from peloton.hostmgr import events as events_module
 from peloton.hostmgr.app import HostManager
 from peloton.hostmgr.config import HostManagerConfig
 from tests.harness.fake_host_backend import FakeBackend
+from tests.harness.partition_ids import job_in
 
 S = TaskState
 COUNT = 4
 CONFIG = HostManagerConfig(consumers=("jobmgr", "resmgr"), recovery_grace=0.0)
 
 
-def job_in(partition: int) -> str:
-    return next(j for j in iter(new_id, None) if partition_of(j, COUNT) == partition)
-
-
 def held(*partitions: int) -> PartitionSet:
     return PartitionSet(COUNT, frozenset(partitions))
 
 
-A, B = job_in(0), job_in(1)
+A, B = job_in(0, COUNT), job_in(1, COUNT)
 
 
 def run(job_id: str, instance: int) -> str:

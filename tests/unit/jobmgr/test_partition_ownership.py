@@ -21,7 +21,7 @@ import pytest
 
 from peloton.core.model.ids import RunId, TaskId, new_id
 from peloton.core.model.sched import Victim, VictimReason
-from peloton.core.partitions import fence_name, partition_of
+from peloton.core.partitions import fence_name
 from peloton.core.ports import HostManagerPort
 from peloton.core.states import JobState, TaskState
 from peloton.jobmgr.app import JobManager
@@ -29,14 +29,11 @@ from peloton.jobmgr.ownership import Ownership
 from peloton.storage import Store
 from peloton.storage.leader_store import FencedOut
 from peloton.storage.partition_fences import PartitionFences, PartitionNotHeld
+from tests.harness.partition_ids import job_in
 from tests.unit.jobmgr.harness import Harness, job_spec
 
 S = TaskState
 COUNT = 4
-
-
-def job_in(partition: int) -> str:
-    return next(j for j in iter(new_id, None) if partition_of(j, COUNT) == partition)
 
 
 @pytest.fixture
@@ -71,13 +68,13 @@ def test_a_lone_job_manager_owns_every_partition() -> None:
     assert all(lone.owns(new_id()) for _ in range(20))
     some = Ownership(COUNT, {1})
     assert not some.everything
-    assert some.owns(job_in(1)) and not some.owns(job_in(2))
+    assert some.owns(job_in(1, COUNT)) and not some.owns(job_in(2, COUNT))
     with pytest.raises(ValueError):
         Ownership(COUNT, {COUNT})
 
 
 def test_a_member_drives_only_its_partitions_and_takes_one_over(h: Harness) -> None:
-    mine, theirs = job_in(0), job_in(1)
+    mine, theirs = job_in(0, COUNT), job_in(1, COUNT)
     for job_id in (mine, theirs):
         h.jm.jobs.create(job_spec(2), job_id)
     h.settle(5)
@@ -142,7 +139,7 @@ def member(h: Harness, name: str) -> JobManager:
 
 def test_two_members_that_both_believe_they_own_a_partition_cannot_both_write(
         h: Harness) -> None:
-    jid = job_in(0)
+    jid = job_in(0, COUNT)
     h.jm.jobs.create(job_spec(2), jid)
     h.settle(5)
     assert h.states(jid) == [S.RUNNING, S.RUNNING]
@@ -178,7 +175,7 @@ def test_two_members_that_both_believe_they_own_a_partition_cannot_both_write(
 
 
 def test_a_member_with_no_partition_writes_no_job(h: Harness) -> None:
-    jid = job_in(3)
+    jid = job_in(3, COUNT)
     h.jm.jobs.create(job_spec(1), jid)
     h.settle(5)
     idle = member(h, "idle")
@@ -206,11 +203,11 @@ def test_two_members_launch_and_preempt_only_their_own_jobs(h: Harness) -> None:
         a.acquire_partition(p, epoch=10)
     for p in (2, 3):
         b.acquire_partition(p, epoch=10)
-    ours, theirs = job_in(0), job_in(2)
+    ours, theirs = job_in(0, COUNT), job_in(2, COUNT)
     a.jobs.create(job_spec(2), ours)
     b.jobs.create(job_spec(2), theirs)
     with pytest.raises(PartitionNotHeld):  # a job is created by its partition's owner
-        a.jobs.create(job_spec(1), job_in(3))
+        a.jobs.create(job_spec(1), job_in(3, COUNT))
     h.rm.auto_place = False
     b.engines.run_due()
     a.engines.run_due()  # both jobs' tasks are queued in the one resource manager
@@ -272,7 +269,7 @@ def test_releasing_many_partitions_waits_for_a_stuck_round_only_once(h: Harness)
 def test_partitions_released_together_wait_once_for_a_launch_round(h: Harness) -> None:
     """A leaving member's partitions go in one release: every job of them leaves the cache
     and the queue, the others stay, and the launch round in flight is waited for once."""
-    jobs = {p: job_in(p) for p in range(COUNT)}
+    jobs = {p: job_in(p, COUNT) for p in range(COUNT)}
     for job_id in jobs.values():
         h.jm.jobs.create(job_spec(1), job_id)
     h.settle(5)
@@ -295,7 +292,7 @@ def test_partitions_released_together_wait_once_for_a_launch_round(h: Harness) -
 def test_partitions_taken_over_at_once_are_claimed_and_recovered_in_one_pass(
         h: Harness) -> None:
     # A member that died held partitions 0, 1 and 2; the taker gets them in one call.
-    jobs = {p: job_in(p) for p in (0, 1, 2)}
+    jobs = {p: job_in(p, COUNT) for p in (0, 1, 2)}
     for jid in jobs.values():
         h.jm.jobs.create(job_spec(1), jid)
     h.settle(5)

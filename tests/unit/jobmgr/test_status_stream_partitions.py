@@ -14,8 +14,7 @@ from typing import Any, cast
 
 import pytest
 
-from peloton.core.model.ids import new_id
-from peloton.core.partitions import PartitionSet, partition_of
+from peloton.core.partitions import PartitionSet
 from peloton.core.ports import HostEvent, HostManagerPort
 from peloton.core.states import TaskState
 from peloton.jobmgr.app import JobManager
@@ -24,14 +23,11 @@ from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.status_events import StatusEvents
 from peloton.storage.partition_fences import PartitionFences
 from tests.fakes.hostmgr import FakeHostManager, FakeStream
+from tests.harness.partition_ids import job_in
 from tests.unit.jobmgr.harness import Harness
 
 S = TaskState
 COUNT = 4
-
-
-def job_in(partition: int) -> str:
-    return next(j for j in iter(new_id, None) if partition_of(j, COUNT) == partition)
 
 
 @pytest.fixture
@@ -107,7 +103,7 @@ class TakeOverDuringPoll:
 def test_a_partition_taken_over_during_a_poll_has_its_events_read_again() -> None:
     hosts = FakeHostManager()
     ownership = Ownership(COUNT, {0})
-    theirs = f"{job_in(1)}-0-1"
+    theirs = f"{job_in(1, COUNT)}-0-1"
 
     def take_over() -> None:
         ownership.acquire(1)
@@ -128,7 +124,7 @@ def test_events_of_other_partitions_are_acknowledged_unread() -> None:
     hosts = FakeHostManager()
     ownership = Ownership(COUNT, {0})
     for i in range(3):
-        hosts.emit(f"{job_in(1)}-{i}-1", S.RUNNING, "h")
+        hosts.emit(f"{job_in(1, COUNT)}-{i}-1", S.RUNNING, "h")
     events = StatusEvents(cast(Any, NoJobs()), hosts.subscribe("jobmgr@a"),
                           cast(HostManagerPort, hosts), cast(Any, None), JobManagerConfig(),
                           owns=ownership.owns, asked=ownership.asked)

@@ -9,16 +9,15 @@ a caller that names no partitions (a lone job manager) gets everything, as befor
 
 from __future__ import annotations
 
-import uuid
-
 from peloton.core.model.ids import TaskId
 from peloton.core.model.sched import PlacedTask, Placement
-from peloton.core.partitions import PartitionSet, partition_of
+from peloton.core.partitions import PartitionSet
 from peloton.core.respool.records import RmTask
 from peloton.core.states import TaskState
 from peloton.resmgr.app import ResourceManager
 from peloton.storage import Store
 from tests.fakes.hostmgr import FakeHostManager
+from tests.harness.partition_ids import job_in
 from tests.unit.resmgr.helpers import (
     FakeClock,
     make_pool,
@@ -32,13 +31,6 @@ from tests.unit.resmgr.helpers import (
 
 S = TaskState
 COUNT = 4
-
-
-def job_in(partition: int) -> str:
-    """A job id (a UUID: run ids need one) in `partition` of COUNT."""
-    while partition_of(job := str(uuid.uuid4()), COUNT) != partition:
-        pass
-    return job
 
 
 def member(*partitions: int) -> PartitionSet:
@@ -61,7 +53,7 @@ def placed_together(rm: ResourceManager, pool: str, ts: list[RmTask], host: str)
 
 def test_each_member_gets_only_its_partitions_placements(rm: ResourceManager) -> None:
     pool = make_pool(rm, "a", cpu=(0, 16))
-    first, second = tasks(2, job=job_in(0)), tasks(2, job=job_in(1))
+    first, second = tasks(2, job=job_in(0, COUNT)), tasks(2, job=job_in(1, COUNT))
     placed_together(rm, pool, first + second, "host-1")
 
     assert rm.get_placements(10, 0, member(2, 3)) == []  # none of theirs
@@ -81,7 +73,7 @@ def test_each_member_gets_only_its_partitions_placements(rm: ResourceManager) ->
 
 def test_a_caller_naming_no_partitions_gets_every_placement(rm: ResourceManager) -> None:
     pool = make_pool(rm, "a", cpu=(0, 16))
-    first, second = tasks(1, job=job_in(0)), tasks(1, job=job_in(3))
+    first, second = tasks(1, job=job_in(0, COUNT)), tasks(1, job=job_in(3, COUNT))
     placed_together(rm, pool, first + second, "host-0")
     assert rm.get_placements(10, 0, member(1)) == []  # the queue is now kept per partition
     everything = rm.get_placements(10, 0)
@@ -96,7 +88,7 @@ def test_each_member_takes_only_its_partitions_victims(
     rm = make_rm(store, hostmgr, clock, sustained_over_allocation_count=1, retry_delay=0.1)
     shared = make_pool(rm, "shared", cpu=(8, 16))
     reserved = make_pool(rm, "reserved", cpu=(8, 8))
-    ours, theirs = tasks(4, job=job_in(0)), tasks(4, job=job_in(2))
+    ours, theirs = tasks(4, job=job_in(0, COUNT)), tasks(4, job=job_in(2, COUNT))
     rm.enqueue_gangs(shared, singles(tasks(8, preemptible=False) + ours + theirs))
     clock.advance(1)
     run_all(rm, hostmgr)
