@@ -43,8 +43,9 @@ from peloton.jobmgr.app import JobManager
 from peloton.jobmgr.ownership import Ownership
 from peloton.jobmgr.sched import NeedsCache, job_label, rm_task
 from peloton.storage import Store
+from tests.harness.partition_ids import job_in
 from tests.unit.jobmgr.harness import Harness, job_spec
-from tests.unit.jobmgr.test_partition_ownership import COUNT, job_in
+from tests.unit.jobmgr.test_partition_ownership import COUNT
 
 S = TaskState
 JOBS, TASKS = 3, 3
@@ -270,7 +271,7 @@ def test_background_recovery_ends_as_the_blocking_one(h: Harness) -> None:
 
 def test_a_partition_acquired_later_answers_for_its_jobs_while_it_recovers(
         h: Harness) -> None:
-    ids = running_jobs(h, [job_in(1), job_in(1), job_in(0)])
+    ids = running_jobs(h, [job_in(1, COUNT), job_in(1, COUNT), job_in(0, COUNT)])
     one = ids[:2]
     jm, gated = restart(h, Ownership(COUNT, {0}), defer=False)
     assert jm.recovery.recover() == 1  # its own partition's job
@@ -295,7 +296,7 @@ def test_a_partition_taken_over_behind_returns_at_once_and_recovers_in_its_own_g
     """What a member's membership greenlet does (members.py): the acquisition returns once
     the partition's jobs are deferred; a call loads the one it needs meanwhile; the
     recovery ends in a greenlet of its own with every job loaded and handed back once."""
-    ids = running_jobs(h, [job_in(1), job_in(1), job_in(0)])
+    ids = running_jobs(h, [job_in(1, COUNT), job_in(1, COUNT), job_in(0, COUNT)])
     one = ids[:2]
     jm, gated = restart(h, Ownership(COUNT, {0}), defer=False)
     assert jm.recovery.recover() == 1  # its own partition's job
@@ -317,7 +318,7 @@ def test_a_partition_taken_over_behind_returns_at_once_and_recovers_in_its_own_g
 
 
 def test_a_partition_released_before_its_jobs_load_drops_them(h: Harness) -> None:
-    ids = running_jobs(h, [job_in(1), job_in(1), job_in(0)])
+    ids = running_jobs(h, [job_in(1, COUNT), job_in(1, COUNT), job_in(0, COUNT)])
     jm, gated = restart(h, Ownership(COUNT, {0, 1}))
     assert sorted(jm.cache.deferred) == sorted(ids)
     jm.release_partition(1)
