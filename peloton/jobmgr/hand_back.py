@@ -3,8 +3,11 @@
 After a restart, a takeover or a peer's own restart, every run a job manager holds on a host
 goes back to the resource manager with its allocation (grouped per job: a template task and
 packed columns, `RecoverRuns`), is adopted by the host manager on its host (many hosts a
-call) and reconciled where the host manager last heard another state; queued runs are
-returned to the caller to queue again.  `HandBack` collects and sends all of that, one job
+call) and reconciled where the host manager last heard another state; runs KILLING are
+killed again (the job manager that stored KILLING may have stopped before its kill
+reached the host; a host ignores a kill of a run it is killing already, and the new kill
+keeps what is left of the run's grace); queued runs are returned to the caller to queue
+again.  `HandBack` collects and sends all of that, one job
 at a time, pipelined when recovery asks (a job's calls while the next job loads).
 """
 
@@ -99,6 +102,8 @@ class HandBack:
         #: The state held for each run of `alive` (None: re-reported whatever it is).
         self.expected: list[TaskState | None] = []
         self.adopted: dict[str, list[LaunchSpec]] = {}
+        #: Runs KILLING, by what is left of their grace (whole seconds): killed again.
+        self.killing: dict[float, list[str]] = {}
         #: The jobs noted.
         self.jobs: list[str] = []
         #: The greenlet of the RecoverTasks calls under way (pipelined).
@@ -115,6 +120,8 @@ class HandBack:
         alive: list[str] = []
         expected: list[TaskState | None] = []
         adopted: dict[str, list[LaunchSpec]] = {}
+        killing: dict[float, list[str]] = {}
+        now = self.recovery.control.clock.wall()
         self.jobs.append(job_id)
         # One RmTask per (config version, task spec, desired host) built by rm_task; the
         # others copy it with their own task id and run, so a job's runs share its needs
@@ -160,6 +167,9 @@ class HandBack:
                 # The host manager re-reports a run only if it last heard another state
                 # (always one with a health check: it does not keep the last health).
                 expected.append(state if rt.healthy is disabled else None)
+                if state is S.KILLING:
+                    left = task_spec.kill_grace_period_secs - (now - rt.update_time)
+                    killing.setdefault(float(max(0, round(left))), []).append(run_id)
                 if host:
                     launches = adopted.get(host)
                     if launches is None:
@@ -176,11 +186,13 @@ class HandBack:
             self.expected.extend(expected)
             for host, launches in adopted.items():
                 self.adopted.setdefault(host, []).extend(launches)
+            for grace, runs in killing.items():
+                self.killing.setdefault(grace, []).extend(runs)
             return queued
         self.settle()  # the previous job's calls first
         if held or alive:
             self._sending = gevent.spawn(self._send_noting, job_id, held, adopted, alive,
-                                         expected)
+                                         expected, killing)
         return queued
 
     def _send(self, held: list[RecoveredRun]) -> None:
@@ -190,11 +202,12 @@ class HandBack:
 
     def _send_noting(self, job_id: str, held: list[RecoveredRun],
                      adopted: dict[str, list[LaunchSpec]], alive: list[str],
-                     expected: list[TaskState | None]) -> None:
+                     expected: list[TaskState | None],
+                     killing: dict[float, list[str]]) -> None:
         """One job's hand-back, pipelined: the resource manager, then the host manager."""
         try:
             self._send(held)
-            self._tell_hosts(adopted, alive, expected)
+            self._tell_hosts(adopted, alive, expected, killing)
         except Exception as exc:  # the caller learns of it in `settle`
             self.unsent[job_id] = exc
 
@@ -209,13 +222,16 @@ class HandBack:
         the resource manager has every held run back).  Pipelined, each job's runs were
         told with its RecoverTasks calls already; this waits for the last job's."""
         self.settle()
-        self._tell_hosts(self.adopted, self.alive, self.expected)
+        self._tell_hosts(self.adopted, self.alive, self.expected, self.killing)
 
     def _tell_hosts(self, adopted: dict[str, list[LaunchSpec]], alive: list[str],
-                    expected: list[TaskState | None]) -> None:
+                    expected: list[TaskState | None],
+                    killing: dict[float, list[str]]) -> None:
         """Adopt the runs on their hosts, many hosts a call, then reconcile them: those the
         host manager last heard in another state than the one held here (or not at all)
-        are re-reported, so a launch lost in a crash comes back LOST and is retried."""
+        are re-reported, so a launch lost in a crash comes back LOST and is retried; then
+        kill the KILLING runs again (adopted first, so the host manager knows their
+        hosts)."""
         hostmgr = self.recovery.hostmgr
         chunk: dict[str, list[LaunchSpec]] = {}
         runs = 0
@@ -229,3 +245,5 @@ class HandBack:
             hostmgr.adopt_hosts(chunk)
         if alive:
             hostmgr.reconcile(alive, expected)
+        for grace, killed in killing.items():
+            hostmgr.kill(killed, grace)

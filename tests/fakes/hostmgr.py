@@ -168,6 +168,8 @@ class FakeHostManager:
         self.acked: dict[str, int] = {}
         self.signal = gevent.event.Event()
         self.killed: list[str] = []
+        #: The grace each run of `killed` was killed with.
+        self.kill_graces: dict[str, float] = {}
         #: (hostname, volume id) of every volume removed; volumes listed here are kept.
         self.destroyed: list[tuple[str, str]] = []
         self.volumes_in_use: set[str] = set()
@@ -306,6 +308,7 @@ class FakeHostManager:
     def kill(self, run_ids: Sequence[str], grace_secs: float = 5.0) -> None:
         for run_id in run_ids:
             self.killed.append(run_id)
+            self.kill_graces[run_id] = grace_secs
             for host in self.hosts.values():
                 if run_id in host.bookings:
                     del host.bookings[run_id]

@@ -3,7 +3,12 @@
 Peloton's `jobmgr/goalstate/task.go`.  Versions are checked first: when the
 task's config is behind its desired config (and the goal is not terminal),
 or its run is not the desired run (and the goal is not KILLED or DELETED),
-a terminal task is re-initialized as a new run and a live one is stopped.
+a terminal task is re-initialized as a new run and a live one is stopped
+(`STALE_RULES`).  A run already KILLING is not stopped again: it waits for its end
+and is killed again when that takes too long (EXECUTOR_SHUTDOWN), as with any goal;
+Peloton's StopAction on it sends the kill again, and our stop, which only marks and
+kills runs that are not KILLING yet, would leave a run whose kill was lost (its owner
+stored KILLING and died before the kill reached the host) KILLING for ever.
 Otherwise `TASK_RULES[goal][state]` decides.  Every valid goal has a row
 that lists all 17 states; goals that are never valid map to STATE_INVALID.
 
@@ -82,6 +87,13 @@ TASK_RULES: dict[TaskState, dict[TaskState, TaskAction]] = {
     S.FAILED: {state: A.STATE_INVALID for state in TaskState},
 }
 
+#: current state -> action, for a run that is not the desired one (config or run behind).
+STALE_RULES: dict[TaskState, TaskAction] = {
+    state: (A.INITIALIZE if state.terminal else
+            A.EXECUTOR_SHUTDOWN if state is S.KILLING else A.STOP)
+    for state in TaskState
+}
+
 #: Goals no task should ever have.
 INVALID_GOALS = frozenset(TaskState) - frozenset(TASK_RULES)
 
@@ -98,7 +110,7 @@ def task_action(goal: TaskState, state: TaskState, *, config_version: int = 0,
     needs_restart = (run_id != desired_run_id and desired_run_id != 0
                      and goal not in (S.KILLED, S.DELETED))
     if needs_update or needs_restart:
-        return A.INITIALIZE if state.terminal else A.STOP
+        return STALE_RULES[state]
     if goal in INVALID_GOALS:
         return A.STATE_INVALID
     if healthy is HealthState.UNHEALTHY and state is S.RUNNING and \

@@ -15,6 +15,7 @@ from peloton.core.lifecycle.job_goalstate import (
 )
 from peloton.core.lifecycle.task_goalstate import (
     INVALID_GOALS,
+    STALE_RULES,
     TASK_RULES,
     TaskAction,
     action_for,
@@ -80,6 +81,18 @@ def test_version_mismatch_comes_first() -> None:
                        desired_config_version=2) is TaskAction.NOOP
     rt = TaskRuntime(state=S.FAILED, goal_state=S.RUNNING, run_id=3, desired_run_id=4)
     assert action_for(rt) is TaskAction.INITIALIZE
+
+
+@pytest.mark.parametrize("state", list(TaskState))
+def test_a_stale_run_is_stopped_reinitialized_or_left_to_its_kill(state: TaskState) -> None:
+    expected = (TaskAction.INITIALIZE if state.terminal else
+                TaskAction.EXECUTOR_SHUTDOWN if state is S.KILLING else TaskAction.STOP)
+    assert STALE_RULES[state] is expected
+    # An update: a terminal goal (a batch task's SUCCEEDED) takes no new config.
+    assert task_action(S.RUNNING, state, config_version=1, desired_config_version=2) \
+        is expected
+    for goal in (S.RUNNING, S.SUCCEEDED):  # a restart
+        assert task_action(goal, state, run_id=1, desired_run_id=2) is expected
 
 
 def test_job_table_is_total() -> None:

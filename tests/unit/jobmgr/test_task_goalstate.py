@@ -15,7 +15,7 @@ import pytest
 
 from peloton.core.errors import NotFound
 from peloton.core.lifecycle.run_end import LOST_BEFORE_START
-from peloton.core.lifecycle.task_goalstate import TASK_RULES, TaskAction, task_action
+from peloton.core.lifecycle.task_goalstate import STALE_RULES, TASK_RULES, TaskAction, task_action
 from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.task import TaskRuntime
 from peloton.core.states import JobType, TaskState
@@ -139,14 +139,20 @@ def test_every_goal_and_state_does_what_its_action_promises(h: Harness, goal: Ta
 
 VERSIONED = [
     # (goal, state, fields) -> the action the versions force, before the table is read
-    (S.RUNNING, S.RUNNING, {"desired_run_id": 2}, A.STOP),
-    (S.RUNNING, S.FAILED, {"desired_run_id": 2}, A.INITIALIZE),
     (S.SUCCEEDED, S.LAUNCHED, {"desired_run_id": 2}, A.STOP),
     (S.KILLED, S.KILLED, {"desired_run_id": 2}, A.NOOP),  # a kill goal never restarts
+] + [
+    # Every state of a run that is not the desired one (a restart) or behind its config (an
+    # update): STALE_RULES, and the action must act on that state (a KILLING run's stop was
+    # a no-op, so a kill lost with its owner left the run KILLING for ever).
+    (S.RUNNING, state, fields, STALE_RULES[state])
+    for state in TaskState if state is not S.DELETED
+    for fields in ({"desired_run_id": 2}, {"desired_config_version": 2})
 ]
 
 
-@pytest.mark.parametrize("goal, state, fields, action", VERSIONED)
+@pytest.mark.parametrize("goal, state, fields, action", VERSIONED,
+                         ids=[f"{g.value}-{s.value}-{next(iter(f))}" for g, s, f, _ in VERSIONED])
 def test_a_desired_run_or_config_wins_over_the_table(h: Harness, goal: TaskState,
                                                      state: TaskState, fields: dict[str, int],
                                                      action: TaskAction) -> None:
