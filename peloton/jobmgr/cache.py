@@ -43,12 +43,14 @@ Loader = Callable[[str, Callable[[CachedJob], bool]], None]
 class _Once:
     """One deferred job's load: the first lookup runs it, the others wait for it."""
 
-    __slots__ = ("lock", "started")
+    __slots__ = ("lock", "requeued", "started")
 
     def __init__(self) -> None:
         # Re-entrant: the loading greenlet may look the job up itself while handing back.
         self.lock = gevent.lock.RLock()
         self.started = False
+        #: The load has queued the job's runs again (`JobCache.requeued`).
+        self.requeued = False
 
 
 class JobCache:
@@ -87,6 +89,25 @@ class JobCache:
         for job_id in deferred:
             self._deferred[job_id] = _Once()
         return deferred
+
+    def requeued(self, job_id: str) -> None:
+        """The load of deferred `job_id` has had the resource manager forget the job's
+        queued runs (placements taken included) and is about to queue them again."""
+        once = self._deferred.get(job_id)
+        if once is not None:
+            once.requeued = True
+
+    def placement_is_void(self, job_id: str) -> bool:
+        """A placement of `job_id` in hand now was taken before the job's recovery had the
+        resource manager forget its queued runs, which it will queue again: the job is
+        deferred and not re-queued yet (a placement of a run queued afresh needs that
+        queueing, which follows the mark).  Once re-queued, a placement is launched
+        even while the load still runs: the run's fresh placement comes back fast, and
+        voiding it left the run PENDING until the resource manager's launch timeout.
+        (One taken just before the re-queue and seen after it is launched too: the run
+        starts once, and the resource manager's fresh entry for it follows its status.)"""
+        once = self._deferred.get(job_id)
+        return once is not None and not once.requeued
 
     @property
     def deferred(self) -> list[str]:

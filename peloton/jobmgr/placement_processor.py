@@ -158,12 +158,12 @@ class PlacementProcessor:
         held, self._held = self._held, []
         if not placements and not held:
             return 0
-        # Placements of a job still being recovered (recovery.py) were taken before its
+        # Placements of a job still being recovered (recovery.py) taken before its
         # recovery gave its queued runs back (killed in the resource manager and queued
-        # again): they are void, and a kill of their task would take the run queued again.
-        # (One the resource manager still holds comes back after its launch timeout.)
+        # again) are void, and a kill of their task would take the run queued again
+        # (JobCache.placement_is_void).
         void = {t.task_id.job_id for p in placements for t in p.tasks
-                if self.cache.is_deferred(t.task_id.job_id)}
+                if self.cache.placement_is_void(t.task_id.job_id)}
         # job -> instance -> (placement, placed task)
         by_job: dict[str, dict[int, tuple[Placement, PlacedTask]]] = defaultdict(dict)
         stale: list[TaskId] = []

@@ -323,6 +323,7 @@ class Recovery:
             # launch timeout.  Forgetting them there first queues them afresh (a no-op
             # for a fresh one).
             self.resmgr.kill_tasks([TaskId(job_id, i) for i in startable])
+            self.cache.requeued(job_id)  # its placements from now on are of fresh runs
             self.control.enqueue(job, startable)
         self.queue.enqueue_job(job_id)
 
