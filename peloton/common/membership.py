@@ -232,11 +232,41 @@ class PartitionMember:
                 self._client.exists(path, watch=self._loop.wake)
                 return None
         # else: ours already (kept through a connection blip within the session): adopt it
-        epoch = int(stat.czxid)
+        return self._note_claimed(partition, int(stat.czxid))
+
+    def _note_claimed(self, partition: int, epoch: int) -> int:
         self._held = {**self._held, partition: epoch}
         self._log.info("membership %s: acquired partition %d (epoch %d)", self.member_id,
                        partition, epoch)
         return epoch
+
+    def _claim_nodes(self, partitions: list[int]) -> dict[int, int]:
+        """`_claim_node` of several partitions, pipelined: every node's look is sent before
+        the first answer is read, then every free node's create, so taking a leaver's
+        partitions costs two round trips to ZooKeeper, not two per partition (thirty one
+        by one took its successor 0.1-0.5 s).  Partition -> epoch of those claimed."""
+        client, wake, session = self._client, self._loop.wake, self._session()
+        paths = {p: f"{self.partitions_path}/{p}" for p in partitions}
+        looks = [(p, client.exists_async(paths[p], watch=wake)) for p in partitions]
+        claimed: dict[int, int] = {}
+        free: list[int] = []
+        for partition, look in looks:
+            stat = look.get()
+            if stat is None:
+                free.append(partition)
+            elif stat.ephemeralOwner == session:  # ours already (adopt, as `_claim_node`)
+                claimed[partition] = self._note_claimed(partition, int(stat.czxid))
+        data = self.member_id.encode()
+        creates = [(p, client.create_async(paths[p], data, ephemeral=True, include_data=True))
+                   for p in free]
+        for partition, create in creates:
+            try:
+                _, stat = create.get()
+            except NodeExistsError:  # taken meanwhile: watch it, as `_claim_node` does
+                client.exists(paths[partition], watch=wake)
+                continue
+            claimed[partition] = self._note_claimed(partition, int(stat.czxid))
+        return claimed
 
     def _acquire_many(self, partitions: list[int]) -> None:
         take = self._on_acquire_many
@@ -245,7 +275,7 @@ class PartitionMember:
         pending = list(partitions)
         while pending:  # again over those still held: freed while we looked (a leaver's
             # nodes go in one transaction, maybe midway through this pass)
-            got = {p: e for p in pending if (e := self._claim_node(p)) is not None}
+            got = self._claim_nodes(pending)
             if not got:
                 break
             claimed.update(got)

@@ -93,7 +93,6 @@ from peloton.jobmgr.tasks import TaskOps
 from peloton.jobmgr.volumes import VolumeKeeper
 from peloton.jobmgr.workflows import WorkflowOps
 from peloton.storage import GroupCommitter, Store
-from peloton.storage.leader_store import FencedOut
 from peloton.storage.partition_fences import PartitionFences
 
 log = logging.getLogger(__name__)
@@ -237,21 +236,15 @@ class JobManager:
         return self._drive({partition}, behind=behind)
 
     def acquire_partitions(self, epochs: Mapping[int, int], *, behind: bool = False) -> list[int]:
-        """`acquire_partition` of several partitions at once (a member left or died): each
-        claimed in the store, then one announcement to the peers and one recovery pass over
+        """`acquire_partition` of several partitions at once (a member left or died): all
+        claimed in the store in one call, then one announcement to the peers and one recovery pass over
         all of them (`behind`: in a greenlet of its own).  Returns the partitions a newer
         owner holds in the store (FencedOut: not taken, nothing of theirs loaded)."""
-        taken: set[int] = set()
-        refused: list[int] = []
-        for partition, epoch in sorted(epochs.items()):
-            try:
-                if self.fences is not None:
-                    self.fences.claim(partition, epoch)
-            except FencedOut as exc:
-                log.warning("partition %d: not taken: %s", partition, exc)
-                refused.append(partition)
-                continue
-            taken.add(partition)
+        refused = self.fences.claim_many(epochs) if self.fences is not None else []
+        for partition in refused:
+            log.warning("partition %d: not taken: a newer owner holds it in the store",
+                        partition)
+        taken = set(epochs) - set(refused)
         if taken:
             self._drive(taken, behind=behind)
         return refused

@@ -27,7 +27,7 @@ that resumes and writes before it notices it lost leadership.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from peloton.core.errors import Unavailable
@@ -51,6 +51,13 @@ class LeaderEpochStore(Protocol):
         `epoch` None (a single process without ZooKeeper) takes the stored epoch plus one.
         FencedOut if the store already has a newer epoch for the role (this candidate is
         stale); claiming the stored epoch again is allowed (a retried claim)."""
+        ...
+
+    def claim_leaderships(self, epochs: Mapping[str, int], holder: str) -> list[str]:
+        """`claim_leadership` of several roles at given epochs (a job manager member taking
+        a leaver's partitions over): each role claimed as alone, in one transaction where
+        the store has them (SQLite); returns the roles refused (a newer epoch stored),
+        sorted, the others claimed."""
         ...
 
     def leader_epoch(self, role: str) -> int | None:

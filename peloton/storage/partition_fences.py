@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from typing import Any, cast
 
@@ -140,6 +140,26 @@ class PartitionFences:
         log.info("%s: holds partition %d (epoch %d)", self.holder, partition, stored)
         return term
 
+    def claim_many(self, epochs: Mapping[int, int]) -> list[int]:
+        """`claim` of several partitions at their epochs, in one store call (a leaver's
+        thirty partitions claimed one by one kept its successor from writing any of them
+        for 0.1-0.4 s on a busy hub); returns the partitions refused (FencedOut: a newer
+        epoch stored, nothing held), sorted."""
+        for partition in epochs:
+            if not 0 <= partition < self.count:
+                raise ValueError(f"partition {partition} is not in 0..{self.count - 1}")
+            self.release(partition)
+        names = {fence_name(p): p for p in epochs}
+        refused = {names[n] for n in self._store.claim_leaderships(
+            {fence_name(p): e for p, e in epochs.items()}, self.holder)}
+        for partition, epoch in sorted(epochs.items()):
+            if partition in refused:
+                continue
+            self._terms[partition] = PartitionTerm(self._store, partition, self.count, epoch,
+                                                   self._live)
+            log.info("%s: holds partition %d (epoch %d)", self.holder, partition, epoch)
+        return sorted(refused)
+
     def release(self, partition: int) -> None:
         """End this member's term of `partition`, if any (its writes stop at once)."""
         term = self._terms.pop(partition, None)
@@ -220,7 +240,7 @@ CLUSTER_WRITES = frozenset({
     "delete_resource_pool", "delete_secret", "put_checkpoint", "put_framework_info",
     "put_host", "put_records", "update_resource_pool"})
 #: Methods about fencing itself: passed through.
-META = frozenset({"claim_leadership", "leader_epoch", "with_fencing"})
+META = frozenset({"claim_leadership", "claim_leaderships", "leader_epoch", "with_fencing"})
 
 
 class NotRoutable(FailedPrecondition):

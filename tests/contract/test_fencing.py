@@ -21,6 +21,22 @@ def test_claims_keep_the_newest_epoch_and_refuse_an_older_one(store: Store) -> N
     assert store.leader_epoch("resmgr") is None  # roles are independent
 
 
+def test_many_claims_at_once_each_as_alone(store: Store) -> None:
+    store.claim_leadership("p/1", 50, "a")
+    store.claim_leadership("p/2", 300, "a")  # a newer owner's claim: refused below
+    store.claim_leadership("p/3", 70, "b")   # a retried claim of the same epoch passes
+    refused = store.claim_leaderships({"p/0": 100, "p/1": 100, "p/2": 100, "p/3": 70}, "b")
+    assert refused == ["p/2"]
+    assert [store.leader_epoch(f"p/{n}") for n in range(4)] == [100, 100, 300, 70]
+    assert store.claim_leaderships({}, "b") == []
+    # The claims fence as single ones do: the old epoch's writes are refused.
+    old = store.with_fencing("p/1", lambda: 50)
+    with pytest.raises(FencedOut):
+        old.create_resource_pool(f.pool("p-0"))
+    assert store.claim_leaderships({"p/1": 40}, "a") == ["p/1"]
+    assert store.leader_epoch("p/1") == 100
+
+
 def test_solo_claims_count_up(store: Store) -> None:
     first = store.claim_leadership("hostmgr", None, "solo")
     assert store.claim_leadership("hostmgr", None, "solo") == first + 1

@@ -66,6 +66,26 @@ def test_a_stale_claim_holds_nothing(store: Store) -> None:
         stale.for_job(jid)
 
 
+def test_a_member_claims_a_leavers_partitions_at_once_and_holds_those_not_refused(
+        store: Store) -> None:
+    jobs = {p: _job_in(p) for p in (1, 2, 3)}
+    leaver = PartitionFences(store, "leaver", count=COUNT)
+    for p in jobs:
+        leaver.claim(p, 100 + p)
+    PartitionFences(store, "newer", count=COUNT).claim(2, 500)  # took 2 first
+    heir = PartitionFences(store, "heir", count=COUNT)
+    assert heir.claim_many({1: 201, 2: 202, 3: 203}) == [2]
+    assert heir.held == frozenset({1, 3})
+    for p in (1, 3):
+        heir.for_job(jobs[p]).create_job(jobs[p], f.job_spec(), f.job_runtime())
+        with pytest.raises(FencedOut):  # the leaver's terms are over in the store
+            leaver.for_job(jobs[p]).create_job(_job_in(p), f.job_spec(), f.job_runtime())
+    with pytest.raises(PartitionNotHeld):
+        heir.for_job(jobs[2])
+    with pytest.raises(ValueError):
+        heir.claim_many({COUNT: 1})
+
+
 def test_partitions_are_fenced_independently(store: Store) -> None:
     p = 3
     mine, theirs = _job_in(p), _job_in(_other_partition(p))

@@ -11,7 +11,7 @@ operations; Cassandra has no transaction across partitions.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from peloton.common.fencing import READ_PREFIXES
@@ -39,6 +39,16 @@ class CassandraLeaders(CassandraBase):
             if applied(self.q1("leader_epochs.cas", mine, holder, role, stored)):
                 return mine
         raise FencedOut(f"{role}: could not claim leadership (claims kept racing)")
+
+    def claim_leaderships(self, epochs: Mapping[str, int], holder: str) -> list[str]:
+        # One lightweight transaction per role: Cassandra has no transaction across rows.
+        refused = []
+        for role, epoch in sorted(epochs.items()):
+            try:
+                self.claim_leadership(role, epoch, holder)
+            except FencedOut:
+                refused.append(role)
+        return refused
 
     def leader_epoch(self, role: str) -> int | None:
         row = self.q1("leader_epochs.get", role)
@@ -69,7 +79,8 @@ class _FencedCassandra:
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._store, name)
         if (not callable(value) or name.startswith(READ_PREFIXES) or name.startswith("_")
-                or name in ("leader_epoch", "with_fencing", "claim_leadership", "check_epoch")):
+                or name in ("leader_epoch", "with_fencing", "claim_leadership",
+                            "claim_leaderships", "check_epoch")):
             return value
         store, role, epoch = self._store, self._role, self._epoch
 

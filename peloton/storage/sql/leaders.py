@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -59,6 +59,39 @@ class SqlLeaders:
             return mine
 
         return self.db.run("claim leadership", tx, fenced=False)
+
+    def claim_leaderships(self, epochs: Mapping[str, int], holder: str) -> list[str]:
+        if self.db.dialect == "postgresql" or len(epochs) < 2:
+            # Each claim may have to end a paused writer's sessions on its own row
+            # (`_BreakLocks` watches one role): one at a time.
+            refused = []
+            for role, epoch in sorted(epochs.items()):
+                try:
+                    self.claim_leadership(role, epoch, holder)
+                except FencedOut:
+                    refused.append(role)
+            return refused
+
+        def tx(conn: Connection) -> list[str]:
+            roles = sorted(epochs)
+            stored = {str(r): int(e) for r, e in conn.execute(
+                sa.select(leader_epochs.c.role, leader_epochs.c.epoch)
+                .where(leader_epochs.c.role.in_(roles)))}
+            refused = [r for r in roles if r in stored and stored[r] > epochs[r]]
+            fresh = [{"role": r, "epoch": epochs[r], "holder": holder}
+                     for r in roles if r not in stored]
+            if fresh:
+                conn.execute(sa.insert(leader_epochs), fresh)
+            moved = [{"r": r, "epoch": epochs[r], "holder": holder}
+                     for r in roles if r in stored and r not in refused]
+            if moved:
+                conn.execute(sa.update(leader_epochs)
+                             .where(leader_epochs.c.role == sa.bindparam("r"))
+                             .values(epoch=sa.bindparam("epoch"),
+                                     holder=sa.bindparam("holder")), moved)
+            return refused
+
+        return self.db.run("claim leaderships", tx, fenced=False)
 
     def leader_epoch(self, role: str) -> int | None:
         q = sa.select(leader_epochs.c.epoch).where(leader_epochs.c.role == role)
