@@ -10,8 +10,6 @@ rolling update or restart waiting on them goes on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from peloton.core.model.evolve import evolve
@@ -24,13 +22,6 @@ from tests.unit.jobmgr.test_recovery_background import recover_the_rest, restart
 S = TaskState
 #: The task's kill grace period, seconds.
 GRACE = 10.0
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness()
-    yield harness
-    harness.close()
 
 
 def left_killing(h: Harness, killing_for: float, **fields: object) -> tuple[str, str]:

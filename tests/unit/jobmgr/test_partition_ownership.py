@@ -13,7 +13,6 @@ its own jobs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import cast
 
 import gevent
@@ -34,13 +33,6 @@ from tests.unit.jobmgr.harness import Harness, job_spec
 
 S = TaskState
 COUNT = 4
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness()
-    yield harness
-    harness.close()
 
 
 def take_over(h: Harness, held: set[int]) -> JobManager:

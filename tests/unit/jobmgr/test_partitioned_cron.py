@@ -16,7 +16,6 @@ refused), and a volume is driven by its job's owner alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import cast
 
 import pytest
@@ -40,13 +39,6 @@ COUNT = 4
 MINUTE_MS = 60_000
 #: Two minutes of grace: a due time missed while the partition moved is still run.
 GRACE_MS = 2 * MINUTE_MS
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness()
-    yield harness
-    harness.close()
 
 
 #: (member, run job id) of every cron run a member created, in order.

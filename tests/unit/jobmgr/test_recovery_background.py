@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any, cast
 
 import gevent
@@ -87,13 +86,6 @@ class GatedStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness()
-    yield harness
-    harness.close()
 
 
 def running_jobs(h: Harness, ids: list[str] | None = None) -> list[str]:

@@ -9,10 +9,7 @@ just then), so that poll is read again, unfiltered.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, cast
-
-import pytest
 
 from peloton.core.partitions import PartitionSet
 from peloton.core.ports import HostEvent, HostManagerPort
@@ -28,13 +25,6 @@ from tests.unit.jobmgr.harness import Harness
 
 S = TaskState
 COUNT = 4
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness()
-    yield harness
-    harness.close()
 
 
 def asked(jm: JobManager) -> PartitionSet | None:
