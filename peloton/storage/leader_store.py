@@ -42,6 +42,19 @@ class FencedOut(Unavailable):
     kind = "fenced_out"
 
 
+def claim_one_by_one(claim: Callable[[str, int | None, str], int], epochs: Mapping[str, int],
+                     holder: str) -> list[str]:
+    """`claim_leaderships` as a claim per role (`claim`: a store's `claim_leadership`), for
+    stores that cannot claim several in one transaction; the roles refused, sorted."""
+    refused = []
+    for role, epoch in sorted(epochs.items()):
+        try:
+            claim(role, epoch, holder)
+        except FencedOut:
+            refused.append(role)
+    return refused
+
+
 class LeaderEpochStore(Protocol):
     """Leadership epochs and fenced views of the store."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from peloton.common.fencing import READ_PREFIXES
 from peloton.storage.cassandra.base import CassandraBase, applied
-from peloton.storage.leader_store import FencedOut
+from peloton.storage.leader_store import FencedOut, claim_one_by_one
 
 _CLAIM_ATTEMPTS = 20
 
@@ -42,13 +42,7 @@ class CassandraLeaders(CassandraBase):
 
     def claim_leaderships(self, epochs: Mapping[str, int], holder: str) -> list[str]:
         # One lightweight transaction per role: Cassandra has no transaction across rows.
-        refused = []
-        for role, epoch in sorted(epochs.items()):
-            try:
-                self.claim_leadership(role, epoch, holder)
-            except FencedOut:
-                refused.append(role)
-        return refused
+        return claim_one_by_one(self.claim_leadership, epochs, holder)
 
     def leader_epoch(self, role: str) -> int | None:
         row = self.q1("leader_epochs.get", role)

@@ -22,7 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from peloton.storage.leader_store import FencedOut
+from peloton.storage.leader_store import FencedOut, claim_one_by_one
 from peloton.storage.sql.database import Database
 from peloton.storage.sql.tables import leader_epochs
 
@@ -64,13 +64,7 @@ class SqlLeaders:
         if self.db.dialect == "postgresql" or len(epochs) < 2:
             # Each claim may have to end a paused writer's sessions on its own row
             # (`_BreakLocks` watches one role): one at a time.
-            refused = []
-            for role, epoch in sorted(epochs.items()):
-                try:
-                    self.claim_leadership(role, epoch, holder)
-                except FencedOut:
-                    refused.append(role)
-            return refused
+            return claim_one_by_one(self.claim_leadership, epochs, holder)
 
         def tx(conn: Connection) -> list[str]:
             roles = sorted(epochs)
