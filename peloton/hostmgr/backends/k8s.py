@@ -289,7 +289,7 @@ class KubeBackend:
                      self._nodes_synced)
 
     def _follow(self, path: str, query: list[tuple[str, str]],
-                listed: Callable[[Outbox, list[Json]], None],
+                listed: Callable[[Outbox, list[Json], int], None],
                 event: Callable[[Outbox, str, Json], None], synced: threading.Event) -> None:
         """List, then watch from the list's resourceVersion; re-watch when a watch ends,
         list again when it fails."""
@@ -298,10 +298,12 @@ class KubeBackend:
         while not self._stopping.is_set():
             try:
                 if not version:
+                    with self._lock:
+                        mark = self._view.list_mark()
                     items, version = self._api.list(path, query)
                     out = Outbox()
                     with self._lock:
-                        listed(out, items)
+                        listed(out, items, mark)
                     self._flush(out)
                     if not synced.is_set():
                         synced.set()

@@ -51,6 +51,8 @@ class Run:
     #: When its end was acknowledged (0: not yet); the finished pod is deleted a TTL later.
     acked_at: float = 0.0
     gone: bool = False
+    #: The view's list mark when the pod's uid became known (`ClusterView.list_mark`).
+    known_at: int = 0
 
 
 @dataclass(slots=True)
@@ -77,6 +79,8 @@ class ClusterView:
         self.foreign: dict[str, dict[str, tuple[Resources, tuple[int, ...]]]] = {}
         self.foreign_node: dict[str, str] = {}
         self.runs: dict[str, Run] = {}
+        #: Counts the pod lists asked for (`list_mark`).
+        self._lists = 0
         #: update uuid -> (update, when last delivered).
         self.pending: dict[str, tuple[StatusUpdate, float]] = {}
 
@@ -141,7 +145,9 @@ class ClusterView:
                                             meta.get("name", ""))
         if run.uid and meta.get("uid") and meta["uid"] != run.uid:
             return  # an older pod of the same name, already gone for us
-        run.uid = run.uid or meta.get("uid", "")
+        if not run.uid:
+            run.uid = meta.get("uid", "")
+            run.known_at = self._lists
         if kind == "DELETED":
             run.gone = True
             if not run.state.terminal:
@@ -178,11 +184,19 @@ class ClusterView:
         for changed in {old, node} - {""}:
             self.announce(out, changed)
 
-    def pods_listed(self, out: Outbox, pods: list[Json]) -> None:
-        """A full list: compare with what we knew (pods gone meanwhile are DELETED)."""
+    def list_mark(self) -> int:
+        """Note that a list is about to be asked for; pass the mark to `pods_listed`."""
+        self._lists += 1
+        return self._lists
+
+    def pods_listed(self, out: Outbox, pods: list[Json], mark: int) -> None:
+        """A full list, asked for at `mark`: compare with what we knew (pods gone meanwhile
+        are DELETED).  A pod whose uid became known after the list was asked for (its
+        create answered while the list was in flight) may be missing from it without
+        being gone: it is left to the watch (reported LOST, then seen running, it was)."""
         ours = {run_id_of(p): p for p in pods if is_ours(p, self.config)}
         for run_id, run in list(self.runs.items()):
-            if run.uid and not run.gone and run_id not in ours:
+            if run.uid and not run.gone and run_id not in ours and run.known_at < mark:
                 self.our_pod(out, "DELETED", {"metadata": {
                     "uid": run.uid, "annotations": {RUN_ID_ANNOTATION: run_id}}})
                 self.forget_gone(run_id)
@@ -199,7 +213,8 @@ class ClusterView:
             run.gone = True
 
     # -- nodes -------------------------------------------------------------------------------
-    def nodes_listed(self, out: Outbox, nodes: list[Json]) -> None:
+    def nodes_listed(self, out: Outbox, nodes: list[Json], mark: int) -> None:
+        """A full list of nodes (`mark` unused: no node is created here)."""
         names = {n.get("metadata", {}).get("name", "") for n in nodes}
         for name in list(self.nodes):
             if name not in names:

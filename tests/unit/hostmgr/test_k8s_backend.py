@@ -26,6 +26,7 @@ from peloton.hostmgr.backends.base import BackendHost, StatusUpdate
 from peloton.hostmgr.backends.k8s import KubeBackend
 from peloton.hostmgr.backends.k8s_api import KubeApi, KubeNotFound, KubeWatch
 from peloton.hostmgr.backends.k8s_config import KubeConfig
+from peloton.hostmgr.backends.k8s_view import ClusterView, Outbox, Run
 from peloton.hostmgr.backends.k8s_wire import CLUSTER_LABEL, RUN_ID_ANNOTATION
 
 Json = dict[str, Any]
@@ -236,3 +237,25 @@ def test_task_logs_are_the_pods_log_read_through_pods_log(
                                  (("container", "task"),))
     with pytest.raises(NotFound):
         backend.read_sandbox("n1", f"{JOB}-1-1", "stdout")
+
+
+def test_a_pod_created_while_a_relist_was_in_flight_is_not_lost() -> None:
+    """The list was asked for before the pod's create answered: the pod may be missing from
+    it without being gone (CI saw STARTING, LOST, STARTING, RUNNING, SUCCEEDED for one run
+    under load).  A list asked for after the create still finds a vanished pod LOST, and a
+    run whose end is reported never reports again."""
+    view = ClusterView(KubeConfig(source="in-cluster"), lambda _run_id: None, time.monotonic)
+    run_id = f"{JOB}-0-1"
+    view.runs[run_id] = Run("n1", "pelotonpy", run_id)
+    mark = view.list_mark()  # the relist is asked for ...
+    out = Outbox()
+    view.our_pod(out, "ADDED", pod(0, "Running"))  # ... the create answers meanwhile
+    view.pods_listed(out, [], mark)  # ... the list, from before the pod, comes back
+    assert [u.state for u in out.updates] == [TaskState.RUNNING]
+    assert not view.runs[run_id].gone
+
+    out = Outbox()
+    view.pods_listed(out, [], view.list_mark())  # asked for after: the pod is gone
+    assert [u.state for u in out.updates] == [TaskState.LOST]
+    view.our_pod(out, "MODIFIED", pod(0, "Running"))  # a late event of the same pod
+    assert [u.state for u in out.updates] == [TaskState.LOST]
