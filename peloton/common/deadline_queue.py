@@ -14,7 +14,10 @@ Invariants:
 Deadlines are floats on whatever clock the caller uses (the engine uses
 the injected Clock's monotonic reading).  Internally a binary heap with lazy
 deletion: superseded heap entries are skipped on pop and compacted away when
-they outnumber the live ones.
+they outnumber the live ones.  A key's live heap entry is the very tuple its `_entries`
+slot holds (one tuple per queued key, not two: a job manager queues a launch-timeout look
+at every task it launches, a million at once at scale), so an entry is live exactly when
+it is that object.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class DeadlineQueue(Generic[K]):
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, K]] = []
-        self._entries: dict[K, tuple[float, int]] = {}
+        self._entries: dict[K, tuple[float, int, K]] = {}
         self._seq = itertools.count()
 
     def __len__(self) -> int:
@@ -49,7 +52,7 @@ class DeadlineQueue(Generic[K]):
 
     def __iter__(self) -> Iterator[K]:
         """Queued keys in deadline order (a snapshot; for debugging and tests)."""
-        live = sorted((d, s, k) for k, (d, s) in self._entries.items())
+        live = sorted(self._entries.values())
         return iter([k for _, _, k in live])
 
     def enqueue(self, key: K, deadline: float) -> bool:
@@ -57,9 +60,8 @@ class DeadlineQueue(Generic[K]):
         current = self._entries.get(key)
         if current is not None and current[0] <= deadline:
             return False
-        seq = next(self._seq)
-        self._entries[key] = (deadline, seq)
-        heapq.heappush(self._heap, (deadline, seq, key))
+        entry = self._entries[key] = (deadline, next(self._seq), key)
+        heapq.heappush(self._heap, entry)
         self._maybe_compact()
         return True
 
@@ -101,12 +103,12 @@ class DeadlineQueue(Generic[K]):
     def _drop_stale_top(self) -> None:
         heap = self._heap
         while heap:
-            deadline, seq, key = heap[0]
-            if self._entries.get(key) == (deadline, seq):
+            top = heap[0]
+            if self._entries.get(top[2]) is top:
                 return
             heapq.heappop(heap)
 
     def _maybe_compact(self) -> None:
         if len(self._heap) > _COMPACT_RATIO * len(self._entries) + _COMPACT_FLOOR:
-            self._heap = [(d, s, k) for k, (d, s) in self._entries.items()]
+            self._heap = list(self._entries.values())
             heapq.heapify(self._heap)

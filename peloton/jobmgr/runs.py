@@ -4,9 +4,15 @@ Every function takes the current runtime (and the facts of the change)
 and returns the new runtime, or None when the change does not apply
 (a duplicate or stale event, a write the run-id rules forbid).  Nothing
 here performs I/O; the writer persists what these functions return.
+
+Texts that come with a placement or a host event (host, agent id, message, reason) are
+interned: the cache keeps every active task's runtime, and each event brings its own copy
+of the same few hosts and messages (codec_rows.py does the same for runtimes read back).
 """
 
 from __future__ import annotations
+
+from sys import intern
 
 from peloton.core.lifecycle.run_end import counts_as_failure, end_reason
 from peloton.core.lifecycle.task_transitions import check_runtime_write
@@ -22,6 +28,11 @@ _HEALTH = {h.value: h for h in HealthState}
 _new_runtime = constructor(TaskRuntime)
 #: `evolve` for runtimes without its dispatch (several per task: every status update).
 _evolve_runtime = evolver(TaskRuntime)
+
+
+def _shared(text: str) -> str:
+    """`text`, interned (module docstring); a str subclass (an enum) is kept as it is."""
+    return intern(text) if type(text) is str else text
 
 
 def initial(goal: TaskState, config_version: int, now: float, *,
@@ -74,7 +85,8 @@ def launched(rt: TaskRuntime, hostname: str, agent_id: str, ports: tuple[tuple[s
     """Placed on a host and handed to it."""
     # The desired host stays: it is cleared once the run is RUNNING, unless the task is
     # pinned to it (a daemon instance, a stateful task), see apply_event.
-    return _evolve_runtime(rt, state=S.LAUNCHED, host=hostname, agent_id=agent_id,
+    return _evolve_runtime(rt, state=S.LAUNCHED, host=_shared(hostname),
+                           agent_id=_shared(agent_id),
                                ports=ports, message="", reason="", update_time=now)
 
 
@@ -148,9 +160,9 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
     # every status update of every task.
     changed: dict[str, object] = {"state": state, "update_time": event.timestamp}
     if event.hostname:
-        changed["host"] = event.hostname
+        changed["host"] = _shared(event.hostname)
     if event.agent_id:
-        changed["agent_id"] = event.agent_id
+        changed["agent_id"] = _shared(event.agent_id)
     if state in (S.STARTING, S.RUNNING):
         if state is S.RUNNING and not rt.start_time:
             changed["start_time"] = event.timestamp
@@ -161,14 +173,14 @@ def apply_event(rt: TaskRuntime, run_id: int, event: HostEvent, *,
             changed["healthy_time"] = ((rt.healthy_time or event.timestamp)
                                        if health is HealthState.HEALTHY else 0.0)
         if event.message:
-            changed["message"] = event.message
+            changed["message"] = _shared(event.message)
     elif state.terminal:
         # Which ends count against maxFailures is the core's table (run_end.py): a run
         # lost before it started (a launch in flight through an outage) does not.
         failed = counts_as_failure(rt, state)
         changed.update(
-            completion_time=event.timestamp, message=event.message,
-            reason=end_reason(rt, state, event.reason),
+            completion_time=event.timestamp, message=_shared(event.message),
+            reason=_shared(end_reason(rt, state, event.reason)),
             exit_code=event.exit_code,
             healthy=HealthState.INVALID if rt.healthy is not HealthState.DISABLED else rt.healthy,
             healthy_time=0.0,

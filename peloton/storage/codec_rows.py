@@ -14,11 +14,21 @@ other (an older row missing a field, a wrong type, an unknown enum value, text t
 JSON) goes through `from_json` itself, which decodes it with defaults or raises the
 DataCorruption naming the row's entity.  A class the fast path cannot build (no slots, a
 `__post_init__`, fields that are not init fields) decodes every row through `from_json`.
+
+The decoded values share what repeats from row to row: a job manager keeps every task
+runtime it loads for as long as the job is active, and a million runtimes spelled out the
+same hosts, agent ids, messages and reasons a million times (a third of the bytes held
+per task).  The inline path interns each text field (`sys.intern`: equal texts become one
+object, which is freed when no value holds it any more) and gives every zero float field
+the same 0.0 (unset times and health times are most of them).  Equality, hashing and the
+text each value encodes to are unchanged: only which equal object a field refers to.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -76,7 +86,8 @@ def _compile(cls: type) -> RowsDecoder:
         return _one_by_one(cls)
     hints = typing.get_type_hints(cls)
     env: dict[str, Any] = {"cls": cls, "new": object.__new__, "loads": orjson.loads,
-                           "slow": from_json, "refuse": _refuse, "fl": _float}
+                           "slow": from_json, "refuse": _refuse, "fl": _float,
+                           "intern": sys.intern, "zero": _zero}
     lines = ["def decode_rows(rows, entity):",
              "    out = {}",
              "    for key, text in rows:",
@@ -101,11 +112,15 @@ def _compile(cls: type) -> RowsDecoder:
 def _expr(tp: Any, i: int, env: dict[str, Any]) -> str:
     """The inline expression decoding field `i`'s value `v` (annotated `tp`), or raising
     for one it does not take (the generated decoder's checks: codec_compile.py)."""
-    if tp in (str, int, bool):
+    if tp is str:
+        # An empty text is one object already; not calling `intern` for it saves time.
+        return "(intern(v) if v else v) if type(v) is str else refuse()"
+    if tp in (int, bool):
         env[f"t{i}"] = tp
         return f"v if type(v) is t{i} else refuse()"
     if tp is float:
-        return "v if type(v) is float else fl(v)"
+        # `zero` only for a zero (falsy), so the common non-zero time costs one test.
+        return "(v if v else zero(v)) if type(v) is float else fl(v)"
     if isinstance(tp, type) and issubclass(tp, Enum):
         env[f"m{i}"] = tp._value2member_map_  # what Enum(value) looks in first
         return f"m{i}[v]"
@@ -113,7 +128,9 @@ def _expr(tp: Any, i: int, env: dict[str, Any]) -> str:
     if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 2 \
             and type(None) in args:
         inner = next(a for a in args if a is not type(None))
-        if inner in (str, int, bool):
+        if inner is str:
+            return "(intern(v) if v else v) if type(v) is str else v if v is None else refuse()"
+        if inner in (int, bool):
             env[f"t{i}"] = inner
             return f"v if v is None or type(v) is t{i} else refuse()"
     env[f"f{i}"] = value_decoder(tp)
@@ -129,5 +146,14 @@ def _refuse() -> Any:
 
 def _float(v: Any) -> float:
     if type(v) is int:
-        return float(v)
+        return _zero(float(v)) if v == 0 else float(v)
     raise _Refused("expected number")
+
+
+#: The one 0.0 that decoded zero float fields share (module docstring).
+_ZERO = 0.0
+
+
+def _zero(v: float) -> float:
+    """The shared 0.0 for a zero float; -0.0 stays itself (it encodes as "-0.0")."""
+    return _ZERO if math.copysign(1.0, v) > 0 else v

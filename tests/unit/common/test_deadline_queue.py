@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -72,3 +74,21 @@ def test_pop_order_matches_earliest_deadline_per_key(ops: list[tuple[int, float]
     popped = q.pop_all_due(1000.0)
     assert sorted(popped) == sorted(expected)
     assert [expected[k] for k in popped] == sorted(expected.values())
+
+
+def test_a_queued_key_costs_one_entry_not_two() -> None:
+    # A job manager queues a launch-timeout look for every task it launches (a million at
+    # scale): the heap entry and the key's slot are one tuple.  Two cost ~186 B a key.
+    keys = [("job", i) for i in range(20_000)]
+    deadlines = [1000.0 + i for i in range(len(keys))]
+    q: DeadlineQueue[tuple[str, int]] = DeadlineQueue()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for key, deadline in zip(keys, deadlines, strict=True):
+            q.enqueue(key, deadline)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (after - before) / len(keys) < 160
+    assert q.pop_all_due(1000.0 + 9) == keys[:10] and q.deadline(keys[10]) == 1010.0

@@ -98,3 +98,38 @@ def test_initial_runtimes_are_at_the_revision_they_are_created_with() -> None:
     # create_tasks stores new runtimes at revision 1 and copies any that is not.
     assert runs.initial(S.SUCCEEDED, 1, 1.0).revision == 1
     assert runs.initial(S.KILLED, 1, 1.0, stopped=True).revision == 1
+
+
+def test_texts_of_placements_and_events_are_held_once_per_value() -> None:
+    # Every event and placement brings its own copy of the host, agent, message and reason;
+    # the cache keeps one runtime per active task, so equal texts must be one object.
+    def fresh(text: str) -> str:
+        return "".join(list(text))  # an equal text that is another object
+
+    def event(state: TaskState, ts: float, message: str, reason: str = "") -> HostEvent:
+        return HostEvent(offset=1, run_id="x", state=state, hostname=fresh("host-1"),
+                         agent_id=fresh("agent-1"), timestamp=ts, message=fresh(message),
+                         reason=fresh(reason))
+
+    ended = []
+    for _ in range(2):
+        placed = runs.launched(runs.initial(S.SUCCEEDED, 1, 1.0), fresh("host-1"),
+                               fresh("agent-1"), (), 2.0)
+        running = runs.apply_event(placed, 1, event(S.RUNNING, 3.0, "started"))
+        assert running is not None and running.message == "started"
+        done = runs.apply_event(running, 1, event(S.SUCCEEDED, 4.0, "done",
+                                                  "REASON_COMMAND_EXITED"))
+        assert done is not None
+        ended.append(done)
+    first, second = ended
+    assert first == second and first.reason == "REASON_COMMAND_EXITED"
+    for name in ("host", "agent_id", "message", "reason"):
+        assert getattr(first, name) is getattr(second, name), name
+
+    # A text given as a str enum (not interned by Python) is taken as it is.
+    failed = runs.apply_event(runs.launched(runs.initial(S.SUCCEEDED, 1, 1.0), "h", "a", (),
+                                            2.0),
+                              1, HostEvent(offset=1, run_id="x", state=S.FAILED, hostname="h",
+                                           agent_id="a", timestamp=3.0,
+                                           reason=TerminationReason.FAILED))
+    assert failed is not None and failed.reason == "FAILED"

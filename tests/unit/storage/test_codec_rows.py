@@ -97,3 +97,26 @@ def test_values_are_built_whole_with_their_own_field_values() -> None:
     (decoded,) = decode_rows(TaskRuntime, [(0, codec.to_json(rt))], entity).values()
     assert decoded == rt and type(decoded) is TaskRuntime
     assert decoded.ports == (("http", 8080),) and decoded.exit_code == 3
+
+
+def test_equal_texts_and_zero_times_of_many_rows_are_held_once() -> None:
+    # A job manager holds every active task's runtime: equal hosts, agents, messages and
+    # reasons, and the unset (zero) times, are one object each, not one per row.
+    rt = dataclasses.replace(f.task_runtime(), host="host-7", agent_id="agent-7-S1",
+                             message="Command exited with status 0", reason="REASON_X",
+                             desired_host="host-7", completion_time=0.0, healthy_time=0.0,
+                             start_time=5.0)
+    text = codec.to_json(rt)
+    decoded = decode_rows(TaskRuntime, [(0, text), (1, text.encode())], entity)
+    first, second = decoded[0], decoded[1]
+    assert first == second == rt and codec.to_json(second) == text
+    for name in ("host", "agent_id", "message", "reason", "desired_host", "completion_time",
+                 "healthy_time"):
+        assert getattr(first, name) is getattr(second, name), name
+    assert first.host is first.desired_host
+
+    # Only a positive zero is shared: -0.0 keeps its sign (and its stored text).
+    negative = dataclasses.replace(rt, start_time=-0.0, completion_time=0)
+    (back,) = decode_rows(TaskRuntime, [(0, codec.to_json(negative))], entity).values()
+    assert codec.to_json(back) == codec.to_json(negative) and str(back.start_time) == "-0.0"
+    assert type(back.completion_time) is float
