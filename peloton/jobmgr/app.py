@@ -131,7 +131,7 @@ class JobManager:
         self.cache = JobCache(JobDeps(store, self.committer, self.queue, clock, Listeners(),
                                       task_configs=TaskConfigCache(config.task_config_cache_bytes)))
         # 2. bulk task operations
-        self.control = RunControl(resmgr, hostmgr, clock, config, NeedsCache())
+        self.control = RunControl(resmgr, hostmgr, clock, config, NeedsCache(), self.queue)
         # 3. goal-state actions, then the engines that run the queue with them
         self.job_actions = JobActions(self.cache, self.control, self.queue)
         self.task_actions = TaskActions(self.cache, self.control, hostmgr, self.queue, clock,

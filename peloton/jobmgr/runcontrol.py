@@ -25,6 +25,7 @@ from peloton.core.states import JobType, TaskState
 from peloton.jobmgr import runs
 from peloton.jobmgr.aggregate import CachedJob, TaskChange
 from peloton.jobmgr.config import JobManagerConfig
+from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.jobmgr.sched import NeedsCache, gangs
 from peloton.jobmgr.task_writes import TaskWriteOutcome
 
@@ -42,12 +43,13 @@ class RunControl:
     """Queue, stop, retarget and restart the runs of many tasks at once."""
 
     def __init__(self, resmgr: ResourceManagerPort, hostmgr: HostManagerPort, clock: Clock,
-                 config: JobManagerConfig, needs: NeedsCache) -> None:
+                 config: JobManagerConfig, needs: NeedsCache, queue: GoalStateQueue) -> None:
         self.resmgr = resmgr
         self.hostmgr = hostmgr
         self.clock = clock
         self.config = config
         self.needs = needs
+        self.queue = queue
 
     def enqueue(self, job: CachedJob, instances: Collection[int]) -> list[int]:
         """Queue INITIALIZED (or PENDING) runs in the resource manager; returns those queued.
@@ -135,6 +137,11 @@ class RunControl:
             marked = job.write_tasks({i: mark(i) for i in hosted})
             if marked.conflict:
                 conflicts.append(marked)
+            # The task engine looks again after the kill timeout and kills once more if the
+            # run has not ended (a kill lost on the way, the host manager down): a write to
+            # KILLING schedules nothing by itself (goalstate/queue.py `_PASSIVE`).
+            for inst in marked.written:
+                self.queue.enqueue_task(job.job_id, inst, self.config.kill_timeout)
             # A run whose KILLING was not stored is not killed yet: killed now, it would end
             # with its goal unchanged and be started again.  The retry kills it.
             to_kill = [run for i, run in run_ids.items() if i not in marked.unwritten]

@@ -67,3 +67,34 @@ def test_runs_not_killing_are_not_killed_by_a_takeover(h: Harness) -> None:
     assert recover_the_rest(jm)
     assert h.hosts.killed == []
     assert h.states(job_id) == [S.RUNNING] * 3
+
+
+@pytest.mark.parametrize("how", ["stop", "update"])
+def test_a_kill_lost_on_the_way_is_sent_again_after_the_kill_timeout(
+        h: Harness, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Stored KILLING, the kill never reached the host (the call was lost; nothing errs):
+    the task engine looks again after the kill timeout and kills once more.  A write to
+    KILLING schedules nothing by itself, so without the stop's own look the run stayed
+    KILLING until the next takeover."""
+    job_id = h.jm.jobs.create(job_spec(1))
+    h.settle(5)
+    (run,) = h.run_ids(job_id)
+    real_kill = h.hosts.kill
+    lost: list[str] = []
+    monkeypatch.setattr(h.hosts, "kill", lambda runs, grace=5.0: lost.extend(runs))
+    if how == "stop":
+        h.jm.tasks.stop(job_id, [(0, 1)])
+    else:  # a restart of the instance: its run is stopped, the next one starts after
+        h.jm.tasks.restart(job_id, [(0, 1)])
+    h.run_due()
+    assert h.task(job_id).state is S.KILLING and lost == [run]
+    monkeypatch.setattr(h.hosts, "kill", real_kill)
+    h.settle(h.config.kill_timeout - 1)
+    assert h.task(job_id).state is S.KILLING and h.hosts.killed == []
+    h.settle(2)
+    assert h.hosts.killed == [run]
+    after = h.task(job_id)
+    if how == "stop":
+        assert after.state is S.KILLED
+    else:
+        assert after.run_id == 2 and after.state is S.RUNNING
