@@ -146,7 +146,7 @@ class PeerChannel:
                           ("rpc-encoding", "proto"), *self._security.metadata)
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
-        self._rpcs: dict[tuple[str, str], Any] = {}
+        self._rpcs: dict[tuple[str, str, bool], Any] = {}
         self._term: str | None = None
         self._listeners: list[TermListener] = []
 
@@ -165,6 +165,18 @@ class PeerChannel:
         the channel's timeout; `metadata` is sent besides the channel's own (a leader term's
         epoch, term_fence.py).  Raises a PelotonError on failure (Unavailable when no leader
         answered in time)."""
+        reply: M = self._call(method, request, response_type.FromString, wait, metadata)
+        return reply
+
+    def call_raw(self, method: str, request: Message, *, wait: float = 0.0,
+                 metadata: Sequence[tuple[str, str]] = ()) -> bytes:
+        """`call`, answering the reply's bytes undecoded (for a caller that decodes a large
+        reply its own way, e.g. lease_offers.py)."""
+        reply: bytes = self._call(method, request, None, wait, metadata)
+        return reply
+
+    def _call(self, method: str, request: Message, decode: Callable[[bytes], Any] | None,
+              wait: float, metadata: Sequence[tuple[str, str]]) -> Any:
         sent = (*self._metadata, *metadata) if metadata else self._metadata
         started = time.monotonic()
         deadline = started + self.timeout + max(0.0, wait)
@@ -174,7 +186,7 @@ class PeerChannel:
             if address is None:
                 why = "no leader is known"
             else:
-                rpc = self._rpc(address, method, response_type)
+                rpc = self._rpc(address, method, decode)
                 try:
                     response, call = rpc.with_call(
                         request, timeout=max(0.001, deadline - time.monotonic()),
@@ -186,7 +198,7 @@ class PeerChannel:
                     why = f"{address}: {err.details() or 'unavailable'}"
                 else:
                     self._note_term(_trailer(call.trailing_metadata(), TERM_KEY))
-                    return response  # type: ignore[no-any-return]
+                    return response
             attempt += 1
             delay = self._retry.delay(attempt, random.random())
             if time.monotonic() + delay >= deadline:
@@ -203,9 +215,10 @@ class PeerChannel:
             self._rpcs.clear()
 
     # -- internals ---------------------------------------------------------------------------
-    def _rpc(self, address: str, method: str, response_type: type[Message]) -> Any:
+    def _rpc(self, address: str, method: str, decode: Callable[[bytes], Any] | None) -> Any:
+        raw = decode is None
         with self._lock:
-            rpc = self._rpcs.get((address, method))
+            rpc = self._rpcs.get((address, method, raw))
             if rpc is None:
                 channel = self._channels.get(address)
                 if channel is None:
@@ -213,8 +226,8 @@ class PeerChannel:
                     self._channels[address] = channel
                 rpc = channel.unary_unary(f"/{self.service}/{method}",
                                           request_serializer=_serialize,
-                                          response_deserializer=response_type.FromString)
-                self._rpcs[(address, method)] = rpc
+                                          response_deserializer=decode)
+                self._rpcs[(address, method, raw)] = rpc
             return rpc
 
     def _error(self, err: grpc.RpcError, method: str, address: str) -> PelotonError:

@@ -26,13 +26,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from peloton.api.convert.ext_maintenance import drain_from_pb
+from peloton.api.convert.lease_offers import LeaseDecoder
 from peloton.api.convert.private_hosts import (
     SpecTable,
     event_from_pb,
     launch_failure_from_pb,
     launches_into_pb,
     launches_to_pb,
-    offer_from_pb,
     reservation_to_pb,
     summary_from_pb,
 )
@@ -78,6 +78,8 @@ class GrpcHostManager:
         self._per_host_launch = False
         #: The same for HostShapes (then they come from HostSummaries).
         self._shapes_from_summaries = False
+        #: Offers of the leases so far, by their bytes (see lease_offers.py).
+        self._leases = LeaseDecoder()
 
     def close(self) -> None:
         """Close the channels."""
@@ -86,9 +88,10 @@ class GrpcHostManager:
     # -- placement engine side ------------------------------------------------------------------
     def acquire_hosts(self, max_hosts: int = 0) -> HostLease:
         """Lease every UP host with free resources (or at most `max_hosts`)."""
-        reply = self.channel.call("AcquireHosts", pb.AcquireHostsRequest(max_hosts=max_hosts),
-                                  pb.AcquireHostsResponse)
-        return HostLease(reply.lease_id, tuple(offer_from_pb(o) for o in reply.offers))
+        # Decoded by the lease decoder, which decodes only the offers that changed since
+        # this client last saw them (lease_offers.py).
+        return self._leases.lease(self.channel.call_raw(
+            "AcquireHosts", pb.AcquireHostsRequest(max_hosts=max_hosts)))
 
     def commit_lease(self, lease_id: str, reservations: Sequence[HostReservation]) -> None:
         """Turn a lease into reservations."""

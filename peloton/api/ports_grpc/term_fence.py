@@ -189,6 +189,11 @@ class Caller(Protocol):
         """One unary call (see PeerChannel.call)."""
         ...
 
+    def call_raw(self, method: str, request: Message, *, wait: float = 0.0,
+                 metadata: Sequence[tuple[str, str]] = ()) -> bytes:
+        """One unary call answering the reply's bytes (see PeerChannel.call_raw)."""
+        ...
+
 
 class StampedCaller:
     """A channel whose every call carries `role`'s current term epoch (none while `epoch()`
@@ -205,9 +210,17 @@ class StampedCaller:
     def call(self, method: str, request: Message, response_type: type[M], *,
              wait: float = 0.0, metadata: Sequence[tuple[str, str]] = ()) -> M:
         """The channel's call, stamped."""
+        return self._channel.call(method, request, response_type, wait=wait,
+                                  metadata=self._stamp(metadata))
+
+    def call_raw(self, method: str, request: Message, *, wait: float = 0.0,
+                 metadata: Sequence[tuple[str, str]] = ()) -> bytes:
+        """The channel's raw call, stamped."""
+        return self._channel.call_raw(method, request, wait=wait, metadata=self._stamp(metadata))
+
+    def _stamp(self, metadata: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         epoch = self._epoch()
-        extra = (*metadata, stamp(self._role, epoch)) if epoch is not None else tuple(metadata)
-        return self._channel.call(method, request, response_type, wait=wait, metadata=extra)
+        return (*metadata, stamp(self._role, epoch)) if epoch is not None else tuple(metadata)
 
 
 class PartitionStampedCaller:
@@ -224,9 +237,17 @@ class PartitionStampedCaller:
     def call(self, method: str, request: Message, response_type: type[M], *,
              wait: float = 0.0, metadata: Sequence[tuple[str, str]] = ()) -> M:
         """The channel's call, stamped."""
+        return self._channel.call(method, request, response_type, wait=wait,
+                                  metadata=self._stamp(metadata))
+
+    def call_raw(self, method: str, request: Message, *, wait: float = 0.0,
+                 metadata: Sequence[tuple[str, str]] = ()) -> bytes:
+        """The channel's raw call, stamped."""
+        return self._channel.call_raw(method, request, wait=wait, metadata=self._stamp(metadata))
+
+    def _stamp(self, metadata: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         epochs = self._epochs()
-        extra = (*metadata, stamp_partitions(epochs)) if epochs else tuple(metadata)
-        return self._channel.call(method, request, response_type, wait=wait, metadata=extra)
+        return (*metadata, stamp_partitions(epochs)) if epochs else tuple(metadata)
 
 
 P = TypeVar("P")

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from peloton.api.convert.lease_offers import LeaseDecoder
 from peloton.api.grpc_server import GrpcServer
 from peloton.api.ports_grpc.channel import StaticTarget
 from peloton.api.ports_grpc.hostmgr_client import GrpcHostManager
@@ -93,6 +94,32 @@ def test_a_stopped_term_keeps_stamping_its_last_epoch() -> None:
     assert epoch() == 12
     current[0] = None  # the term stopped; a call left over is still term 12's
     assert epoch() == 12
+
+
+class _RawRecorder:
+    """A channel that keeps the metadata of each raw call and answers no bytes."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[tuple[str, str], ...]] = []
+
+    def call_raw(self, method: str, request: object, *, wait: float = 0.0,
+                 metadata: tuple[tuple[str, str], ...] = ()) -> bytes:
+        self.sent.append(tuple(metadata))
+        return b""
+
+
+def test_raw_calls_are_stamped_as_decoded_calls_are() -> None:
+    """A client reading a reply's bytes itself (the placement engine's leases) through a
+    stamped view still says which term, or which partitions, call."""
+    by_term, by_partition = _RawRecorder(), _RawRecorder()
+    client = GrpcHostManager.__new__(GrpcHostManager)
+    client._leases = LeaseDecoder()
+    client.channel = by_term  # type: ignore[assignment]
+    assert stamped(client, "jobmgr", lambda: 7).acquire_hosts(3).offers == ()
+    client.channel = by_partition  # type: ignore[assignment]
+    stamped_by_partition(client, lambda: {5: 2}).acquire_hosts(3)
+    assert by_term.sent == [((EPOCH_KEY, "jobmgr:7"),)]
+    assert by_partition.sent == [(stamp_partitions({5: 2}),)]
 
 
 # -- over the wire ------------------------------------------------------------------------------
