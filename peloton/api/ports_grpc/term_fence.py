@@ -195,14 +195,11 @@ class Caller(Protocol):
         ...
 
 
-class StampedCaller:
-    """A channel whose every call carries `role`'s current term epoch (none while `epoch()`
-    is None: a term that never led makes no calls)."""
+class _Stamping:
+    """A channel whose every call (decoded or raw) carries what `_stamp` adds."""
 
-    def __init__(self, channel: Caller, role: str, epoch: Callable[[], int | None]) -> None:
+    def __init__(self, channel: Caller) -> None:
         self._channel = channel
-        self._role = role
-        self._epoch = epoch
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._channel, name)  # term listeners, close, target: the channel's
@@ -219,31 +216,30 @@ class StampedCaller:
         return self._channel.call_raw(method, request, wait=wait, metadata=self._stamp(metadata))
 
     def _stamp(self, metadata: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        raise NotImplementedError
+
+
+class StampedCaller(_Stamping):
+    """A channel whose every call carries `role`'s current term epoch (none while `epoch()`
+    is None: a term that never led makes no calls)."""
+
+    def __init__(self, channel: Caller, role: str, epoch: Callable[[], int | None]) -> None:
+        super().__init__(channel)
+        self._role = role
+        self._epoch = epoch
+
+    def _stamp(self, metadata: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         epoch = self._epoch()
         return (*metadata, stamp(self._role, epoch)) if epoch is not None else tuple(metadata)
 
 
-class PartitionStampedCaller:
+class PartitionStampedCaller(_Stamping):
     """A channel whose every call carries the partitions a member holds now, with their
     epochs (`epochs()`, e.g. PartitionFences.epochs; nothing while it holds none)."""
 
     def __init__(self, channel: Caller, epochs: Callable[[], Mapping[int, int]]) -> None:
-        self._channel = channel
+        super().__init__(channel)
         self._epochs = epochs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._channel, name)  # term listeners, close, target: the channel's
-
-    def call(self, method: str, request: Message, response_type: type[M], *,
-             wait: float = 0.0, metadata: Sequence[tuple[str, str]] = ()) -> M:
-        """The channel's call, stamped."""
-        return self._channel.call(method, request, response_type, wait=wait,
-                                  metadata=self._stamp(metadata))
-
-    def call_raw(self, method: str, request: Message, *, wait: float = 0.0,
-                 metadata: Sequence[tuple[str, str]] = ()) -> bytes:
-        """The channel's raw call, stamped."""
-        return self._channel.call_raw(method, request, wait=wait, metadata=self._stamp(metadata))
 
     def _stamp(self, metadata: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         epochs = self._epochs()
