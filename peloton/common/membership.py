@@ -354,9 +354,12 @@ class PartitionMember:
         if not self._loop.connected:
             return  # the session will take the nodes with it
         try:
-            mine = [(path, stat.version) for path in paths
-                    if (stat := self._client.exists(path)) is not None
-                    and stat.ephemeralOwner == self._session()]
+            # Every look sent before the first answer is read: thirty looks one after
+            # another held a leaver's handover back by 30-80 ms.
+            session = self._session()
+            looks = [(path, self._client.exists_async(path)) for path in paths]
+            mine = [(path, stat.version) for path, look in looks
+                    if (stat := look.get()) is not None and stat.ephemeralOwner == session]
             if len(mine) > 1:
                 tx = self._client.transaction()
                 for path, version in mine:

@@ -12,7 +12,7 @@ Protocol (pelotonpy.internal.*).  Both pass the same tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -69,12 +69,15 @@ class ResourceManagerPort(Protocol):
         """Forget these tasks: drop them from queues, free what they hold.  Idempotent."""
 
     def get_placements(self, limit: int, timeout: float,
-                       partitions: PartitionSet | None = None) -> list[Placement]:
+                       partitions: PartitionSet | None = None, *,
+                       still_current: Callable[[], bool] | None = None) -> list[Placement]:
         """Placed runs ready to launch, at most `limit` tasks; waits up to `timeout` seconds
         for the first one.  Each returned task moves to LAUNCHING.  Given `partitions` (a
         member of an all-active cluster), only runs of jobs in those partitions are
         returned: a placement is launched by its job's owner, never by whoever asks first;
-        None (a lone job manager): runs of any job."""
+        None (a lone job manager): runs of any job.  `still_current` (the serving side's
+        term fence, never sent by a client) is asked before each take: once it says no,
+        the caller's partitions have moved and the wait ends with nothing."""
 
     def recover_task(self, pool_id: str, task: RmTask, state: TaskState, hostname: str = "") -> None:
         """After a restart: re-track a run already placed/launched/running (allocation held)."""

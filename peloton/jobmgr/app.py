@@ -109,7 +109,7 @@ class JobManager:
                  config: JobManagerConfig | None = None, grpc: ServiceHost | None = None,
                  clock: Clock = SYSTEM_CLOCK, ownership: Ownership | None = None,
                  fences: PartitionFences | None = None, member: str | None = None,
-                 forwarder: Forwarder | None = None) -> None:
+                 forwarder: Forwarder | None = None, fenced_polls: bool = False) -> None:
         config = self.config = config or JobManagerConfig()
         # A member of an all-active cluster writes every job through its partition's fence
         # (`fences.routed()`), and holds only the partitions it claimed there.
@@ -157,7 +157,8 @@ class JobManager:
         self.volumes = VolumeKeeper(store, self.cache, hostmgr, clock, owns=owns)
         self.placement = PlacementProcessor(self.cache, resmgr, hostmgr, clock, config,
                                             self.lifecycle, events_behind=self.events.behind,
-                                            volumes=self.volumes, ownership=ownership)
+                                            volumes=self.volumes, ownership=ownership,
+                                            fenced_polls=fenced_polls)
         self.evictor = Evictor(self.cache, resmgr, hostmgr, config, clock, ownership)
         self.daemons = DaemonController(self.cache, hostmgr, self.control)
         self.deadlines = DeadlineTracker(self.cache, self.control, clock)

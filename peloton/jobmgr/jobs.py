@@ -17,7 +17,6 @@ from peloton.core.errors import (
     Conflict,
     FailedPrecondition,
     InvalidArgument,
-    NotFound,
 )
 from peloton.core.lifecycle.workflow_transitions import initial_state
 from peloton.core.model.ids import new_id, validate_uuid
@@ -63,12 +62,6 @@ class JobOps:
         given = bool(job_id)
         job_id = validate_uuid(job_id, "id") if given else self.new_job_id()
         refuse_if_never_runs(self.resmgr, self.hostmgr, spec, self.shapes)
-        if given:  # a drawn id is new (a random UUID); the store refuses a taken one anyway
-            try:
-                self.store.get_job_runtime(job_id)
-                raise AlreadyExists(f"job {job_id} already exists", field="id")
-            except NotFound:
-                pass
         now = self.clock.wall()
         spec = dataclasses.replace(spec, version=1, created_at=now)
         goal = JobState.SUCCEEDED if spec.type is JobType.BATCH else JobState.RUNNING
@@ -82,7 +75,12 @@ class JobOps:
                 config_version=spec.version, prev_config_version=0,
                 instances_total=spec.instance_count,
                 instances_added=tuple(range(spec.instance_count)), opaque_data=opaque_data)
-        self.cache.create(job_id, spec, runtime, workflow)
+        try:
+            # The store refuses a taken id in the create's own transaction (its contract):
+            # no read first, which was one more store round trip of every create.
+            self.cache.create(job_id, spec, runtime, workflow)
+        except AlreadyExists as exc:
+            raise AlreadyExists(exc.message, field="id") from None
         log.info("created job %s (%s, %d instances) in pool %s", job_id, spec.name,
                  spec.instance_count, spec.respool_id)
         return job_id

@@ -90,8 +90,12 @@ class PlacementProcessor:
                  gate: LifecycleGate | None = None,
                  events_behind: Callable[[], bool] = lambda: False,
                  volumes: VolumeKeeper | None = None,
-                 ownership: Ownership | None = None) -> None:
+                 ownership: Ownership | None = None, fenced_polls: bool = False) -> None:
         self.cache = cache
+        #: The resource manager ends this member's poll once a partition it asked for has
+        #: moved (a member's stamped calls to a fenced resource manager daemon), so
+        #: `quiesce` need not wait for the poll, only for the round's writes and launches.
+        self.fenced_polls = fenced_polls
         #: The partitions whose placements this job manager asks for and launches.
         self.ownership = ownership or Ownership()
         #: Which persistent volume a stateful run uses (None: launched without one).
@@ -123,9 +127,17 @@ class PlacementProcessor:
 
     def launch_once(self, timeout: float = 0.0) -> int:
         """One round: take placements, write LAUNCHED, hand runs to hosts; returns runs launched."""
+        if not self.fenced_polls:
+            with self._round:
+                self._rounds += 1
+                return self._launch_round(self._take(timeout))
+        # The resource manager ends a poll whose partitions moved (term_fence.py
+        # `still_current`), so the poll need not be inside the round `quiesce` waits for:
+        # a leaving member waits only for a round that is writing or launching.
+        taken = self._take(timeout)
         with self._round:
             self._rounds += 1
-            return self._launch_round(timeout)
+            return self._launch_round(taken)
 
     def quiesce(self, timeout: float) -> bool:
         """Wait (up to `timeout` s) until no round is in flight; False if one still is.
@@ -134,6 +146,10 @@ class PlacementProcessor:
         for the partition's placements before the release could otherwise take, from its
         long poll, a placement its new owner's recovery queued meanwhile, and drop it (it is
         no longer this member's to launch) for the resource manager's launch timeout.
+        With `fenced_polls` the resource manager ends such a poll itself, so only a round
+        past its poll (writing LAUNCHED, launching) is waited for: its launch must reach
+        the host before the new owner reconciles the run, or the run would be replaced
+        while it starts.
         A round already waited for in vain is not waited for again (releasing every
         partition one by one must not wait for a stuck round once per partition)."""
         if self._round.locked() and self._given_up == self._rounds:
@@ -144,17 +160,22 @@ class PlacementProcessor:
         self._round.release()
         return True
 
-    def _launch_round(self, timeout: float) -> int:
+    def _take(self, timeout: float) -> list[Placement] | None:
+        """The round's placements from the resource manager (None: no round now)."""
         if self.gate is not None and self.gate.launch_locked:
             gevent.sleep(timeout)  # what waiting for placements would have taken
-            return 0
+            return None
         if self.events_behind():
             if timeout > 0:
                 gevent.sleep(BEHIND_WAIT)  # let the status events catch up first
+            return None
+        return self.resmgr.get_placements(self.config.launch_batch, timeout,
+                                          self.ownership.asked())
+
+    def _launch_round(self, placements: list[Placement] | None) -> int:
+        if placements is None:
             return 0
         owns = self.ownership.owns
-        placements = self.resmgr.get_placements(self.config.launch_batch, timeout,
-                                                self.ownership.asked())
         held, self._held = self._held, []
         if not placements and not held:
             return 0

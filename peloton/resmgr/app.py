@@ -268,13 +268,18 @@ class ResourceManager:
             self.work.fire()
 
     def get_placements(self, limit: int, timeout: float,
-                       partitions: PartitionSet | None = None) -> list[Placement]:
+                       partitions: PartitionSet | None = None, *,
+                       still_current: Callable[[], bool] | None = None) -> list[Placement]:
         """Placed runs to launch (PLACED -> LAUNCHING) of jobs in `partitions` (None: of any
-        job), waiting up to `timeout` for the first."""
+        job), waiting up to `timeout` for the first; nothing once `still_current` says the
+        caller's partitions moved (looked at before each take: a placement is made after
+        its queueing, and the new owner's queueing call moved the epoch first)."""
         deadline = self.clock.monotonic() + timeout
         while True:
             token = self.placed_signal.token()
             with self.lock:
+                if still_current is not None and not still_current():
+                    return []
                 now = self.clock.monotonic()
                 out = self.book.get_placements(limit, now, partitions)
             left = deadline - now

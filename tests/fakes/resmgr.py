@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gevent
 
@@ -122,9 +122,12 @@ class FakeResourceManager:
         self.ready = [p for p in self.ready if p.tasks[0].task_id not in gone]
 
     def get_placements(self, limit: int, timeout: float,
-                       partitions: PartitionSet | None = None) -> list[Placement]:
+                       partitions: PartitionSet | None = None, *,
+                       still_current: Callable[[], bool] | None = None) -> list[Placement]:
         deadline = time.monotonic() + timeout
         while True:
+            if still_current is not None and not still_current():
+                return []
             if self.auto_place and self.queued:
                 self.place()
             mine = [p for p in self.ready

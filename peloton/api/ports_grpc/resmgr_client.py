@@ -12,7 +12,7 @@ idempotent), which is what makes retrying UNAVAILABLE safe.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from peloton.api.convert.private_recover import recovered_runs_to_pb
 from peloton.api.convert.private_sched import (
@@ -32,7 +32,7 @@ from peloton.api.convert.private_sched import (
 )
 from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
 from peloton.api.ports_grpc.channel import PeerChannel, PeerSecurity, Target
-from peloton.core.errors import Unimplemented
+from peloton.core.errors import InvalidArgument, Unimplemented
 from peloton.core.model.ids import TaskId
 from peloton.core.model.resources import Resources
 from peloton.core.model.sched import (
@@ -98,9 +98,14 @@ class GrpcResourceManager:
             task_ids=[task_id_to_pb(t) for t in task_ids]), pb.KillTasksResponse)
 
     def get_placements(self, limit: int, timeout: float,
-                       partitions: PartitionSet | None = None) -> list[Placement]:
+                       partitions: PartitionSet | None = None, *,
+                       still_current: Callable[[], bool] | None = None) -> list[Placement]:
         """Placed runs to launch (of jobs in `partitions`), waiting up to `timeout` for the
-        first."""
+        first.  `still_current` is the serving side's and cannot be sent: InvalidArgument."""
+        if still_current is not None:
+            raise InvalidArgument("still_current is the resource manager's own check (its "
+                                  "term fence); a client cannot send it",
+                                  field="still_current")
         request = pb.GetPlacementsRequest(limit=limit, timeout=timeout)
         if partitions is not None:
             request.partitions.CopyFrom(partitions_to_pb(partitions))

@@ -30,6 +30,7 @@ from peloton.api.convert.private_sched import (
 from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2 as pb
 from peloton.api.gen.pelotonpy.internal.resmgr import resmgr_pb2_grpc as pb_grpc
 from peloton.api.grpc_server import ServiceHost
+from peloton.api.ports_grpc.term_fence import EpochWatermark, still_current
 from peloton.api.service_registry import register
 from peloton.core.errors import InvalidArgument
 from peloton.core.ports import RecoveredRun, ResourceManagerPort
@@ -44,8 +45,11 @@ MAX_RECOVERED_PER_CALL = 10_000
 class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: ignore[misc]
     """Serves one ResourceManagerPort object."""
 
-    def __init__(self, port: ResourceManagerPort) -> None:
+    def __init__(self, port: ResourceManagerPort, watermark: EpochWatermark | None = None) -> None:
         self.port = port
+        #: The term fence's newest epochs (the daemon's TermFenceInterceptor), so a
+        #: member's long poll ends once a partition it asked for has moved (None: unfenced).
+        self.watermark = watermark
 
     def ValidatePool(self, request: pb.ValidatePoolRequest, context: Any) -> pb.ValidatePoolResponse:
         self.port.validate_pool(request.pool_id, resources_from_pb(request.need)
@@ -71,8 +75,10 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
                       context: Any) -> pb.GetPlacementsResponse:
         partitions = partitions_from_pb(request.partitions) \
             if request.HasField("partitions") else None
+        current = None if self.watermark is None else \
+            still_current(self.watermark, context.invocation_metadata())
         placements = self.port.get_placements(request.limit, min(request.timeout, MAX_WAIT),
-                                              partitions)
+                                              partitions, still_current=current)
         return pb.GetPlacementsResponse(placements=[placement_to_pb(p) for p in placements])
 
     def RecoverTask(self, request: pb.RecoverTaskRequest, context: Any) -> pb.RecoverTaskResponse:
@@ -126,7 +132,10 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
         return pb.SetPlacementsResponse()
 
 
-def serve_resource_manager(server: ServiceHost, port: ResourceManagerPort) -> str:
-    """Register the service for `port` on `server` (before it starts); returns its name."""
+def serve_resource_manager(server: ServiceHost, port: ResourceManagerPort,
+                           watermark: EpochWatermark | None = None) -> str:
+    """Register the service for `port` on `server` (before it starts); returns its name.
+    With `watermark` (the server's term fence) a member's long poll for placements ends
+    once a partition it asked for has a newer owner."""
     return register(server, pb_grpc.add_ResourceManagerServiceServicer_to_server,
-                    ResourceManagerServicer(port))
+                    ResourceManagerServicer(port, watermark))

@@ -31,6 +31,11 @@ that has moved (paused, cut off from ZooKeeper), and until it finds out and lets
 kill or launch could be about that partition's runs.  Members compare only per
 partition, so two members holding different partitions never fence each other.  A
 member holding nothing sends no item (it makes no call about a job).
+
+A call admitted before a partition moved is not refused half-way, but a long poll for
+placements looks again before each take (`still_current`): it ends, empty, once a
+partition it names has a newer epoch, so a leaving member need not wait for its poll to
+end before the new owner starts.
 """
 
 from __future__ import annotations
@@ -138,6 +143,29 @@ class EpochWatermark:
         with self._lock:
             if found is not None and found > self._newest.get(role, -1):
                 self._newest[role] = found
+
+
+def still_current(watermark: EpochWatermark, metadata: Sequence[tuple[str, str]] | None
+                  ) -> Callable[[], bool] | None:
+    """For a long poll: whether every partition the caller's stamp names is still the
+    caller's (no newer epoch of it has called since); None for an unstamped call.
+
+    The poll was admitted with the caller's epochs; a member that lets a partition go
+    while its poll waits must not be handed what the partition's new owner queued
+    meanwhile (it would drop it as no longer its own, and the run would wait out the
+    launch timeout).  The new owner's every call is stamped, so its epoch is admitted
+    before anything it queues can be placed: a poll that looks at this before each take
+    never takes the new owner's work."""
+    held = next((v for k, v in metadata or () if k == PARTITIONS_KEY), None)
+    if held is None:
+        return None
+    stamped = parse_partitions(str(held))
+
+    def current() -> bool:
+        return all((newest := watermark.newest(name)) is None or newest <= epoch
+                   for name, epoch in stamped.items())
+
+    return current
 
 
 class TermFenceInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped

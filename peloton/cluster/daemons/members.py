@@ -116,7 +116,10 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
         rt.closers.extend([forwarder, fan_in])
     jm = JobManager(store, stamped_by_partition(resmgr, fences.epochs),
                     stamped_by_partition(hostmgr, fences.epochs), config.jobmgr, grpc=grpc,
-                    fences=fences, member=name, forwarder=forwarder)
+                    fences=fences, member=name, forwarder=forwarder,
+                    # The resource manager daemon fences a member's stamped calls, and
+                    # ends its placement poll once a partition it asked for moved.
+                    fenced_polls=True)
     # A resource or host manager that started over (a new leader term, empty) is handed
     # back what this member holds.
     resmgr.channel.add_term_listener(lambda old, new: jm.resync.restarted(resmgr=True))

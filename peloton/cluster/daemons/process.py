@@ -111,8 +111,9 @@ class DaemonProcess:
         # The resource and host managers refuse the calls of a job manager term older than
         # one they have heard from (a leader paused and resumed), as the store refuses its
         # writes (peloton/api/ports_grpc/term_fence.py).
-        fences = ([TermFenceInterceptor(EpochWatermark(store.leader_epoch))]
-                  if store is not None and self.role in ("resmgr", "hostmgr") else [])
+        watermark = EpochWatermark(store.leader_epoch) \
+            if store is not None and self.role in ("resmgr", "hostmgr") else None
+        fences = [TermFenceInterceptor(watermark)] if watermark is not None else []
         self.grpc = grpc = GrpcServer(f"{cfg.grpc.host}:{cfg.grpc.port}", security=security,
                                       interceptors=fences)
         serve_auth(grpc, security)
@@ -121,7 +122,7 @@ class DaemonProcess:
             for prefix in GUARDED_PREFIXES:
                 grpc.auth.add_guard(prefix, guard)
         rt = self.runtime = Runtime(self.role, cfg, store, zk, Metrics(self.role),
-                                    security=security)
+                                    security=security, watermark=watermark)
         parts: list[Component] = []
         if isinstance(cfg, JobmgrProcessConfig) and cfg.partitions > 0:
             # All-active: every job manager drives the job partitions it holds, and serves

@@ -29,7 +29,7 @@ from peloton.api.ports_grpc.hostmgr_client import GrpcHostManager
 from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
 from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
 from peloton.api.ports_grpc.resmgr_servicer import serve_resource_manager
-from peloton.api.ports_grpc.term_fence import stamped, term_epoch
+from peloton.api.ports_grpc.term_fence import EpochWatermark, stamped, term_epoch
 from peloton.cluster.daemons.config import (
     DaemonConfig,
     HostmgrProcessConfig,
@@ -64,6 +64,9 @@ class Runtime:
     closers: list[Any] = field(default_factory=list)
     #: How the process authenticates callers and proves itself to its peers.
     security: Security = field(default_factory=Security)
+    #: The newest job manager epochs its term fence admitted (resource and host managers
+    #: with a store; term_fence.py), for the long polls that must end when one moves.
+    watermark: EpochWatermark | None = None
 
     @property
     def caller(self) -> str:
@@ -118,7 +121,7 @@ def resmgr_terms(rt: Runtime) -> TermBuilder:
     def build(term: Term, fence: Fence) -> list[Component]:
         rm = ResourceManager(fenced(term_store(store, "resmgr", term), fence), hostmgr, config,
                              grpc=term.recorder, metrics=rt.metrics)
-        serve_resource_manager(term.recorder, rm)
+        serve_resource_manager(term.recorder, rm, rt.watermark)
         # The forecast only reads the store (job configs and runtimes): no fencing needed.
         serve_forecast(term.recorder, rm, hostmgr, store)
         return [rm]

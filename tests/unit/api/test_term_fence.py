@@ -9,8 +9,10 @@ own.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
+import gevent
 import pytest
 
 from peloton.api.convert.lease_offers import LeaseDecoder
@@ -31,16 +33,19 @@ from peloton.api.ports_grpc.term_fence import (
     stamp_partitions,
     stamped,
     stamped_by_partition,
+    still_current,
     term_epoch,
 )
 from peloton.core.errors import FailedPrecondition
 from peloton.core.model.ids import TaskId
+from peloton.core.model.sched import PlacedTask, Placement
 from peloton.core.partitions import PartitionSet, fence_name
 from peloton.jobmgr.app import JobManager
 from peloton.storage import Store, StoreOptions, open_store
 from peloton.storage.partition_fences import PartitionFences
 from tests.fakes.hostmgr import FakeHostManager
 from tests.fakes.resmgr import FakeResourceManager
+from tests.harness.partition_ids import job_in
 
 
 # -- the check --------------------------------------------------------------------------------
@@ -253,6 +258,54 @@ def test_a_paused_owner_of_a_moved_partition_is_refused_by_the_peers(store: Stor
     finally:
         client.close()
         server.stop(0)
+
+
+def test_a_poll_of_a_partition_that_moved_ends_and_leaves_the_new_owners_placement(
+        store: Store) -> None:
+    # a's long poll for partition 0 was admitted with epoch 10; while it waits, b takes the
+    # partition over (its first call moves the epoch), queues a run and gets it placed.
+    # The poll must not take b's placement: a would drop it as no longer its own.
+    a = PartitionFences(store, "a", count=4)
+    b = PartitionFences(store, "b", count=4)
+    a.claim(0, 10)
+    rm = FakeResourceManager(FakeHostManager(), auto_place=False)
+    watermark = EpochWatermark(store.leader_epoch)
+    server = GrpcServer("127.0.0.1:0", interceptors=[TermFenceInterceptor(watermark)])
+    serve_resource_manager(server, rm, watermark)
+    server.start()
+    client = GrpcResourceManager(StaticTarget([f"127.0.0.1:{server.port}"]), caller="test",
+                                 timeout=60.0)
+    try:
+        via_a = stamped_by_partition(client, a.epochs)
+        via_b = stamped_by_partition(client, b.epochs)
+        asked = PartitionSet(4, frozenset({0}))
+        started = time.monotonic()
+        poll = gevent.spawn(via_a.get_placements, 10, 30.0, asked)
+        deadline = time.monotonic() + 30
+        while watermark.newest(fence_name(0)) != 10:  # the poll was admitted
+            assert time.monotonic() < deadline
+            gevent.sleep(0.01)
+        b.claim(0, 20)
+        via_b.kill_tasks([TaskId(job_in(0, 4), 0)])  # the new owner's first call
+        theirs = Placement("host-1", "agent-1", (PlacedTask(TaskId(job_in(0, 4), 0), 1),))
+        rm.ready.append(theirs)
+        assert poll.get(timeout=30) == []
+        assert time.monotonic() - started < 29  # ended by the move, not by its timeout
+        assert via_b.get_placements(10, 0.0, asked) == [theirs]
+    finally:
+        client.close()
+        server.stop(0)
+
+
+def test_an_unstamped_call_is_never_cut_short() -> None:
+    assert still_current(EpochWatermark(), [("other", "x")]) is None
+    marks = EpochWatermark()
+    current = still_current(marks, [stamp_partitions({0: 10, 1: 11})])
+    assert current is not None and current()
+    marks.admit_all({fence_name(0): 10, fence_name(1): 11})
+    assert current()
+    marks.admit(fence_name(1), 12)
+    assert not current()
 
 
 def test_a_member_acquiring_a_partition_tells_the_peers_its_epoch_at_once(

@@ -13,9 +13,11 @@ its own jobs.
 
 from __future__ import annotations
 
-from typing import cast
+import time
+from typing import Any, cast
 
 import gevent
+import gevent.event
 import pytest
 
 from peloton.core.model.ids import RunId, TaskId, new_id
@@ -242,6 +244,51 @@ def test_a_partition_is_released_only_after_a_launch_round_that_asked_for_it(
     a.release_partition(0)
     assert round_.dead  # the release returned only once the round had ended
     assert a.placement.quiesce(0.0)
+
+
+def test_with_fenced_polls_a_release_waits_for_a_round_launching_not_for_its_poll(
+        h: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    # A member's resource manager ends a poll whose partitions moved (term_fence.py), so a
+    # leaving member does not wait out its poll; a round past its poll, launching, is still
+    # waited for: its launch must reach the host before the new owner reconciles the run.
+    a = JobManager(h.store, h.rm, cast(HostManagerPort, h.hosts), h.config, clock=h.clock,
+                   fences=PartitionFences(h.store, "a", count=COUNT), member="a",
+                   fenced_polls=True)
+    a.acquire_partition(0, epoch=10)
+    h.rm.auto_place = False  # nothing to place: the poll waits its whole timeout
+    polling = gevent.spawn(a.placement.launch_once, 30.0)
+    gevent.sleep(0.05)
+    a.release_partition(0)  # returns at once: nothing written or launched is in flight
+    assert not polling.dead
+    assert "still running" not in caplog.text  # not waited for in vain either
+    polling.kill()
+
+    a.acquire_partition(1, epoch=11)
+    h.rm.auto_place = True
+    jid = job_in(1, COUNT)
+    a.jobs.create(job_spec(1), jid)
+    launching, go_on = gevent.event.Event(), gevent.event.Event()
+    launch_hosts = h.hosts.launch_hosts
+
+    def slow_launch(launches: Any) -> Any:
+        launching.set()
+        go_on.wait(30)
+        return launch_hosts(launches)
+
+    h.hosts.launch_hosts = slow_launch  # type: ignore[method-assign]
+    deadline = time.monotonic() + 30
+    while not h.rm.queued:  # the job's run is queued in the resource manager
+        assert time.monotonic() < deadline
+        a.engines.run_due()
+        gevent.sleep(0.01)
+    gevent.spawn(a.placement.launch_once, 0.0)  # placed at once, then launched
+    assert launching.wait(30)
+    release = gevent.spawn(a.release_partition, 1)
+    gevent.sleep(0.05)
+    assert not release.dead  # waiting for the round that is launching
+    go_on.set()
+    release.get(timeout=30)
+    assert launches(h, jid, 0) == [run_of(h, jid, 0)]
 
 
 def test_releasing_many_partitions_waits_for_a_stuck_round_only_once(h: Harness) -> None:

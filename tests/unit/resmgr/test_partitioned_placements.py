@@ -9,6 +9,11 @@ a caller that names no partitions (a lone job manager) gets everything, as befor
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import gevent
+import pytest
+
 from peloton.core.model.ids import TaskId
 from peloton.core.model.sched import PlacedTask, Placement
 from peloton.core.partitions import PartitionSet
@@ -108,3 +113,43 @@ def test_each_member_takes_only_its_partitions_victims(
     assert {v.task_id for v in rest} == {t.task_id for t in theirs}
     assert {state_of(rm, t) for t in ours + theirs} == {S.PREEMPTING}
     assert rm.take_victims(100) == []  # each victim handed out once
+
+
+@pytest.fixture
+def direct(store: Store, hostmgr: FakeHostManager, clock: FakeClock) -> Iterator[ResourceManager]:
+    """The resource manager itself: `still_current` is its serving side's (the gRPC path,
+    the term fence's watermark, is tested in tests/unit/api/test_term_fence.py)."""
+    manager = make_rm(store, hostmgr, clock)
+    yield manager
+    manager.stop()
+
+
+def test_a_poll_whose_partitions_moved_takes_nothing(direct: ResourceManager) -> None:
+    # The serving side's term fence says the caller's partitions moved (a newer owner has
+    # called): the poll ends empty, and the placement waits for its new owner.
+    rm = direct
+    pool = make_pool(rm, "a", cpu=(0, 16))
+    placed = tasks(1, job=job_in(0, COUNT))
+    placed_together(rm, pool, placed, "host-1")
+    assert rm.get_placements(10, 0, member(0), still_current=lambda: False) == []
+    assert {state_of(rm, t) for t in placed} == {S.PLACED}
+    (taken,) = rm.get_placements(10, 0, member(0), still_current=lambda: True)
+    assert task_ids([taken]) == {t.task_id for t in placed}
+
+
+def test_a_waiting_poll_ends_when_its_partitions_move_before_the_new_owner_is_placed(
+        direct: ResourceManager) -> None:
+    # The old owner's poll waits; the new owner's call moves the epoch, then its run is
+    # queued and placed: the woken poll looks again and leaves the placement alone.
+    rm = direct
+    pool = make_pool(rm, "a", cpu=(0, 16))
+    moved = [False]
+    poll = gevent.spawn(rm.get_placements, 10, 30.0, member(0),
+                        still_current=lambda: not moved[0])
+    gevent.sleep(0)  # the poll is waiting
+    assert not poll.dead
+    moved[0] = True
+    fresh = tasks(1, job=job_in(0, COUNT))
+    placed_together(rm, pool, fresh, "host-1")
+    assert poll.get(timeout=10) == []  # woken by the placement, long before its 30 s
+    assert {state_of(rm, t) for t in fresh} == {S.PLACED}
