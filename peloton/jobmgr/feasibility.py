@@ -20,10 +20,12 @@ host leaving just after the check always could.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import gevent
+import gevent.event
 
-from peloton.core.errors import InvalidArgument
+from peloton.core.errors import InvalidArgument, Unavailable
 from peloton.core.feasibility import (
     QUEUE_ANYWAY,
     HostShape,
@@ -34,7 +36,7 @@ from peloton.core.feasibility import (
 )
 from peloton.core.model.job import JobSpec
 from peloton.core.model.resources import Resources
-from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.core.ports import HostManagerPort
 
 #: Seconds a `ShapesCache` answers from its last read of the host manager.
 SHAPES_TTL = 10.0
@@ -42,6 +44,76 @@ SHAPES_TTL = 10.0
 #: What every refusal adds, so the user knows the way out.
 HINT = (f"Ask for less, or label the job {QUEUE_ANYWAY}=true (peloton job create "
         "--queue-anyway) to queue it until a host that can hold it joins.")
+
+
+class PoolValidator(Protocol):
+    """What the checks need of the resource manager (ResourceManagerPort has it)."""
+
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
+        """As ResourceManagerPort.validate_pool."""
+
+
+class _Flight:
+    """One resource manager call, and every check that rides it."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = gevent.event.Event()
+        self.error: Exception | None = None
+
+
+class PoolChecks:
+    """`validate_pool`, with checks of one pool and need made at the same time sharing one
+    resource manager call (JobOps keeps one).
+
+    A check rides the next call *sent after it arrived*, never one already on its way, so
+    its answer is as fresh as a call of its own: the first check of a pool and need is sent
+    at once; checks arriving while it is out wait for it to land and go together in the
+    next one.  A burst of creates (32 writers resuming at once after a member's handover)
+    made 32 calls to a resource manager busy with the takeover's recovery; now two or
+    three.  The answer, a refusal included, is each rider's."""
+
+    def __init__(self, resmgr: PoolValidator) -> None:
+        self.resmgr = resmgr
+        #: (pool, need) -> [the flight in the air, the next one boarding (or None)].
+        self._slots: dict[tuple[str, Resources | None], list[_Flight | None]] = {}
+
+    def validate_pool(self, pool_id: str, need: Resources | None = None) -> None:
+        """As ResourceManagerPort.validate_pool."""
+        key = (pool_id, need)
+        slot = self._slots.get(key)
+        if slot is None:
+            flight = _Flight()
+            self._slots[key] = [flight, None]
+            self._fly(key, flight)
+        else:
+            boarding = slot[1]
+            if boarding is None:
+                boarding = slot[1] = _Flight()
+            flight = boarding
+            flight.done.wait()
+        if flight.error is not None:
+            raise flight.error
+
+    def _fly(self, key: tuple[str, Resources | None], flight: _Flight) -> None:
+        try:
+            self.resmgr.validate_pool(*key)
+        except Exception as exc:  # every rider's answer
+            flight.error = exc
+        except BaseException:  # the sender was killed: its riders were not checked
+            flight.error = Unavailable(f"the check of pool {key[0]} was interrupted; "
+                                       "try again")
+            raise
+        finally:
+            flight.done.set()
+            slot = self._slots[key]
+            boarding = slot[1]
+            if boarding is None:
+                del self._slots[key]
+            else:  # its riders arrived while this one was out: send theirs now
+                slot[:] = [boarding, None]
+                gevent.spawn(self._fly, key, boarding)
 
 
 class ShapesCache:
@@ -65,7 +137,7 @@ class ShapesCache:
         return self._shapes, False
 
 
-def refuse_if_never_runs(resmgr: ResourceManagerPort, hostmgr: HostManagerPort,
+def refuse_if_never_runs(resmgr: PoolValidator, hostmgr: HostManagerPort,
                          spec: JobSpec, shapes: ShapesCache | None = None) -> None:
     """Validate the job's pool; unless it asks to be queued anyway, raise InvalidArgument
     naming the resource and the largest host when no UP host or pool limit could ever
@@ -99,7 +171,7 @@ def _on_hosts(spec: JobSpec, hostmgr: HostManagerPort,
     return why
 
 
-def _pool_refusal(resmgr: ResourceManagerPort, pool_id: str, need: Resources) -> Exception | None:
+def _pool_refusal(resmgr: PoolValidator, pool_id: str, need: Resources) -> Exception | None:
     """`validate_pool`'s refusal, returned: raised in its own greenlet, gevent would print it
     as a crash; the caller raises it (`_raise_pool`)."""
     try:

@@ -26,7 +26,7 @@ from peloton.core.ports import HostManagerPort, ResourceManagerPort
 from peloton.core.states import JobState, JobType, WorkflowType
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.cache import JobCache
-from peloton.jobmgr.feasibility import ShapesCache, refuse_if_never_runs
+from peloton.jobmgr.feasibility import PoolChecks, ShapesCache, refuse_if_never_runs
 from peloton.jobmgr.goalstate.queue import GoalStateQueue
 from peloton.storage import JobQuery, JobQueryResult, ReadOnlyStore
 
@@ -48,6 +48,8 @@ class JobOps:
         #: `shapes`: one host manager call per create was one more wait of every create).
         self.hostmgr = hostmgr
         self.shapes = ShapesCache(hostmgr, clock.monotonic)
+        #: The pool checks of creates and updates, those made at once sharing one call.
+        self.pool_checks = PoolChecks(resmgr)
         self.queue = queue
         self.clock = clock
 
@@ -61,7 +63,7 @@ class JobOps:
         """
         given = bool(job_id)
         job_id = validate_uuid(job_id, "id") if given else self.new_job_id()
-        refuse_if_never_runs(self.resmgr, self.hostmgr, spec, self.shapes)
+        refuse_if_never_runs(self.pool_checks, self.hostmgr, spec, self.shapes)
         now = self.clock.wall()
         spec = dataclasses.replace(spec, version=1, created_at=now)
         goal = JobState.SUCCEEDED if spec.type is JobType.BATCH else JobState.RUNNING
@@ -124,7 +126,7 @@ class JobOps:
                     i: t for i, t in spec.instance_tasks.items() if i >= old.instance_count}},
                 document=spec.document or old.document,
                 document_kind=spec.document_kind or old.document_kind)
-            refuse_if_never_runs(self.resmgr, self.hostmgr, grown, self.shapes)
+            refuse_if_never_runs(self.pool_checks, self.hostmgr, grown, self.shapes)
             new = job.new_config(grown)
             # INITIALIZED (as Peloton's Update does) makes the job engine's next look run
             # CREATE_TASKS for the new instances; left RUNNING, it would do nothing.
