@@ -53,34 +53,33 @@ import hashlib
 import logging
 import os
 import shutil
-import stat
 import tarfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
-from urllib.parse import unquote, urlsplit
 
+from peloton.agent.cache_files import (
+    chown_tree,
+    make_parents,
+    read_only,
+    remove_all,
+    remove_path,
+    tree_size,
+)
 from peloton.agent.model import RunSpec
 from peloton.agent.remote_lru import CacheEntry, plan_evictions
+from peloton.agent.url_openers import MB, OPENERS, Opener, download
 from peloton.core.errors import (
     FailedPrecondition,
     PelotonError,
-    PermissionDenied,
-    ResourceExhausted,
-    Unavailable,
 )
 from peloton.core.remote_volume import FetchKind, RemoteVolume, mismatch
 
 log = logging.getLogger(__name__)
 
-MB = 1024 * 1024
-CHUNK = 256 * 1024
 #: The largest file fetched for a run, unless the agent says otherwise.
 DEFAULT_MAX_MB = 1024.0
 #: How long one fetch may take, unless the agent says otherwise.
@@ -89,69 +88,11 @@ DEFAULT_TIMEOUT_SECS = 120.0
 #: (the Mesos fetcher cache's default size).
 DEFAULT_BUDGET_MB = 2048.0
 
-#: Opens a URL for reading: (url, timeout) -> (stream, Content-Length or None).
-Opener = Callable[[str, float], tuple[BinaryIO, int | None]]
-
-
 def remote_root(work_dir: Path, sandbox_root: Path) -> Path:
     """Where an agent keeps fetched files: beside its sandboxes, so tasks can reach both."""
     if sandbox_root == work_dir / "sandboxes":
         return work_dir / "remote-volumes"
     return sandbox_root.with_name(sandbox_root.name + ".remote")
-
-
-def open_http(url: str, timeout: float) -> tuple[BinaryIO, int | None]:
-    """GET `url` (redirects followed); typed errors name the URL."""
-    request = urllib.request.Request(url, headers={"User-Agent": "pelotonpy-agent"})
-    try:
-        resp = urllib.request.urlopen(request, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        raise FailedPrecondition(f"remote volume {url}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise Unavailable(f"remote volume {url}: cannot fetch: {reason}") from None
-    length = resp.headers.get("Content-Length")
-    return resp, int(length) if length and length.isdigit() else None
-
-
-def open_file(url: str, timeout: float) -> tuple[BinaryIO, int | None]:
-    """Open a `file:` URL's file, if every user of the host could read it (when the agent is
-    root; otherwise the agent's own rights are the task's)."""
-    del timeout  # a local read is not timed
-    path = unquote(urlsplit(url).path)
-    try:
-        real = os.path.realpath(path, strict=True)
-        if os.geteuid() == 0:
-            _world_walkable(real, url)
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise FailedPrecondition(f"remote volume {url}: no such file on this host") from None
-    except OSError as exc:
-        raise FailedPrecondition(f"remote volume {url}: {exc.strerror}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (os.geteuid() == 0 and not st.st_mode & stat.S_IROTH):
-        os.close(fd)
-        raise PermissionDenied(f"remote volume {url}: not a regular file every user may read")
-    return os.fdopen(fd, "rb"), st.st_size
-
-
-def _world_walkable(real: str, url: str) -> None:
-    parent = os.path.dirname(real)
-    while True:
-        if not os.stat(parent).st_mode & stat.S_IXOTH:
-            raise PermissionDenied(f"remote volume {url}: {parent} is closed to other users")
-        if parent == "/":
-            return
-        parent = os.path.dirname(parent)
-
-
-def refuse(url: str, timeout: float) -> tuple[BinaryIO, int | None]:
-    """A scheme this agent has no client for (the host manager says so before; a safety net)."""
-    raise FailedPrecondition(f"remote volume {url}: this agent does not fetch that scheme")
-
-
-OPENERS: dict[FetchKind, Opener] = {FetchKind.FILE: open_file, FetchKind.HTTP: open_http,
-                                    FetchKind.MESOS: refuse}
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +156,7 @@ class RemoteCache:
         self._made = False
         if self.tmp.is_dir():
             for left in self.tmp.iterdir():  # downloads a crash interrupted
-                _remove(left)
+                remove_path(left)
         if self.blobs.is_dir():
             self._recover()
 
@@ -275,13 +216,13 @@ class RemoteCache:
                 continue
             shutil.move(item.path, dest)
             if os.geteuid() == 0 and spec.uid >= 0:
-                _chown_tree(dest, spec.uid, spec.gid)
+                chown_tree(dest, spec.uid, spec.gid)
 
     def discard(self, run_id: str, fetched: list[Fetched]) -> None:
         """A run that will not start: remove its private copies, release its entries."""
         for item in fetched:
             if not item.shared:
-                _remove(item.path)
+                remove_path(item.path)
         self.release(run_id)
 
     # -- holders and the budget -----------------------------------------------------------
@@ -299,9 +240,9 @@ class RemoteCache:
                 if entry is not None:
                     entry.users.discard(run_id)
                     self._touch(name, entry, now)
-            _remove(self.users / run_id)
+            remove_path(self.users / run_id)
             victims = self._evict(0)
-        _drop(victims)
+        remove_all(victims)
 
     def keep_users(self, live: Collection[str]) -> None:
         """Release every holder but the `live` runs (after a restart, once the runs on disk
@@ -331,7 +272,7 @@ class RemoteCache:
         name = path.name
         entry = self._entries.get(name)
         if entry is None:  # on disk, unknown: put there by hand or by an older agent
-            entry = self._entries[name] = _Entry(_size(path), self._wall())
+            entry = self._entries[name] = _Entry(tree_size(path), self._wall())
         for run_id in run_ids:
             entry.users.add(run_id)
             self._held.setdefault(run_id, set()).add(name)
@@ -395,7 +336,7 @@ class RemoteCache:
         their index keys, and their holders from users/ (at start, before any fetch)."""
         for item in os.scandir(self.blobs):
             path = Path(item.path)
-            self._entries[item.name] = _Entry(_size(path), os.lstat(path).st_mtime)
+            self._entries[item.name] = _Entry(tree_size(path), os.lstat(path).st_mtime)
         if self.index.is_dir():
             for item in os.scandir(self.index):
                 key = Path(item.path)
@@ -405,7 +346,7 @@ class RemoteCache:
                     name = ""  # not one of ours: dropped with the stale keys
                 entry = self._entries.get(name)
                 if entry is None:
-                    _remove(key)  # names an entry that is gone
+                    remove_path(key)  # names an entry that is gone
                 else:
                     entry.keys.add(item.name)
         if self.users.is_dir():
@@ -413,13 +354,13 @@ class RemoteCache:
                 try:
                     text = Path(item.path).read_text()
                 except (OSError, UnicodeDecodeError):
-                    _remove(Path(item.path))
+                    remove_path(Path(item.path))
                     continue
                 names = {n for n in text.split() if n in self._entries}
                 for name in names:
                     self._entries[name].users.add(item.name)
                 self._held[item.name] = names
-        _drop(self._evict(0))  # the budget may be smaller than it was
+        remove_all(self._evict(0))  # the budget may be smaller than it was
 
     # -- the cache ------------------------------------------------------------------------
     @staticmethod
@@ -490,11 +431,11 @@ class RemoteCache:
         try:
             if vol.archive is not None and not os.path.lexists(entry):
                 ready = self._unpack(vol, staged)
-                _read_only(ready)
+                read_only(ready)
             tmp.write_text(entry.name)
             with self._lock:  # eviction, entry and index change together: lookups see all
                 if not os.path.lexists(entry):
-                    size = _size(ready)
+                    size = tree_size(ready)
                     victims = self._evict(size)
                     if vol.archive is not None:
                         os.rename(ready, entry)  # a directory moves while its owner may write it
@@ -508,8 +449,8 @@ class RemoteCache:
                 self._entries[entry.name].keys.add(key.name)
         finally:
             for left in (staged, ready, tmp):
-                _remove(left)
-        _drop(victims)
+                remove_path(left)
+        remove_all(victims)
         log.info("remote volume %s cached as %s", vol.url, entry.name)
         return entry
 
@@ -521,47 +462,21 @@ class RemoteCache:
         try:
             return self._unpack(vol, staged)
         finally:
-            _remove(staged)
+            remove_path(staged)
 
     def _download(self, vol: RemoteVolume) -> tuple[Path, str]:
         """Fetch `vol` into tmp/; (the file, its sha256).  Bounded in size and time; the
         checksum is checked.  Nothing is left behind on failure."""
-        limit = self.max_mb * MB
-        deadline = self._monotonic() + self.timeout_secs
-        staged = self.tmp / uuid.uuid4().hex
-        digest = hashlib.sha256()
-        size = 0
-        try:
-            src, length = self._openers[vol.kind](vol.url, self.timeout_secs)
-            with src, open(staged, "xb") as out:
-                if length is not None and length > limit:
-                    raise self._too_big(vol, length)
-                while chunk := src.read(CHUNK):
-                    size += len(chunk)
-                    if size > limit:
-                        raise self._too_big(vol, None)
-                    if self._monotonic() > deadline:
-                        raise Unavailable(f"remote volume {vol.url}: not fetched within "
-                                          f"{self.timeout_secs:g} s")
-                    digest.update(chunk)
-                    out.write(chunk)
-            self.downloads += 1
-            problem = mismatch(vol, digest.hexdigest())
-            if problem is not None:
-                raise FailedPrecondition(problem, field="command.uris")
-        except OSError as exc:
-            _remove(staged)
-            raise Unavailable(f"remote volume {vol.url}: fetch failed: {exc}") from None
-        except BaseException:
-            _remove(staged)
-            raise
+        staged, digest, size = download(vol, self._openers[vol.kind], self.tmp,
+                                        max_mb=self.max_mb, timeout_secs=self.timeout_secs,
+                                        monotonic=self._monotonic)
+        self.downloads += 1
+        problem = mismatch(vol, digest)
+        if problem is not None:
+            remove_path(staged)
+            raise FailedPrecondition(problem, field="command.uris")
         log.info("fetched %s (%d bytes)", vol.url, size)
-        return staged, digest.hexdigest()
-
-    def _too_big(self, vol: RemoteVolume, length: int | None) -> ResourceExhausted:
-        size = f" ({length / MB:.1f} MB)" if length is not None else ""
-        return ResourceExhausted(f"remote volume {vol.url} is larger{size} than this agent's "
-                                 f"limit of {self.max_mb:g} MB", field="command.uris")
+        return staged, digest
 
     def _unpack(self, vol: RemoteVolume, archive: Path) -> Path:
         """Unpack a tar archive into a new directory of tmp/ (the `data` filter: no absolute
@@ -572,75 +487,7 @@ class RemoteCache:
             with tarfile.open(archive, "r:*") as tar:
                 tar.extractall(out, filter="data")
         except (tarfile.TarError, OSError) as exc:
-            _remove(out)
+            remove_path(out)
             raise FailedPrecondition(f"remote volume {vol.url}: not an archive that can be "
                                      f"unpacked: {exc}", field="command.uris") from None
         return out
-
-
-def make_parents(sandbox: Path, dest: Path) -> None:
-    """The directories between a sandbox and a path in it, the agent's and 0755 (not cut by
-    the agent's umask), so the task can walk to what is placed there but not replace it."""
-    missing = []
-    parent = dest.parent
-    while parent != sandbox and not parent.is_dir():
-        missing.append(parent)
-        parent = parent.parent
-    for path in reversed(missing):
-        path.mkdir(exist_ok=True)
-        os.chmod(path, 0o755)
-
-
-def _read_only(top: Path) -> None:
-    """An unpacked tree as the cache keeps it: the agent's, nobody may write (but the top,
-    which the caller closes once it is in place)."""
-    me, group = os.geteuid(), os.getegid()
-    for base, dirs, files in os.walk(top):
-        for name in files:
-            path = os.path.join(base, name)
-            st = os.lstat(path)
-            os.lchown(path, me, group)
-            if not stat.S_ISLNK(st.st_mode):
-                os.chmod(path, 0o555 if st.st_mode & 0o111 else 0o444)
-        for name in dirs:
-            os.lchown(os.path.join(base, name), me, group)
-    for base, dirs, _files in os.walk(top, topdown=False):
-        for name in dirs:
-            os.chmod(os.path.join(base, name), 0o555)
-
-
-def _chown_tree(top: Path, uid: int, gid: int) -> None:
-    os.lchown(top, uid, gid)
-    for base, dirs, files in os.walk(top):  # never follows links
-        for name in (*dirs, *files):
-            os.lchown(os.path.join(base, name), uid, gid)
-
-
-def _size(path: Path) -> int:
-    """An entry's bytes: a file's length, or the sum of the files of an unpacked tree."""
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        return st.st_size
-    total = 0
-    for base, _dirs, files in os.walk(path):
-        for name in files:
-            total += os.lstat(os.path.join(base, name)).st_size
-    return total
-
-
-def _drop(victims: list[Path]) -> None:
-    for path in victims:
-        _remove(path)
-
-
-def _remove(path: Path) -> None:
-    try:
-        if path.is_dir() and not path.is_symlink():
-            for base, dirs, _files in os.walk(path):  # unpacked trees are read-only
-                for name in dirs:
-                    os.chmod(os.path.join(base, name), 0o700)
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    except FileNotFoundError:
-        pass

@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from peloton.agent.cache_files import make_parents
 from peloton.agent.model import RunSpec, VolumeMount
-from peloton.agent.remote_volumes import make_parents
 from peloton.core.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from peloton.core.lifecycle.volume_states import sandbox_relative
 
