@@ -40,6 +40,17 @@ def land(rm: GatedPools, flights: int) -> None:
         gevent.sleep(0)
 
 
+def out_and_boarding() -> tuple[GatedPools, gevent.Greenlet, gevent.Greenlet]:
+    """A check of "pool" whose call is out, and one that arrived meanwhile."""
+    rm = GatedPools()
+    checks = PoolChecks(rm)
+    first = gevent.spawn(checks.validate_pool, "pool")
+    gevent.sleep(0)
+    rider = gevent.spawn(checks.validate_pool, "pool")
+    gevent.sleep(0)
+    return rm, first, rider
+
+
 def test_checks_arriving_while_one_is_out_share_the_next_call() -> None:
     rm = GatedPools()
     checks = PoolChecks(rm)
@@ -55,12 +66,7 @@ def test_checks_arriving_while_one_is_out_share_the_next_call() -> None:
 
 
 def test_a_rider_gets_the_answer_of_a_call_sent_after_it_arrived() -> None:
-    rm = GatedPools()
-    checks = PoolChecks(rm)
-    first = gevent.spawn(checks.validate_pool, "pool")
-    gevent.sleep(0)
-    rider = gevent.spawn(checks.validate_pool, "pool")
-    gevent.sleep(0)
+    rm, first, rider = out_and_boarding()
     rm.go.set()  # the first call answers: the pool exists
     first.get(timeout=30)
     rm.answer = NotFound("pool pool not found", field="respoolID")  # deleted meanwhile
@@ -97,12 +103,7 @@ def test_a_refusal_is_every_riders_answer() -> None:
 
 
 def test_a_check_killed_while_out_does_not_strand_the_checks_after_it() -> None:
-    rm = GatedPools()
-    checks = PoolChecks(rm)
-    first = gevent.spawn(checks.validate_pool, "pool")
-    gevent.sleep(0)
-    rider = gevent.spawn(checks.validate_pool, "pool")
-    gevent.sleep(0)
+    rm, first, rider = out_and_boarding()
     first.kill()  # its call never answers; the rider's call is sent all the same
     land(rm, 1)
     rider.get(timeout=30)
