@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
 from peloton.core.errors import AlreadyExists, Conflict, NotFound
 from peloton.core.states import TaskState, WorkflowState
 from peloton.storage import Store
+from peloton.storage.sql import history as sql_history
 from tests.contract import factories as f
 from tests.contract.conftest import Clocks
 
@@ -66,6 +68,32 @@ def test_expired_events_are_swept(store: Store, clocks: Clocks) -> None:
     assert store.expire_pod_events() == 1
     assert [e.run_id for e in store.get_pod_events(jid, 0)] == [2]
     assert store.expire_pod_events(now=clocks.wall.wall() + 365 * 24 * 3600) == 1
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgresql",
+                                                         marks=pytest.mark.postgres)],
+                         indirect=True)
+def test_a_backlog_of_expired_events_is_swept_a_chunk_a_transaction(
+        store: Store, clocks: Clocks, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sql_history, "EXPIRE_CHUNK", 3)
+    jid = f.job_id()
+    store.add_pod_events([f.pod_event(jid, i % 2, 1 + i, float(i)) for i in range(8)])
+    clocks.wall.advance(30 * 24 * 3600)
+    kept = f.pod_event(jid, 0, 100, 100.0)
+    store.add_pod_events([kept])
+    clocks.wall.advance(61 * 24 * 3600)  # the eight are past the 90-day TTL, `kept` is not
+    transactions: list[str] = []
+    run = store.db.run  # type: ignore[attr-defined]
+
+    def counted(what: str, fn: Any, **kw: Any) -> Any:
+        transactions.append(what)
+        return run(what, fn, **kw)
+
+    monkeypatch.setattr(store.db, "run", counted)  # type: ignore[attr-defined]
+    assert store.expire_pod_events() == 8
+    assert transactions.count("expire pod events") == 3  # 3 + 3 + 2
+    assert [e.run_id for e in store.get_pod_events(jid, 0)] == [100]
+    assert store.get_pod_events(jid, 1) == []
 
 
 def test_update_lifecycle_with_cas(store: Store) -> None:

@@ -24,6 +24,9 @@ from peloton.storage.bulk import time_key
 from peloton.storage.sql.database import Database
 from peloton.storage.sql.tables import pod_events, updates, workflow_events
 
+#: Expired pod events deleted in one transaction (`expire_pod_events`).
+EXPIRE_CHUNK = 5000
+
 _POD_EVENT_UPSERT = (
     "INSERT INTO pod_events (job_id, instance, run_id, time_us, state, expires_at, body) "
     "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}) "
@@ -112,8 +115,19 @@ class SqlHistory:
 
     def expire_pod_events(self, now: float | None = None) -> int:
         cutoff = self.db.options.clock() if now is None else now
-        q = sa.delete(pod_events).where(pod_events.c.expires_at <= cutoff)
-        return int(self.db.run("expire pod events", lambda c: c.execute(q).rowcount))
+        keys = (pod_events.c.job_id, pod_events.c.instance, pod_events.c.run_id,
+                pod_events.c.time_us, pod_events.c.state)
+        # At most EXPIRE_CHUNK events a transaction: a backlog (a million tasks' events
+        # reaching their retention together, a sweep after a pause) deleted in one held the
+        # write lock, and every group commit behind it, for as long as it took.
+        chunk = sa.select(*keys).where(pod_events.c.expires_at <= cutoff).limit(EXPIRE_CHUNK)
+        q = sa.delete(pod_events).where(sa.tuple_(*keys).in_(chunk))
+        total = 0
+        while True:
+            gone = int(self.db.run("expire pod events", lambda c: c.execute(q).rowcount))
+            total += gone
+            if gone < EXPIRE_CHUNK:
+                return total
 
     # -- updates -----------------------------------------------------------
     def create_update(self, update: UpdateInfo) -> UpdateInfo:
