@@ -44,14 +44,13 @@ from peloton.core.states import TaskState
 from peloton.hostmgr.backends.base import HostEventListener, StatusUpdate
 from peloton.hostmgr.backends.k8s_api import (
     Conflict,
-    Gone,
     KubeApi,
     KubeError,
     KubeNotFound,
-    KubeWatch,
     Refused,
 )
 from peloton.hostmgr.backends.k8s_config import PREFIX, KubeConfig
+from peloton.hostmgr.backends.k8s_follow import Follower
 from peloton.hostmgr.backends.k8s_services import ServiceKeeper, live_jobs
 from peloton.hostmgr.backends.k8s_view import ClusterView, Outbox, Run
 from peloton.hostmgr.backends.k8s_volumes import Claims, claim_manifest, mount_claim
@@ -77,10 +76,10 @@ class KubeBackend:
         self._listener: HostEventListener | None = None
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._watches: set[KubeWatch] = set()
         self._work: queue.Queue[tuple[str, str, Json | None]] = queue.Queue()
         self._view = ClusterView(config, lambda run_id: self._work.put(("delete", run_id, None)),
                                  clock)
+        self._follower = Follower(self._api, self._lock, self._stopping, self._flush, config)
         self._pods_synced = threading.Event()
         self._nodes_synced = threading.Event()
         self._deferred_reconcile: list[Sequence[str] | None] = []
@@ -115,9 +114,7 @@ class KubeBackend:
         self._stopping.set()
         with self._lock:
             self._listener = None
-            watches = list(self._watches)
-        for watch in watches:
-            watch.close()
+        self._follower.close_all()
         for _ in range(self.config.create_concurrency):
             self._work.put(("stop", "", None))
         for thread in self._threads:
@@ -280,65 +277,21 @@ class KubeBackend:
 
     # -- pods --------------------------------------------------------------------------------
     def _pod_loop(self) -> None:
-        self._follow("/api/v1/pods", [("fieldSelector", "spec.nodeName!=")],
-                     self._view.pods_listed, self._view.pod_event, self._pods_synced)
+        self._follower.follow("/api/v1/pods", [("fieldSelector", "spec.nodeName!=")],
+                              self._view.list_mark, self._view.pods_listed,
+                              self._view.pod_event, lambda: self._listed(self._pods_synced))
 
     def _node_loop(self) -> None:
         query = [("labelSelector", self.config.node_selector)] if self.config.node_selector else []
-        self._follow("/api/v1/nodes", query, self._view.nodes_listed, self._view.node_event,
-                     self._nodes_synced)
+        self._follower.follow("/api/v1/nodes", query, self._view.list_mark,
+                              self._view.nodes_listed, self._view.node_event,
+                              lambda: self._listed(self._nodes_synced))
 
-    def _follow(self, path: str, query: list[tuple[str, str]],
-                listed: Callable[[Outbox, list[Json], int], None],
-                event: Callable[[Outbox, str, Json], None], synced: threading.Event) -> None:
-        """List, then watch from the list's resourceVersion; re-watch when a watch ends,
-        list again when it fails."""
-        backoff = 0.2
-        version = ""
-        while not self._stopping.is_set():
-            try:
-                if not version:
-                    with self._lock:
-                        mark = self._view.list_mark()
-                    items, version = self._api.list(path, query)
-                    out = Outbox()
-                    with self._lock:
-                        listed(out, items, mark)
-                    self._flush(out)
-                    if not synced.is_set():
-                        synced.set()
-                        self._run_deferred_reconcile()
-                watch = self._api.watch(path, version, query, self.config.watch_timeout_secs)
-                with self._lock:
-                    self._watches.add(watch)
-                try:
-                    for ev in watch.events():
-                        obj = ev.get("object") or {}
-                        version = obj.get("metadata", {}).get("resourceVersion") or version
-                        if ev.get("type") == "BOOKMARK":
-                            continue
-                        out = Outbox()
-                        with self._lock:
-                            event(out, str(ev.get("type")), obj)
-                        self._flush(out)
-                finally:
-                    with self._lock:
-                        self._watches.discard(watch)
-                backoff = 0.2
-            except Gone:
-                version = ""  # too old: list again
-            except KubeError as exc:
-                if self._stopping.is_set():
-                    return
-                log.warning("watching %s: %s (again in %.1f s)", path, exc, backoff)
-                version = ""
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, self.config.max_backoff_secs)
-            except Exception:
-                log.exception("watching %s failed", path)
-                version = ""
-                self._stopping.wait(backoff)
-                backoff = min(backoff * 2, self.config.max_backoff_secs)
+    def _listed(self, synced: threading.Event) -> None:
+        """After a list: the first one of each kind may let asked reconciles run."""
+        if not synced.is_set():
+            synced.set()
+            self._run_deferred_reconcile()
 
     def _run_deferred_reconcile(self) -> None:
         if not (self._pods_synced.is_set() and self._nodes_synced.is_set()):
