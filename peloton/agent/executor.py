@@ -30,7 +30,7 @@ from pathlib import Path
 
 from peloton.agent import outcome
 from peloton.agent.health import HealthChecker
-from peloton.agent.identity import IdentityPolicy
+from peloton.agent.identity import IdentityPolicy, describe_identity, supervisor_identity_args
 from peloton.agent.isolation import MemoryIsolation, enforced_memory_mb
 from peloton.agent.launcher import Spawner, encode_request
 from peloton.agent.model import RunSpec, Update, stable_uuid
@@ -191,7 +191,7 @@ class Executor:
                     self._fail_launch(spec, f"cannot start its supervisor: {exc}")
                 return
         for spec in started:
-            who = f", {self._who(spec)}" if spec.uid >= 0 else ""
+            who = f", {describe_identity(spec)}" if spec.uid >= 0 else ""
             self._publish(self.runs[spec.run_id], spec.run_id, TaskState.STARTING,
                           f"launched ({self.isolation.describe(enforced_memory_mb(spec.mem_mb))}"
                           f"{who})")
@@ -269,22 +269,6 @@ class Executor:
         """Who holds a dynamic uid's claim: the run's sandbox, by a path any agent can probe."""
         return f"{self._sandbox_root}/{run_id}"
 
-    @staticmethod
-    def _who(spec: RunSpec) -> str:
-        if spec.run_as:
-            return f"as {spec.run_as} (uid {spec.uid})"
-        named = spec.command.user
-        return (f"as dynamic user {spec.uid}" + (f": no account {named!r} on this host"
-                                                   if named else ""))
-
-    def _identity_args(self, spec: RunSpec) -> list[str]:
-        if spec.uid < 0:
-            return []
-        args = ["-u", f"{spec.uid}:{spec.gid}"]
-        if spec.groups:
-            args += ["-G", ",".join(str(g) for g in spec.groups)]
-        return args
-
     def _request(self, spec: RunSpec) -> bytes:
         sandbox = str(self.sandboxes.path(spec.run_id))
         program, argv = spec.argv()
@@ -292,7 +276,7 @@ class Executor:
                 "-g", str(int(spec.kill_grace_secs * 1000)), "-j", spec.to_json(),
                 *self.isolation.supervisor_args(
                     spec.run_id, int(enforced_memory_mb(spec.mem_mb) * 1024 * 1024)),
-                *self._identity_args(spec)]
+                *supervisor_identity_args(spec)]
         if spec.fd_limit > 0 and self.enforce_fd_limit:
             args += ["-n", str(spec.fd_limit)]
         if self.orphan_secs > 0:
@@ -307,7 +291,7 @@ class Executor:
         checks); empty when the agent does not switch users."""
         if spec is None or spec.uid < 0:
             return []
-        return [*self.spawner.command, "-x", *self._identity_args(spec), "-C", str(cwd), "--"]
+        return [*self.spawner.command, "-x", *supervisor_identity_args(spec), "-C", str(cwd), "--"]
 
     # -- killing ----------------------------------------------------------
     def kill(self, run_ids: Sequence[str], grace_secs: float) -> None:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from peloton.agent.model import RunSpec
 from peloton.agent.uidpool import pick_uid
 from peloton.core.errors import FailedPrecondition
 
@@ -154,3 +155,23 @@ def _uid_known(uid: int) -> bool:
         _uid_answers.clear()
     _uid_answers[uid] = (known, now)
     return known
+
+
+def describe_identity(spec: RunSpec) -> str:
+    """Who a run runs as, for its messages ("as alice (uid 1001)", "as dynamic user 61000")."""
+    if spec.run_as:
+        return f"as {spec.run_as} (uid {spec.uid})"
+    named = spec.command.user
+    return (f"as dynamic user {spec.uid}" + (f": no account {named!r} on this host"
+                                               if named else ""))
+
+
+def supervisor_identity_args(spec: RunSpec) -> list[str]:
+    """The supervisor's arguments that make it run the task as the run's uid and groups
+    (none when the agent does not switch users)."""
+    if spec.uid < 0:
+        return []
+    args = ["-u", f"{spec.uid}:{spec.gid}"]
+    if spec.groups:
+        args += ["-G", ",".join(str(g) for g in spec.groups)]
+    return args
