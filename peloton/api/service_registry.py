@@ -19,6 +19,13 @@ servicer, and serves it
   another member's job to its owner and relays the owner's reply, already
   serialized, or its status).
 
+A reply the servicer assembles from bytes it keeps encoded is sent as those
+bytes: the servicer names such methods in `raw_replies` (RAW_REPLIES), each
+with a method taking the same arguments and returning the reply's bytes,
+which the server calls instead and sends unchanged (decoding them only for
+gRPC to encode them again costs as much as the caching saves).  The typed
+method stays, for callers in the same process.
+
 Requests of the public API are held to the maxima of peloton/api/limits.py
 (INVALID_ARGUMENT naming the field) before the servicer runs, and unary
 replies above its reply maximum are refused asking for a smaller page.
@@ -31,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -51,6 +58,9 @@ log = logging.getLogger(__name__)
 PUBLIC_PREFIXES = ("peloton.api.", "pelotonpy.api.", "pelotonpy.ext.", "pelotonpy.auth.")
 #: Trailer carrying PelotonError.field of a failed call.
 FIELD_TRAILER = "peloton-error-field"
+#: The servicer attribute naming its methods answered with their reply's bytes (see the module
+#: docstring): a mapping of method name -> name of the servicer's method returning the bytes.
+RAW_REPLIES = "raw_replies"
 
 
 
@@ -108,6 +118,20 @@ def implemented_methods(servicer: object) -> set[str]:
             continue
         names.update(n for n, v in vars(klass).items() if callable(v) and n[:1].isupper())
     return names
+
+
+def raw_handlers(servicer: object, own: set[str]) -> dict[str, Callable[..., bytes]]:
+    """Method name -> the servicer's method answering it with the reply's bytes, for the
+    methods it names in RAW_REPLIES (ValueError for one it does not define)."""
+    names: Mapping[str, str] = getattr(servicer, RAW_REPLIES, {})
+    found: dict[str, Callable[..., bytes]] = {}
+    for method, attr in names.items():
+        fn = getattr(servicer, attr, None)
+        if method not in own or not callable(fn):
+            raise ValueError(f"{type(servicer).__name__}.{RAW_REPLIES}: {method} -> {attr} "
+                             "names a method it does not define")
+        found[method] = fn
+    return found
 
 
 class _Undecodable:
@@ -169,9 +193,9 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
                 reply = hook.unary(where, lambda: fn(request, context))
             else:
                 reply = fn(request, context)
-            if public and isinstance(reply, Message) and reply.ByteSize() > MAX_REPLY_BYTES:
+            if public and _size(reply) > MAX_REPLY_BYTES:
                 raise ResourceExhausted(
-                    f"{where}: the reply would be {reply.ByteSize():,} bytes, more than "
+                    f"{where}: the reply would be {_size(reply):,} bytes, more than "
                     f"{MAX_REPLY_BYTES:,}; ask for a smaller page (pagination limit, instance "
                     "ranges, summary_only)")
             return reply
@@ -182,6 +206,13 @@ def _guard_unary(fn: Callable[..., Any], where: str, hook: CallHook | None = Non
             raise  # unreachable: abort raises
 
     return call
+
+
+def _size(reply: Any) -> int:
+    # A raw reply (RAW_REPLIES) is its bytes already.
+    if isinstance(reply, bytes):
+        return len(reply)
+    return reply.ByteSize() if isinstance(reply, Message) else 0
 
 
 def _guard_stream(fn: Callable[..., Iterator[Any]], where: str, hook: CallHook | None = None,
@@ -225,18 +256,21 @@ def _unimplemented(where: str) -> Callable[..., Any]:
 
 
 def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[str],
-          hook: CallHook | None = None, forward: Forwarder | None = None) -> Any:
+          hook: CallHook | None = None, forward: Forwarder | None = None,
+          raw: Callable[..., bytes] | None = None) -> Any:
     where = f"{service}/{method}"
     if handler.unary_unary is not None:
-        fn = handler.unary_unary if method in own else _unimplemented(where)
+        fn = (raw or handler.unary_unary) if method in own else _unimplemented(where)
         serialize = handler.response_serializer
-        if forward is not None and serialize is not None:
+        if (forward is not None or raw is not None) and serialize is not None:
             serialize = _relaying(serialize)
         return grpc.unary_unary_rpc_method_handler(
             _guard_unary(fn, where, hook if method in own else None,
                          forward if method in own else None),
             request_deserializer=_safe(handler.request_deserializer),
             response_serializer=serialize)
+    if raw is not None:
+        raise ValueError(f"{where}: only a unary method may answer with its reply's bytes")
     if handler.unary_stream is not None:
         stream = (_guard_stream(handler.unary_stream, where, hook, forward) if method in own
                   else _unimplemented(where))
@@ -250,7 +284,8 @@ def _wrap(service: str, method: str, handler: grpc.RpcMethodHandler, own: set[st
 
 
 def _relaying(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
-    # A relayed reply arrives serialized by the process that answered: sent on unchanged.
+    # A relayed reply arrives serialized by the process that answered, a raw one serialized
+    # by the servicer: sent on unchanged.
     def out(reply: Any) -> bytes:
         return reply if isinstance(reply, bytes) else serialize(reply)
 
@@ -263,12 +298,15 @@ def register(server: ServiceHost, add_fn: Callable[[Any, Any], None], servicer: 
     """Serve `servicer` (a subclass of a generated XServicer) on `server`; returns its name.
 
     With `hook`, every implemented method runs through it (see CallHook); with `forward`,
-    every implemented method may be answered elsewhere first (see Forwarder).
+    every implemented method may be answered elsewhere first (see Forwarder).  Methods the
+    servicer names in RAW_REPLIES are served by the method named there, their replies sent
+    as it returns them (bytes).
     """
     recorder = _Recorder()
     add_fn(servicer, recorder)
     own = implemented_methods(servicer)
-    wrapped = {m: _wrap(recorder.name, m, h, own, hook, forward)
+    raw = raw_handlers(servicer, own)
+    wrapped = {m: _wrap(recorder.name, m, h, own, hook, forward, raw.get(m))
                for m, h in recorder.handlers.items()}
     names = [recorder.name, *aliases]
     legacy = LEGACY_ALIASES.get(recorder.name)

@@ -14,14 +14,17 @@ the cost of these replies: each status event once for all the consumers
 that read it (every job manager member and the resource manager), each
 host's offer once until its books change (the port hands out the same
 HostOffer value until then), and the host shapes once until a host joins,
-goes or changes state.  Replies are assembled from those bytes.
+goes or changes state.  Replies are assembled from those bytes, and the
+leases and polls are sent as assembled (`raw_replies`, see
+peloton/api/service_registry.py): the typed AcquireHosts and PollEvents decode
+the same bytes, for callers in this process.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
 
 from peloton.api.convert.ext_maintenance import drain_to_pb
 from peloton.api.convert.private_hosts import (
@@ -102,6 +105,10 @@ class StreamSource(Protocol):
 class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[misc]
     """Serves one HostManagerPort object and its status stream."""
 
+    #: Served with the bytes these methods assemble (service_registry.RAW_REPLIES).
+    raw_replies: ClassVar[Mapping[str, str]] = {"AcquireHosts": "acquire_hosts_reply",
+                                                 "PollEvents": "poll_events_reply"}
+
     def __init__(self, port: HostManagerPort, stream: StreamSource) -> None:
         self.port = port
         self.stream = stream
@@ -116,6 +123,10 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
 
     # -- placement engine side ------------------------------------------------------------------
     def AcquireHosts(self, request: pb.AcquireHostsRequest, context: Any) -> pb.AcquireHostsResponse:
+        return pb.AcquireHostsResponse.FromString(self.acquire_hosts_reply(request, context))
+
+    def acquire_hosts_reply(self, request: pb.AcquireHostsRequest, context: Any) -> bytes:
+        """AcquireHosts' reply, encoded: what the server sends (see `raw_replies`)."""
         lease = self.port.acquire_hosts(request.max_hosts)
         # A host's offer is the same value until its books change (hostmgr/hosts.py), and
         # a round leases thousands of hosts most of which nothing happened to since their
@@ -128,7 +139,7 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
                 cached = cache[offer.hostname] = (offer, pb.AcquireHostsResponse(
                     offers=[offer_to_pb(offer)]).SerializeToString())
             chunks.append(cached[1])
-        return pb.AcquireHostsResponse.FromString(b"".join(chunks))
+        return b"".join(chunks)
 
     def CommitLease(self, request: pb.CommitLeaseRequest, context: Any) -> pb.CommitLeaseResponse:
         self.port.commit_lease(request.lease_id,
@@ -198,13 +209,17 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
 
     # -- the status stream ------------------------------------------------------------------------
     def PollEvents(self, request: pb.PollEventsRequest, context: Any) -> pb.PollEventsResponse:
+        return pb.PollEventsResponse.FromString(self.poll_events_reply(request, context))
+
+    def poll_events_reply(self, request: pb.PollEventsRequest, context: Any) -> bytes:
+        """PollEvents' reply, encoded: what the server sends (see `raw_replies`)."""
         if not request.consumer:
             raise InvalidArgument("consumer is required", field="consumer")
         stream = self.stream
         current = stream.stream_id
         if request.stream_id != current:  # a new consumer, or a new host manager: resume here
-            return pb.PollEventsResponse(stream_id=current,
-                                         acknowledged=stream.register(request.consumer))
+            return pb.PollEventsResponse(stream_id=current, acknowledged=stream.register(
+                request.consumer)).SerializeToString()
         # Registering again changes nothing but keeps a member consumer (`jobmgr@<member>`)
         # from being forgotten as gone (peloton/hostmgr/events.py).
         stream.register(request.consumer)
@@ -213,8 +228,8 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
                            partitions)
         return self._events_reply(current, scan)
 
-    def _events_reply(self, stream_id: str, scan: EventScan) -> pb.PollEventsResponse:
-        """The reply carrying `scan`'s events, each encoded once for every consumer: the
+    def _events_reply(self, stream_id: str, scan: EventScan) -> bytes:
+        """The reply carrying `scan`'s events, encoded, each event once for every consumer: the
         job managers and the resource manager all read most events, so each is kept encoded
         (as the bytes of its field in a reply) until `ENCODED_EVENTS` newer ones are."""
         if stream_id != self._encoded_stream:  # offsets of another stream: another event
@@ -230,7 +245,7 @@ class HostManagerServicer(pb_grpc.HostManagerServiceServicer):  # type: ignore[m
             chunks.append(chunk)
         while len(cache) > ENCODED_EVENTS:
             cache.popitem(last=False)  # the oldest encoded (about the lowest offset)
-        return pb.PollEventsResponse.FromString(b"".join(chunks))
+        return b"".join(chunks)
 
     def AckEvents(self, request: pb.AckEventsRequest, context: Any) -> pb.AckEventsResponse:
         stream = self.stream
