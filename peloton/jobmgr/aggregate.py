@@ -4,6 +4,9 @@ A `CachedJob` is the job manager's copy of one active job: its config versions,
 runtime, task runtimes and workflow.  Storage is the truth; the cached copy is
 what this job manager last wrote or read there, so decisions need no database
 round trip and every write is a compare-and-set against the revision it holds.
+One exception: a host report core/lifecycle/store_later.py lets wait (a run's STARTING)
+is *kept*: in the cache at the stored revision, unstored, and stored with its pod event
+by the task's next write, whoever makes it (`keep_tasks`, `store_kept`).
 The functions at the end write jobs that are not cached (creating and
 deleting one); `JobCache` (cache.py) is the set of cached jobs and calls them.
 
@@ -43,6 +46,7 @@ from peloton.core.lifecycle.workflow_transitions import (
     check_workflow_start,
     moved_workflow,
 )
+from peloton.core.model.events import PodEvent
 from peloton.core.model.evolve import constructor, evolve
 from peloton.core.model.job import JobRuntime, JobSpec
 from peloton.core.model.task import TaskRuntime, TaskSpec
@@ -73,11 +77,21 @@ RUNTIME_ROUNDS = 3
 DIRECT_BATCH = 64
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Kept:
+    """A task change in the cache only (`CachedJob.keep_tasks`): how to derive it again
+    from a reloaded runtime, the pod events its store owes, and since when (monotonic)."""
+
+    change: TaskChange
+    events: tuple[PodEvent, ...]
+    since: float
+
+
 class CachedJob:
     """One job: its config versions, runtime, task runtimes and workflow; the only writer."""
 
-    __slots__ = ("__weakref__", "_counts", "_deps", "_retired", "_runtime", "_spec", "_specs",
-                 "_tasks", "_update", "job_id", "lock")
+    __slots__ = ("__weakref__", "_counts", "_deps", "_kept", "_retired", "_runtime", "_spec",
+                 "_specs", "_tasks", "_update", "job_id", "lock")
 
     def __init__(self, deps: JobDeps, job_id: str, spec: JobSpec, runtime: JobRuntime, *,
                  tasks: Mapping[int, TaskRuntime] | None = None,
@@ -93,6 +107,8 @@ class CachedJob:
         self._tasks: dict[int, TaskRuntime] = dict(tasks or {})
         self._counts: Counter[TaskState] = Counter(rt.state for rt in self._tasks.values())
         self._update = update
+        #: Instances whose cached runtime is a change not stored yet (module docstring).
+        self._kept: dict[int, _Kept] = {}
         #: Serialises job-level changes and the multi-step operations built from them.
         self.lock = gevent.lock.RLock()
         #: Set while the job is out of the cache (untracked): how it gets back in.
@@ -276,7 +292,8 @@ class CachedJob:
         (CONFLICT), and the caller must act on it (task_writes.py: retry, re-queue or
         raise).  A write that changes a task's state, run or health leaves a pod event;
         `passed_through` (read after the change ran: the runtimes it went through, the
-        written one last) adds one for each step before the last.
+        written one last) adds one for each step before the last.  A task whose cached
+        runtime is kept (`keep_tasks`) has the kept change's pod events stored first.
         """
         deps = self._deps
         self._back_in()
@@ -310,6 +327,7 @@ class CachedJob:
         """Compare-and-set rounds; returns the instances still unwritten and the rounds taken."""
         deps = self._deps
         job_id = self.job_id
+        kept = self._kept
         for rounds in range(1, TASK_ROUNDS + 1):
             writes: list[RuntimeWrite] = []
             before: dict[int, TaskRuntime] = {}
@@ -331,6 +349,8 @@ class CachedJob:
                     history = tuple(events)
                 else:
                     history = (pod_event(job_id, inst, new),) if changed else ()
+                if kept and (k := kept.get(inst)) is not None:
+                    history = k.events + history
                 writes.append(_new_write(job_id, inst, new, history))
             if not writes:
                 return frozenset(), rounds
@@ -340,6 +360,8 @@ class CachedJob:
                       else deps.committer.write_many(writes))
             for task, stored in result.written.items():
                 inst = task.instance
+                if kept:
+                    kept.pop(inst, None)  # stored with this write (its change came from it)
                 self._put_task(inst, stored)
                 written[inst], replaced[inst] = stored, before[inst]
             lost = {t.instance for t in result.conflicts | result.missing}
@@ -352,6 +374,57 @@ class CachedJob:
         return frozenset(inst for inst, change in pending.items()
                          if (cur := self._tasks.get(inst)) is not None
                          and change(cur) is not None), TASK_ROUNDS
+
+    def keep_tasks(self, changes: Mapping[int, TaskChange],
+                   may_keep: Callable[[TaskRuntime, TaskRuntime], bool]
+                   ) -> dict[int, TaskChange]:
+        """Apply `changes` in the cache only where `may_keep(before, after)` allows (the
+        rest are returned, for the caller to `write_tasks`): the kept runtime stays at the
+        stored revision and its pod event is stored by the task's next write, whoever makes
+        it, or by `store_kept`.  A task kept already is returned too (one kept change a
+        task).  Readers and the goal-state engines see a kept change as a written one."""
+        deps = self._deps
+        self._back_in()
+        rest: dict[int, TaskChange] = {}
+        kept = self._kept
+        job_id = self.job_id
+        now = deps.clock.monotonic()
+        held = deps.task_locks.hold(job_id, changes)
+        try:
+            for inst, change in changes.items():
+                cur = self._tasks.get(inst)
+                if cur is None:
+                    continue
+                if inst in kept:
+                    rest[inst] = change
+                    continue
+                new = change(cur)
+                if new is None:
+                    continue
+                if not may_keep(cur, new):
+                    rest[inst] = change
+                    continue
+                kept[inst] = _Kept(change, (pod_event(job_id, inst, new),), now)
+                self._put_task(inst, new)
+                if wants_look(cur, new):
+                    deps.queue.enqueue_task(job_id, inst)
+        finally:
+            deps.task_locks.release(held)
+        if len(rest) < len(changes):
+            deps.queue.tasks_changed(job_id)
+        return rest
+
+    def kept(self, until: float | None = None) -> list[int]:
+        """Instances with a kept change (`keep_tasks`); with `until`, only those kept at
+        monotonic time `until` or before."""
+        return [inst for inst, k in self._kept.items() if until is None or k.since <= until]
+
+    def store_kept(self, instances: Collection[int] | None = None) -> TaskWriteOutcome:
+        """Store the kept changes of `instances` (default: all) as they are cached, with
+        their pod events; the caller acts on the outcome like on any `write_tasks`."""
+        kept = self._kept
+        todo = list(kept) if instances is None else [i for i in instances if i in kept]
+        return self.write_tasks({i: _as_kept(kept, i) for i in todo})
 
     def write_task(self, instance: int, change: TaskChange) -> TaskWriteOutcome:
         """`write_tasks` for a single instance (`outcome.get(instance)`: what was stored)."""
@@ -382,6 +455,7 @@ class CachedJob:
             return
         self._deps.store.delete_task_runtimes(self.job_id, list(instances))
         for inst in instances:
+            self._kept.pop(inst, None)
             old = self._tasks.pop(inst, None)
             if old is not None:
                 self._counts[old.state] -= 1
@@ -405,13 +479,30 @@ class CachedJob:
     def reload_tasks(self, instances: Collection[int]) -> None:
         """Re-read task runtimes from storage (an instance with none is forgotten)."""
         fresh = self._deps.store.get_task_runtimes(self.job_id, list(instances))
+        kept = self._kept
         for inst in instances:
             if inst in fresh:
                 self._put_task(inst, fresh[inst], force=True)
+                if kept and (k := kept.pop(inst, None)) is not None:
+                    self._keep_again(inst, k)
             else:
+                kept.pop(inst, None)
                 old = self._tasks.pop(inst, None)
                 if old is not None:
                     self._counts[old.state] -= 1
+
+    def _keep_again(self, instance: int, k: _Kept) -> None:
+        """A kept change over a runtime reloaded from storage: derived again from it, so it
+        is never lost nor applied to a run that has moved on (the change says None then:
+        a stale report, as it would have been had it been stored at once)."""
+        new = k.change(self._tasks[instance])
+        if new is None:
+            log.info("job %s: instance %d: a kept change no longer applies to the runtime "
+                     "stored now; dropped", self.job_id, instance)
+            return
+        self._kept[instance] = _Kept(k.change, (pod_event(self.job_id, instance, new),),
+                                     k.since)
+        self._put_task(instance, new, force=True)
 
     def _put_task(self, instance: int, rt: TaskRuntime, force: bool = False) -> None:
         old = self._tasks.get(instance)
@@ -521,6 +612,16 @@ class CachedJob:
 
 
 # -- jobs not (yet) cached --------------------------------------------------------------
+def _as_kept(kept: Mapping[int, _Kept], instance: int) -> TaskChange:
+    """The change storing `instance`'s kept runtime as it is cached (None once it is not
+    kept: another writer stored it meanwhile)."""
+
+    def change(rt: TaskRuntime) -> TaskRuntime | None:
+        return rt if instance in kept else None
+
+    return change
+
+
 def create_job(deps: JobDeps, job_id: str, spec: JobSpec, runtime: JobRuntime,
                workflow: UpdateInfo | None = None) -> CachedJob:
     """Store a new job (config version 1 and its runtime, AlreadyExists if the id is taken)

@@ -294,6 +294,13 @@ class JobManager:
         round in flight rather than once per partition (a leaving member hands all its
         partitions over within one round)."""
         gone = set(partitions)
+        # What the status events kept unstored (a run's STARTING) is stored while the
+        # partitions are still ours; the new owner's reconcile covers what this misses.
+        try:
+            self.events.store_kept(lambda job_id: self.ownership.partition(job_id) in gone)
+        except Exception:
+            log.warning("partitions %s: kept STARTING reports not stored before the handover",
+                        sorted(gone), exc_info=True)
         for partition in sorted(gone):
             if self.fences is not None:
                 self.fences.release(partition)  # first: no write of its jobs from now on
@@ -337,9 +344,11 @@ class JobManager:
         return done
 
     def next_due(self) -> float | None:
-        """The earliest monotonic time a goal-state key (job, task or workflow) comes due,
-        or None if none is scheduled: when `run_due` next has work no event brings."""
+        """The earliest monotonic time a goal-state key (job, task or workflow), or a kept
+        STARTING to be stored (status_events.py), comes due, or None if none is scheduled:
+        when `run_due` next has work no event brings."""
         queue = self.queue
         due = [t for t in (queue.jobs.next_deadline(), queue.tasks.next_deadline(),
-                           queue.updates.next_deadline()) if t is not None]
+                           queue.updates.next_deadline(), self.events.next_due())
+               if t is not None]
         return min(due) if due else None

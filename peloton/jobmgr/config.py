@@ -23,6 +23,14 @@ class JobManagerConfig:
     poll_timeout: float = 0.2
     #: Job runtimes are recomputed at most this often after task changes (seconds).
     runtime_update_interval: float = 0.2
+    #: A host's STARTING waits in the cache this long at most for the run's next change
+    #: (RUNNING, its end, a kill) to be stored with it, one write for both; then it is
+    #: stored alone (core/lifecycle/store_later.py).  Hosts report RUNNING soon after
+    #: STARTING (the simulation at once, but a launch wave's STARTINGs reach the stream
+    #: before its RUNNINGs, so they land in different batches; an agent once the process
+    #: is up); 2 s covers that and ten poll rounds, and is how long another job manager
+    #: reading the store may see such a run LAUNCHED.  0: every STARTING is stored at once.
+    store_later_secs: float = 2.0
     #: A run LAUNCHED or STARTING for longer than this is killed and started again.
     launch_timeout: float = 180.0
     #: A run KILLING for longer than this is killed again with no grace.
@@ -64,5 +72,8 @@ class JobManagerConfig:
         if not self.member_session_timeout > 0:
             raise InvalidArgument("member_session_timeout must be positive",
                                   field="member_session_timeout")
+        if self.store_later_secs < 0:
+            raise InvalidArgument("store_later_secs must be >= 0 (0: store at once)",
+                                  field="store_later_secs")
         if "/" in self.member_id:
             raise InvalidArgument("member_id may not contain '/'", field="member_id")

@@ -25,15 +25,26 @@ position moves past the others, which are acknowledged with the batch.  A partit
 taken over while a poll waited may have had its reconcile's re-reports passed over by
 that poll, so then the poll is read again, unfiltered (`EventStream.rewind`).  One
 released meanwhile still has its events in the batch: `owns` skips them here.
+
+A run's STARTING, alone in its batch, is kept in the cache, not stored
+(core/lifecycle/store_later.py, `CachedJob.keep_tasks`): the run's next write stores it
+with its pod event, usually the RUNNING that follows in a later batch; one that waited
+`store_later_secs` is stored alone (`store_due`, each round), and a partition handed over
+or a stop stores what its jobs kept first (`store_kept`).  The stream is acknowledged past
+a kept STARTING: a job manager that dies before storing it leaves the run LAUNCHED, and
+its successor's reconcile has the host manager report the run again (store_later.py says
+what that costs).
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Callable
 
 from peloton.common.loop import Loop
 from peloton.core.errors import InvalidArgument
+from peloton.core.lifecycle.store_later import may_keep
 from peloton.core.model.ids import RunIdParser
 from peloton.core.model.task import TaskRuntime
 from peloton.core.partitions import PartitionSet
@@ -72,14 +83,22 @@ class StatusEvents:
         self._run_ids = RunIdParser()
         #: Events of tasks whose write was not stored, oldest first: applied again next round.
         self._held: list[HostEvent] = []
+        #: (monotonic time due, job id) of jobs that kept a STARTING: stored alone then.
+        self._due: list[tuple[float, str]] = []
 
     def start(self) -> None:
         """Begin consuming in a greenlet."""
         self._loop.start()
 
     def stop(self) -> None:
-        """Stop consuming; unacknowledged events are re-delivered later."""
+        """Stop consuming; unacknowledged events are re-delivered later, and what the cache
+        kept unstored is stored now (best effort: the successor's reconcile is the rest)."""
         self._loop.stop()
+        try:
+            self.store_kept()
+        except Exception:
+            log.warning("could not store the kept STARTING reports on stop; the next owner "
+                        "has the host manager report those runs again", exc_info=True)
 
     def process_once(self, timeout: float = 0.0) -> int:
         """Apply the events held back by a conflict, then one batch from the stream; returns
@@ -89,6 +108,7 @@ class StatusEvents:
         # guessing "behind" from a full batch kept the placement processor from launching
         # for a long poll's `timeout` with nothing to catch up on (events come in waves of
         # a launch round's size: 0.2 s idle after 50 of 307 batches, 10 of a run's 61 s).
+        self.store_due()
         stream = self.stream
         start = stream.position
         asked = self.asked()
@@ -117,6 +137,50 @@ class StatusEvents:
         if upto >= batch[0].offset:
             stream.acknowledge(upto)
         return len(batch) - len(self._held)
+
+    def next_due(self) -> float | None:
+        """The monotonic time a kept STARTING is due to be stored alone (None: none kept)."""
+        return self._due[0][0] if self._due else None
+
+    def store_due(self) -> int:
+        """Store the STARTINGs kept for `store_later_secs` with nothing after them; returns
+        the tasks stored.  One not stored (a lost compare-and-set, the store down) stays
+        kept and due: it is tried again next round, never dropped."""
+        due = self._due
+        if not due:
+            return 0
+        now = self.cache.deps.clock.monotonic()
+        jobs: set[str] = set()
+        while due and due[0][0] <= now:
+            jobs.add(heapq.heappop(due)[1])
+        stored = 0
+        # Due at `since + store_later_secs`: the tolerance keeps float rounding from
+        # leaving out the very entry that came due.
+        kept_until = now - self.config.store_later_secs + 1e-6
+        for n, job_id in enumerate(jobs):
+            job = self.cache.get(job_id)
+            if job is None:
+                continue  # finished and untracked, or handed over: nothing kept any more
+            try:
+                outcome = job.store_kept(job.kept(kept_until))
+            except Exception:
+                for again in list(jobs)[n:]:
+                    heapq.heappush(due, (now, again))
+                raise
+            stored += len(outcome.written)
+            if outcome.conflict:
+                heapq.heappush(due, (now, job_id))  # still kept (aggregate.py): next round
+        return stored
+
+    def store_kept(self, owned: Callable[[str], bool] = lambda _job_id: True) -> int:
+        """Store every STARTING kept by the jobs `owned` says (a partition handed over, a
+        stop); returns the tasks stored.  Raises TaskWriteConflict for a task it could not
+        store (it stays kept)."""
+        stored = 0
+        for job in self.cache:
+            if owned(job.job_id) and job.kept():
+                stored += len(job.store_kept().stored())
+        return stored
 
     def behind(self) -> bool:
         """Whether events are waiting beyond the batch being applied (the stream's head is
@@ -168,8 +232,10 @@ class StatusEvents:
         if job is None:
             return frozenset()
         changes = {}
+        keeps = {}
         steps: dict[int, list[TaskRuntime]] = {}
         daemon = job.spec.type is JobType.DAEMON
+        keeping = self.config.store_later_secs > 0
         for inst, evs in per_task.items():
             cur = job.get_task(inst)
             if cur is None:
@@ -180,8 +246,12 @@ class StatusEvents:
                 # and no steps to record, since a single event passes through nothing.
                 run, ev = evs[0]
                 if run == cur.run_id:
-                    changes[inst] = _single(run, ev, daemon or job.task_spec(
+                    change = _single(run, ev, daemon or job.task_spec(
                         inst, cur.config_version).stateful)
+                    if keeping and ev.state is S.STARTING:
+                        keeps[inst] = change
+                    else:
+                        changes[inst] = change
                 elif not ev.state.terminal:
                     orphans.append(ev.run_id)
                 continue
@@ -192,6 +262,12 @@ class StatusEvents:
                 pinned = daemon or job.task_spec(inst, cur.config_version).stateful
                 steps[inst] = []
                 changes[inst] = _chain(live, pinned, steps[inst])
+        if keeps:
+            rest = job.keep_tasks(keeps, may_keep)
+            changes.update(rest)
+            if len(rest) < len(keeps):
+                heapq.heappush(self._due, (self.cache.deps.clock.monotonic() +
+                                           self.config.store_later_secs, job_id))
         # Several events of one run applied in one write (STARTING, RUNNING, SUCCEEDED of a
         # short task) still leave one pod event each.
         outcome = job.write_tasks(changes, passed_through=steps or None)
