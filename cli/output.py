@@ -15,9 +15,10 @@ import json
 import re
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -195,22 +196,43 @@ class Output:
 
     @contextmanager
     def progress(self, title: str, total: int) -> Iterator[ProgressView]:
-        """A live progress bar on stderr for the duration of a wait."""
+        """A live progress bar on stderr for the duration of a wait.
+
+        When stderr is not a terminal (a CI log, a pipe) a bar is drawn only once, when the
+        wait ends, so a wait that never ends would leave nothing behind: there each change
+        is printed as a line of its own instead, with the time since the wait began.
+        """
+        console = self._console(err=True)
+        if not console.is_terminal:
+            yield ProgressView(None, None, log=(console, title))
+            return
         bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
-                       console=self._console(err=True), transient=False)
+                       console=console, transient=False)
         task = bar.add_task(title, total=max(total, 1), detail="")
         with bar:
             yield ProgressView(bar, task)
 
 
 class ProgressView:
-    """Handle to update one progress bar."""
+    """Handle to update one progress bar (or, off a terminal, its log of changes)."""
 
-    def __init__(self, bar: Progress, task: Any) -> None:
+    def __init__(self, bar: Progress | None, task: Any, *,
+                 log: tuple[Console, str] | None = None) -> None:
         self._bar = bar
         self._task = task
+        self._log = log
+        self._started = time.monotonic()
+        self._last: tuple[int, int, str] | None = None
 
     def update(self, done: int, total: int, detail: str) -> None:
         """Show `done` of `total`, with a short state summary beside the bar."""
-        self._bar.update(self._task, completed=done, total=max(total, 1), detail=detail)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=max(total, 1), detail=detail)
+        if self._log is None or (done, total, detail) == self._last:
+            return
+        self._last = (done, total, detail)
+        console, title = self._log
+        console.print(f"{title} {done}/{max(total, 1)} {detail} "
+                      f"{timedelta(seconds=int(time.monotonic() - self._started))}",
+                      markup=False, highlight=False)

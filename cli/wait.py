@@ -26,6 +26,7 @@ TERMINAL_TASK_STATES = {"SUCCEEDED", "FAILED", "KILLED", "LOST", "DELETED"}
 TERMINAL_UPDATE_STATES = {"SUCCEEDED", "ABORTED", "FAILED", "ROLLED_BACK"}
 FAILED_UPDATE_STATES = {"ABORTED", "FAILED", "ROLLED_BACK"}
 _WF = "WORKFLOW_STATE_"
+_POD = "POD_STATE_"
 #: Polls of an already-finished workflow before we accept it as the one we started.
 _STALE_POLLS = 5
 
@@ -114,12 +115,16 @@ def wait_workflow(client: PelotonClient, job_id: str, version: str, out: Output,
     stale = 0
     with out.progress(f"workflow {job_id[:8]}", 1) as bar:
         while True:
-            wf = client.get_stateless_job(job_id, summary_only=True).summary.status.workflow_status
+            status = client.get_stateless_job(job_id, summary_only=True).summary.status
+            wf = status.workflow_status
             state = str(stateless_pb2.WorkflowState.Name(wf.state)).removeprefix(_WF)
             done, failed = wf.num_instances_completed, wf.num_instances_failed
             left = wf.num_instances_remaining
+            # The pods' states say why a workflow does not move on (pods that keep failing).
+            pods = summarize({k.removeprefix(_POD): int(v) for k, v in status.pod_stats.items()})
             bar.update(done + failed, done + failed + left,
-                       f"{state}  done {done} failed {failed} remaining {left}")
+                       f"{state}  done {done} failed {failed} remaining {left}"
+                       + (f"  pods {pods}" if pods else ""))
             finished = state in TERMINAL_UPDATE_STATES
             # Right after the write, the status may still describe the previous workflow.
             ours = not version or wf.version.value == version or stale >= _STALE_POLLS

@@ -22,6 +22,10 @@ from tests.harness.procs import REPO
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 #: How long one block may take (a block takes 10-20 s on an idle machine).
 BLOCK_SECS = 200
+#: Lines of `peloton up`'s output a hung block's failure shows.
+LOG_TAIL = 60
+#: Lines of a failed task's stderr it shows.
+STDERR_TAIL = 5
 BLOCK = re.compile(r"<!-- tour:begin (\w+) -->\s*```sh\n(.*?)```\s*<!-- tour:end -->", re.S)
 
 
@@ -47,13 +51,16 @@ def up(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 def run_block(up: UpCluster, text: str) -> subprocess.CompletedProcess[str]:
     """Run one tour block in its own session; on the deadline the whole session is killed
-    (the CLI's waits included) and the test fails with what the block printed so far, so a
-    hang names the step it hung in."""
+    (the CLI's waits included) and the test fails with what the block printed so far (a
+    wait logs each change off a terminal), so a hang names the step it hung in, and with
+    the cluster's state (`cluster_state`), so it can say why."""
     env = {**os.environ, "JOBMGR_URL": f"127.0.0.1:{up.jobmgr_port}",
            "RESMGR_URL": f"127.0.0.1:{up.resmgr_port}",
-           "HOSTMGR_URL": f"127.0.0.1:{up.hostmgr_port}",
-           "PS4": "+ $(date +%T.%3N) "}  # the trace stamps each step: a slow one shows
-    proc = subprocess.Popen(["bash", "-xeuo", "pipefail", "-c", text], cwd=REPO, env=env,
+           "HOSTMGR_URL": f"127.0.0.1:{up.hostmgr_port}"}
+    # The trace stamps each step, so a slow one shows.  PS4 is set in the script: bash run
+    # as root (CI) ignores a PS4 it inherits.
+    script = f"PS4='+ $(date +%T.%3N) '; set -x\n{text}"
+    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -61,8 +68,37 @@ def run_block(up: UpCluster, text: str) -> subprocess.CompletedProcess[str]:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"the block did not finish in {BLOCK_SECS} s; it printed:\n{out}\n{err}")
+        pytest.fail(f"the block did not finish in {BLOCK_SECS} s; it printed:\n{out}\n{err}\n"
+                    f"{cluster_state(up)}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def cluster_state(up: UpCluster) -> str:
+    """What a hung block leaves to look at: every job's tasks (state, health, message: a
+    task that keeps failing shows here), the end of each failed task's stderr, and the end
+    of what `peloton up` printed (its warnings and errors)."""
+    listed = _cli(up, "job", "list")
+    parts = [listed]
+    # `job list` shows ids cut to 8 characters, which the CLI takes back (cli/ids.py).
+    for job_id in dict.fromkeys(re.findall(r"^([0-9a-f]{8}) ", listed, re.M)):
+        tasks = _cli(up, "task", "list", job_id)
+        parts.append(tasks)
+        # A failed task's own words ("Address already in use") end its stderr.
+        for inst in re.findall(r"^(\d+)\s+(?:FAILED|LOST)\b", tasks, re.M):
+            logs = _cli(up, "task", "logs", job_id, inst, "-f", "stderr").splitlines()
+            parts.append("\n".join([logs[0], *logs[1:][-STDERR_TAIL:]]))
+    log = up.log().splitlines()[-LOG_TAIL:]
+    parts.append(f"peloton up printed (last {LOG_TAIL} lines):\n" + "\n".join(log))
+    return "\n".join(parts)
+
+
+def _cli(up: UpCluster, *args: str) -> str:
+    try:
+        result = up.cli(*args, check=False, timeout=30)
+        shown = result.stdout + result.stderr
+    except subprocess.TimeoutExpired:
+        shown = "(no answer in 30 s)\n"
+    return f"$ peloton {' '.join(args)}\n{shown}"
 
 
 def test_readme_has_both_tour_blocks() -> None:

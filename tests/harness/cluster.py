@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from peloton.api.client import PelotonClient
+from tests.harness import task_ports
 from tests.harness.procs import PELOTON, OutputTail, free_port, stop
 
 READY_TIMEOUT = 60.0
@@ -35,8 +35,10 @@ class UpCluster:
         self.jobmgr_port, self.resmgr_port = free_port(), free_port()
         self.hostmgr_port, self.aurora_port = free_port(), free_port()
         self.ui_port = free_port()
-        # Task ports of this cluster, apart from any other cluster running on the machine.
-        self.port_base = random.randrange(34000, 58000, 2000)
+        # Task ports of this cluster, apart from any other cluster running on the machine
+        # and from the kernel's ephemeral ports (task_ports.py says why); held until close().
+        self.port_block = task_ports.claim()
+        self.port_base = self.port_block.base
         self.proc: subprocess.Popen[str] | None = None
         self.tail: OutputTail | None = None
         self.extra_agents: list[tuple[subprocess.Popen[str], OutputTail]] = []
@@ -107,6 +109,7 @@ class UpCluster:
             self._client = None
         _kill_sandbox_processes(self.base)
         remove_relocated_sandboxes(self.base)
+        self.port_block.release()
 
     # -- extra agents -------------------------------------------------------------------
     def add_agent(self, name: str, *args: str) -> subprocess.Popen[str]:

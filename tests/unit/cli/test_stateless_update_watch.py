@@ -91,6 +91,26 @@ def test_replace_wait_shows_instances_done_failed_remaining(
     assert "done 3 failed 0 remaining 0" in result.stderr and "3/3" in result.stderr
 
 
+def test_a_wait_off_a_terminal_logs_each_change_with_the_pods_states(
+        peloton: Peloton, stateless_state: StatelessState, tmp_path: Path) -> None:
+    # Off a terminal (a CI log) a bar shows only at the end: a wait killed on a deadline
+    # must still have said where it stood, and the pods' states say why.
+    stateless_state.workflow_script = [
+        ("ROLLING_FORWARD", 1, 0, 2, "2-1-1"),
+        ("ROLLING_FORWARD", 1, 0, 2, "2-1-1"),
+        ("ROLLING_FORWARD", 2, 0, 1, "2-1-1"),
+        ("SUCCEEDED", 3, 0, 0, "2-1-1"),
+    ]
+    result = peloton("job", "stateless", "replace", JOB, _file(tmp_path, SPEC_YAML), "1", "/DefaultResPool",
+                     "1-1-1", "--wait")
+    assert result.exit_code == 0, result.output
+    lines = [line.rsplit(" ", 1)[0] for line in result.stderr.splitlines()]
+    assert lines == [
+        f"workflow {JOB[:8]} 1/3 ROLLING_FORWARD  done 1 failed 0 remaining 2  pods RUNNING 3",
+        f"workflow {JOB[:8]} 2/3 ROLLING_FORWARD  done 2 failed 0 remaining 1  pods RUNNING 3",
+        f"workflow {JOB[:8]} 3/3 SUCCEEDED  done 3 failed 0 remaining 0  pods RUNNING 3"]
+
+
 def test_replace_wait_rolled_back_is_wait_failed(
         peloton: Peloton, stateless_state: StatelessState, tmp_path: Path) -> None:
     stateless_state.workflow_script = [("ROLLING_BACKWARD", 1, 1, 1, "2-1-1"),
