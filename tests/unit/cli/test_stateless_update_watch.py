@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -76,6 +77,12 @@ def test_stale_entity_version_is_conflict(peloton: Peloton, tmp_path: Path) -> N
     assert "entity version 0-0-0 is stale" in result.stderr
 
 
+def _replace_waiting(peloton: Peloton, tmp_path: Path) -> Any:
+    """`job stateless replace ... --wait` of SPEC_YAML over entity version 1-1-1."""
+    return peloton("job", "stateless", "replace", JOB, _file(tmp_path, SPEC_YAML), "1",
+                   "/DefaultResPool", "1-1-1", "--wait")
+
+
 def test_replace_wait_shows_instances_done_failed_remaining(
         peloton: Peloton, stateless_state: StatelessState, tmp_path: Path) -> None:
     stateless_state.workflow_script = [
@@ -84,8 +91,7 @@ def test_replace_wait_shows_instances_done_failed_remaining(
         ("ROLLING_FORWARD", 2, 0, 1, "2-1-1"),
         ("SUCCEEDED", 3, 0, 0, "2-1-1"),
     ]
-    result = peloton("job", "stateless", "replace", JOB, _file(tmp_path, SPEC_YAML), "1", "/DefaultResPool",
-                     "1-1-1", "--wait")
+    result = _replace_waiting(peloton, tmp_path)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["New EntityVersion: 2-1-1", f"Workflow of job {JOB} SUCCEEDED"]
     assert "done 3 failed 0 remaining 0" in result.stderr and "3/3" in result.stderr
@@ -101,8 +107,7 @@ def test_a_wait_off_a_terminal_logs_each_change_with_the_pods_states(
         ("ROLLING_FORWARD", 2, 0, 1, "2-1-1"),
         ("SUCCEEDED", 3, 0, 0, "2-1-1"),
     ]
-    result = peloton("job", "stateless", "replace", JOB, _file(tmp_path, SPEC_YAML), "1", "/DefaultResPool",
-                     "1-1-1", "--wait")
+    result = _replace_waiting(peloton, tmp_path)
     assert result.exit_code == 0, result.output
     lines = [line.rsplit(" ", 1)[0] for line in result.stderr.splitlines()]
     assert lines == [
