@@ -51,8 +51,9 @@ if TYPE_CHECKING:
               help="Host attributes of the local agents, which placement constraints match "
                    "(Peloton host-label constraints, Aurora `constraints`): `zone=east` on every "
                    "agent, `1:zone=west` on agent 1 only (agents count from 0).  Repeatable.")
-@click.option("--agent-ports", default="31000-32999", show_default=True,
-              help="Dynamic port range the local agents share (split between them).")
+@click.option("--agent-ports", default="31000-32767", show_default=True,
+              help="Dynamic port range the local agents share (split between them); keep it "
+                   "below the machine's ephemeral range (net.ipv4.ip_local_port_range).")
 @click.option("--backend", default="local", show_default=True,
               help='"local" (real processes), "sim:N[:TASK_S[:CPUS[:START_S]]]" (N simulated '
               'hosts of CPUS cpus whose tasks run START_S after launch and end TASK_S later) '

@@ -20,7 +20,7 @@ from typing import Any
 from gevent import monkey as gevent_monkey
 
 from peloton.agent.caps import SandboxCaps, new_call_token
-from peloton.agent.config import AgentConfig
+from peloton.agent.config import AgentConfig, ephemeral_overlap, ephemeral_range
 from peloton.agent.executor import Executor
 from peloton.agent.files import FileServer
 from peloton.agent.isolation import detect
@@ -176,6 +176,12 @@ class AgentApp:
         if not self.identities.can_switch:
             log.warning("agent %s does not run as root: every task runs as this agent's own "
                         "user, with no isolation between tasks", self.config.name)
+        shared = ephemeral_overlap(self.config.ports, ephemeral_range())
+        if shared:
+            log.warning("agent %s: task ports %s lie in this machine's ephemeral range "
+                        "(net.ipv4.ip_local_port_range): an outgoing connection can hold one, "
+                        "and a task given it fails to bind; offer ports below it (--ports)",
+                        self.config.name, ",".join(f"{r.begin}-{r.end}" for r in shared))
 
     def stop(self, kill_tasks: bool = False, grace_secs: float = 5.0) -> None:
         """Stop serving and reporting; tasks keep running unless `kill_tasks`."""

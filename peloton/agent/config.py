@@ -57,6 +57,34 @@ def parse_ports(text: str) -> tuple[PortRange, ...]:
     return tuple(out)
 
 
+#: Where Linux says which local ports it picks for outgoing connections.
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> PortRange | None:
+    """The machine's ephemeral port range (None: not Linux, or unreadable)."""
+    try:
+        low, high = (int(x) for x in path.read_text().split())
+    except (OSError, ValueError):
+        return None
+    return PortRange(low, high)
+
+
+def ephemeral_overlap(ports: tuple[PortRange, ...], ephemeral: PortRange | None
+                      ) -> list[PortRange]:
+    """The parts of `ports` inside the ephemeral range.  Any outgoing connection on the
+    machine may hold such a port: a task given it fails to bind ("Address already in
+    use"), and placement gives its retry the same lowest free port again."""
+    if ephemeral is None:
+        return []
+    out = []
+    for r in ports:
+        begin, end = max(r.begin, ephemeral.begin), min(r.end, ephemeral.end)
+        if begin <= end:
+            out.append(PortRange(begin, end))
+    return out
+
+
 def parse_label(text: str) -> Label:
     """`key=value` (value may be empty)."""
     key, _, value = text.partition("=")

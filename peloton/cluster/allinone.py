@@ -90,8 +90,9 @@ class UpConfig:
     agent_slack_from_usage: bool = False
     #: Local agents apply tasks' fdLimit (Peloton on Mesos never did).
     agent_enforce_fd_limit: bool = False
-    #: Dynamic ports the local agents hand out, split between them.
-    agent_ports: tuple[int, int] = (31000, 32999)
+    #: Dynamic ports the local agents hand out, split between them: below Linux's default
+    #: ephemeral range (32768-60999), where an outgoing connection may hold a task's port.
+    agent_ports: tuple[int, int] = (31000, 32767)
     #: "local" (real processes), "sim:<hosts>[:<task secs>[:<cpus>[:<start secs>]]]" (virtual
     #: hosts whose tasks are RUNNING <start secs> after launch and succeed <task secs> later;
     #: for demos and benchmarks), "mesos:<master>" (an Apache Mesos master: http://host:port,

@@ -11,7 +11,7 @@ that way (tests/e2e/test_readme_tour.py).  Two clusters of concurrent pytest pro
 given the same range collide the same way.
 
 So each cluster claims a block of `BLOCK` ports below the ephemeral range and above the
-privileged ones, clear of `peloton up`'s default agent range (31000-32999, a `make run`
+privileged ones, clear of `peloton up`'s default agent range (31000-32767, a `make run`
 cluster on the same machine) and of the Kubernetes backend's default hostPorts
 (28000-29999), with an exclusive `flock` on a file in a directory every test process
 shares.  The claim is held until `release` (or until the process ends: the
