@@ -17,7 +17,7 @@ from peloton.common.metrics import Metrics
 from peloton.core.model.ids import RunIdParser
 from peloton.core.ports import EventStream
 from peloton.core.respool.admission import reservation_due
-from peloton.resmgr.transitions import apply_event, expire
+from peloton.resmgr.transitions import apply_events, expire
 
 if TYPE_CHECKING:
     from peloton.resmgr.app import ResourceManager
@@ -217,13 +217,8 @@ class Loops:
         events = self._stream.poll(rm.config.event_batch, timeout)
         if not events:
             return 0
-        freed = False
         with rm.lock:
-            book = rm.book
-            now = rm.clock.monotonic()
-            parse = self._run_ids.parse
-            for event in events:
-                freed = apply_event(book, event, now, parse) or freed
+            freed = apply_events(rm.book, events, rm.clock.monotonic(), self._run_ids.parse)
         self._stream.acknowledge(events[-1].offset)
         if freed:
             rm.work.fire()

@@ -33,7 +33,6 @@ from peloton.core.model.evolve import constructor
 from peloton.core.model.ids import TaskId
 from peloton.core.model.sched import (
     EnqueueFailure,
-    PlacedTask,
     Placement,
     PlacementFailure,
     PlacementGang,
@@ -145,26 +144,31 @@ class TaskBook:
     # -- placement engine -------------------------------------------------------------------
     def dequeue(self, limit: int, now: float) -> list[PlacementGang]:
         """Take ready gangs of at most `limit` tasks in all (at least one gang); READY -> PLACING."""
-        self.ready.promote(now)
+        ready = self.ready
+        ready.promote(now)
+        # Looked up once per call, not per task (a call takes a thousand or so).
+        owner, get, transition = ready.owner, self.tracker.get, self.tracker.transition
+        start = self.timeouts.start
         out: list[PlacementGang] = []
         taken = 0
         while taken < limit:
-            entry = self.ready.pop()
+            entry = ready.pop()
             if entry is None:
                 break
-            live = [r for r in entry.records if self._is(r, S.READY)
-                    and self.ready.owner.get(r.task_id) is entry]
+            live = [r for r in entry.records if r.state is S.READY
+                    and get(r.task_id) is r and owner.get(r.task_id) is entry]
             if not live:
                 continue
             entry.records = live
             if taken and taken + len(live) > limit:
-                self.ready.push_front(entry)
+                ready.push_front(entry)
                 break
             for rec in live:
-                self.tracker.transition(rec.task_id, S.PLACING)
-                self.timeouts.start(rec.task_id, S.PLACING, now, rec.placement_attempts)
-            out.append(_new_gang(_new_request(tuple(r.task.request for r in live)),
-                                 tuple(r.task.run_id for r in live), live[0].pool.pool_id))
+                task_id = rec.task_id
+                transition(task_id, S.PLACING)
+                start(task_id, S.PLACING, now, rec.placement_attempts)
+            out.append(_new_gang(_new_request(tuple([r.task.request for r in live])),
+                                 tuple([r.task.run_id for r in live]), live[0].pool.pool_id))
             taken += len(live)
         return out
 
@@ -172,12 +176,15 @@ class TaskBook:
                        failures: Sequence[PlacementFailure], now: float) -> int:
         """Apply a placement round; returns how many runs became PLACED."""
         placed = 0
+        placing, transition, settle = self._placing, self.tracker.transition, self.settle
+        hosts = self.hosts
         for placement in placements:
-            kept = [p for p in placement.tasks if self._placing(p.task_id, p.run_id)]
+            kept = [p for p in placement.tasks if placing(p.task_id, p.run_id)]
             for p in kept:
-                self.tracker.transition(p.task_id, S.PLACED)
-                self.settle(p.task_id)
-                self.hosts[p.task_id] = placement.hostname
+                task_id = p.task_id
+                transition(task_id, S.PLACED)
+                settle(task_id)
+                hosts[task_id] = placement.hostname
             if kept:
                 same = len(kept) == len(placement.tasks)
                 self.placed.push(placement if same else Placement(
@@ -231,8 +238,12 @@ class TaskBook:
         job); PLACED -> LAUNCHING."""
         out: list[Placement] = []
         taken = 0
+        get, transition = self.tracker.get, self.tracker.transition
+        start = self.timeouts.start
         while taken < limit and (placement := self.placed.pop(partitions)) is not None:
-            tasks = [p for p in placement.tasks if self._current(p, S.PLACED)]
+            tasks = [p for p in placement.tasks
+                     if (rec := get(p.task_id)) is not None and rec.task.run_id == p.run_id
+                     and rec.state is S.PLACED]
             if not tasks:
                 continue
             if taken + len(tasks) > limit:
@@ -241,25 +252,18 @@ class TaskBook:
                 self.placed.push_front(Placement(placement.hostname, placement.agent_id,
                                                  tuple(rest)))
             for p in tasks:
-                self.tracker.transition(p.task_id, S.LAUNCHING)
-                self.timeouts.start(p.task_id, S.LAUNCHING, now)
+                transition(p.task_id, S.LAUNCHING)
+                start(p.task_id, S.LAUNCHING, now)
             out.append(Placement(placement.hostname, placement.agent_id, tuple(tasks)))
             taken += len(tasks)
         return out
 
     # -- helpers --------------------------------------------------------------------------------
-    def _is(self, rec: TaskRecord, state: TaskState) -> bool:
-        return rec.state is state and self.tracker.get(rec.task_id) is rec
-
     def _placing(self, task_id: TaskId, run_id: int) -> TaskRecord | None:
         rec = self.tracker.get(task_id)
         if rec is None or rec.task.run_id != run_id or rec.state is not S.PLACING:
             return None
         return rec
-
-    def _current(self, placed: PlacedTask, state: TaskState) -> bool:
-        rec = self.tracker.get(placed.task_id)
-        return rec is not None and rec.task.run_id == placed.run_id and rec.state is state
 
     def settle(self, task_id: TaskId) -> None:
         """The task left the ready/placing stage for good: drop its timeout, entry, reason."""

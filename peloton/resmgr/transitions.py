@@ -16,14 +16,14 @@ Both run under the daemon's lock, on a `TaskBook`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from peloton.core.errors import InvalidArgument
 from peloton.core.lifecycle.task_transitions import NOT_LAUNCHED
-from peloton.core.model.ids import RunId
+from peloton.core.model.ids import RunId, TaskId
 from peloton.core.ports import HostEvent
 from peloton.core.respool.records import TaskRecord
-from peloton.core.states import TaskState
+from peloton.core.states import TERMINAL_TASK_STATES, TaskState
 from peloton.resmgr.ready import ReadyEntry
 from peloton.resmgr.taskbook import TaskBook
 
@@ -34,39 +34,49 @@ S = TaskState
 _TO_RUNNING: dict[TaskState, tuple[TaskState, ...]] = {
     S.READY: (S.PLACED, S.LAUNCHING, S.RUNNING), S.PLACING: (S.PLACED, S.LAUNCHING, S.RUNNING),
     S.PLACED: (S.LAUNCHING, S.RUNNING), S.LAUNCHING: (S.RUNNING,), S.LAUNCHED: (S.RUNNING,)}
+#: The host reports a run launched: a LAUNCHING task stops its launch timeout.
+_LAUNCH_SEEN = frozenset({S.LAUNCHED, S.STARTING})
 
 
-def apply_event(book: TaskBook, event: HostEvent, now: float,
-                parse: Callable[[str], RunId] = RunId.parse) -> bool:
-    """Apply one status event; True if it freed allocation.  `parse` reads the run id (a
-    consumer passes its RunIdParser's)."""
-    try:
-        rid = parse(event.run_id)
-    except InvalidArgument:
-        return False
-    task_id = rid.task
-    rec = book.tracker.get(task_id)
-    if rec is None or rec.task.run_id != rid.run:
-        return False  # a run we do not track, or an older one
-    state = event.state
-    if state.terminal:
-        if rec.state is S.PENDING:
-            return False  # queued again (e.g. preempted before start): the queue keeps it
-        if state is S.LOST and rec.state in NOT_LAUNCHED:
-            return False  # no host had it: a reconciliation's "unknown run" leaves it queued
-        book.finish(task_id, state)
-        return True
-    if event.hostname:
-        book.hosts[task_id] = event.hostname
-    if state is S.RUNNING:
-        for step in _TO_RUNNING.get(rec.state, ()):
-            book.tracker.transition(task_id, step, at=now)
-        if rec.state is S.RUNNING:
-            book.settle(task_id)
-    elif state in (S.LAUNCHED, S.STARTING) and rec.state is S.LAUNCHING:
-        book.tracker.transition(task_id, S.LAUNCHED)
-        book.timeouts.clear(task_id)
-    return False
+def apply_events(book: TaskBook, events: Iterable[HostEvent], now: float,
+                 parse: Callable[[str], RunId] = RunId.parse) -> bool:
+    """Apply status events in stream order, each as the module docstring says; True if any
+    freed allocation.  `parse` reads run ids (a consumer passes its RunIdParser's).  One
+    call per batch read from the stream: every task sends three events (STARTING, RUNNING,
+    its end), so what is looked up once per batch is not looked up per event."""
+    tracker = book.tracker
+    get, transition = tracker.get, tracker.transition
+    hosts, clear_timeout = book.hosts, book.timeouts.clear
+    freed = False
+    for event in events:
+        try:
+            rid = parse(event.run_id)
+        except InvalidArgument:
+            continue
+        task_id = TaskId(rid.job_id, rid.instance)
+        rec = get(task_id)
+        if rec is None or rec.task.run_id != rid.run:
+            continue  # a run we do not track, or an older one
+        state = event.state
+        if state in TERMINAL_TASK_STATES:
+            if rec.state is S.PENDING:
+                continue  # queued again (e.g. preempted before start): the queue keeps it
+            if state is S.LOST and rec.state in NOT_LAUNCHED:
+                continue  # no host had it: a reconciliation's "unknown run" leaves it queued
+            book.finish(task_id, state)
+            freed = True
+            continue
+        if event.hostname:
+            hosts[task_id] = event.hostname
+        if state is S.RUNNING:
+            for step in _TO_RUNNING.get(rec.state, ()):
+                transition(task_id, step, at=now)
+            if rec.state is S.RUNNING:
+                book.settle(task_id)
+        elif state in _LAUNCH_SEEN and rec.state is S.LAUNCHING:
+            transition(task_id, S.LAUNCHED)
+            clear_timeout(task_id)
+    return freed
 
 
 def expire(book: TaskBook, now: float) -> int:

@@ -23,9 +23,10 @@ from peloton.api.convert.private_sched import (
     partitions_to_pb,
     placement_failure_to_pb,
     placement_from_pb,
-    placement_to_pb,
+    placements_into,
     resources_to_pb,
     rm_task_to_pb,
+    rm_tasks_into,
     task_id_from_pb,
     task_id_to_pb,
     victim_from_pb,
@@ -87,7 +88,7 @@ class GrpcResourceManager:
         table = NeedsTable()
         request = pb.EnqueueGangsRequest(pool_id=pool_id)
         for gang in gangs:
-            request.gangs.add().tasks.extend(rm_task_to_pb(t, table) for t in gang)
+            rm_tasks_into(request.gangs.add().tasks, gang, table)
         request.needs.extend(table.messages)
         reply = self.channel.call("EnqueueGangs", request, pb.EnqueueGangsResponse)
         return [enqueue_failure_from_pb(f) for f in reply.failures]
@@ -168,6 +169,7 @@ class GrpcResourceManager:
     def set_placements(self, placements: Sequence[Placement],
                        failures: Sequence[PlacementFailure]) -> None:
         """Report a placement round."""
-        self.channel.call("SetPlacements", pb.SetPlacementsRequest(
-            placements=[placement_to_pb(p) for p in placements],
-            failures=[placement_failure_to_pb(f) for f in failures]), pb.SetPlacementsResponse)
+        request = pb.SetPlacementsRequest(
+            failures=[placement_failure_to_pb(f) for f in failures])
+        placements_into(request.placements, placements)
+        self.channel.call("SetPlacements", request, pb.SetPlacementsResponse)

@@ -15,12 +15,12 @@ from peloton.api.convert.private_sched import (
     NeedsTable,
     enqueue_failure_to_pb,
     enum_from_pb,
-    gang_to_pb,
+    gangs_into,
     needs_from_pb,
     partitions_from_pb,
     placement_failure_from_pb,
     placement_from_pb,
-    placement_to_pb,
+    placements_into,
     resources_from_pb,
     rm_task_from_pb,
     task_id_from_pb,
@@ -79,7 +79,9 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
             still_current(self.watermark, context.invocation_metadata())
         placements = self.port.get_placements(request.limit, min(request.timeout, MAX_WAIT),
                                               partitions, still_current=current)
-        return pb.GetPlacementsResponse(placements=[placement_to_pb(p) for p in placements])
+        out = pb.GetPlacementsResponse()
+        placements_into(out.placements, placements)
+        return out
 
     def RecoverTask(self, request: pb.RecoverTaskRequest, context: Any) -> pb.RecoverTaskResponse:
         task = rm_task_from_pb(request.task, needs_from_pb(request.needs))
@@ -122,8 +124,10 @@ class ResourceManagerServicer(pb_grpc.ResourceManagerServiceServicer):  # type: 
                      context: Any) -> pb.DequeueGangsResponse:
         gangs = self.port.dequeue_gangs(request.limit, min(request.timeout, MAX_WAIT))
         table = NeedsTable()
-        out = [gang_to_pb(g, table) for g in gangs]
-        return pb.DequeueGangsResponse(needs=table.messages, gangs=out)
+        out = pb.DequeueGangsResponse()
+        gangs_into(out.gangs, gangs, table)
+        out.needs.extend(table.messages)
+        return out
 
     def SetPlacements(self, request: pb.SetPlacementsRequest,
                       context: Any) -> pb.SetPlacementsResponse:
