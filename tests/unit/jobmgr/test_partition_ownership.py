@@ -257,7 +257,7 @@ def test_with_fenced_polls_a_release_waits_for_a_round_launching_not_for_its_pol
     a.acquire_partition(0, epoch=10)
     h.rm.auto_place = False  # nothing to place: the poll waits its whole timeout
     polling = gevent.spawn(a.placement.launch_once, 30.0)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # a yield: the greenlet just spawned runs until it blocks
     a.release_partition(0)  # returns at once: nothing written or launched is in flight
     assert not polling.dead
     assert "still running" not in caplog.text  # not waited for in vain either
@@ -284,7 +284,7 @@ def test_with_fenced_polls_a_release_waits_for_a_round_launching_not_for_its_pol
     gevent.spawn(a.placement.launch_once, 0.0)  # placed at once, then launched
     assert launching.wait(30)
     release = gevent.spawn(a.release_partition, 1)
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # a yield: the greenlet just spawned runs until it blocks
     assert not release.dead  # waiting for the round that is launching
     go_on.set()
     release.get(timeout=30)
@@ -297,7 +297,7 @@ def test_releasing_many_partitions_waits_for_a_stuck_round_only_once(h: Harness)
         a.acquire_partition(p, epoch=10)
     h.rm.auto_place = False
     round_ = gevent.spawn(a.placement.launch_once, 0.5)  # "stuck" for the whole test
-    gevent.sleep(0.05)
+    gevent.sleep(0)  # a yield: the greenlet just spawned runs until it blocks
     assert not a.placement.quiesce(0.1)  # waited for, in vain
     assert not a.placement.quiesce(5.0)  # the same round: not waited for again
     assert not round_.dead
