@@ -7,6 +7,7 @@ links.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -72,7 +73,7 @@ def remove_all(victims: list[Path]) -> None:
 
 def remove_path(path: Path) -> None:
     """Remove a file or a read-only tree (its directories opened first); gone is fine."""
-    try:
+    with contextlib.suppress(FileNotFoundError):  # gone already: what was wanted
         if path.is_dir() and not path.is_symlink():
             for base, dirs, _files in os.walk(path):  # unpacked trees are read-only
                 for name in dirs:
@@ -80,5 +81,3 @@ def remove_path(path: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
-    except FileNotFoundError:
-        pass

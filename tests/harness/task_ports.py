@@ -20,6 +20,7 @@ kernel drops the lock of a killed process, so no claim goes stale).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -70,11 +71,9 @@ def claim(*, claims: Path = CLAIMS, bases: tuple[int, ...] | None = None,
     if not bases:
         raise AssertionError(f"no task port block of {BLOCK} fits below the ephemeral range "
                              f"(starts at {ephemeral_low()})")
-    try:
+    with contextlib.suppress(FileExistsError):  # another test process made it first
         claims.mkdir(parents=True)
         claims.chmod(0o1777)  # shared by every user's test processes, as /tmp is
-    except FileExistsError:
-        pass
     deadline = time.monotonic() + wait_s
     while True:
         # A random starting block: clusters of one process spread out too.

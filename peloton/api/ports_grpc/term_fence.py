@@ -40,6 +40,7 @@ end before the new owner starts.
 
 from __future__ import annotations
 
+import abc
 import copy
 import logging
 import threading
@@ -223,8 +224,9 @@ class Caller(Protocol):
         ...
 
 
-class _Stamping:
-    """A channel whose every call (decoded or raw) carries what `_stamp` adds."""
+class _Stamping(abc.ABC):
+    """A channel whose every call (decoded or raw) carries what `_stamp` adds (each
+    subclass says what: a term's epoch, a member's partition epochs)."""
 
     def __init__(self, channel: Caller) -> None:
         self._channel = channel
@@ -243,8 +245,9 @@ class _Stamping:
         """The channel's raw call, stamped."""
         return self._channel.call_raw(method, request, wait=wait, metadata=self._stamp(metadata))
 
+    @abc.abstractmethod
     def _stamp(self, metadata: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-        raise NotImplementedError
+        """`metadata` with this caller's stamp added."""
 
 
 class StampedCaller(_Stamping):
