@@ -29,6 +29,8 @@ import time
 import weakref
 from pathlib import Path
 
+from peloton.agent.config import EPHEMERAL_RANGE_FILE, ephemeral_range
+
 #: Ports of one cluster: `peloton up`'s agents take the first 1000, extra agents the rest.
 BLOCK = 2000
 #: Where blocks may start: 10000 to 26000, below the Kubernetes backend's hostPorts.
@@ -39,12 +41,11 @@ CLAIMS = Path("/tmp/peloton-test-task-ports")
 WAIT_S = 120.0
 
 
-def ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
-    """The lowest port the kernel may hand an outgoing connection (32768 when unknown)."""
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+def ephemeral_low(path: Path = EPHEMERAL_RANGE_FILE) -> int:
+    """The lowest port the kernel may hand an outgoing connection (32768 when unknown;
+    the agent reads the same file to warn of task ports inside the range)."""
+    found = ephemeral_range(path)
+    return 32768 if found is None else found.begin
 
 
 def usable_bases(low: int) -> tuple[int, ...]:
