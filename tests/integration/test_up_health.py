@@ -2,24 +2,28 @@
 addresses it prints, `--agents N`, `--store`, and clean stops on SIGTERM and Ctrl-C.
 
 Every port is 0 (picked free by the daemons) or taken from a free-port probe, so these
-tests cannot collide with a `make run` on the default ports of the same machine.
+tests cannot collide with a `make run` on the default ports of the same machine; the agents'
+task ports are a block each test claims below the kernel's ephemeral range
+(tests/harness/task_ports.py says why).
 """
 
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from peloton.api.client import PelotonClient
+from tests.harness import task_ports
 from tests.harness.procs import PELOTON, OutputTail, free_port, stop, wait_for
 
 READY = "press Ctrl-C to stop"
@@ -29,9 +33,28 @@ AGENT = re.compile(r"^\s+agent\s+(\S+) gRPC (127\.0\.0\.1:\d+)\s+work dir (\S+)"
 STORAGE = re.compile(r"^\s+storage\s+(\S+)")
 
 
+class _TaskPorts:
+    """The block of task ports the running test holds (set by `_task_ports`)."""
+
+    base = 0
+
+
+@pytest.fixture(autouse=True)
+def _task_ports() -> Iterator[None]:
+    """Claim this test's task port block for its duration."""
+    block = task_ports.claim()
+    _TaskPorts.base = block.base
+    try:
+        yield
+    finally:
+        block.release()
+
+
 def up_args(*extra: str, jobmgr_port: int = 0) -> list[str]:
-    """`peloton up` on free ports only (0: picked by the daemons), task ports apart."""
-    first = random.randrange(34000, 58000, 2000)
+    """`peloton up` on free ports only (0: picked by the daemons), task ports in the
+    test's claimed block."""
+    first = _TaskPorts.base
+    assert first, "no task port block claimed (the _task_ports fixture)"
     return [PELOTON, "up", "--jobmgr-port", str(jobmgr_port), "--resmgr-port", "0", "--hostmgr-port", "0",
             "--aurora-port", "0", "--ui-port", "0", "--agent-ports", f"{first}-{first + 999}",
             *extra]
