@@ -6,6 +6,8 @@ between the ports' values and the placer's:
 
 * revocable gangs are placed first (as Peloton does): they can only use
   slack cpu, while regular work could take the memory they also need;
+* each task's run goes to the placer, which draws the task's dynamic ports
+  by it (a retry gets other ports than the run before it);
 * each placed task becomes a `PlacedTask` in its host's `Placement` (one
   per host, so the job manager launches per host) and a `HostReservation`
   carrying its resources, ports and labels, so the host manager keeps the
@@ -64,15 +66,17 @@ def place_round(gangs: Sequence[PlacementGang], offers: Sequence[HostOffer],
     (only hosts whose offer changed are rebuilt) instead of built anew.
     """
     runs: dict[TaskId, tuple[TaskRequest, int]] = {}
+    run_of: dict[TaskId, int] = {}
     for g in gangs:
         for req, run in zip(g.gang.tasks, g.run_ids, strict=True):
             runs[req.task_id] = (req, run)
+            run_of[req.task_id] = run
     ordered = sorted(gangs, key=lambda g: not _revocable(g))  # stable: FIFO within each class
     if placer is None:
         placer = Placer(offers, config)
     else:
         placer.sync(offers)
-    plan = placer.place([g.gang for g in ordered])
+    plan = placer.place([g.gang for g in ordered], run_of)
     by_host: dict[str, tuple[str, list[PlacedTask]]] = {}
     reservations: list[HostReservation] = []
     for tp in plan.placed:

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from peloton.core.errors import InvalidArgument
 from peloton.core.model.constraints import Label
 from peloton.core.model.host import EXCLUSIVE_ATTRIBUTE, HostOffer
-from peloton.core.model.resources import PortRange, Resources, to_units
+from peloton.core.model.resources import Resources, to_units
+from peloton.core.placement.portpool import PortPool
 from peloton.core.states import HostState
 
 INDEX_BITS = 20
@@ -83,44 +84,6 @@ class HostClass:
         self.label_counts: dict[Label, int] = dict(Counter(labels))
         self.has_gpu = has_gpu
         self.exclusive = any(lb.key == EXCLUSIVE_ATTRIBUTE for lb in labels)
-
-
-class PortPool:
-    """Free port numbers of one host as sorted, disjoint [begin, end] ranges."""
-
-    __slots__ = ("free", "ranges")
-
-    def __init__(self, ranges: Iterable[PortRange]) -> None:
-        self.ranges: list[list[int]] = [[r.begin, r.end] for r in sorted(ranges,
-                                                                          key=lambda r: r.begin)]
-        self.free = sum(e - b + 1 for b, e in self.ranges)
-
-    def take(self, count: int) -> tuple[int, ...]:
-        """Remove and return the `count` lowest free ports."""
-        if count > self.free:
-            raise InvalidArgument(f"{count} ports requested, {self.free} free", field="ports")
-        out: list[int] = []
-        while len(out) < count:
-            rng = self.ranges[0]
-            n = min(count - len(out), rng[1] - rng[0] + 1)
-            out.extend(range(rng[0], rng[0] + n))
-            rng[0] += n
-            if rng[0] > rng[1]:
-                self.ranges.pop(0)
-        self.free -= count
-        return tuple(out)
-
-    def give(self, ports: Iterable[int]) -> None:
-        """Return ports taken earlier (gang rollback or release)."""
-        merged = sorted([tuple(r) for r in self.ranges] + [(p, p) for p in ports])
-        out: list[list[int]] = []
-        for b, e in merged:
-            if out and b <= out[-1][1] + 1:
-                out[-1][1] = max(out[-1][1], e)
-            else:
-                out.append([b, e])
-        self.ranges = out
-        self.free = sum(e - b + 1 for b, e in out)
 
 
 class HostRecord:
@@ -288,11 +251,12 @@ class HostIndex:
 
     def debit(self, rec: HostRecord, res: Resources, revocable: bool, ports: int,
               labels: tuple[Label, ...], sign: int = 1,
-              given_ports: tuple[int, ...] = ()) -> tuple[int, ...]:
+              given_ports: tuple[int, ...] = (), port_draw: int = 0) -> tuple[int, ...]:
         """Take (sign 1) or give back (sign -1) one task's resources, ports and labels.
 
-        Returns the ports taken (empty when giving back, where `given_ports`
-        are the ones to return).  Keeps the partition keys in step.
+        Returns the ports taken, from where `port_draw` points in the host's free ports
+        (see portpool.py); empty when giving back, where `given_ports` are the ones to
+        return.  Keeps the partition keys in step.
         """
         up = rec.cls.state is HostState.UP
         part = self.partitions[rec.cls.has_gpu]
@@ -327,7 +291,7 @@ class HostIndex:
             else:
                 del counts[lb]
         if sign > 0:
-            return rec.ports.take(ports) if ports else ()
+            return rec.ports.take(ports, port_draw) if ports else ()
         self.generation += 1
         if given_ports:
             rec.ports.give(given_ports)

@@ -10,7 +10,9 @@ For each task, in order:
 3. each candidate goes through the filter chain below, cheapest first; the
    static part is answered from a per-(needs, host class) cache;
 4. the first host that passes gets the task: resources, ports and labels
-   are debited at once, so later tasks in the batch see them.
+   are debited at once, so later tasks in the batch see them.  Its dynamic
+   ports are drawn from the host's free ports by its run (portpool.py), so a
+   retry of a run that found its port busy gets other ports.
 
 A gang is placed all or nothing: if one member finds no host, the members
 already placed are rolled back.  A needs value that found no host is not
@@ -23,10 +25,11 @@ every host, once per failing needs value.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from peloton.core.model.host import HostOffer
+from peloton.core.model.ids import TaskId
 from peloton.core.placement.domain_limit import DomainLimitFilter
 from peloton.core.placement.explain import explain
 from peloton.core.placement.filters import (
@@ -42,6 +45,7 @@ from peloton.core.placement.filters import (
     TaskConstraintFilter,
 )
 from peloton.core.placement.hosts import HostIndex, HostRecord, Partition
+from peloton.core.placement.portpool import port_draw
 from peloton.core.placement.report import (
     PlacementPlan,
     PlacementReport,
@@ -129,8 +133,14 @@ class Placer:
         return built
 
     # -- public -------------------------------------------------------------------
-    def place(self, gangs: Sequence[GangRequest]) -> PlacementPlan:
-        """Place every gang whole or not at all; debit the index for what was placed."""
+    def place(self, gangs: Sequence[GangRequest],
+              runs: Mapping[TaskId, int] | None = None) -> PlacementPlan:
+        """Place every gang whole or not at all; debit the index for what was placed.
+
+        `runs` names the run of each task being placed (run 0 for a task it leaves out):
+        a task's dynamic ports are drawn by its run, the same for the same run and
+        elsewhere on the host for the next one (`portpool.port_draw`).
+        """
         placed: list[TaskPlacement] = []
         unplaced: list[Unplaced] = []
         index = self.index
@@ -148,8 +158,11 @@ class Placer:
                     if known is None and not req.desired_host_only:
                         self._remember_failure(req.needs, report)
                     break
+                draw = 0
+                if cn.ports:
+                    draw = port_draw(req.task_id, runs.get(req.task_id, 0) if runs else 0)
                 ports = index.debit(host, req.needs.resources, cn.revocable, cn.ports,
-                                    req.labels)
+                                    req.labels, port_draw=draw)
                 undo.append((host, req, ports))
             if miss is None:
                 placed.extend(TaskPlacement(req.task_id, h.hostname, h.agent_id, ports)

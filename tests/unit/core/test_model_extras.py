@@ -18,7 +18,7 @@ from peloton.core.model.constraints import (
     names_host_label_key,
 )
 from peloton.core.model.resources import PortRange, take_ports
-from peloton.core.placement.hosts import PortPool
+from peloton.core.placement.portpool import PortPool
 
 
 def test_take_ports() -> None:

@@ -40,7 +40,7 @@ class CorePlacement:
             task = rm.queued.get(task_id)
             if task is None:
                 continue
-            plan = placer.place([GangRequest((task.request,))])
+            plan = placer.place([GangRequest((task.request,))], {task_id: task.run_id})
             if not plan.placed:
                 self.misses[task_id] += 1
                 continue
