@@ -299,29 +299,3 @@ class PortRange:
 def count_ports(ranges: tuple[PortRange, ...]) -> int:
     """Total number of ports in a set of ranges."""
     return sum(len(r) for r in ranges)
-
-
-def take_ports(ranges: tuple[PortRange, ...], count: int) -> tuple[tuple[int, ...],
-                                                                    tuple[PortRange, ...]]:
-    """Pick the `count` lowest ports from `ranges`; return them and the ranges left free.
-
-    Raises InvalidArgument when the ranges hold fewer than `count` ports, so a
-    caller that checked `count_ports` first never sees it.
-    """
-    if count < 0:
-        raise InvalidArgument("port count must be >= 0", field="ports")
-    if count_ports(ranges) < count:
-        raise InvalidArgument(f"{count} ports requested, {count_ports(ranges)} free",
-                              field="ports")
-    picked: list[int] = []
-    left: list[PortRange] = []
-    for rng in sorted(ranges, key=lambda r: r.begin):
-        need = count - len(picked)
-        if need <= 0:
-            left.append(rng)
-            continue
-        take = min(need, len(rng))
-        picked.extend(range(rng.begin, rng.begin + take))
-        if take < len(rng):
-            left.append(PortRange(rng.begin + take, rng.end))
-    return tuple(picked), tuple(left)

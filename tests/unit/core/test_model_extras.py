@@ -17,16 +17,8 @@ from peloton.core.model.constraints import (
     explain_mismatch,
     names_host_label_key,
 )
-from peloton.core.model.resources import PortRange, take_ports
+from peloton.core.model.resources import PortRange
 from peloton.core.placement.portpool import PortPool
-
-
-def test_take_ports() -> None:
-    ranges = (PortRange(20, 21), PortRange(10, 10))
-    assert take_ports(ranges, 2) == ((10, 20), (PortRange(21, 21),))
-    assert take_ports(ranges, 0) == ((), (PortRange(10, 10), PortRange(20, 21)))
-    with pytest.raises(InvalidArgument):
-        take_ports(ranges, 4)
 
 
 def test_port_pool_take_and_give() -> None:
