@@ -82,6 +82,18 @@ class Measured:
     #: Partitions the members let go of during the run (a ZooKeeper session suspended under
     #: load, a handover): each pauses its jobs' work; 0 in a healthy run.
     released: int
+    #: The machine's CPU seconds over the run: busy (every process, the kernel's own work
+    #: included), this benchmark's client, and stolen by the hypervisor.
+    machine_busy_s: float = 0.0
+    client_s: float = 0.0
+    steal_s: float = 0.0
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, stolen) CPU seconds of the whole machine since boot (/proc/stat)."""
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + t.irq + t.softirq
+    return float(busy), float(getattr(t, "steal", 0.0))
 
 
 def peak_rss_mb(proc: psutil.Process) -> float:
@@ -148,7 +160,9 @@ def measure(base: Path, members: int) -> Measured:
         pool = make_pool(clients[0], HOSTS)
         released0 = releases(cluster)  # the handover to a joining member is not counted
         cpu0 = {name: cpu_s(p) for name, p in procs.items()}
+        (busy0, steal0), client0 = machine_cpu(), cpu_s(psutil.Process())
         run = run_shape(clients, pool, SHAPE_DEADLINE_S)
+        (busy1, steal1), client1 = machine_cpu(), cpu_s(psutil.Process())
         cpu = {name: cpu_s(p) - cpu0[name] for name, p in procs.items()}
         rss = {name: peak_rss_mb(p) for name, p in procs.items()}
         released = releases(cluster) - released0
@@ -156,7 +170,7 @@ def measure(base: Path, members: int) -> Measured:
         for client in clients:
             client.close()
         cluster.stop()
-    return Measured(run, cpu, rss, released)
+    return Measured(run, cpu, rss, released, busy1 - busy0, client1 - client0, steal1 - steal0)
 
 
 def report_members(members: int, m: Measured) -> float:
@@ -185,6 +199,16 @@ def report_members(members: int, m: Measured) -> float:
                 f"on average of {psutil.cpu_count()})")
     for proc, mb in m.rss_mb.items():
         report(f"{name}.rss_mb.{proc}", mb, "MB", note=f"peak RSS of the {proc} process")
+    # What else had the cores: CPU per task moves 10-20 % between runs of this shape, and a
+    # run that shared the machine is told apart from one that did not only by this.
+    other = max(0.0, m.machine_busy_s - sum(m.cpu_s.values()) - m.client_s)
+    report(f"{name}.machine_other_cores", other / run.total_s, "cores",
+           note=f"CPU of everything but the cluster's processes and this benchmark's client "
+                f"(other processes, the kernel's own threads) over the run, in cores: the "
+                f"machine {m.machine_busy_s / run.total_s:.2f} busy, the cluster "
+                f"{sum(m.cpu_s.values()) / run.total_s:.2f}, the client "
+                f"{m.client_s / run.total_s:.2f}; stolen by the hypervisor "
+                f"{m.steal_s / run.total_s:.2f}")
     return rate
 
 
