@@ -74,7 +74,9 @@ def ephemeral_overlap(ports: tuple[PortRange, ...], ephemeral: PortRange | None
                       ) -> list[PortRange]:
     """The parts of `ports` inside the ephemeral range.  Any outgoing connection on the
     machine may hold such a port: a task given it fails to bind ("Address already in
-    use"), and placement gives its retry the same lowest free port again."""
+    use").  Placement draws a retry's ports elsewhere in the host's free ones
+    (core/placement/portpool.py), so only that run fails, but each run that draws a held
+    port does."""
     if ephemeral is None:
         return []
     out = []

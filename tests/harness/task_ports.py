@@ -1,14 +1,16 @@
 """Task port ranges for test clusters: below the kernel's ephemeral range, one per cluster.
 
-An agent gives a task the lowest free ports of its range, and it cannot know what else on
-the machine holds a port.  A range inside the kernel's ephemeral range
-(net.ipv4.ip_local_port_range, 32768-60999 by default) shares its ports with every outgoing
-connection on the machine (gRPC channels, store connections, other test processes): one
-such connection on a task's port and the task exits "Address already in use", is retried
-with a service's backoff (30 s, 60 s, 120 s, ...) and is given the same lowest port again,
-so a rolling create never finishes.  The README tour's service block hung for its 200 s
-that way (tests/e2e/test_readme_tour.py).  Two clusters of concurrent pytest processes
-given the same range collide the same way.
+Placement cannot know what else on the machine holds a port.  A range inside the kernel's
+ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default) shares its ports with
+every outgoing connection on the machine (gRPC channels, store connections, other test
+processes): one such connection on a task's port and the task exits "Address already in
+use" and is retried with a service's backoff (30 s, 60 s, 120 s, ...).  When placement gave
+the lowest free ports, the retry got the same port again and a rolling create never
+finished: the README tour's service block hung for its 200 s that way
+(tests/e2e/test_readme_tour.py).  Placement now draws a retry's ports elsewhere
+(peloton/core/placement/portpool.py), but a test waiting on a service would still lose a
+backoff to each held port.  Two clusters of concurrent pytest processes given the same
+range collide the same way.
 
 So each cluster claims a block of `BLOCK` ports below the ephemeral range and above the
 privileged ones, clear of `peloton up`'s default agent range (31000-32767, a `make run`
