@@ -102,8 +102,10 @@ class Member:
                                             servicer, forward=forwarder, security=security)
         self.address = self.fan_in.my_address = f"127.0.0.1:{self.server.port}"
 
-    def stop(self) -> None:
-        self.server.stop(0)
+    def stop(self, grace: float = 0.0) -> None:
+        """Stop its server: at once (0, a kill: calls in flight are cancelled), or as a
+        daemon's stop does (`GrpcServer.stop`'s 2 s), calls in flight finishing first."""
+        self.server.stop(grace)
 
 
 class FakeMember(Member):
