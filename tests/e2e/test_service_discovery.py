@@ -29,6 +29,7 @@ from tests.e2e.conftest import write_pool
 from tests.harness.aurora_apache_client import connect, generate
 from tests.harness.cluster import UpCluster, eventually
 from tests.harness.procs import REPO
+from tests.harness.zookeeper import serverset_members
 
 pytestmark = [pytest.mark.e2e, pytest.mark.zookeeper, pytest.mark.timeout(300)]
 RESOURCES = ["--agent-cpus", "2", "--agent-mem-mb", "4096", "--agent-disk-mb", "100000"]
@@ -65,20 +66,10 @@ def zk(zookeeper: str) -> Iterator[Any]:
 
 
 def finagle_resolve(zk: Any, path: str) -> dict[int, dict[str, Any]]:
-    """shard -> member JSON plus its node name, as a ServerSet client reads a path."""
-    out: dict[int, dict[str, Any]] = {}
-    for child in zk.get_children(path) if zk.exists(path) else []:
-        if not child.startswith(MEMBER_PREFIX):
-            continue
-        try:
-            data, _ = zk.get(f"{path}/{child}")
-        except Exception:  # left between the listing and the read
-            continue
-        doc = json.loads(data)
-        assert doc["status"] == "ALIVE"
-        doc["node"] = child
-        out[int(doc["shard"])] = doc
-    return out
+    """shard -> member JSON plus its node name; every member a ServerSet client sees is ALIVE."""
+    members = serverset_members(zk, path, MEMBER_PREFIX)
+    assert all(doc["status"] == "ALIVE" for doc in members.values())
+    return members
 
 
 def serves(port: int) -> bool:

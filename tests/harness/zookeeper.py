@@ -7,6 +7,8 @@ directory survives `stop()`, so `restart()` brings back the same tree and
 the same sessions (a client that reconnects within its session timeout
 keeps its ephemeral nodes): that is how tests exercise a ZooKeeper outage.
 
+`serverset_members` reads a ServerSet path as a Finagle client does.
+
 `expire_session` ends a kazoo client's session from the server side, the
 way kazoo's own test suite does: a second client attaches to the same
 session id and password and closes it, so the first client sees LOST.
@@ -15,6 +17,7 @@ session id and password and closes it, so the first client sees LOST.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -23,6 +26,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from kazoo.exceptions import NoNodeError
 
 from tests.harness.procs import REPO, free_port, stop, wait_for
 
@@ -188,3 +193,27 @@ def running_zookeeper(base_dir: Path) -> Iterator[ZooKeeperServer]:
         yield server
     finally:
         server.stop()
+
+
+def serverset_members(client: Any, path: str, prefix: str) -> dict[int, dict[str, Any]]:
+    """shard -> member JSON (plus its node name under "node"), read as a ServerSet client does.
+
+    A client lists the children, then reads each one; a member that leaves between the two
+    (or a path removed after the listing) is simply not there, as for Finagle's client.
+    """
+    out: dict[int, dict[str, Any]] = {}
+    try:
+        children = client.get_children(path)
+    except NoNodeError:
+        return out
+    for child in children:
+        if not child.startswith(prefix):
+            continue
+        try:
+            data, _ = client.get(f"{path}/{child}")
+        except NoNodeError:
+            continue
+        doc = json.loads(data)
+        doc["node"] = child
+        out[int(doc["shard"])] = doc
+    return out

@@ -8,7 +8,6 @@ and nothing left once stopped.  Every wait polls with a deadline.
 
 from __future__ import annotations
 
-import json
 import queue
 import time
 import uuid
@@ -29,7 +28,7 @@ from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2
 from peloton.common.leader import new_client
 from peloton.common.serverset import MEMBER_PREFIX
 from peloton.core.errors import NotFound, Unavailable
-from tests.harness.zookeeper import expire_session, running_zookeeper
+from tests.harness.zookeeper import expire_session, running_zookeeper, serverset_members
 
 pytestmark = pytest.mark.zookeeper
 
@@ -153,14 +152,8 @@ def root() -> str:
 
 
 def finagle_view(zk: Any, path: str) -> dict[int, dict[str, Any]]:
-    """shard -> member JSON, read as a ServerSet client does (children, then each node)."""
-    out = {}
-    for child in zk.get_children(path) if zk.exists(path) else []:
-        if child.startswith(MEMBER_PREFIX):
-            doc = json.loads(zk.get(f"{path}/{child}")[0])
-            doc["node"] = child
-            out[doc["shard"]] = doc
-    return out
+    """shard -> member JSON under the announcer's member prefix."""
+    return serverset_members(zk, path, MEMBER_PREFIX)
 
 
 def make(zookeeper: str, root: str, peloton: FakePeloton, **kwargs: Any) -> Announcer:
