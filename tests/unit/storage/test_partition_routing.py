@@ -12,12 +12,14 @@ import pytest
 
 from peloton.common.fencing import READ_PREFIXES
 from peloton.core.cron.model import CollisionPolicy, CronJob, run_job_id, schedule_partition
+from peloton.core.errors import InvalidArgument
+from peloton.core.model.events import PodEvent
 from peloton.core.model.ids import new_id
 from peloton.core.model.job import JobSpec
 from peloton.core.model.storage_records import VolumeInfo, VolumeState
 from peloton.core.model.task import TaskSpec
 from peloton.core.partitions import CHORE_PARTITION, partition_of
-from peloton.core.states import JobType
+from peloton.core.states import JobType, TaskState
 from peloton.storage import StoreOptions, open_store
 from peloton.storage.leader_store import FencedOut
 from peloton.storage.partition_fences import (
@@ -137,3 +139,26 @@ def test_a_chore_is_written_only_by_the_holder_of_partition_zero(store: Store) -
     PartitionFences(store, "second", count=COUNT).claim(CHORE_PARTITION, 11)
     with pytest.raises(FencedOut):  # partition 0 moved: the old holder's chore is refused
         first.routed().expire_pod_events()
+
+
+def pod_event(job_id: str, run: int) -> PodEvent:
+    return PodEvent(job_id=job_id, instance=0, run_id=run, state=TaskState.RUNNING,
+                    goal_state=TaskState.SUCCEEDED, time=float(run))
+
+
+def test_a_batch_is_fenced_by_its_one_partition_and_a_mixed_batch_is_refused_whole(
+        store: Store) -> None:
+    ids = iter(new_id, None)
+    mine = [next(j for j in ids if partition_of(j, COUNT) == 2) for _ in range(2)]
+    theirs = next(j for j in ids if partition_of(j, COUNT) == 3)
+    fences = PartitionFences(store, "a", count=COUNT)
+    fences.claim(2, 10)
+    routed = fences.routed()
+    routed.add_pod_events([pod_event(mine[0], 1), pod_event(mine[1], 1), pod_event(mine[0], 2)])
+    with pytest.raises(InvalidArgument, match="spans job partitions"):
+        routed.add_pod_events([pod_event(mine[0], 3), pod_event(theirs, 1), pod_event(mine[1], 2)])
+    with pytest.raises(PartitionNotHeld):
+        routed.add_pod_events([pod_event(theirs, 1)])
+    assert [e.run_id for e in store.get_pod_events(mine[0], 0)] == [2, 1]
+    assert [e.run_id for e in store.get_pod_events(mine[1], 0)] == [1]
+    assert store.get_pod_events(theirs, 0) == []
