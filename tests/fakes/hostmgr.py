@@ -334,10 +334,12 @@ class FakeHostManager:
             else:
                 self.emit(run_id, TaskState.LOST, message="unknown to every host")
 
-    def sandbox_files(self, run_id: str, path: str = "") -> tuple[str, list[tuple[str, int]]]:
+    def sandbox_files(self, hostname: str, run_id: str,
+                      path: str = "") -> tuple[str, list[tuple[str, int]]]:
         raise Unimplemented("the fake host manager has no sandboxes")
 
-    def read_sandbox(self, run_id: str, path: str, offset: int = 0, length: int = 1 << 20) -> bytes:
+    def read_sandbox(self, hostname: str, run_id: str, path: str, offset: int = 0,
+                     length: int = 1 << 20) -> bytes:
         raise Unimplemented("the fake host manager has no sandboxes")
 
     def subscribe(self, consumer: str) -> FakeStream:
