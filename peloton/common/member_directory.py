@@ -9,7 +9,9 @@ membership.py writes (docs/design/all-active-jobmgr.md, "ZooKeeper layout"):
 * a `ChildrenWatch` on `members/` (who is live) and, per live member, a `DataWatch` on
   its node (its published LeaderId, so its gRPC address);
 * a `DataWatch` on each partition node `partitions/<n>` (the holder's member id, None
-  while the partition is between owners).
+  while the partition is between owners, and the node's `czxid`: the claim's epoch, so
+  a partition that went away and came back to the same holder is told apart from one
+  that stayed; a one-job Watch needs that, peloton/jobmgr/servicers/watch_fanin.py).
 
 It is a cache: it may lag ZooKeeper by a watch delivery (milliseconds; longer while the
 connection is down).  Nothing relies on it for correctness: a member answers a call
@@ -38,7 +40,7 @@ import logging
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -55,6 +57,14 @@ V = TypeVar("V")
 
 #: Longest pause between attempts to set the watches while ZooKeeper is unreachable.
 MAX_SETUP_DELAY = 5.0
+
+
+class PartitionClaim(NamedTuple):
+    """Who holds a partition, and which of its claims this is: the epoch (the partition
+    node's czxid, membership.py), new with every claim, the same holder's included."""
+
+    holder: str
+    epoch: int
 
 
 class MemberDirectory:
@@ -78,9 +88,9 @@ class MemberDirectory:
         self._lock = threading.Lock()
         self._closed = False
         self._started = False
-        # partition -> holder (None: no node); member id -> LeaderId (None: no node).
+        # partition -> its claim (None: no node); member id -> LeaderId (None: no node).
         # A missing key is unknown: read ZooKeeper.
-        self._owners: dict[int, str | None] = {}
+        self._owners: dict[int, PartitionClaim | None] = {}
         self._members: dict[str, LeaderId | None] = {}
         self._live: frozenset[str] = frozenset()
         self._watching: set[str] = set()  # member ids with a DataWatch set
@@ -186,15 +196,15 @@ class MemberDirectory:
         self._notify()
         return None
 
-    def _on_partition(self, partition: int, data: bytes | None, _stat: Any) -> bool | None:
+    def _on_partition(self, partition: int, data: bytes | None, stat: Any) -> bool | None:
         key = ("partition", partition)
-        holder = _holder(data)
+        claim = _claim(data, stat)
         with self._lock:
             if self._closed:
                 return False
             self._bump(key)
-            changed = self._owners.get(partition, "") != holder
-            self._owners[partition] = holder
+            changed = self._owners.get(partition, "") != claim
+            self._owners[partition] = claim
             self._watched.add(key)
         if changed:  # a one-job Watch follows its job's owner (watch_fanin.py)
             self._notify()
@@ -219,15 +229,21 @@ class MemberDirectory:
         """The member id holding `partition`, None while it is between owners; `fresh`
         reads ZooKeeper now (and keeps what it read if no newer event came meanwhile).
         Unavailable when ZooKeeper must be read and cannot be."""
+        claim = self.claim(partition, fresh=fresh)
+        return None if claim is None else claim.holder
+
+    def claim(self, partition: int, *, fresh: bool = False) -> PartitionClaim | None:
+        """The current claim of `partition` (its holder and epoch), None while it is
+        between owners; as `owner`."""
         path = f"{self.partitions_path}/{partition}"
         return self._lookup(("partition", partition), self._owners, partition, fresh,
-                            lambda: _holder(self._read(path, f"the owner of partition {partition}")))
+                            lambda: _claim(*self._read(path, f"the owner of partition {partition}")))
 
     def member(self, member_id: str, *, fresh: bool = False) -> LeaderId | None:
         """The published LeaderId of a live member, None if it is not live; as `owner`."""
         path = f"{self.members_path}/{member_id}"
         return self._lookup(("member", member_id), self._members, member_id, fresh,
-                            lambda: _leader_id(member_id, self._read(path, f"member {member_id}")))
+                            lambda: _leader_id(member_id, self._read(path, f"member {member_id}")[0]))
 
     def address_of(self, job_id: str, fresh: bool = False) -> str | None:
         """The gRPC address of the member other than this one holding `job_id`'s partition,
@@ -244,11 +260,11 @@ class MemberDirectory:
         (an owner's call failed, so the entry may be stale)."""
         key = ("partition", partition_of(job_id, self.count))
         with self._lock:
-            holder = self._owners.pop(key[1], None)
+            claim = self._owners.pop(key[1], None)
             self._bump(key)
-            if holder is not None:
-                self._members.pop(holder, None)
-                self._bump(("member", holder))
+            if claim is not None:
+                self._members.pop(claim.holder, None)
+                self._bump(("member", claim.holder))
 
     def members(self) -> dict[str, str]:
         """The live members' gRPC addresses as last seen by the watches, by member id
@@ -276,22 +292,24 @@ class MemberDirectory:
                 cache[name] = value
         return value
 
-    def _read(self, path: str, what: str) -> bytes | None:
-        """The data of `path` read now, None if there is no such node; Unavailable (naming
-        `what`) when ZooKeeper cannot be read."""
+    def _read(self, path: str, what: str) -> tuple[bytes | None, Any]:
+        """The data and stat of `path` read now, (None, None) if there is no such node;
+        Unavailable (naming `what`) when ZooKeeper cannot be read."""
         try:
-            data, _ = self._client.get(path)
+            data, stat = self._client.get(path)
         except NoNodeError:
-            return None
+            return None, None
         except KazooException as exc:
             raise Unavailable(f"cannot read {what} from ZooKeeper ({type(exc).__name__}); "
                               "try again") from exc
-        return bytes(data)
+        return bytes(data), stat
 
 
-def _holder(data: bytes | None) -> str | None:
-    """A partition node's holder (its data): None for no node or an empty one."""
-    return (bytes(data).decode() or None) if data else None
+def _claim(data: bytes | None, stat: Any) -> PartitionClaim | None:
+    """A partition node's claim: its holder (the data) and epoch (the stat's czxid); None
+    for no node or an empty one."""
+    holder = (bytes(data).decode() or None) if data else None
+    return None if holder is None or stat is None else PartitionClaim(holder, int(stat.czxid))
 
 
 def _leader_id(member_id: str, data: bytes | None) -> LeaderId | None:

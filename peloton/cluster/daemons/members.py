@@ -49,7 +49,7 @@ from peloton.cluster.daemons.config import JobmgrProcessConfig
 from peloton.cluster.daemons.roles import Runtime
 from peloton.common.components import Component, FunctionComponent
 from peloton.common.leader import JOB_MANAGER, Candidate, LeaderId
-from peloton.common.member_directory import MemberDirectory
+from peloton.common.member_directory import MemberDirectory, PartitionClaim
 from peloton.common.membership import LEAVE_TIMEOUT, PARTITIONS, PartitionMember, role_path
 from peloton.core.errors import FailedPrecondition
 from peloton.core.partitions import partition_of
@@ -189,9 +189,9 @@ def fence_out_single_leader(zk: KazooClient, store: LeaderEpochStore, path: str,
         return epoch
 
 
-def _job_owner(directory: MemberDirectory) -> Callable[[str], str | None]:
-    """The member id holding a job's partition (None while it has none), from memory."""
-    return lambda job_id: directory.owner(partition_of(job_id, directory.count))
+def _job_owner(directory: MemberDirectory) -> Callable[[str], PartitionClaim | None]:
+    """The claim of a job's partition (None while it has none), from memory."""
+    return lambda job_id: directory.claim(partition_of(job_id, directory.count))
 
 
 def _live(member: PartitionMember | None) -> Callable[[], bool]:

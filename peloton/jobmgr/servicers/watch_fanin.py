@@ -68,7 +68,14 @@ since it claimed the job's partition (watch.py's per-claim history,
 stream's opening (its recovery's first ones, before the directory reported the move)
 are not missed; a claim whose history is no longer whole refuses the stream and the
 caller's watch ends as above.  While the partition is between owners no new stream is
-opened.  A Watch of several jobs, or of every job, is fanned in.
+opened.  The owner is followed by its claim (holder and epoch, member_directory.py's
+`PartitionClaim`): a partition that moved away and back between two looks (b -> c -> b,
+or a holder's release and claim again) comes back with a new epoch under the same
+holder, and c, which drove the job in between, was never read, so the caller's watch
+ends ABORTED ("list and watch again") instead of going on past c's changes.  (A move
+through an owner the directory never showed to a *different* next owner, b -> c -> d
+seen as b -> d, is not told apart yet: that needs d to say which claim it took over
+from.)  A Watch of several jobs, or of every job, is fanned in.
 
 **Who the caller is.**  Each member's stream carries the caller's metadata as a
 forwarded call does (forwarding.py, `relayed_metadata` in common/auth/authenticator.py):
@@ -97,6 +104,7 @@ from peloton.api.auth_grpc import current_principal
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
 from peloton.common.auth import Principal
 from peloton.common.auth.authenticator import relayed_metadata
+from peloton.common.member_directory import PartitionClaim
 from peloton.common.membership import LEAVE_TIMEOUT
 from peloton.core.errors import PelotonError
 from peloton.jobmgr.config import JobManagerConfig
@@ -155,8 +163,9 @@ class WatchFanIn:
 
     `members()`: the live members' gRPC addresses by member id (member_directory's
     `members`, this one's included or not); `me`, `my_address`: this member, whose own
-    stream is always opened.  `owner(job_id)`: the member id holding the job's partition,
-    None while it has none (None instead of a function: a one-job Watch is fanned in too);
+    stream is always opened.  `owner(job_id)`: the claim of the job's partition (its
+    holder's member id and epoch), None while it has none (None instead of a function: a
+    one-job Watch is fanned in too);
     it may raise a PelotonError (Unavailable) when it cannot tell: the streams stay as
     they are.  `identity`: the metadata this member presents to the others (the internal
     user's credentials; empty without any); `caller()`: who the call being served is
@@ -164,7 +173,7 @@ class WatchFanIn:
     """
 
     def __init__(self, members: Callable[[], Mapping[str, str]], me: str, my_address: str, *,
-                 owner: Callable[[str], str | None] | None = None,
+                 owner: Callable[[str], PartitionClaim | None] | None = None,
                  identity: Sequence[tuple[str, str]] = (),
                  caller: Callable[[], Principal | None] = current_principal,
                  connect: Callable[[str], grpc.Channel] = grpc.insecure_channel,
@@ -240,6 +249,7 @@ class _Merge:
         self.unlisted: dict[str, float] = {}  # member id -> since when, its stream open
         self.left: dict[str, float] = {}  # member id -> when it ended cleanly, still listed
         self.listed: set[str] | None = None  # the members at the last look (None: none yet)
+        self.claim: PartitionClaim | None = None  # a one-job watch's last claim seen
         self.closing = False
 
     def poke(self) -> None:
@@ -345,13 +355,26 @@ class _Merge:
         if self.job is None or self.fan.owner is None:
             return {m: a for m, a in members.items() if m != self.fan.me}
         try:
-            owner = self.fan.owner(self.job)
+            claim = self.fan.owner(self.job)
         except PelotonError as exc:
             log.info("watch of job %s: its owner is unknown for now (%s)", self.job, exc)
             return None
-        if owner is None or owner == self.fan.me or owner not in members:
+        if claim is None:
+            return {}  # between owners
+        self._follow(claim)
+        owner = claim.holder
+        if owner == self.fan.me or owner not in members:
             return {}
         return {owner: members[owner]}
+
+    def _follow(self, claim: PartitionClaim) -> None:
+        """Note the job's partition's current claim; end the watch when its holder is the
+        last one seen but its epoch is not: the partition went away and came back, and
+        whoever drove the job in between was never read (module docstring)."""
+        seen, self.claim = self.claim, claim
+        if seen is not None and seen.holder == claim.holder and seen.epoch != claim.epoch:
+            self.context.abort(grpc.StatusCode.ABORTED,
+                               _reclaimed(self.watch_id, self.job or "", claim.holder))
 
     def _sync(self) -> None:
         """Follow the directory: end the watch on a member lost from it (`_unlisted`); open
@@ -478,6 +501,14 @@ def _lost(watch_id: str, member: str, seconds: float) -> str:
     return (f"event overflow: {watch_id}: job manager member {member} left the members "
             f"{seconds:.0f} s ago and its watch stream has neither ended cleanly nor failed "
             f"(it is lost), so changes it published may be missing; list and watch again")
+
+
+def _reclaimed(watch_id: str, job: str, member: str) -> str:
+    """Why the caller's one-job watch ends: its job's partition left `member` and came back
+    between two looks, so changes made by whoever held it in between may be missing."""
+    return (f"event overflow: {watch_id}: the partition of job {job} left job manager member "
+            f"{member} and came back to it, so changes made while another member drove "
+            "the job may be missing; list and watch again")
 
 
 def _leaving(watch_id: str, member: str) -> str:

@@ -173,3 +173,21 @@ def test_listeners_hear_of_a_partition_changing_hands(zk: FakeZk, directory: Any
     zk.delete(f"{PARTITIONS}/1")  # its owner released it
     claim(zk, 1, "jm-b:5392")  # its next owner claimed it
     assert heard == [None, "jm-b:5392"]
+
+
+def test_a_claim_names_its_epoch_and_a_same_holders_new_claim_is_a_change(
+        zk: FakeZk, directory: Any) -> None:
+    # A one-job Watch tells "the partition stayed with b" from "it left b and came back"
+    # by the claim's epoch (the node's czxid), so a re-claim must be heard and differ.
+    first = directory.claim(1)
+    assert first is not None and first.holder == "jm-a:5392"
+    assert first.epoch == zk.get(f"{PARTITIONS}/1")[1].czxid
+    heard: list[Any] = []
+    directory.add_listener(lambda: heard.append(directory.claim(1)))
+    zk.delete(f"{PARTITIONS}/1")
+    claim(zk, 1, "jm-a:5392")  # the same member claims it again: a new node, a new epoch
+    again = directory.claim(1)
+    assert heard == [None, again]
+    assert again.holder == first.holder and again.epoch > first.epoch
+    assert directory.claim(1, fresh=True) == again  # read from ZooKeeper: the same claim
+    assert directory.owner(1) == "jm-a:5392"

@@ -196,3 +196,44 @@ def test_a_new_owner_whose_claim_history_is_gone_ends_the_watch(cluster: Cluster
         f"(OUT_OF_RANGE: the changes published since this job manager claimed partition ")
     until(lambda: not a.publisher.watchers and not c.publisher.watchers,
           "the members' watchers to be dropped")
+
+
+# -- a partition that went away and came back between two looks -------------------------------
+def test_a_partition_back_at_its_owner_after_an_unseen_move_ends_the_watch(
+        cluster: Cluster) -> None:
+    # b -> c -> b between two looks of the merge: the directory shows b again, under a new
+    # claim. c drove the job meanwhile and was never read, so the watch ends rather than
+    # going on past c's changes.
+    a, b, c, stream, watch_id = cluster.watching_b_owners_job_through_a()
+    b.publisher.events.put(f"{JOB}-0")
+    read_until(stream, {f"{JOB}-0"}, watch_id)
+    c.publisher.events.put(f"{JOB}-1")  # c's, while it drives the job: no stream on c
+    cluster.owners.move_through(JOB, via="c", to="b")
+    cluster.wake()
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    assert err.value.details() == (
+        f"event overflow: {watch_id}: the partition of job {JOB} left job manager member b "
+        "and came back to it, so changes made while another member drove the job may be "
+        "missing; list and watch again")
+    until(lambda: a.publisher.active == 0 and b.publisher.active == 0,
+          "the members' streams to be cancelled")
+    assert c.publisher.opened == []
+
+
+def test_a_partition_back_here_after_an_unseen_move_ends_the_watch(cluster: Cluster) -> None:
+    # The same when the job is driven by the receiving member itself (a -> c -> a): its
+    # own stream never carried c's changes.
+    cluster.owners[JOB] = "a"
+    a, _c = cluster.start("a"), cluster.start("c")
+    stream = cluster.watch(a, ONE_JOB)
+    watch_id = next(stream).watch_id
+    a.publisher.events.put(f"{JOB}-0")
+    read_until(stream, {f"{JOB}-0"}, watch_id)
+    cluster.owners.move_through(JOB, via="c", to="a")
+    cluster.wake()
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    assert "left job manager member a and came back to it" in err.value.details()

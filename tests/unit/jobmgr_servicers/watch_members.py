@@ -7,6 +7,7 @@ a test started."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -23,6 +24,7 @@ from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2_grpc as pb_grpc
 from peloton.common.auth import Principal, Security
+from peloton.common.member_directory import PartitionClaim
 from peloton.core.errors import Conflict
 from peloton.core.partitions import partition_of
 from peloton.core.states import TaskState
@@ -93,7 +95,7 @@ class Member:
         self.name = name
         identity = security.internal if security is not None else ()
         self.fan_in = cluster.served.closing(WatchFanIn(
-            lambda: dict(cluster.members), name, "", owner=cluster.owners.get,
+            lambda: dict(cluster.members), name, "", owner=cluster.owners.claim,
             identity=identity, recheck=0.1, leave_grace=cluster.leave_grace,
             open_timeout=cluster.open_timeout))
         forwarder = cluster.served.forwarder(lambda _job: True, _NoOwners(), lambda _u: None,
@@ -161,6 +163,32 @@ class _NoOwners:
         pass
 
 
+class Owners(dict[str, str]):
+    """Job -> the member holding its partition, as a test sets it: each assignment is a
+    new claim of the partition (a new epoch, as a new partition node's czxid is), the same
+    holder's again included."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epochs: dict[str, int] = {}
+        self._next = itertools.count(1)
+
+    def __setitem__(self, job: str, holder: str) -> None:
+        super().__setitem__(job, holder)
+        self.epochs[job] = next(self._next)
+
+    def move_through(self, job: str, via: str, to: str) -> None:
+        """The job's partition goes to `via`, then to `to`, at once for whoever looks (the
+        directory never showed `via`'s claim)."""
+        next(self._next)  # `via`'s claim
+        self[job] = to
+
+    def claim(self, job: str) -> PartitionClaim | None:
+        """What the member directory says of the job's partition."""
+        holder = self.get(job)
+        return None if holder is None else PartitionClaim(holder, self.epochs[job])
+
+
 class Cluster:
     """The members a test started: `members` (live member -> address) and `owners` (job ->
     the member holding its partition) are what the member directory would say."""
@@ -168,7 +196,7 @@ class Cluster:
     def __init__(self, served: Served) -> None:
         self.served = served
         self.members: dict[str, str] = {}
-        self.owners: dict[str, str] = {}
+        self.owners = Owners()
         self.started: list[Member] = []
         #: The fan-ins' `leave_grace` and `open_timeout` for members started from now on.
         self.leave_grace = DEADLINE * 3
