@@ -104,7 +104,7 @@ def _populate_and_serve(port_out: Any, stop: Any, churning: Any, marks: Any) -> 
         for j in range(JOBS_PER_ROLE):
             add(f"role{r}", f"job{j}", 1)
     add("big", "big", BIG_TASKS)
-    fake.record = lambda method, **kwargs: None  # type: ignore[method-assign]  # no call log in a bench
+    fake.record = lambda method, **kwargs: None  # no call log in a bench
     server = serve(fake)
     big = fake.job_by_name("big/devel/big")
     threading.Thread(target=_churn, args=(fake, big.job_id, churning, stop, marks), daemon=True).start()

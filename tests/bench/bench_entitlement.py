@@ -49,10 +49,10 @@ def build(levels: int, seed: int = 11) -> PoolTree:
                 nxt.append((pool_id, res, lim))
         frontier = nxt
     for leaf in tree.leaves():
-        lim = leaf.limit
-        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.8) for x in lim)), False, 1)
-        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.1) for x in lim)), True, 1)
-        leaf.add_allocation(Resources(*(x * rng.uniform(0, 0.3) for x in lim)), revocable=False,
+        limit = leaf.limit
+        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.8) for x in limit)), False, 1)
+        leaf.add_demand(Resources(*(x * rng.uniform(0, 0.1) for x in limit)), True, 1)
+        leaf.add_allocation(Resources(*(x * rng.uniform(0, 0.3) for x in limit)), revocable=False,
                             preemptible=True, controller=False, sign=1)
     return tree
 

@@ -79,14 +79,14 @@ def record(scenario: Scenario, rng: random.Random) -> tuple[float, int, Simulati
     calls = 0
     t0 = time.perf_counter()
     next_sample = 0.0
-    for t, _, kind, job, instance in events:
+    for t, _, kind, job_id, instance in events:
         while next_sample <= t:
             for path in paths:
                 rec.pool_sample(next_sample, path, demand=load, entitlement=load, allocation=load, pending=3)
             rec.cluster_sample(next_sample, capacity=capacity, used=load, hosts=HOSTS)
             calls += len(paths) + 1
             next_sample += SAMPLE
-        rec.task_event(t, kind, job, instance)
+        rec.task_event(t, kind, job_id, instance)
         calls += 1
     end = max(t for t, *_ in events)
     rec.finish(end)

@@ -55,7 +55,7 @@ class Rig:
     recorder: Recorder
     hostname: str
     settle: Callable[[Callable[[], bool], str], None]
-    quiesce: Callable[[], None]  # let every re-delivery that is due happen
+    quiesce: Callable[[], object]  # let every re-delivery that is due happen (result unused)
 
 
 def _sim_behaviour(launch: LaunchSpec, rng: random.Random) -> SimOutcome:

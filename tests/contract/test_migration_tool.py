@@ -105,7 +105,7 @@ def total_records(store: Store) -> int:
 
 def crash_once(kind_name: str, after: int) -> Callable[[str, int], None]:
     """An on_batch hook that interrupts the copy once, in `kind_name` after `after` records."""
-    fired = []
+    fired: list[str] = []
 
     def hook(kind: str, done: int) -> None:
         if kind == kind_name and done >= after and not fired:

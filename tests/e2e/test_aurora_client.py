@@ -312,7 +312,8 @@ def test_quota_is_per_role_and_holds_a_roles_tasks(up: UpCluster, apache: tuple[
     def cpus(role: str) -> float:
         resp = client.getQuota(role)
         assert resp.responseCode == t.ResponseCode.OK, resp.details
-        return resp.result.getQuotaResult.quota.numCpus
+        num_cpus: float = resp.result.getQuotaResult.quota.numCpus
+        return num_cpus
 
     def job_of(role: str) -> Any:
         task = task_config(t, "quota", "sleep 1000")
@@ -344,6 +345,10 @@ def test_quota_is_per_role_and_holds_a_roles_tasks(up: UpCluster, apache: tuple[
                    "the second tight instance runs once the quota allows it")
         for job in (held, free):
             assert client.killTasks(job, None, "done").responseCode == t.ResponseCode.OK
-            eventually(lambda job=job: not running(client, t, job), 60, "every instance stopped")
+
+            def stopped(job: Any = job) -> bool:
+                return not running(client, t, job)
+
+            eventually(stopped, 60, "every instance stopped")
     finally:
         client._iprot.trans.close()

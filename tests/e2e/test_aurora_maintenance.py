@@ -77,7 +77,11 @@ def kill(client: Any, t: Any, *jobs: Any) -> None:
     for job in jobs:
         assert client.killTasks(job, None, "done").responseCode == t.ResponseCode.OK
     for job in jobs:
-        eventually(lambda job=job: not running(client, t, job), 60, "every instance stopped")
+
+        def stopped(job: Any = job) -> bool:
+            return not running(client, t, job)
+
+        eventually(stopped, 60, "every instance stopped")
 
 
 def by_instance(client: Any, t: Any, job: Any) -> dict[int, Any]:

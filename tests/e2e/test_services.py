@@ -394,8 +394,12 @@ def test_stateful_instance_never_runs_twice_and_stays_on_its_host(services: UpCl
     for _ in range(3):
         run = services.client.get_task(job_id, 0).result.runtime.mesosTaskId.value
         services.cli("task", "restart", job_id)
-        eventually(lambda r=run: (t := services.client.get_task(job_id, 0).result.runtime)
-                   .state == 8 and t.mesosTaskId.value != r, 90, "restarted run running")
+
+        def restarted(r: str = run) -> bool:
+            t = services.client.get_task(job_id, 0).result.runtime
+            return t.state == 8 and t.mesosTaskId.value != r
+
+        eventually(restarted, 90, "restarted run running")
     events = list(services.client.get_pod_events(job_id, 0).result)
     by_run: dict[str, dict[str, float]] = {}
     from peloton.api.convert.common import time_from_rfc3339

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -96,7 +96,7 @@ class FakePelotonJobs:
             s = out.results.add(name=j.name, type=job_pb2.JobType.Value(j.job_type),
                                 instanceCount=j.instances, owningTeam="team", owner=j.owner)
             s.id.value = j.job_id
-            s.runtime.state = job_pb2.JobState.Value(j.state)
+            s.runtime.state = cast(job_pb2.JobState, job_pb2.JobState.Value(j.state))
         return out
 
     def get_job(self, job_id: str) -> Any:
@@ -106,9 +106,9 @@ class FakePelotonJobs:
         info = out.jobInfo
         info.id.value = job_id
         info.config.name, info.config.owner, info.config.owningTeam = j.name, j.owner, "team"
-        info.config.type = job_pb2.JobType.Value(j.job_type)
+        info.config.type = cast(job_pb2.JobType, job_pb2.JobType.Value(j.job_type))
         info.config.instanceCount = j.instances
-        info.runtime.state = job_pb2.JobState.Value(j.state)
+        info.runtime.state = cast(job_pb2.JobState, job_pb2.JobState.Value(j.state))
         info.runtime.creationTime = rfc3339(max(1.0, j.completed - 60))
         info.runtime.completionTime = rfc3339(j.completed) if j.state in TERMINAL else ""
         info.runtime.taskStats[j.state if j.state in TERMINAL else "RUNNING"] = j.instances
@@ -136,7 +136,7 @@ class FakePelotonJobs:
             info.instanceId = i
             info.jobId.value = job_id
             info.config.name = j.name
-            info.runtime.state = task_pb2.TaskState.Value(j.state)
+            info.runtime.state = cast(task_pb2.TaskState, task_pb2.TaskState.Value(j.state))
             info.runtime.mesosTaskId.value = f"{job_id}-{i}-{runs}"
         return out
 

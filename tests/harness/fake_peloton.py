@@ -151,7 +151,9 @@ class FakePeloton(FakeCron, FakeState):
             )
             return svc.RestartJobResponse(version=peloton_pb2.EntityVersion(value=job.version))
 
-    def _workflow_call(self, method: str, job_id: str, version: str, opaque_data: str, state: int) -> Any:
+    def _workflow_call(
+        self, method: str, job_id: str, version: str, opaque_data: str, state: sl.WorkflowState
+    ) -> Any:
         self.record(method, job_id=job_id, version=version, opaque_data=opaque_data)
         with self._lock:
             job = self._job(job_id)

@@ -70,7 +70,7 @@ class FakeJob:
     config: int = 1
     desired: int = 1
     workflow_version: int = 1
-    desired_state: int = sl.JOB_STATE_RUNNING
+    desired_state: sl.JobState = sl.JOB_STATE_RUNNING
     workflows: list[Any] = field(default_factory=list)
     pods: dict[int, Any] = field(default_factory=dict)  # instance -> PodInfo
     history: dict[int, list[Any]] = field(default_factory=dict)  # instance -> earlier PodInfos
@@ -96,7 +96,7 @@ class FakeState:
     """The fake cluster's state, test helpers and internals."""
 
     def __init__(
-        self, pod_state: int = pod_pb2.POD_STATE_RUNNING, hosts: tuple[str, ...] = ("host-1",)
+        self, pod_state: pod_pb2.PodState = pod_pb2.POD_STATE_RUNNING, hosts: tuple[str, ...] = ("host-1",)
     ) -> None:
         self.pod_state = pod_state
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -125,7 +125,7 @@ class FakeState:
     def job_by_name(self, name: str) -> FakeJob:
         return self.jobs[self.names[name][0]]
 
-    def finish_workflow(self, job_id: str, state: int = sl.WORKFLOW_STATE_SUCCEEDED) -> None:
+    def finish_workflow(self, job_id: str, state: sl.WorkflowState = sl.WORKFLOW_STATE_SUCCEEDED) -> None:
         with self._lock:
             job = self.jobs[job_id]
             self._set_workflow_state(job, state)
@@ -202,7 +202,7 @@ class FakeState:
     def _workflow(
         self,
         job: FakeJob,
-        kind: int,
+        kind: sl.WorkflowType,
         paused: bool,
         update_spec: Any,
         opaque: str,
@@ -240,7 +240,7 @@ class FakeState:
             )
         job.workflows.append(info)
 
-    def _set_workflow_state(self, job: FakeJob, state: int, opaque: str | None = None) -> None:
+    def _set_workflow_state(self, job: FakeJob, state: sl.WorkflowState, opaque: str | None = None) -> None:
         if not job.workflows:
             raise InvalidArgument("job has no workflow")
         w = job.workflows[-1]

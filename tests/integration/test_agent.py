@@ -410,6 +410,7 @@ def test_a_silent_agent_is_reported_gone_and_welcomed_back(tmp_path: Path) -> No
     backend.start(recorder)
     hm = Hostmgr(server, backend, recorder)
     first = AgentProcess(tmp_path / "agent", hm.address, name="quiet").start()
+    assert first.proc is not None  # started
     try:
         wait_for(lambda: "quiet" in recorder.hosts, 20, "registration")
         first.proc.send_signal(signal.SIGSTOP)  # alive but silent

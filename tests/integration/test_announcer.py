@@ -52,8 +52,9 @@ class FakePeloton:
             spec.default_spec.labels.add(key=key, value=value)
         self.specs[job_id] = spec
 
-    def set_pod(self, job_id: str, instance: int, run: int, state: int, *, host: str = "h1",
-                ports: dict[str, int] | None = None, desired: int = pod_pb2.POD_STATE_RUNNING) -> None:
+    def set_pod(self, job_id: str, instance: int, run: int, state: pod_pb2.PodState, *,
+                host: str = "h1", ports: dict[str, int] | None = None,
+                desired: pod_pb2.PodState = pod_pb2.POD_STATE_RUNNING) -> None:
         name = f"{job_id}-{instance}"
         old = self.pods.get(name)
         status = pod_pb2.PodStatus(state=state, desired_state=desired, host=host)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -69,7 +70,7 @@ def stubs(up: UpCluster) -> Iterator[tuple[job_pb2_grpc.JobManagerStub,
     channel.close()
 
 
-def _call(fn: object, request: object) -> tuple[grpc.StatusCode, object]:
+def _call(fn: object, request: object) -> tuple[grpc.StatusCode, Any]:
     try:
         return grpc.StatusCode.OK, fn(request, timeout=20)  # type: ignore[operator]
     except grpc.RpcError as exc:
@@ -78,8 +79,9 @@ def _call(fn: object, request: object) -> tuple[grpc.StatusCode, object]:
 
 @st.composite
 def job_configs(draw: st.DrawFn, pool: str) -> job_pb2.JobConfig:
+    # Enum fields are drawn as bare numbers, unknown ones (7, 9) included on purpose.
     cfg = job_pb2.JobConfig(name=draw(names), instanceCount=draw(counts),
-                            type=draw(st.sampled_from([0, 1, 2, 7])))
+                            type=draw(st.sampled_from([0, 1, 2, 7])))  # type: ignore[arg-type]
     cfg.respoolID.value = draw(st.sampled_from([pool, pool, "", "root", "nope"]))
     res = cfg.defaultConfig.resource
     res.cpuLimit, res.memLimitMb, res.diskLimitMb = draw(amounts), draw(amounts), draw(amounts)
@@ -89,9 +91,9 @@ def job_configs(draw: st.DrawFn, pool: str) -> job_pb2.JobConfig:
     cfg.defaultConfig.restartPolicy.maxFailures = draw(st.sampled_from([0, 3, 100, 101, 2**31]))
     if draw(st.booleans()):
         leaf = cfg.defaultConfig.constraint
-        leaf.type = draw(st.sampled_from([0, 1, 2, 3]))
-        leaf.labelConstraint.kind = draw(st.sampled_from([0, 1, 2, 9]))
-        leaf.labelConstraint.condition = draw(st.sampled_from([0, 1, 2, 3]))
+        leaf.type = draw(st.sampled_from([0, 1, 2, 3]))  # type: ignore[assignment]
+        leaf.labelConstraint.kind = draw(st.sampled_from([0, 1, 2, 9]))  # type: ignore[assignment]
+        leaf.labelConstraint.condition = draw(st.sampled_from([0, 1, 2, 3]))  # type: ignore[assignment]
         leaf.labelConstraint.label.key = draw(names)
         leaf.labelConstraint.requirement = draw(st.sampled_from([0, 1, 2**31]))
     for _ in range(draw(st.integers(0, 2))):

@@ -56,7 +56,8 @@ strings = st.one_of(
 def constraint(depth: int) -> task_pb2.Constraint:
     leaf = task_pb2.Constraint(type=task_pb2.Constraint.LABEL_CONSTRAINT,
                                labelConstraint=task_pb2.LabelConstraint(
-                                   kind=task_pb2.LabelConstraint.HOST, condition=1,
+                                   kind=task_pb2.LabelConstraint.HOST,
+                                   condition=task_pb2.LabelConstraint.CONDITION_LESS_THAN,
                                    label=peloton_pb2.Label(key="zone", value="a"), requirement=0))
     for _ in range(depth - 1):
         leaf = task_pb2.Constraint(type=task_pb2.Constraint.AND_CONSTRAINT,

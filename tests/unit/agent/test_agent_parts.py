@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from peloton.agent import outcome
@@ -98,7 +99,12 @@ def test_memory_below_32_mb_is_enforced_as_32_mb_like_mesos() -> None:
 
 def test_reporter_sends_while_connected_and_settles_acknowledged_ended_runs() -> None:
     sent: list[list[Update]] = []
-    reporter = StatusReporter(lambda batch: sent.append(list(batch)) is None, resend_secs=60)
+
+    def send(batch: Sequence[Update]) -> bool:
+        sent.append(list(batch))
+        return True
+
+    reporter = StatusReporter(send, resend_secs=60)
     reporter.start()
     try:
         start = Update(stable_uuid(RUN, TaskState.STARTING), RUN, TaskState.STARTING, 1.0)

@@ -24,9 +24,10 @@ from peloton.agent.executor import Executor
 from peloton.agent.identity import IdentityPolicy
 from peloton.agent.isolation import MemoryIsolation
 from peloton.agent.model import RunSpec
-from peloton.agent.remote_volumes import MB, RemoteCache, remote_root
+from peloton.agent.remote_volumes import RemoteCache, remote_root
 from peloton.agent.reporter import StatusReporter
 from peloton.agent.sandbox import Sandboxes
+from peloton.agent.url_openers import MB
 from peloton.agent.wire import run_spec_from_pb
 from peloton.core.errors import FailedPrecondition, PermissionDenied, ResourceExhausted
 from peloton.core.model.sched import LaunchSpec

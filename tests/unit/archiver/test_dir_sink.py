@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from archiver.dir_sink import DirSink
+from archiver.dir_sink import MAX_SEGMENT_BYTES, MAX_SEGMENT_RECORDS, DirSink
 from archiver.record import ArchiveCorrupt
 from archiver.segments import SegmentName
 from peloton.core.errors import Unavailable
@@ -21,8 +21,9 @@ from tests.fakes.archive_records import make_record
 pytestmark = pytest.mark.timeout(30)
 
 
-def filled(root: Path, n: int, **kw: int) -> tuple[DirSink, list[str]]:
-    sink = DirSink(root, **kw)
+def filled(root: Path, n: int, *, max_segment_bytes: int = MAX_SEGMENT_BYTES,
+           max_segment_records: int = MAX_SEGMENT_RECORDS) -> tuple[DirSink, list[str]]:
+    sink = DirSink(root, max_segment_bytes=max_segment_bytes, max_segment_records=max_segment_records)
     records = [make_record(name=f"job{i}", completed=1000.0 + i) for i in range(n)]
     for r in records:
         sink.append(r)

@@ -8,6 +8,7 @@ events of long-running services are trimmed to the last N runs.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def test_windows_slide_back_and_follow_new_completions(sink: DirSink) -> None:
 def test_a_full_page_keeps_the_window_until_it_is_drained(sink: DirSink) -> None:
     peloton = FakePelotonJobs()
     ids = [peloton.add(FakeJob(new_id(), completed=START - 105 + i / 10)).job_id for i in range(5)]
-    eng = engine(peloton, sink, ArchiverConfig(**{**_kw(CONFIG), "max_archive_entries": 2}))
+    eng = engine(peloton, sink, dataclasses.replace(CONFIG, max_archive_entries=2))
     counts = [eng.run_pass(START).deleted for _ in range(4)]
     assert counts == [2, 2, 1, 0]
     assert sink.count() == 5 and not set(ids) & set(peloton.jobs)
@@ -100,7 +101,7 @@ def test_a_full_page_keeps_the_window_until_it_is_drained(sink: DirSink) -> None
 def test_stream_only_archives_everything_and_deletes_nothing(sink: DirSink) -> None:
     peloton = FakePelotonJobs()
     ids = [peloton.add(FakeJob(new_id(), completed=START - 105 + i / 10)).job_id for i in range(5)]
-    config = ArchiverConfig(**{**_kw(CONFIG), "max_archive_entries": 2, "stream_only_mode": True})
+    config = dataclasses.replace(CONFIG, max_archive_entries=2, stream_only_mode=True)
     eng = engine(peloton, sink, config)
     for _ in range(4):
         eng.run_pass(START)
@@ -225,7 +226,7 @@ def test_pod_events_of_running_services_keep_the_last_n_runs(sink: DirSink) -> N
     peloton = FakePelotonJobs()
     svc = peloton.add(FakeJob(new_id(), job_type="SERVICE", state="RUNNING", runs=[250, 40, 101]))
     batch = peloton.add(FakeJob(new_id(), state="RUNNING", runs=[300]))
-    config = ArchiverConfig(**{**_kw(CONFIG), "pod_events_cleanup": True, "enable": False})
+    config = dataclasses.replace(CONFIG, pod_events_cleanup=True, enable=False)
     report = engine(peloton, sink, config).run_pass(START)
     assert report.trimmed_instances == 2
     assert peloton.event_runs[(svc.job_id, 0)] == list(range(151, 251))
@@ -233,7 +234,3 @@ def test_pod_events_of_running_services_keep_the_last_n_runs(sink: DirSink) -> N
     assert peloton.event_runs[(svc.job_id, 2)] == list(range(2, 102))
     assert len(peloton.event_runs[(batch.job_id, 0)]) == 300
     assert peloton.deletes() == []
-
-
-def _kw(config: ArchiverConfig) -> dict[str, object]:
-    return {name: getattr(config, name) for name in config.__dataclass_fields__}

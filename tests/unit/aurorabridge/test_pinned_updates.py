@@ -250,7 +250,7 @@ def test_an_update_whose_config_keeps_failing_rolls_back(bridge: Bridge, per_ins
     before = running(bridge)
     bridge.cluster.hosts.auto_run = False
     # Events and the job manager on one clock, moved past each restart's back-off.
-    bridge.cluster.hosts.clock = bridge.cluster.clock  # type: ignore[assignment]
+    bridge.cluster.hosts.clock = bridge.cluster.clock
     req = request("v2", 3, rollback=True, watch_ms=60_000)
     req.settings.maxPerInstanceFailures = per_instance
     failing = bridge.ok("startJobUpdate", request=req).startJobUpdateResult.key

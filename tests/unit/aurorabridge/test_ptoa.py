@@ -179,7 +179,7 @@ def test_task_configs_come_back_as_sent_or_described_from_the_spec() -> None:
     assert [(m.key, m.value) for m in described.metadata] == [("a", "b")]
 
 
-def _workflow(state: int, data: OpaqueData, ts: str, updated: int = 1) -> sl.WorkflowInfo:
+def _workflow(state: sl.WorkflowState, data: OpaqueData, ts: str, updated: int = 1) -> sl.WorkflowInfo:
     w = sl.WorkflowInfo(
         opaque_data={"data": data.to_json()},
         events=[sl.WorkflowEvent(state=state, timestamp=ts)],

@@ -203,7 +203,12 @@ def test_a_shared_reply_is_encoded_once_and_enveloped_per_call(monkeypatch: pyte
     processor = ThriftProcessor({"getTasksWithoutConfigs": lambda args: shared})
     encodes: list[int] = []
     real = codec.write_binary_result
-    monkeypatch.setattr(codec, "write_binary_result", lambda r: encodes.append(1) or real(r))
+
+    def counted(r: Any) -> bytes:
+        encodes.append(1)
+        return real(r)
+
+    monkeypatch.setattr(codec, "write_binary_result", counted)
     neg = Negotiated(Codec.BINARY, Codec.BINARY)
     bodies = [processor.process(neg, encode_call("getTasksWithoutConfigs", seqid=s), []).body for s in (3, 4)]
     assert len(encodes) == 1

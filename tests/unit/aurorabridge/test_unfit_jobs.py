@@ -13,7 +13,7 @@ from aurorabridge.config import HandlerSettings
 from aurorabridge.thrift_api import api
 from peloton.core.errors import InvalidArgument
 from tests.unit.aurorabridge import builders as b
-from tests.unit.aurorabridge.on_jobmgr import bridge_on, job_key
+from tests.unit.aurorabridge.on_jobmgr import Bridge, bridge_on, job_key
 from tests.unit.jobmgr_servicers import conftest as served_jobmgr
 from tests.unit.jobmgr_servicers.conftest import Cluster
 
@@ -30,8 +30,11 @@ def test_by_default_an_unfit_job_is_accepted_and_stays_pending(cluster: Cluster)
     for bridge in bridge_on(cluster):
         resp = bridge.call("createJob", description=TOO_BIG)
         assert resp.responseCode == api.ResponseCode.OK, [d.message for d in resp.details or []]
-        statuses = bridge.until(
-            lambda b=bridge: [t.status for t in b.tasks(job_key())] or None, "the job's task")
+
+        def task_statuses(of: Bridge = bridge) -> list[int] | None:
+            return [t.status for t in of.tasks(job_key())] or None
+
+        statuses = bridge.until(task_statuses, "the job's task")
         assert statuses == [api.ScheduleStatus.PENDING]
 
 

@@ -68,7 +68,7 @@ def test_every_recorded_request_has_the_states_it_shows_as() -> None:
 @pytest.mark.parametrize("state", pod_pb2.PodState.values(), ids=pod_pb2.PodState.Name)
 @pytest.mark.parametrize("throttled", [False, True])
 def test_a_pod_waits_for_its_next_run_only_when_its_run_ended_and_it_should_run(
-        state: int, throttled: bool) -> None:
+        state: pod_pb2.PodState, throttled: bool) -> None:
     message = f"{states.THROTTLED_MESSAGE}: exit 1" if throttled else "exit 1"
     status = pod_pb2.PodStatus(state=state, desired_state=pod_pb2.POD_STATE_RUNNING, message=message)
     expected = (states.WAITING_RUN_STATUS[throttled] if state in states.TERMINAL_POD_STATES else None)

@@ -77,7 +77,7 @@ def _step(script: list[Any]) -> Any:
     return script.pop(0) if len(script) > 1 else script[0]
 
 
-class FakeResourceManager(respool_pb2_grpc.ResourceManagerServicer):
+class FakeResourceManager(respool_pb2_grpc.ResourceManagerServicer):  # type: ignore[misc]  # grpc is untyped
     """Pools by path; `Dup` already exists."""
 
     def __init__(self, world: World) -> None:
@@ -115,7 +115,7 @@ class FakeResourceManager(respool_pb2_grpc.ResourceManagerServicer):
         return respool_pb2.QueryResponse(resourcePools=pools)
 
 
-class FakeJobManager(job_pb2_grpc.JobManagerServicer):
+class FakeJobManager(job_pb2_grpc.JobManagerServicer):  # type: ignore[misc]  # grpc is untyped
     """Jobs created are remembered; Get follows `World.job_script`; `bad` names are invalid."""
 
     def __init__(self, world: World) -> None:
@@ -164,7 +164,7 @@ class FakeJobManager(job_pb2_grpc.JobManagerServicer):
         return job_pb2.RestartResponse(resourceVersion=4, updateID=peloton_pb2.UpdateID(value="upd-1"))
 
 
-class FakeTaskManager(task_pb2_grpc.TaskManagerServicer):
+class FakeTaskManager(task_pb2_grpc.TaskManagerServicer):  # type: ignore[misc]  # grpc is untyped
     """Three tasks per job, listed out of order; sandbox from `World.sandbox`."""
 
     def __init__(self, world: World) -> None:
@@ -212,7 +212,7 @@ class FakeTaskManager(task_pb2_grpc.TaskManagerServicer):
         return task_pb2.GetPodEventsResponse(result=[event])
 
 
-class FakeHostService(host_svc_pb2_grpc.HostServiceServicer):
+class FakeHostService(host_svc_pb2_grpc.HostServiceServicer):  # type: ignore[misc]  # grpc is untyped
     """Hosts `host-a` (UP) and `host-b` (DOWN)."""
 
     def __init__(self, world: World) -> None:
@@ -234,7 +234,7 @@ class FakeHostService(host_svc_pb2_grpc.HostServiceServicer):
         return host_svc_pb2.StartMaintenanceResponse(hostname=request.hostname)
 
 
-class FakeUpdateService(update_svc_pb2_grpc.UpdateServiceServicer):
+class FakeUpdateService(update_svc_pb2_grpc.UpdateServiceServicer):  # type: ignore[misc]  # grpc is untyped
     """CreateUpdate answers `upd-1`; GetUpdate follows `World.update_script`."""
 
     def __init__(self, world: World) -> None:

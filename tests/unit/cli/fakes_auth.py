@@ -18,7 +18,7 @@ PASSWORD = "right"
 EXPIRES = 4102444800.0
 
 
-class FakeAuthService(auth_pb2_grpc.AuthServiceServicer):
+class FakeAuthService(auth_pb2_grpc.AuthServiceServicer):  # type: ignore[misc]  # grpc is untyped
     """Login and WhoAmI over the scripted world (requests recorded in `world.calls`)."""
 
     def __init__(self, world: World) -> None:

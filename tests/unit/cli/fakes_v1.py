@@ -35,7 +35,7 @@ def _summary(name: str, version: str, wf: Any = None) -> Any:
                                     instance_count=3, status=status)
 
 
-class FakeJobService(svc_grpc.JobServiceServicer):
+class FakeJobService(svc_grpc.JobServiceServicer):  # type: ignore[misc]  # grpc is untyped
     """One stateless job, JOB, whose entity version is checked on every write."""
 
     def __init__(self, world: World, state: StatelessState) -> None:
@@ -122,7 +122,7 @@ class FakeJobService(svc_grpc.JobServiceServicer):
         return svc.QueryJobsResponse(records=[_summary("svc", self.s.version)])
 
 
-class FakePodService(pod_svc_pb2_grpc.PodServiceServicer):
+class FakePodService(pod_svc_pb2_grpc.PodServiceServicer):  # type: ignore[misc]  # grpc is untyped
     """Pods of JOB; sandbox from `World.sandbox`."""
 
     def __init__(self, world: World) -> None:
@@ -141,7 +141,7 @@ class FakePodService(pod_svc_pb2_grpc.PodServiceServicer):
         return pod_svc_pb2.BrowsePodSandboxResponse(hostname=host, port=port, paths=paths)
 
 
-class FakeWatchService(watch_svc_pb2_grpc.WatchServiceServicer):
+class FakeWatchService(watch_svc_pb2_grpc.WatchServiceServicer):  # type: ignore[misc]  # grpc is untyped
     """Two changes (of pod 0 of JOB for a pod filter, else of JOB), then the stream ends."""
 
     def __init__(self, world: World) -> None:

@@ -49,7 +49,7 @@ def test_a_refused_login_exits_13_in_one_line_and_keeps_nothing(peloton: Peloton
                                                                tmp_path: Path) -> None:
     env = {"PELOTON_TOKEN_FILE": str(tmp_path / "tokens.yaml")}
     result = peloton("login", "-U", "alice", "--password-stdin", input="wrong\n", env=env)
-    assert result.exit_code == ExitCode.UNAUTHENTICATED == 13
+    assert result.exit_code == ExitCode.UNAUTHENTICATED.value == 13
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "invalid username/password combination" in lines[0], lines
     _fits(result.output)

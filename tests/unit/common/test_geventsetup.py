@@ -20,8 +20,14 @@ def test_this_test_process_runs_the_daemons_model() -> None:
 
 
 def test_a_posix_spawned_child_is_reaped_by_gevent_and_its_status_kept() -> None:
-    ticks = []
-    ticker = gevent.spawn(lambda: [ticks.append(gevent.sleep(0.01)) for _ in range(1000)])
+    ticks: list[None] = []
+
+    def tick() -> None:
+        for _ in range(1000):
+            gevent.sleep(0.01)
+            ticks.append(None)
+
+    ticker = gevent.spawn(tick)
     pid = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", "sleep 0.2; exit 3"], dict(os.environ))
     with gevent.Timeout(10):
         _, status = os.waitpid(pid, 0)  # cooperative: other greenlets run meanwhile

@@ -102,7 +102,9 @@ def test_known_due_times() -> None:
     assert leap.next_after(ms(2030, 1, 1, 0, 0)) == ms(2032, 2, 29, 12, 0)
     assert parse("0 0 30 2 *").next_after(T0) is None
     assert parse("0 0 31 12 *").next_after(ms(2030, 12, 31, 0, 0)) == ms(2031, 12, 31, 0, 0)
-    assert datetime.fromtimestamp(parse("* * * * *").next_after(T0 + 1) // 1000, UTC).minute == 1
+    every_minute = parse("* * * * *").next_after(T0 + 1)
+    assert every_minute is not None
+    assert datetime.fromtimestamp(every_minute // 1000, UTC).minute == 1
 
 
 # -- trigger rules ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from peloton.core.feasibility import (
 from peloton.core.model.constraints import (
     AndConstraint,
     Condition,
+    Constraint,
     Label,
     LabelConstraint,
     LabelKind,
@@ -36,7 +37,8 @@ from tests.unit.core.factories import host
 MARS = LabelConstraint(LabelKind.HOST, Condition.EQUAL, Label("zone", "mars"), 1)
 
 
-def _task(cpu: float = 1, mem: float = 0, gpu: float = 0, constraint=None) -> TaskSpec:  # type: ignore[no-untyped-def]
+def _task(cpu: float = 1, mem: float = 0, gpu: float = 0,
+          constraint: Constraint | None = None) -> TaskSpec:
     return TaskSpec(resources=Resources(cpu, mem, 0, gpu), constraint=constraint)
 
 
@@ -164,7 +166,8 @@ constraints = st.one_of(st.none(), st.builds(
        mem=st.sampled_from([0.0, 4096.0, 16384.0]), gpu=st.sampled_from([0.0, 1.0, 4.0]),
        constraint=constraints)
 def test_never_fits_exactly_when_placement_on_empty_hosts_finds_none(
-        hosts: list[HostShape], cpu: float, mem: float, gpu: float, constraint) -> None:  # type: ignore[no-untyped-def]
+        hosts: list[HostShape], cpu: float, mem: float, gpu: float,
+        constraint: LabelConstraint | None) -> None:
     task = _task(cpu, mem, gpu, constraint)
     why = never_fits(task, hosts)
     up = [h for h in hosts if h.up]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import pytest
 
 from peloton.core.lifecycle.job_state import derive_job_state
@@ -11,9 +14,12 @@ from peloton.core.states import TaskState as S
 
 
 def _derive(counts: dict[S, int], n: int = 4, *, kind: JobType = JobType.BATCH,
-            current: J = J.RUNNING, goal: J = J.SUCCEEDED, **kw: object) -> J:
+            current: J = J.RUNNING, goal: J = J.SUCCEEDED, partially_created: bool = False,
+            controller_state: S | None = None,
+            rerunning: Callable[[], Mapping[S, int]] | None = None) -> J:
     return derive_job_state(counts, instance_count=n, job_type=kind, current=current,
-                            goal=goal, **kw)  # type: ignore[arg-type]
+                            goal=goal, partially_created=partially_created,
+                            controller_state=controller_state, rerunning=rerunning)
 
 
 @pytest.mark.parametrize(("counts", "expected"), [
@@ -42,7 +48,7 @@ def test_more_tasks_than_instances() -> None:
 
 def test_partially_created() -> None:
     assert _derive({S.RUNNING: 2}, partially_created=True) is J.INITIALIZED
-    svc = {"kind": JobType.SERVICE, "partially_created": True}
+    svc: dict[str, Any] = {"kind": JobType.SERVICE, "partially_created": True}
     assert _derive({S.RUNNING: 2}, goal=J.RUNNING, **svc) is J.PENDING
     assert _derive({S.KILLED: 2}, goal=J.KILLED, **svc) is J.KILLED
     assert _derive({}, goal=J.KILLED, **svc) is J.KILLED

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peloton.core.model.constraints import Condition, Label, LabelConstraint, LabelKind
 from peloton.core.model.host import HostOffer
 from peloton.core.model.resources import EPSILON, PortRange
-from peloton.core.placement.hosts import key_of
+from peloton.core.placement.hosts import HostRecord, key_of
 from peloton.core.placement.request import GangRequest, Strategy, TaskRequest
 from peloton.core.placement.stack import Placer
 from peloton.core.states import HostState
@@ -48,7 +50,7 @@ def _best(placer: Placer, req: TaskRequest) -> set[str]:
     feasible = [h for h in placer.index.records() if placer.fits(h, req)]
     if not feasible:
         return set()
-    free = (lambda h: h.rcpu) if req.needs.revocable else (lambda h: h.cpu)
+    free: Callable[[HostRecord], int] = (lambda h: h.rcpu) if req.needs.revocable else (lambda h: h.cpu)
     key = {h.hostname: key_of(free(h), h.idx) for h in feasible}
     if req.needs.strategy is Strategy.PACK:
         return {min(key, key=key.__getitem__)}
@@ -94,6 +96,7 @@ def test_batches_never_overcommit(hosts: list[HostOffer],
         if offers[p.hostname].available.gpu > 0:          # scarce GPU hosts: GPU tasks only
             assert req.needs.resources.gpu > 0
         c = req.needs.constraint
+        assert c is None or isinstance(c, LabelConstraint)  # `constraints` draws label ones only
         if c is not None and c.kind is LabelKind.HOST:      # zone = a
             assert c.label in offers[p.hostname].labels
         if c is not None and c.kind is LabelKind.TASK:      # count of job tasks before it < k

@@ -13,6 +13,7 @@ from peloton.core.states import HealthState, TaskState, WorkflowType
 from peloton.core.update_plan import (
     Availability,
     Decision,
+    UpdateStep,
     batch_limit,
     instance_availability,
     plan_update_step,
@@ -33,7 +34,7 @@ def _rt(state: TaskState = TaskState.RUNNING, version: int = 1, desired: int = 1
 
 def _plan(runtimes: dict[int, TaskRuntime], spec: UpdateSpec, *, added: tuple[int, ...] = (),
           updated: tuple[int, ...] = (), removed: tuple[int, ...] = (),
-          kind: WorkflowType = WorkflowType.UPDATE, rolling_back: bool = False):  # type: ignore[no-untyped-def]
+          kind: WorkflowType = WorkflowType.UPDATE, rolling_back: bool = False) -> UpdateStep:
     return plan_update_step(kind=kind, spec=spec, target_version=V, added=added,
                             updated=updated, removed=removed, runtimes=runtimes,
                             rolling_back=rolling_back)

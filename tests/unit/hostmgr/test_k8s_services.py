@@ -115,7 +115,8 @@ class Clock:
 
 @pytest.fixture
 def keeper() -> tuple[ServiceKeeper, FakeApi, Clock, set[tuple[str, str]]]:
-    api, clock, live = FakeApi(), Clock(), set()
+    live: set[tuple[str, str]] = set()
+    api, clock = FakeApi(), Clock()
     return ServiceKeeper(CONFIG, cast(KubeApi, api), lambda: live, clock), api, clock, live
 
 

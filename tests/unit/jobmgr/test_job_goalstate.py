@@ -100,8 +100,13 @@ def killed(h: Harness, jid: str, before: Before) -> None:
     # In bulk: nothing was left for the task engine to decide, task by task (a launched
     # run's launch timer, set when it was launched, is a later look, not a decision now).
     tasks_schedule = h.jm.queue.tasks
-    assert not any(tasks_schedule.is_scheduled((jid, i)) and tasks_schedule.deadline((jid, i))
-                   < h.clock.monotonic() + h.config.kill_timeout for i in (0, 1))
+
+    def due_before_kill_timeout(i: int) -> bool:
+        due = tasks_schedule.deadline((jid, i))
+        assert due is not None  # scheduled
+        return due < h.clock.monotonic() + h.config.kill_timeout
+
+    assert not any(tasks_schedule.is_scheduled((jid, i)) and due_before_kill_timeout(i) for i in (0, 1))
 
 
 def untracked(h: Harness, jid: str, before: Before) -> None:

@@ -36,11 +36,12 @@ from peloton.core.model.ids import RunId, TaskId
 from peloton.core.model.job import PlacementStrategy
 from peloton.core.model.resources import Resources
 from peloton.core.model.task import TaskRuntime
+from peloton.core.placement.request import job_label
 from peloton.core.ports import HostManagerPort, RecoveredRun
 from peloton.core.states import TaskState
 from peloton.jobmgr.app import JobManager
 from peloton.jobmgr.ownership import Ownership
-from peloton.jobmgr.sched import NeedsCache, job_label, rm_task
+from peloton.jobmgr.sched import NeedsCache, rm_task
 from peloton.storage import Store
 from tests.harness.partition_ids import job_in
 from tests.unit.jobmgr.harness import Harness, job_spec
@@ -300,8 +301,9 @@ def test_a_partition_taken_over_behind_returns_at_once_and_recovers_in_its_own_g
     assert jm.jobs.get(other) == (h.store.get_job_config(other),
                                   h.store.get_job_runtime(other))
     gated.release()
+    recovery = jm.recovery  # a new name: mypy keeps the narrowing to False of the above
     with gevent.Timeout(5):
-        while not jm.recovery.done:
+        while not recovery.done:
             gevent.sleep(0.01)
     assert all(j in jm.cache for j in ids)
     assert all(n == 1 for n in gated.loads.values())

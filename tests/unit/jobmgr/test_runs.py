@@ -21,9 +21,9 @@ def _event(state: TaskState, ts: float = 10.0, **kw: object) -> HostEvent:
 def _running(goal: TaskState = S.SUCCEEDED) -> TaskRuntime:
     rt = runs.initial(goal, 1, 1.0)
     rt = runs.launched(rt, "h1", "a1", (("http", 31000),), 2.0)
-    rt = runs.apply_event(rt, 1, _event(S.RUNNING, 3.0))
-    assert rt is not None
-    return rt
+    running = runs.apply_event(rt, 1, _event(S.RUNNING, 3.0))
+    assert running is not None
+    return running
 
 
 def test_new_run_grows_run_id_and_takes_desired_config() -> None:

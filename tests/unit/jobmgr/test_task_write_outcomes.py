@@ -163,6 +163,8 @@ def dropped_outcomes(source: str, filename: str = "<snippet>") -> list[str]:
     bound to `_` (a name bound and never read is ruff's F841)."""
     found = []
     for node in ast.walk(ast.parse(source, filename)):
+        if not isinstance(node, ast.stmt):
+            continue  # a dropped outcome is a statement
         value = None
         if isinstance(node, ast.Expr):
             value = node.value

@@ -57,7 +57,12 @@ def test_stripes_are_taken_in_order_and_released() -> None:
     held = locks.hold("job", [7, 1, 9, 1])  # 9 and 1 share a stripe
     assert len(held) == len({(hash("job") + i) % 8 for i in (7, 1, 9)})
     done: list[bool] = []
-    other = gevent.spawn(lambda: (locks.release(locks.hold("job", [1])), done.append(True)))
+
+    def take_instance_1() -> None:
+        locks.release(locks.hold("job", [1]))
+        done.append(True)
+
+    other = gevent.spawn(take_instance_1)
     gevent.sleep(0)  # it runs until it blocks on the lock
     assert not done  # waits for the stripe of instance 1
     locks.release(held)

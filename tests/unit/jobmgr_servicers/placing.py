@@ -28,7 +28,7 @@ class CorePlacement:
         self.c = c
         #: Placement attempts that found no host, per task.
         self.misses: Counter[TaskId] = Counter()
-        c.rm.place = self.place
+        c.rm.place = self.place  # type: ignore[method-assign]  # this cluster places by the core placer
 
     def place(self, task_ids: Sequence[TaskId] | None = None, hostname: str = "") -> int:
         """Place queued tasks (all, or these) where the core placer puts them."""

@@ -13,7 +13,7 @@ from tests.unit.jobmgr_servicers.helpers import get, job_id, service_spec, wait_
 
 
 def cron_job(schedule: str = "0 4 * * *",
-             policy: int = pb.COLLISION_POLICY_KILL_EXISTING) -> pb.CronJob:
+             policy: pb.CollisionPolicy = pb.COLLISION_POLICY_KILL_EXISTING) -> pb.CronJob:
     job = pb.CronJob(name="www/prod/nightly", schedule=schedule, collision_policy=policy)
     job.stateless_spec.CopyFrom(service_spec(2, name="www/prod/nightly"))
     return job

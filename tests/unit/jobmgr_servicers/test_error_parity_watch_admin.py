@@ -25,11 +25,13 @@ CASES = [
     Case("cancel an id that names no watch",
          lambda c, ids: c.watch.Cancel(watch.CancelRequest(watch_id="nope"), timeout=10),
          code=S.NOT_FOUND, message="invalid watch id"),
+    # 99 names no Component: the ignores below pass an unknown number on purpose.
     Case("lock down an unknown component",
-         lambda c, ids: c.admin.Lockdown(admin.LockdownRequest(components=[99]), timeout=10),
+         lambda c, ids: c.admin.Lockdown(admin.LockdownRequest(components=[99]),  # type: ignore[list-item]
+                                         timeout=10),
          code=S.INVALID_ARGUMENT, message="unknown component: 99"),
     Case("remove the lockdown of an unknown component",
-         lambda c, ids: c.admin.RemoveLockdown(admin.RemoveLockdownRequest(components=[99]),
+         lambda c, ids: c.admin.RemoveLockdown(admin.RemoveLockdownRequest(components=[99]),  # type: ignore[list-item]
                                                timeout=10),
          code=S.INVALID_ARGUMENT, message="unknown component: 99"),
 ]

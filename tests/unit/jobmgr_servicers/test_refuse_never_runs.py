@@ -30,8 +30,9 @@ def test_v1_create_names_the_resource_and_the_largest_host(cluster: Cluster) -> 
 def test_v1_create_refuses_a_constraint_no_host_meets_in_words(cluster: Cluster) -> None:
     spec = service_spec(1)
     leaf = spec.default_spec.constraint.label_constraint
-    spec.default_spec.constraint.type = 1  # LABEL
-    leaf.kind, leaf.condition, leaf.requirement = 2, 2, 1  # HOST, EQUAL, 1
+    spec.default_spec.constraint.type = pod_pb2.Constraint.CONSTRAINT_TYPE_LABEL
+    leaf.kind = pod_pb2.LabelConstraint.LABEL_CONSTRAINT_KIND_HOST
+    leaf.condition, leaf.requirement = pod_pb2.LabelConstraint.LABEL_CONSTRAINT_CONDITION_EQUAL, 1
     leaf.label.key, leaf.label.value = "zone", "mars"
     with pytest.raises(grpc.RpcError) as err:
         create(cluster, spec)

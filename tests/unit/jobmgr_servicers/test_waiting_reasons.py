@@ -75,7 +75,11 @@ def test_tasks_held_by_maximum_running_instances_say_so(cluster: Cluster) -> Non
     resp = cluster.v0jobs.Create(job_pb2.CreateRequest(config=config), timeout=10)
     jid = resp.jobId.value
     _queued(cluster, jid, 1)
-    reasons = cluster.until(lambda: (t := task_list(cluster, jid)) and len(t) == 3 and [
-        t[i].runtime.reason for i in range(3)], "three tasks")
+
+    def three_reasons() -> list[str] | None:
+        t = task_list(cluster, jid)
+        return [t[i].runtime.reason for i in range(3)] if len(t) == 3 else None
+
+    reasons = cluster.until(three_reasons, "three tasks")
     assert reasons[0] == WAITING
     assert all("at most 1 of its tasks run at once" in r for r in reasons[1:]), reasons

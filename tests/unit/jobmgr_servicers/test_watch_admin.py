@@ -164,7 +164,8 @@ def test_launch_lockdown_is_accepted_and_removed(cluster: Cluster) -> None:
     removed = cluster.admin.RemoveLockdown(admin.RemoveLockdownRequest(components=both),
                                            timeout=10)
     assert list(removed.successes) == both
-    assert not cluster.jm.lifecycle.launch_locked and not cluster.jm.lifecycle.kill_locked
+    lifecycle = cluster.jm.lifecycle  # a new name: mypy keeps the narrowing to True of the above
+    assert not lifecycle.launch_locked and not lifecycle.kill_locked
 
 
 def test_api_kinds_follow_peloton_api_lock_lists() -> None:

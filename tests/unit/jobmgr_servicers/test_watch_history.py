@@ -230,7 +230,12 @@ def test_a_claims_history_is_refused_once_too_old_and_then_not_listened_for() ->
 def test_without_claims_nothing_is_hashed_and_a_watch_from_the_claim_needs_named_jobs() -> None:
     listeners, clock = Listeners(), Clock()
     hashed: list[str] = []
-    pub = publisher(listeners, clock, partition=lambda job_id: hashed.append(job_id) or 0)
+
+    def partition(job_id: str) -> int:
+        hashed.append(job_id)
+        return 0
+
+    pub = publisher(listeners, clock, partition=partition)
     task_changed(listeners, job("p0-a"), 0)  # no claim: recording costs no partition hash
     assert hashed == []
     with pytest.raises(InvalidArgument):

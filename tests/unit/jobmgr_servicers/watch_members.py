@@ -255,6 +255,7 @@ class Cluster:
         if real:
             until(lambda: len(b.publisher.watchers) == 1, "the owner's watcher")
         else:
+            assert isinstance(b, FakeMember)
             until(lambda: b.publisher.active == 1, "the owner's stream")
         return a, b, c, stream, watch_id
 

@@ -55,8 +55,8 @@ class Cluster:
         self.launches_arrive = True
         real_launch = self.hosts.launch
 
-        def launch(hostname: str, specs: Sequence[LaunchSpec]) -> list[LaunchFailure]:
-            return real_launch(hostname, specs) if self.launches_arrive else []
+        def launch(hostname: str, tasks: Sequence[LaunchSpec]) -> list[LaunchFailure]:
+            return real_launch(hostname, tasks) if self.launches_arrive else []
 
         self.hosts.launch = launch  # type: ignore[method-assign]
 

@@ -40,7 +40,12 @@ def test_the_cache_skips_scrypt_for_a_repeated_success_only(monkeypatch: pytest.
     stored = passwords.hash_password("pw", log_n=FAST)
     calls: list[str] = []
     real = passwords.verify_password
-    monkeypatch.setattr(passwords, "verify_password", lambda p, s: calls.append(p) or real(p, s))
+
+    def counted(p: str, s: str) -> bool:
+        calls.append(p)
+        return real(p, s)
+
+    monkeypatch.setattr(passwords, "verify_password", counted)
     clock = FakeClock()
     cache = passwords.VerifiedCache(ttl=60, clock=clock)
     assert cache.check("u", "pw", stored) and cache.check("u", "pw", stored)

@@ -9,7 +9,7 @@ scheduler is written here: the script *is* the hand computation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from peloton.core.model.resources import Resources
@@ -73,7 +73,7 @@ Call = Tasks | Pool | Cluster | Finish
 class ScriptedSimulator:
     """Replays `scripts[scenario.label]` onto the recorder."""
 
-    def __init__(self, scripts: dict[str, Sequence[Call]], wall_secs: float = 0.25) -> None:
+    def __init__(self, scripts: Mapping[str, Sequence[Call]], wall_secs: float = 0.25) -> None:
         self.scripts = scripts
         self.wall_secs = wall_secs
         self.scenarios: list[Scenario] = []

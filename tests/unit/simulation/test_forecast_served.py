@@ -7,6 +7,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ JOB_B = TraceJob("b", 150.0, "/p", 1, CPU, 30.0)
 
 
 @pytest.fixture
-def live() -> SimulatedCluster:
+def live() -> Iterator[SimulatedCluster]:
     """One 4-cpu host, pool /p (4 cpu): job a's 8 tasks of 100 s, submitted at t=10, run
     four at a time, so at t=150 four have finished (its history: 100 s each) and four run
     since t=110; job b's task, submitted at t=150, waits for a cpu."""

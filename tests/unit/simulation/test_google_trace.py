@@ -29,7 +29,8 @@ def test_the_sample_maps_field_by_field() -> None:
     assert (evicted.priority, evicted.preemptible, evicted.one_per_host) == (2, True, False)
     prod = jobs["g6250000002"]
     # One task killed after 300 s, one still running at the last timestamp (960 s): 354 s.
-    assert prod.durations == (300, 354) and prod.duration == 327
+    # (Float literals: mypy 2.4 narrows tuple[float, ...] == a tuple of ints to Never.)
+    assert prod.durations == (300.0, 354.0) and prod.duration == 327
     assert (prod.pool, prod.priority, prod.preemptible, prod.one_per_host) == ("/production", 9, False, True)
     # Task 1 of 6250000003 was never scheduled: left out.
     assert jobs["g6250000003"].instances == 1 and jobs["g6250000003"].pool == "/free"
