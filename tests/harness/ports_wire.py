@@ -19,6 +19,7 @@ from peloton.api.ports_grpc.hostmgr_servicer import serve_host_manager
 from peloton.api.ports_grpc.resmgr_client import GrpcResourceManager
 from peloton.api.ports_grpc.resmgr_servicer import serve_resource_manager
 from peloton.core.ports import HostManagerPort, ResourceManagerPort
+from peloton.hostmgr.events import EventLog
 
 
 def port_methods(protocol: type) -> frozenset[str]:
@@ -57,12 +58,18 @@ class Wired:
 
 def over_grpc(real: Any, *, stream: Any = None, timeout: float = 5.0) -> Wired:
     """Serve `real`'s port on a free port and wire a client to it (resmgr or hostmgr, by the
-    methods `real` has); `stream` is the host manager's event log (default `real.events`)."""
+    methods `real` has); `stream` is the host manager's event log (default `real.events`
+    when that is one; a fake's list of events is not, and an empty log is served then:
+    nothing reads the stream over this wire)."""
     server = GrpcServer("127.0.0.1:0")
     target = StaticTarget([f"127.0.0.1:{server.port}"])
     client: Any
     if hasattr(real, "acquire_hosts"):
-        serve_host_manager(server, real, stream if stream is not None else real.events)
+        if stream is None:
+            events = getattr(real, "events", None)
+            stream = events if isinstance(events, EventLog) else EventLog(
+                100, ("resmgr",), lambda trimmed: None)
+        serve_host_manager(server, real, stream)
         client, methods = GrpcHostManager(target, caller="test", timeout=timeout), HOSTMGR_METHODS
     else:
         serve_resource_manager(server, real)
