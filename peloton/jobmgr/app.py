@@ -253,9 +253,10 @@ class JobManager:
     def _drive(self, partitions: set[int], *, behind: bool = False) -> int:
         """Start driving `partitions` (claimed): announce, own, recover; the jobs loaded
         (`behind`: deferred, recovered in a greenlet of their own)."""
-        ownership, cache = self.ownership, self.cache
+        ownership, cache, fences = self.ownership, self.cache, self.fences
         for partition in sorted(partitions):  # before any of its jobs can change here
-            self.watch.claimed(partition)
+            term = fences.term(partition) if fences is not None else None
+            self.watch.claimed(partition, after=term.after if term is not None else None)
         if self.fences is not None:
             self._announce(sorted(partitions))
         for partition in sorted(partitions):

@@ -27,7 +27,7 @@ that resumes and writes before it notices it lost leadership.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from peloton.core.errors import Unavailable
@@ -75,6 +75,12 @@ class LeaderEpochStore(Protocol):
 
     def leader_epoch(self, role: str) -> int | None:
         """The newest claimed epoch of `role` (None if never claimed)."""
+        ...
+
+    def leader_epochs(self, roles: Sequence[str]) -> dict[str, int]:
+        """`leader_epoch` of several roles in one read where the store can (a member
+        taking thirty partitions over reads what each was claimed at before); roles
+        never claimed are absent."""
         ...
 
     def with_fencing(self, role: str, epoch: Callable[[], int | None]) -> Store:

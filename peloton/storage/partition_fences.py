@@ -17,6 +17,14 @@ another member claimed a newer epoch.  Objects of an ended term keep a view that
 writes again, even if the member later takes the partition back: the new term has a new
 view (as a new leadership term builds new objects).
 
+Each term also knows the epoch it took over from (`after`: the partition's epoch stored
+just before this claim, None if never claimed), read while this member holds the
+partition's ZooKeeper node, so no other claim can come between (a stale claimer's late
+claim landing between the read and this claim is fenced out by it within that moment).
+A Watch of one job that follows the job's owners checks it: a new owner that took over
+from an epoch other than the owner it last read means someone drove the job in between
+(peloton/jobmgr/servicers/watch_fanin.py).
+
 `PartitionFences.routed()` is the store a member's job manager writes through: every
 write goes to the fenced view of the partition it belongs to (PartitionNotHeld if this
 member does not hold it), so no code path can write a job under another partition's
@@ -83,10 +91,12 @@ class PartitionTerm:
     """
 
     def __init__(self, store: Store, partition: int, count: int, epoch: int,
-                 live: Callable[[], bool]) -> None:
+                 live: Callable[[], bool], after: int | None = None) -> None:
         self.partition = partition
         self.count = count
         self.epoch = epoch
+        #: The partition's epoch stored before this claim (module docstring).
+        self.after = after
         self._live = live
         self._ended = False
         self.store: Store = store.with_fencing(fence_name(partition), self._current_epoch)
@@ -134,8 +144,9 @@ class PartitionFences:
         if not 0 <= partition < self.count:
             raise ValueError(f"partition {partition} is not in 0..{self.count - 1}")
         self.release(partition)
+        after = self._store.leader_epoch(fence_name(partition))
         stored = self._store.claim_leadership(fence_name(partition), epoch, self.holder)
-        term = PartitionTerm(self._store, partition, self.count, stored, self._live)
+        term = PartitionTerm(self._store, partition, self.count, stored, self._live, after)
         self._terms[partition] = term
         log.info("%s: holds partition %d (epoch %d)", self.holder, partition, stored)
         return term
@@ -150,13 +161,15 @@ class PartitionFences:
                 raise ValueError(f"partition {partition} is not in 0..{self.count - 1}")
             self.release(partition)
         names = {fence_name(p): p for p in epochs}
+        stored = self._store.leader_epochs(list(names))
+        after = {p: stored.get(fence_name(p)) for p in epochs}
         refused = {names[n] for n in self._store.claim_leaderships(
             {fence_name(p): e for p, e in epochs.items()}, self.holder)}
         for partition, epoch in sorted(epochs.items()):
             if partition in refused:
                 continue
             self._terms[partition] = PartitionTerm(self._store, partition, self.count, epoch,
-                                                   self._live)
+                                                   self._live, after[partition])
             log.info("%s: holds partition %d (epoch %d)", self.holder, partition, epoch)
         return sorted(refused)
 
@@ -240,7 +253,8 @@ CLUSTER_WRITES = frozenset({
     "delete_resource_pool", "delete_secret", "put_checkpoint", "put_framework_info",
     "put_host", "put_records", "update_resource_pool"})
 #: Methods about fencing itself: passed through.
-META = frozenset({"claim_leadership", "claim_leaderships", "leader_epoch", "with_fencing"})
+META = frozenset({"claim_leadership", "claim_leaderships", "leader_epoch", "leader_epochs",
+                  "with_fencing"})
 
 
 class NotRoutable(FailedPrecondition):

@@ -37,6 +37,13 @@ def test_many_claims_at_once_each_as_alone(store: Store) -> None:
     assert store.leader_epoch("p/1") == 100
 
 
+def test_epochs_of_several_roles_are_read_at_once(store: Store) -> None:
+    store.claim_leadership("p/1", 50, "a")
+    store.claim_leadership("p/2", 300, "b")
+    assert store.leader_epochs(["p/0", "p/1", "p/2", "p/1"]) == {"p/1": 50, "p/2": 300}
+    assert store.leader_epochs([]) == {}
+
+
 def test_solo_claims_count_up(store: Store) -> None:
     first = store.claim_leadership("hostmgr", None, "solo")
     assert store.claim_leadership("hostmgr", None, "solo") == first + 1

@@ -54,6 +54,18 @@ def test_two_members_that_both_believe_they_own_a_partition_cannot_both_write(
     assert store.leader_epoch(fence_name(p)) == 200
 
 
+def test_a_term_knows_the_epoch_it_took_over_from(store: Store) -> None:
+    # What a Watch following a job's owners checks (watch_claims.py): the claim before.
+    p, q = 1, 2
+    a, b = PartitionFences(store, "a", count=COUNT), PartitionFences(store, "b", count=COUNT)
+    assert a.claim(p, 100).after is None  # the first claim ever
+    assert b.claim(p, 200).after == 100
+    a.claim(q, 150)
+    assert b.claim_many({p: 300, q: 310}) == []
+    terms = b.term(p), b.term(q)
+    assert [t.after if t is not None else "none" for t in terms] == [200, 150]
+
+
 def test_a_stale_claim_holds_nothing(store: Store) -> None:
     jid = f.job_id()
     p = partition_of(jid, COUNT)

@@ -42,7 +42,11 @@ must tell "everything was sent" from "something may be missing":
   the same way, within the same limits together (watch_claims.py); a Watch of
   named jobs carrying `peloton-watch-from: claim` is given those before the live
   ones, so a one-job watch that follows its job to a new owner misses nothing the
-  owner published between its claim and the stream's opening.
+  owner published between its claim and the stream's opening.  With
+  `peloton-watch-after: <epoch>` (the claim the fan-in read last) the claim must have
+  taken over from that epoch: otherwise the Watch is refused OUT_OF_RANGE, or, for a
+  partition this member claims only later, ended with an overflow when it does (a
+  member the fan-in never read drove the job in between).
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ from peloton.core.model.task import TaskRuntime
 from peloton.jobmgr.aggregate import CachedJob
 from peloton.jobmgr.job_deps import Listeners
 from peloton.jobmgr.servicers.common import job_summary
-from peloton.jobmgr.servicers.watch_claims import ClaimHistories, HistoryGone
+from peloton.jobmgr.servicers.watch_claims import ClaimHistories, HistoryGone, taken_over
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,9 @@ LEFT_KEY = "peloton-watch-left"
 #: Metadata asking for the changes published since this process started (value "start")
 #: or, for a Watch of named jobs, since this process claimed their partitions ("claim").
 FROM_KEY = "peloton-watch-from"
+#: Metadata of a "claim" Watch: the epoch of the claim of the job's partition the caller
+#: read last; this member's claim must have taken over from it (module notes).
+AFTER_KEY = "peloton-watch-after"
 #: How long a young publisher's history covers its start (seconds), and at most how many
 #: changes it holds.
 JOURNAL_SECONDS = 60.0
@@ -141,17 +148,23 @@ class WatchPublisher:
         self._journal_size = min(journal_size, buffer_size)  # a replay never overflows
         self._claims = None if partition is None else ClaimHistories(
             partition, seconds=journal_seconds, size=self._journal_size, clock=clock)
+        #: Partition -> {watch id: the epoch its claim here must take over from}, for
+        #: "claim" watches that came before this member claimed the partition.
+        self._expected: dict[int, dict[str, int]] = {}
         if journal:
             self._subscribe()  # the history starts now, watched or not
 
     def add(self, pods: bool, job_ids: frozenset[str] = frozenset(),
             pod_names: frozenset[str] = frozenset(), labels: tuple[Label, ...] = (), *,
-            from_start: bool = False, from_claim: bool = False) -> Watcher:
+            from_start: bool = False, from_claim: bool = False,
+            after: int | None = None) -> Watcher:
         """A new watcher (ResourceExhausted past `max_clients`).  `from_start`: its buffer
         begins with the matching changes published since this process started;
         `from_claim`: since this process claimed the partitions of `job_ids` (which must
-        name some: InvalidArgument); HistoryGone if they are no longer all kept.  After
-        `leave` the watcher has ended already (nothing more will be published)."""
+        name some: InvalidArgument); HistoryGone if they are no longer all kept, or, with
+        `after`, if a claim took over from another epoch (a partition claimed only later
+        is checked then, `claimed`).  After `leave` the watcher has ended already
+        (nothing more will be published)."""
         kind = "task" if pods else "job"  # Peloton's watch id prefixes
         watcher = Watcher(f"{kind}_{uuid.uuid4()}", pods, job_ids, pod_names, labels,
                           self.buffer_size)
@@ -173,7 +186,10 @@ class WatchPublisher:
                                       field="job_id")
             if self._claims is None:
                 raise HistoryGone("this job manager keeps no history of its partitions")
-            replay = self._claims.since_claim(job_ids)
+            replay, unclaimed = self._claims.since_claim(job_ids, after)
+            if after is not None:
+                for partition in unclaimed:
+                    self._expected.setdefault(partition, {})[watcher.watch_id] = after
         for entry in replay:  # no greenlet switch until it is registered: no gap
             if _matches(watcher, entry):
                 watcher.offer(_item(entry))
@@ -197,12 +213,20 @@ class WatchPublisher:
             self._journal = None
         return self._journal
 
-    def claimed(self, partition: int) -> None:
-        """This member took `partition` (before it can publish any of its jobs): the
-        partition's history starts now.  A no-op without `partition`."""
-        if self._claims is not None:
-            self._claims.claimed(partition)
-            self._subscribe()
+    def claimed(self, partition: int, after: int | None = None) -> None:
+        """This member took `partition` over from epoch `after` (before it can publish any
+        of its jobs): the partition's history starts now, and a "claim" watch waiting for
+        this claim that read another epoch last ends (overflow).  A no-op without
+        `partition`."""
+        if self._claims is None:
+            return
+        self._claims.claimed(partition, after)
+        self._subscribe()
+        for watch_id, read_last in self._expected.pop(partition, {}).items():
+            if read_last != after and watch_id in self.watchers:
+                log.warning("watch %s: %s; ending it", watch_id,
+                            taken_over(partition, after, read_last))
+                self.drop(watch_id, "overflow")
 
     def released(self, partition: int) -> None:
         """This member let `partition` go: its history is closed (kept while young)."""
@@ -229,6 +253,10 @@ class WatchPublisher:
         watcher = self.watchers.pop(watch_id, None)
         if watcher is None:
             return False
+        for partition in [p for p, waiting in self._expected.items() if watch_id in waiting]:
+            del self._expected[partition][watch_id]
+            if not self._expected[partition]:
+                del self._expected[partition]
         watcher.ended = watcher.ended or why
         watcher.wake.set()
         if not self._publishing:
@@ -304,6 +332,18 @@ def _item(entry: tuple[Any, ...]) -> tuple[Any, ...]:
     return entry[1:]
 
 
+def _after(metadata: tuple[tuple[str, Any], ...]) -> int | None:
+    """The `AFTER_KEY` epoch of a Watch's metadata (None without one)."""
+    for key, value in metadata:
+        if key == AFTER_KEY:
+            text = str(value)
+            if not text.isdigit() or len(text) > 20:
+                raise InvalidArgument(f"{AFTER_KEY}: an epoch is a non-negative integer, "
+                                      f"got {text[:40]!r}", field=AFTER_KEY)
+            return int(text)
+    return None
+
+
 def _labels(labels: Any) -> tuple[Label, ...]:
     return tuple(Label(lb.key, lb.value) for lb in labels)
 
@@ -318,18 +358,20 @@ class WatchServicer(pb_grpc.WatchServiceServicer):  # type: ignore[misc]
         metadata = tuple(context.invocation_metadata() or ())
         from_start, from_claim = ((FROM_KEY, v) in metadata for v in ("start", "claim"))
         try:
+            after = _after(metadata)
             if request.HasField("pod_filter"):
                 flt = request.pod_filter
                 job_ids = frozenset({flt.job_id.value}) if flt.job_id.value else frozenset()
                 watcher = self.publisher.add(
                     True, job_ids, frozenset(n.value for n in flt.pod_names),
                     _labels(flt.labels), from_start=from_start,
-                    from_claim=from_claim)
+                    from_claim=from_claim, after=after)
             elif request.HasField("stateless_job_filter"):
                 jflt = request.stateless_job_filter
                 watcher = self.publisher.add(False, frozenset(j.value for j in jflt.job_ids),
                                              labels=_labels(jflt.labels),
-                                             from_start=from_start, from_claim=from_claim)
+                                             from_start=from_start, from_claim=from_claim,
+                                             after=after)
             else:
                 raise InvalidArgument(texts.WATCH_TYPE_UNSUPPORTED, field="pod_filter")
         except HistoryGone as exc:

@@ -23,6 +23,12 @@ Invariants:
   partition starts afresh.
 * A partition this process never claimed has published nothing: its history is
   empty (a stream opened before the claim sees all of it live).
+* Each claim knows the epoch it took over from (`after`: the partition's epoch in the
+  store before this member's claim, storage/partition_fences.py).  A Watch reading a new
+  owner from its claim names the epoch of the owner it read last; a claim that took over
+  from another epoch means a member the Watch never read drove the partition in between,
+  and `since_claim` raises HistoryGone (a gap is never answered).  For a partition not
+  claimed here yet it says which, so the publisher checks the claim when it comes.
 * Recording costs a dict lookup while no history is kept (the common case: no
   claim in the last `seconds`); the partition hash is computed only while one is.
 """
@@ -36,12 +42,22 @@ from typing import Any
 
 class HistoryGone(Exception):
     """A Watch asked for changes from a point (this process's start, a partition's claim)
-    and they are no longer all kept (too many, or too long ago)."""
+    and they are no longer all kept (too many, or too long ago), or they do not follow the
+    claim the Watch read last."""
+
+
+def taken_over(partition: int, claimed_after: int | None, read_last: int) -> str:
+    """Why a Watch reading this member from its claim of `partition` cannot go on: the
+    claim took over from epoch `claimed_after`, the Watch last read the claim `read_last`."""
+    return (f"this job manager claimed partition {partition} over from epoch "
+            f"{claimed_after if claimed_after is not None else 'none'}, not from {read_last} "
+            "(the claim this watch read last): another member drove it in between")
 
 
 @dataclass(eq=False, slots=True)
 class _Claim:
     until: float  # monotonic seconds after which the history no longer covers the claim
+    after: int | None = None  # the partition's epoch before this claim (None: unknown)
     entries: list[tuple[Any, ...]] = field(default_factory=list)
     held: bool = True
 
@@ -68,11 +84,12 @@ class ClaimHistories:
         self._sweep(self._clock())
         return bool(self._claims)
 
-    def claimed(self, partition: int) -> None:
-        """This member took `partition`: its history starts now, empty."""
+    def claimed(self, partition: int, after: int | None = None) -> None:
+        """This member took `partition`, over from epoch `after` (None: unknown, e.g. a
+        cluster without partition fences): its history starts now, empty."""
         self._forget(partition)
         self._gone.discard(partition)
-        self._claims[partition] = _Claim(self._clock() + self._seconds)
+        self._claims[partition] = _Claim(self._clock() + self._seconds, after)
 
     def released(self, partition: int) -> None:
         """This member let `partition` go: its history is closed, kept until it ages out."""
@@ -95,12 +112,16 @@ class ClaimHistories:
             claim.entries.append(entry)
             self._total += 1
 
-    def since_claim(self, job_ids: Iterable[str]) -> list[tuple[Any, ...]]:
+    def since_claim(self, job_ids: Iterable[str], after: int | None = None
+                    ) -> tuple[list[tuple[Any, ...]], list[int]]:
         """The changes published of the partitions of `job_ids` since their claims (every
-        change of those partitions: the caller filters), partition by partition; raises
-        HistoryGone if one's history is no longer whole."""
+        change of those partitions: the caller filters), partition by partition, and the
+        partitions not claimed here (nothing published yet); raises HistoryGone if one's
+        history is no longer whole, or, with `after` (the epoch of the claim the caller
+        read last), if a claim took over from another epoch (module docstring)."""
         now = self._clock()
         out: list[tuple[Any, ...]] = []
+        unclaimed: list[int] = []
         for partition in sorted({self._partition(j) for j in job_ids}):
             claim = self._claims.get(partition)
             if claim is not None and now > claim.until:
@@ -108,9 +129,13 @@ class ClaimHistories:
             if partition in self._gone:
                 raise HistoryGone(f"the changes published since this job manager claimed "
                                   f"partition {partition} are no longer all kept")
-            if claim is not None:
-                out.extend(claim.entries)
-        return out
+            if claim is None:
+                unclaimed.append(partition)
+                continue
+            if after is not None and claim.after != after:
+                raise HistoryGone(taken_over(partition, claim.after, after))
+            out.extend(claim.entries)
+        return out, unclaimed
 
     def _sweep(self, now: float) -> None:
         """Drop the histories that no longer cover their claims (at most once a second:

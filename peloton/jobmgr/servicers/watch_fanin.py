@@ -72,10 +72,15 @@ opened.  The owner is followed by its claim (holder and epoch, member_directory.
 `PartitionClaim`): a partition that moved away and back between two looks (b -> c -> b,
 or a holder's release and claim again) comes back with a new epoch under the same
 holder, and c, which drove the job in between, was never read, so the caller's watch
-ends ABORTED ("list and watch again") instead of going on past c's changes.  (A move
-through an owner the directory never showed to a *different* next owner, b -> c -> d
-seen as b -> d, is not told apart yet: that needs d to say which claim it took over
-from.)  A Watch of several jobs, or of every job, is fanned in.
+ends ABORTED ("list and watch again") instead of going on past c's changes.  A move
+through an owner the directory never showed to a *different* next owner (b -> c -> d
+seen as b -> d) is told apart by d: the stream opened on it from its claim names the
+epoch of the claim this merge read last (`peloton-watch-after`), and d's claim took over
+from c's epoch, not b's, so d refuses the stream (OUT_OF_RANGE, or an overflow when d
+claims after the stream opened: watch.py) and the caller's watch ends as above.  (The
+same move ending at the receiving member itself, b -> c -> here, is not checked: its own
+stream is not opened from a claim.)  A Watch of several jobs, or of every job, is fanned
+in.
 
 **Who the caller is.**  Each member's stream carries the caller's metadata as a
 forwarded call does (forwarding.py, `relayed_metadata` in common/auth/authenticator.py):
@@ -108,7 +113,7 @@ from peloton.common.member_directory import PartitionClaim
 from peloton.common.membership import LEAVE_TIMEOUT
 from peloton.core.errors import PelotonError
 from peloton.jobmgr.config import JobManagerConfig
-from peloton.jobmgr.servicers.watch import FROM_KEY, LEFT_KEY
+from peloton.jobmgr.servicers.watch import AFTER_KEY, FROM_KEY, LEFT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +255,8 @@ class _Merge:
         self.left: dict[str, float] = {}  # member id -> when it ended cleanly, still listed
         self.listed: set[str] | None = None  # the members at the last look (None: none yet)
         self.claim: PartitionClaim | None = None  # a one-job watch's last claim seen
+        #: The claim seen before the current holder's (a new owner's stream must follow it).
+        self.before: PartitionClaim | None = None
         self.closing = False
 
     def poke(self) -> None:
@@ -310,9 +317,12 @@ class _Merge:
             gevent.killall(list(self.readers.values()), block=False)
 
     def _open(self, member: str, address: str, *, since: str = "") -> Any:
-        """Open the Watch on `member`, read from `since` ("start", "claim"; "": now)."""
+        """Open the Watch on `member`, read from `since` ("start", "claim"; "": now); from
+        a claim, that claim must follow the one this merge read before (`before`)."""
         remaining = self.context.time_remaining()
         metadata = [*self.metadata, (FROM_KEY, since)] if since else self.metadata
+        if since == "claim" and self.before is not None:
+            metadata = [*metadata, (AFTER_KEY, str(self.before.epoch))]
         call = self.fan.channel(address).unary_stream(
             f"/{WATCH}", request_serializer=pb.WatchRequest.SerializeToString,
             response_deserializer=pb.WatchResponse.FromString)(
@@ -372,9 +382,12 @@ class _Merge:
         last one seen but its epoch is not: the partition went away and came back, and
         whoever drove the job in between was never read (module docstring)."""
         seen, self.claim = self.claim, claim
-        if seen is not None and seen.holder == claim.holder and seen.epoch != claim.epoch:
+        if seen is None or seen == claim:
+            return
+        if seen.holder == claim.holder:
             self.context.abort(grpc.StatusCode.ABORTED,
                                _reclaimed(self.watch_id, self.job or "", claim.holder))
+        self.before = seen
 
     def _sync(self) -> None:
         """Follow the directory: end the watch on a member lost from it (`_unlisted`); open

@@ -11,7 +11,7 @@ operations; Cassandra has no transaction across partitions.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from peloton.common.fencing import READ_PREFIXES
@@ -48,6 +48,11 @@ class CassandraLeaders(CassandraBase):
         row = self.q1("leader_epochs.get", role)
         return None if row is None else int(row["epoch"])
 
+    def leader_epochs(self, roles: Sequence[str]) -> dict[str, int]:
+        # One read per role, as the claims themselves are one lightweight transaction each.
+        found = {role: self.leader_epoch(role) for role in sorted(set(roles))}
+        return {role: epoch for role, epoch in found.items() if epoch is not None}
+
     def check_epoch(self, role: str, mine: int | None) -> None:
         """FencedOut unless `mine` is the role's stored epoch (a serial, LWT check)."""
         if mine is None:
@@ -73,7 +78,7 @@ class _FencedCassandra:
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._store, name)
         if (not callable(value) or name.startswith(READ_PREFIXES) or name.startswith("_")
-                or name in ("leader_epoch", "with_fencing", "claim_leadership",
+                or name in ("leader_epoch", "leader_epochs", "with_fencing", "claim_leadership",
                             "claim_leaderships", "check_epoch")):
             return value
         store, role, epoch = self._store, self._role, self._epoch

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -91,6 +91,14 @@ class SqlLeaders:
         q = sa.select(leader_epochs.c.epoch).where(leader_epochs.c.role == role)
         found = self.db.run("read leader epoch", lambda c: c.execute(q).scalar(), write=False)
         return None if found is None else int(found)
+
+    def leader_epochs(self, roles: Sequence[str]) -> dict[str, int]:
+        if not roles:
+            return {}
+        q = (sa.select(leader_epochs.c.role, leader_epochs.c.epoch)
+             .where(leader_epochs.c.role.in_(sorted(set(roles)))))
+        rows = self.db.run("read leader epochs", lambda c: list(c.execute(q)), write=False)
+        return {str(role): int(epoch) for role, epoch in rows}
 
     def with_fencing(self, role: str, epoch: Callable[[], int | None]) -> Any:
         view = copy.copy(self)

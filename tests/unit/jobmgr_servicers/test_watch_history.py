@@ -227,6 +227,41 @@ def test_a_claims_history_is_refused_once_too_old_and_then_not_listened_for() ->
     stops_listening(listeners)
 
 
+def test_a_watch_from_the_claim_must_follow_the_claim_it_read_last() -> None:
+    # A fan-in reading the job's new owner names the epoch of the owner it read before
+    # (`after`): a claim that took over from another epoch had an owner in between whose
+    # changes the fan-in never read, so the watch is refused, never answered with a gap.
+    listeners, clock = Listeners(), Clock()
+    pub = member(listeners, clock)
+    pub.claimed(0, after=10)
+    task_changed(listeners, job("p0-a"), 0)
+    followed = pub.add(True, frozenset({"p0-a"}), from_claim=True, after=10)
+    assert pods(followed) == ["p0-a-0"]
+    with pytest.raises(HistoryGone, match=r"over from epoch 10, not from 7 "):
+        pub.add(True, frozenset({"p0-a"}), from_claim=True, after=7)
+    # A first claim ever (no epoch before it) follows no claim a fan-in could have read.
+    pub.claimed(1, after=None)
+    with pytest.raises(HistoryGone, match=r"over from epoch none, not from 7 "):
+        pub.add(True, frozenset({"p1-b"}), from_claim=True, after=7)
+
+
+def test_a_watch_from_a_claim_to_come_ends_when_the_claim_follows_another() -> None:
+    # The stream opened before this member marked its claim (the directory showed its node
+    # first): the claim is checked when it comes.
+    listeners, clock = Listeners(), Clock()
+    pub = member(listeners, clock)
+    follows = pub.add(True, frozenset({"p0-a"}), from_claim=True, after=10)
+    skips = pub.add(True, frozenset({"p1-b"}), from_claim=True, after=10)
+    cancelled = pub.add(True, frozenset({"p1-b"}), from_claim=True, after=10)
+    pub.drop(cancelled.watch_id, "cancel")
+    pub.claimed(0, after=10)
+    pub.claimed(1, after=12)  # someone held partition 1 in between
+    assert (follows.ended, skips.ended, cancelled.ended) == ("", "overflow", "cancel")
+    task_changed(listeners, job("p0-a"), 0)
+    assert pods(follows) == ["p0-a-0"]
+    assert pub._expected == {}  # nothing left waiting
+
+
 def test_without_claims_nothing_is_hashed_and_a_watch_from_the_claim_needs_named_jobs() -> None:
     listeners, clock = Listeners(), Clock()
     hashed: list[str] = []

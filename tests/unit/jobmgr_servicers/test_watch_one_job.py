@@ -14,12 +14,14 @@ import pytest
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1
 from peloton.api.gen.peloton.api.v1alpha.watch import watch_pb2
 from peloton.api.gen.peloton.api.v1alpha.watch.svc import watch_svc_pb2 as pb
+from peloton.core.partitions import partition_of
 from peloton.jobmgr.servicers.watch import FROM_KEY
 from peloton.jobmgr.servicers.watch_fanin import watched_job
 from tests.unit.jobmgr_servicers.watch_members import (
     EVERY_POD,
     JOB,
     ONE_JOB,
+    PARTITIONS,
     Cluster,
     broken,
     clusters,
@@ -167,7 +169,7 @@ def test_a_new_owner_already_listed_is_read_from_its_claim(cluster: Cluster) -> 
     read_until(stream, {f"{JOB}-0"}, watch_id)
     b.release(JOB)
     c.publish(JOB, 9)  # not c's yet (a stray before its claim): not replayed
-    c.claim(JOB)
+    c.claim(JOB, after=cluster.owners.epochs[JOB])  # over from b's claim
     c.publish(JOB, 1)
     c.publish("job-other", 0)  # of the same partition or not, not this watch's job
     cluster.owners[JOB] = "c"
@@ -183,7 +185,7 @@ def test_a_new_owner_whose_claim_history_is_gone_ends_the_watch(cluster: Cluster
     # The move was heard of too late (the new owner's history no longer covers its claim):
     # a gap cannot be ruled out, so the caller lists and watches again.
     a, _b, c, stream, watch_id = cluster.watching_b_owners_job_through_a(real=True)
-    c.claim(JOB)
+    c.claim(JOB, after=cluster.owners.epochs[JOB])  # over from b's claim
     c.publish(JOB, 1)
     c.clock.now += 61.0
     cluster.owners[JOB] = "c"
@@ -237,3 +239,62 @@ def test_a_partition_back_here_after_an_unseen_move_ends_the_watch(cluster: Clus
         list(stream)
     assert err.value.code() is grpc.StatusCode.ABORTED
     assert "left job manager member a and came back to it" in err.value.details()
+
+
+def test_a_new_owner_that_took_over_from_an_owner_never_read_ends_the_watch(
+        cluster: Cluster) -> None:
+    # b -> c -> d seen as b -> d: d's claim took over from c's epoch, not from b's (the
+    # claim this watch read last), so d refuses the stream it is asked from its claim.
+    _a, b, c, stream, watch_id = cluster.watching_b_owners_job_through_a(real=True)
+    d = cluster.start_real("d")
+    b.publish(JOB, 0)
+    read_until(stream, {f"{JOB}-0"}, watch_id)
+    read_b = cluster.owners.epochs[JOB]
+    cluster.owners.move_through(JOB, via="c", to="d")
+    by_c = read_b + 1  # Owners: each claim the next epoch
+    c.claim(JOB, after=read_b)
+    c.publish(JOB, 1)  # never read by this watch
+    c.release(JOB)
+    d.claim(JOB, after=by_c)
+    cluster.wake()
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    assert err.value.details() == (
+        f"event overflow: {watch_id}: the watch stream of job manager member d failed "
+        f"(OUT_OF_RANGE: this job manager claimed partition {partition_of(JOB, PARTITIONS)} "
+        f"over from epoch {by_c}, not from {read_b} (the claim this watch read last): another "
+        "member drove it in between), so changes it published may be missing; list and "
+        "watch again")
+
+
+def test_a_stream_opened_before_the_new_owners_claim_ends_when_the_claim_skips_one(
+        cluster: Cluster) -> None:
+    # The directory showed d's node before d marked its claim: the stream opens, and d
+    # checks the claim when it makes it.
+    _a, _b, _c, stream, watch_id = cluster.watching_b_owners_job_through_a(real=True)
+    d = cluster.start_real("d")
+    read_b = cluster.owners.epochs[JOB]
+    cluster.owners.move_through(JOB, via="c", to="d")
+    cluster.wake()
+    until(lambda: len(d.publisher.watchers) == 1, "the new owner's watcher")
+    d.claim(JOB, after=read_b + 1)  # over from c's claim
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    assert err.value.details() == f"event overflow: {watch_id}"
+
+
+def test_a_new_owner_that_took_over_from_the_owner_read_is_followed(cluster: Cluster) -> None:
+    # The same move with no owner between (b -> d): the claim follows b's, the watch goes on.
+    _a, b, _c, stream, watch_id = cluster.watching_b_owners_job_through_a(real=True)
+    d = cluster.start_real("d")
+    read_b = cluster.owners.epochs[JOB]
+    b.release(JOB)
+    d.claim(JOB, after=read_b)
+    d.publish(JOB, 1)  # before the directory showed the move: replayed from the claim
+    cluster.owners[JOB] = "d"
+    cluster.wake()
+    until(lambda: len(d.publisher.watchers) == 1, "the new owner's watcher")
+    d.publish(JOB, 2)
+    assert {f"{JOB}-1", f"{JOB}-2"} <= set(read_until(stream, {f"{JOB}-2"}, watch_id))

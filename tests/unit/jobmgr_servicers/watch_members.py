@@ -140,9 +140,10 @@ class RealMember(Member):
                                         clock=self.clock)
         super().__init__(cluster, name, WatchServicer(self.publisher), security)
 
-    def claim(self, job_id: str) -> None:
-        """This member takes the partition of `job_id` (what app.py's acquire tells it)."""
-        self.publisher.claimed(partition_of(job_id, PARTITIONS))
+    def claim(self, job_id: str, after: int | None) -> None:
+        """This member takes the partition of `job_id` over from epoch `after` (what
+        app.py's acquire tells it)."""
+        self.publisher.claimed(partition_of(job_id, PARTITIONS), after)
 
     def release(self, job_id: str) -> None:
         """This member lets the partition of `job_id` go."""
