@@ -104,7 +104,8 @@ def jobmgr_member(rt: Runtime, grpc: ServiceHost, me: LeaderId,
         # for as long as the members' stop and session timeouts say one can take (every
         # member of a cluster runs with the same jobmgr settings).
         fan_in = WatchFanIn(directory.members, name, me.grpc_address,
-                            owner=_job_owner(directory), identity=rt.security.internal,
+                            owner=_job_owner(directory), claim_here=_claim_here(fences),
+                            identity=rt.security.internal,
                             connect=lambda address: open_channel(address, tls),
                             leave_grace=leave_grace(config.session_timeout, LEAVE_TIMEOUT))
         directory.add_listener(fan_in.wake)
@@ -192,6 +193,15 @@ def fence_out_single_leader(zk: KazooClient, store: LeaderEpochStore, path: str,
 def _job_owner(directory: MemberDirectory) -> Callable[[str], PartitionClaim | None]:
     """The claim of a job's partition (None while it has none), from memory."""
     return lambda job_id: directory.claim(partition_of(job_id, directory.count))
+
+
+def _claim_here(fences: PartitionFences) -> Callable[[str], tuple[int, int | None] | None]:
+    """This member's current claim of a job's partition: (epoch, the epoch it took over
+    from), None while it holds none."""
+    def claim(job_id: str) -> tuple[int, int | None] | None:
+        term = fences.term(partition_of(job_id, fences.count))
+        return None if term is None else (term.epoch, term.after)
+    return claim
 
 
 def _live(member: PartitionMember | None) -> Callable[[], bool]:

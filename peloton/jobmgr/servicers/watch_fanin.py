@@ -77,10 +77,10 @@ through an owner the directory never showed to a *different* next owner (b -> c 
 seen as b -> d) is told apart by d: the stream opened on it from its claim names the
 epoch of the claim this merge read last (`peloton-watch-after`), and d's claim took over
 from c's epoch, not b's, so d refuses the stream (OUT_OF_RANGE, or an overflow when d
-claims after the stream opened: watch.py) and the caller's watch ends as above.  (The
-same move ending at the receiving member itself, b -> c -> here, is not checked: its own
-stream is not opened from a claim.)  A Watch of several jobs, or of every job, is fanned
-in.
+claims after the stream opened: watch.py) and the caller's watch ends as above.  The
+same move ending at the receiving member itself (b -> c -> here) is checked here, against
+this member's own claim (`claim_here`) once it has made it.  A Watch of several jobs, or
+of every job, is fanned in.
 
 **Who the caller is.**  Each member's stream carries the caller's metadata as a
 forwarded call does (forwarding.py, `relayed_metadata` in common/auth/authenticator.py):
@@ -170,7 +170,9 @@ class WatchFanIn:
     `members`, this one's included or not); `me`, `my_address`: this member, whose own
     stream is always opened.  `owner(job_id)`: the claim of the job's partition (its
     holder's member id and epoch), None while it has none (None instead of a function: a
-    one-job Watch is fanned in too);
+    one-job Watch is fanned in too); `claim_here(job_id)`: this member's own current claim
+    of the job's partition as (epoch, the epoch it took over from), None while it holds
+    none (None instead of a function: not checked);
     it may raise a PelotonError (Unavailable) when it cannot tell: the streams stay as
     they are.  `identity`: the metadata this member presents to the others (the internal
     user's credentials; empty without any); `caller()`: who the call being served is
@@ -179,6 +181,7 @@ class WatchFanIn:
 
     def __init__(self, members: Callable[[], Mapping[str, str]], me: str, my_address: str, *,
                  owner: Callable[[str], PartitionClaim | None] | None = None,
+                 claim_here: Callable[[str], tuple[int, int | None] | None] | None = None,
                  identity: Sequence[tuple[str, str]] = (),
                  caller: Callable[[], Principal | None] = current_principal,
                  connect: Callable[[str], grpc.Channel] = grpc.insecure_channel,
@@ -189,6 +192,7 @@ class WatchFanIn:
         self.me = me
         self.my_address = my_address
         self.owner = owner
+        self.claim_here = claim_here
         self.identity = tuple(identity)
         self.caller = caller
         self.recheck = recheck
@@ -257,6 +261,8 @@ class _Merge:
         self.claim: PartitionClaim | None = None  # a one-job watch's last claim seen
         #: The claim seen before the current holder's (a new owner's stream must follow it).
         self.before: PartitionClaim | None = None
+        #: The epoch of this member's own claim last checked against `before`.
+        self.checked_here: int | None = None
         self.closing = False
 
     def poke(self) -> None:
@@ -373,7 +379,10 @@ class _Merge:
             return {}  # between owners
         self._follow(claim)
         owner = claim.holder
-        if owner == self.fan.me or owner not in members:
+        if owner == self.fan.me:
+            self._check_here(claim)
+            return {}
+        if owner not in members:
             return {}
         return {owner: members[owner]}
 
@@ -388,6 +397,21 @@ class _Merge:
             self.context.abort(grpc.StatusCode.ABORTED,
                                _reclaimed(self.watch_id, self.job or "", claim.holder))
         self.before = seen
+
+    def _check_here(self, claim: PartitionClaim) -> None:
+        """The job moved to this member: once this member has made the claim the directory
+        shows, end the watch if that claim took over from an epoch other than the one read
+        before (`before`: someone this watch never read drove the job in between)."""
+        if (self.fan.claim_here is None or self.before is None or self.job is None
+                or self.checked_here == claim.epoch):
+            return
+        mine = self.fan.claim_here(self.job)
+        if mine is None or mine[0] != claim.epoch:
+            return  # not made here yet: looked at again at the next look
+        self.checked_here = claim.epoch
+        if mine[1] != self.before.epoch:
+            self.context.abort(grpc.StatusCode.ABORTED, _skipped(
+                self.watch_id, self.job, self.fan.me, mine[1], self.before.epoch))
 
     def _sync(self) -> None:
         """Follow the directory: end the watch on a member lost from it (`_unlisted`); open
@@ -522,6 +546,15 @@ def _reclaimed(watch_id: str, job: str, member: str) -> str:
     return (f"event overflow: {watch_id}: the partition of job {job} left job manager member "
             f"{member} and came back to it, so changes made while another member drove "
             "the job may be missing; list and watch again")
+
+
+def _skipped(watch_id: str, job: str, member: str, after: int | None, read_last: int) -> str:
+    """Why the caller's one-job watch ends: the job's partition came to `member` (the one
+    serving the watch) from a claim other than the one the watch read last."""
+    return (f"event overflow: {watch_id}: job manager member {member} claimed the partition "
+            f"of job {job} over from epoch {after if after is not None else 'none'}, not "
+            f"from {read_last} (the claim this watch read last), so changes made while "
+            "another member drove the job may be missing; list and watch again")
 
 
 def _leaving(watch_id: str, member: str) -> str:

@@ -298,3 +298,36 @@ def test_a_new_owner_that_took_over_from_the_owner_read_is_followed(cluster: Clu
     until(lambda: len(d.publisher.watchers) == 1, "the new owner's watcher")
     d.publish(JOB, 2)
     assert {f"{JOB}-1", f"{JOB}-2"} <= set(read_until(stream, {f"{JOB}-2"}, watch_id))
+
+
+def test_a_job_come_here_through_an_owner_never_read_ends_the_watch(cluster: Cluster) -> None:
+    # b -> c -> a seen as b -> a, a serving the watch: a's own claim took over from c's
+    # epoch. Checked once a has made the claim the directory shows.
+    a, b, _c, stream, watch_id = cluster.watching_b_owners_job_through_a()
+    read_b = cluster.owners.epochs[JOB]
+    cluster.owners.move_through(JOB, via="c", to="a")
+    cluster.wake()
+    until(lambda: b.publisher.active == 0, "the previous owner's stream to be closed")
+    a.publisher.events.put(f"{JOB}-0")  # not claimed here yet: the watch goes on meanwhile
+    read_until(stream, {f"{JOB}-0"}, watch_id)
+    cluster.here[("a", JOB)] = (cluster.owners.epochs[JOB], read_b + 1)  # over from c's
+    cluster.wake()
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    assert err.value.details() == (
+        f"event overflow: {watch_id}: job manager member a claimed the partition of job "
+        f"{JOB} over from epoch {read_b + 1}, not from {read_b} (the claim this watch read "
+        "last), so changes made while another member drove the job may be missing; list "
+        "and watch again")
+
+
+def test_a_job_come_here_from_the_owner_read_is_followed(cluster: Cluster) -> None:
+    a, _b, _c, stream, watch_id = cluster.watching_b_owners_job_through_a()
+    read_b = cluster.owners.epochs[JOB]
+    cluster.owners[JOB] = "a"
+    cluster.here[("a", JOB)] = (cluster.owners.epochs[JOB], read_b)
+    for n in range(3):  # looked at again and again: checked once, and it follows
+        cluster.wake()
+        a.publisher.events.put(f"{JOB}-{n}")
+        read_until(stream, {f"{JOB}-{n}"}, watch_id)

@@ -96,6 +96,7 @@ class Member:
         identity = security.internal if security is not None else ()
         self.fan_in = cluster.served.closing(WatchFanIn(
             lambda: dict(cluster.members), name, "", owner=cluster.owners.claim,
+            claim_here=lambda job: cluster.here.get((name, job)),
             identity=identity, recheck=0.1, leave_grace=cluster.leave_grace,
             open_timeout=cluster.open_timeout))
         forwarder = cluster.served.forwarder(lambda _job: True, _NoOwners(), lambda _u: None,
@@ -198,6 +199,9 @@ class Cluster:
         self.served = served
         self.members: dict[str, str] = {}
         self.owners = Owners()
+        #: (member, job) -> that member's own claim of the job's partition: (epoch, the
+        #: epoch it took over from), what its partition fences would say.
+        self.here: dict[tuple[str, str], tuple[int, int | None]] = {}
         self.started: list[Member] = []
         #: The fan-ins' `leave_grace` and `open_timeout` for members started from now on.
         self.leave_grace = DEADLINE * 3
