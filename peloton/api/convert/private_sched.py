@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
+from sys import intern
 from typing import TypeVar
 
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer as Repeated
@@ -188,7 +189,10 @@ def request_from_pb(m: pb.TaskRequest, needs: Sequence[PlacementNeeds]) -> TaskR
         raise InvalidArgument(f"task {m.task_id.job_id}-{m.task_id.instance}: needs index "
                               f"{m.needs} outside a table of {len(needs)}", field="needs")
     tid = m.task_id
-    return _new_request(TaskId(tid.job_id, tid.instance), needs[m.needs],
+    # Every task of a job names the same job id, and each read of the message's field makes
+    # a new 36-character string: one shared copy saves ~85 bytes a task held (the resource
+    # manager holds every pending task of the cluster).
+    return _new_request(TaskId(intern(tid.job_id), tid.instance), needs[m.needs],
                         labels_from_pb(m.labels) if m.labels else (), m.desired_host,
                         m.desired_host_only)
 

@@ -149,7 +149,14 @@ def test_tasks_written_in_place_are_the_messages_rm_task_to_pb_writes() -> None:
     assert in_place.SerializeToString() == one_by_one.SerializeToString()
     wire = pb.EnqueueGangsRequest.FromString(in_place.SerializeToString())
     needs = needs_from_pb(wire.needs)
-    assert [rm_task_from_pb(m, needs) for g in wire.gangs for m in g.tasks] == ts
+    decoded = [rm_task_from_pb(m, needs) for g in wire.gangs for m in g.tasks]
+    assert decoded == ts
+    # The resource manager holds every pending task: the tasks of one job share one copy
+    # of its id, not one string each read from the message.
+    by_job: dict[str, set[int]] = {}
+    for t in decoded:
+        by_job.setdefault(t.task_id.job_id, set()).add(id(t.task_id.job_id))
+    assert len(decoded) > len(by_job) and all(len(ids) == 1 for ids in by_job.values())
 
 
 def test_placements_written_in_place_are_the_messages_placement_to_pb_writes() -> None:
