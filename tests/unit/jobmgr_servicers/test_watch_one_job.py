@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import grpc
 import pytest
 
 from peloton.api.gen.peloton.api.v1alpha import peloton_pb2 as v1
@@ -23,6 +22,7 @@ from tests.unit.jobmgr_servicers.watch_members import (
     ONE_JOB,
     PARTITIONS,
     Cluster,
+    aborted,
     broken,
     clusters,
     read_until,
@@ -190,10 +190,7 @@ def test_a_new_owner_whose_claim_history_is_gone_ends_the_watch(cluster: Cluster
     c.clock.now += 61.0
     cluster.owners[JOB] = "c"
     cluster.wake()
-    with pytest.raises(grpc.RpcError) as err:
-        list(stream)
-    assert err.value.code() is grpc.StatusCode.ABORTED
-    assert err.value.details().startswith(
+    assert aborted(stream).startswith(
         f"event overflow: {watch_id}: the watch stream of job manager member c failed "
         f"(OUT_OF_RANGE: the changes published since this job manager claimed partition ")
     until(lambda: not a.publisher.watchers and not c.publisher.watchers,
@@ -212,10 +209,7 @@ def test_a_partition_back_at_its_owner_after_an_unseen_move_ends_the_watch(
     c.publisher.events.put(f"{JOB}-1")  # c's, while it drives the job: no stream on c
     cluster.owners.move_through(JOB, via="c", to="b")
     cluster.wake()
-    with pytest.raises(grpc.RpcError) as err:
-        list(stream)
-    assert err.value.code() is grpc.StatusCode.ABORTED
-    assert err.value.details() == (
+    assert aborted(stream) == (
         f"event overflow: {watch_id}: the partition of job {JOB} left job manager member b "
         "and came back to it, so changes made while another member drove the job may be "
         "missing; list and watch again")
@@ -235,10 +229,7 @@ def test_a_partition_back_here_after_an_unseen_move_ends_the_watch(cluster: Clus
     read_until(stream, {f"{JOB}-0"}, watch_id)
     cluster.owners.move_through(JOB, via="c", to="a")
     cluster.wake()
-    with pytest.raises(grpc.RpcError) as err:
-        list(stream)
-    assert err.value.code() is grpc.StatusCode.ABORTED
-    assert "left job manager member a and came back to it" in err.value.details()
+    assert "left job manager member a and came back to it" in aborted(stream)
 
 
 def test_a_new_owner_that_took_over_from_an_owner_never_read_ends_the_watch(
@@ -257,10 +248,7 @@ def test_a_new_owner_that_took_over_from_an_owner_never_read_ends_the_watch(
     c.release(JOB)
     d.claim(JOB, after=by_c)
     cluster.wake()
-    with pytest.raises(grpc.RpcError) as err:
-        list(stream)
-    assert err.value.code() is grpc.StatusCode.ABORTED
-    assert err.value.details() == (
+    assert aborted(stream) == (
         f"event overflow: {watch_id}: the watch stream of job manager member d failed "
         f"(OUT_OF_RANGE: this job manager claimed partition {partition_of(JOB, PARTITIONS)} "
         f"over from epoch {by_c}, not from {read_b} (the claim this watch read last): another "
@@ -279,10 +267,7 @@ def test_a_stream_opened_before_the_new_owners_claim_ends_when_the_claim_skips_o
     cluster.wake()
     until(lambda: len(d.publisher.watchers) == 1, "the new owner's watcher")
     d.claim(JOB, after=read_b + 1)  # over from c's claim
-    with pytest.raises(grpc.RpcError) as err:
-        list(stream)
-    assert err.value.code() is grpc.StatusCode.ABORTED
-    assert err.value.details() == f"event overflow: {watch_id}"
+    assert aborted(stream) == f"event overflow: {watch_id}"
 
 
 def test_a_new_owner_that_took_over_from_the_owner_read_is_followed(cluster: Cluster) -> None:
@@ -312,10 +297,7 @@ def test_a_job_come_here_through_an_owner_never_read_ends_the_watch(cluster: Clu
     read_until(stream, {f"{JOB}-0"}, watch_id)
     cluster.here[("a", JOB)] = (cluster.owners.epochs[JOB], read_b + 1)  # over from c's
     cluster.wake()
-    with pytest.raises(grpc.RpcError) as err:
-        list(stream)
-    assert err.value.code() is grpc.StatusCode.ABORTED
-    assert err.value.details() == (
+    assert aborted(stream) == (
         f"event overflow: {watch_id}: job manager member a claimed the partition of job "
         f"{JOB} over from epoch {read_b + 1}, not from {read_b} (the claim this watch read "
         "last), so changes made while another member drove the job may be missing; list "

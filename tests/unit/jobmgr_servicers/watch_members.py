@@ -297,6 +297,14 @@ def broken(stream: Any, member: str, why: str) -> None:
     assert f"member {member} {why}" in details and details.endswith("list and watch again")
 
 
+def aborted(stream: Any) -> str:
+    """Read `stream` to its end, which must be ABORTED; the status details."""
+    with pytest.raises(grpc.RpcError) as err:
+        list(stream)
+    assert err.value.code() is grpc.StatusCode.ABORTED
+    return str(err.value.details())
+
+
 def read_until(stream: Any, wanted: set[str], watch_id: str) -> set[str]:
     """Read `stream` until every pod in `wanted` was seen; the pods seen."""
     seen: set[str] = set()
