@@ -130,7 +130,8 @@ class FakeState:
             job = self.jobs[job_id]
             self._set_workflow_state(job, state)
 
-    def set_pod(self, job_id: str, instance: int, state: int, message: str = "", reason: str = "") -> None:
+    def set_pod(self, job_id: str, instance: int, state: pod_pb2.PodState, message: str = "",
+                reason: str = "") -> None:
         with self._lock:
             status = self.jobs[job_id].pods[instance].status
             status.state, status.message, status.reason = state, message, reason
@@ -144,7 +145,7 @@ class FakeState:
                 self._launch(job, instance, job.spec)
             return [job.pods[i].status.pod_id.value for i in instances]
 
-    def move_pods(self, job_id: str, instances: list[int], state: int) -> None:
+    def move_pods(self, job_id: str, instances: list[int], state: pod_pb2.PodState) -> None:
         """Put each instance's current run in `state` with a new start time (a pod that
         flapped, or restarted in place), as the job manager's status updates would."""
         with self._lock:
