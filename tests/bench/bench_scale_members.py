@@ -59,9 +59,11 @@ from tests.bench.bench_scale import (  # noqa: E402
     ShapeRun,
     run_shape,
 )
-from tests.bench.common import load, report, scaled  # noqa: E402
+from tests.bench.common import cpu_probe_us, load, report, scaled  # noqa: E402
 
 SIZES = (1, 2)
+#: What the probe measured on this machine when it was quiet, for the reader of a run.
+PROBE_REFERENCE = "3.85 us on the quiet machine of 2026-12-07 14:04 UTC"
 #: At most this many job managers in one cluster (`BENCH_JOBMGRS`: each one its own process).
 MAX_JOBMGRS = 8
 ZK_ROOT = "/bench-scale-members"
@@ -87,6 +89,8 @@ class Measured:
     machine_busy_s: float = 0.0
     client_s: float = 0.0
     steal_s: float = 0.0
+    #: `cpu_probe_us` right before the cluster started and right after it stopped.
+    probe_us: tuple[float, float] = (0.0, 0.0)
 
 
 def machine_cpu() -> tuple[float, float]:
@@ -149,6 +153,7 @@ def measure(base: Path, members: int) -> Measured:
         jobmgrs=members, data_dir=base, agents=0, backend=BACKEND, jobmgr_port=0,
         resmgr_port=0, hostmgr_port=0, zk_root=ZK_ROOT))
     clients: list[PelotonClient] = []
+    probe_before = cpu_probe_us()
     try:
         cluster.start()
         wait_settled(cluster.zk, members)
@@ -170,7 +175,8 @@ def measure(base: Path, members: int) -> Measured:
         for client in clients:
             client.close()
         cluster.stop()
-    return Measured(run, cpu, rss, released, busy1 - busy0, client1 - client0, steal1 - steal0)
+    return Measured(run, cpu, rss, released, busy1 - busy0, client1 - client0, steal1 - steal0,
+                    (probe_before, cpu_probe_us()))
 
 
 def report_members(members: int, m: Measured) -> float:
@@ -209,6 +215,12 @@ def report_members(members: int, m: Measured) -> float:
                 f"{sum(m.cpu_s.values()) / run.total_s:.2f}, the client "
                 f"{m.client_s / run.total_s:.2f}; stolen by the hypervisor "
                 f"{m.steal_s / run.total_s:.2f}")
+    before, after = m.probe_us
+    report(f"{name}.machine_probe_us", (before + after) / 2, "us",
+           note=f"the machine's speed beside this run: a fixed mix of the daemons' kind of "
+                f"Python (tests/bench/common.py cpu_probe_us) on one core, {before:.2f} us a "
+                f"step right before the cluster started and {after:.2f} right after it "
+                f"stopped; lower is faster ({PROBE_REFERENCE})")
     return rate
 
 

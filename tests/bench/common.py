@@ -9,11 +9,15 @@ module so in `make test`); `full`, Peloton's largest shapes where a module has t
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import resource
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+import orjson
 
 T = TypeVar("T")
 
@@ -66,6 +70,40 @@ def percentile(samples: list[float], pct: float) -> float:
     ordered = sorted(samples)
     k = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
     return ordered[k]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ProbeRecord:
+    job_id: str
+    instance: int
+    run: int
+    state: str
+    host: str
+    revision: int = 0
+
+
+def cpu_probe_us(rounds: int = 5, steps: int = 20_000) -> float:
+    """How fast this machine runs the daemons' kind of Python now: microseconds a step of a
+    fixed mix (parse a run id, copy a frozen record with one field changed, encode it as
+    JSON, hash its job id, put it in and take it out of a dict), the best of `rounds`.
+
+    The same code's CPU per task moves by up to 40 % between runs of the scale shape on
+    this virtual machine; a probe taken beside a run tells a slower machine from a slower
+    change. Lower is faster."""
+    base = _ProbeRecord("2f1c9a4e-0000-4000-8000-000000000001", 0, 1, "RUNNING", "host-1")
+    best = float("inf")
+    for _ in range(rounds):
+        book: dict[tuple[str, int], _ProbeRecord] = {}
+        t0 = time.perf_counter()
+        for i in range(steps):
+            job_id, instance, run = f"{base.job_id}-{i}-3".rsplit("-", 2)
+            rec = dataclasses.replace(base, instance=int(instance), run=int(run), revision=i)
+            orjson.dumps(rec)
+            hashlib.blake2b(job_id.encode(), digest_size=8).digest()
+            book[(job_id, rec.instance)] = rec
+            book.pop((job_id, i - 1), None)
+        best = min(best, (time.perf_counter() - t0) / steps * 1e6)
+    return best
 
 
 def rss_mb() -> float:
