@@ -38,6 +38,14 @@ UNBOUNDED = 10 ** 18
 
 Vec = list[int]
 
+#: Per kind, (reservation, limit, share, static, slack limit) in canonical kind order.
+KindConfig = tuple[tuple[int, int, float, bool, int], ...]
+
+#: One kind across a parent's children, in child order: reservations, limits, shares,
+#: statics, slack limits, and whether every share counts as a weight in water-filling.
+ChildColumns = tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...], tuple[bool, ...],
+                     tuple[int, ...], bool]
+
 
 def vec(res: Resources) -> Vec:
     """A fresh mutable vector (fixed-point units) from a Resources value."""
@@ -75,6 +83,7 @@ class PoolNode:
         "controller_limit",
         "demand",
         "entitlement",
+        "entitlement_columns",
         "kind_config",
         "limit",
         "non_slack_entitlement",
@@ -117,8 +126,13 @@ class PoolNode:
         #: Leaf only: the tasks holding allocation here (admitted, not finished).
         self.active: set[TaskRecord] = set()
         #: Per kind (reservation, limit, share, static, slack limit): one lookup for the
-        #: entitlement loop, which reads them for every pool and kind each cycle.
-        self.kind_config: list[tuple[int, int, float, bool, int]] = []
+        #: entitlement loop, which reads them for every pool and kind each cycle.  A new
+        #: tuple whenever the config changes, never changed in place: entitlement keys its
+        #: per-parent cache (`entitlement_columns`) on the identity of these tuples.
+        self.kind_config: KindConfig = ()
+        #: Owned by entitlement (`entitlement._config_columns`): the children's kind
+        #: configs transposed per kind, with the kind_config tuples they came from.
+        self.entitlement_columns: tuple[tuple[KindConfig, ...], list[ChildColumns]] | None = None
         if parent is None:
             self.reservation = [UNBOUNDED] * 4
             self.limit = [UNBOUNDED] * 4
@@ -148,8 +162,8 @@ class PoolNode:
         self._pack_kind_config()
 
     def _pack_kind_config(self) -> None:
-        self.kind_config = list(zip(self.reservation, self.limit, self.share, self.static,
-                                    self.slack_limit, strict=True))
+        self.kind_config = tuple(zip(self.reservation, self.limit, self.share, self.static,
+                                     self.slack_limit, strict=True))
 
     def set_capacity(self, capacity: Resources) -> None:
         """Root only: the cluster capacity is the root's reservation and limit."""

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import truediv
 
-_MIN_WEIGHT = 1e-9
+#: Weights at or below this count as zero (dividing by them would overflow).
+MIN_WEIGHT = 1e-9
 
 
 def water_fill(amount: int, caps: Sequence[int], weights: Sequence[float],
@@ -44,14 +46,27 @@ def water_fill(amount: int, caps: Sequence[int], weights: Sequence[float],
     n = len(caps)
     if amount <= 0 or n == 0:
         return [0] * n
-    capped = [c if c > 0 else 0 for c in caps]
-    if sum(capped) <= amount:  # the common case: every claim fits, no sorting needed
+    lowest = min(caps)
+    if lowest >= 0:
+        capped = caps
+        total = sum(caps)
+    else:
+        capped = [c if c > 0 else 0 for c in caps]
+        total = sum(capped)
+    if total <= amount:  # the common case: every claim fits, no sorting needed
         if serve_zero_weights:
-            return capped
-        return [c if w > _MIN_WEIGHT else 0 for c, w in zip(capped, weights, strict=True)]
-    # Vanishing weights would overflow cap/weight; they count as zero.
-    weights = [w if w > _MIN_WEIGHT else 0.0 for w in weights]
+            return list(capped)
+        return [c if w > MIN_WEIGHT else 0 for c, w in zip(capped, weights, strict=True)]
     out = [0] * n
+    if lowest > 0 and min(weights) > MIN_WEIGHT:
+        total_weight = math.fsum(weights)
+        if total_weight == total_weight:  # else a NaN weight, which counts as zero
+            # Everyone has a cap and a weight (the usual case): nobody to filter out, and
+            # as the caps sum above `amount`, nothing is left for zero weights.
+            _fill_all(amount, capped, weights, total_weight, out)
+            return out
+    # Vanishing weights would overflow cap/weight; they count as zero.
+    weights = [w if w > MIN_WEIGHT else 0.0 for w in weights]
     positive = [i for i in range(n) if weights[i] > 0.0 and capped[i] > 0]
     left = _fill(amount, positive, capped, weights, out)
     if left > 0 and serve_zero_weights:
@@ -80,13 +95,40 @@ def apportion(amount: int, sizes: Sequence[int]) -> list[int]:
     return parts
 
 
-def _fill(amount: int, idx: list[int], caps: list[int], weights: Sequence[float],
+def _fill_all(amount: int, caps: Sequence[int], weights: Sequence[float],
+              total_weight: float, out: list[int]) -> None:
+    """`_fill` over every claimant, when all have a positive cap and weight and the caps
+    sum above `amount` (so everything is placed), given the fsum of the weights.
+
+    The same float operations in the same order as `_fill`, so the same parts, without
+    the index lists: entitlement calls this for most pools every cycle.
+    """
+    ratio = list(map(truediv, caps, weights))
+    order = sorted(range(len(caps)), key=ratio.__getitem__)
+    left = amount
+    for j, i in enumerate(order):
+        w = weights[i]
+        cap = caps[i]
+        # As in `_fill`: claimant i saturates before the common level is reached.
+        if cap * total_weight <= left * w:
+            out[i] = cap
+            left -= cap
+            total_weight -= w
+            if left <= 0:
+                return
+        else:
+            _level(left, order[j:], caps, weights, out)
+            return
+
+
+def _fill(amount: int, idx: Sequence[int], caps: Sequence[int], weights: Sequence[float],
           out: list[int]) -> int:
     """Water-fill `amount` over claimants `idx` into `out`; return what is left over."""
     if not idx:
         return amount
-    order = sorted(idx, key=lambda i: caps[i] / weights[i])
-    total_weight = math.fsum(weights[i] for i in idx)
+    ratio = {i: caps[i] / weights[i] for i in idx}
+    order = sorted(idx, key=ratio.__getitem__)
+    total_weight = math.fsum([weights[i] for i in idx])
     left = amount
     for j, i in enumerate(order):
         w = weights[i]
@@ -104,24 +146,30 @@ def _fill(amount: int, idx: list[int], caps: list[int], weights: Sequence[float]
     return left
 
 
-def _level(amount: int, rest: list[int], caps: list[int], weights: Sequence[float],
+def _level(amount: int, rest: list[int], caps: Sequence[int], weights: Sequence[float],
            out: list[int]) -> int:
     """Give `rest` their shares at the common level in whole units; return units not placed."""
-    level = amount / math.fsum(weights[k] for k in rest)
+    level = amount / math.fsum([weights[k] for k in rest])
+    floor = math.floor
     given = 0
-    remainders: list[tuple[float, int]] = []
+    # (-remainder, index): plain tuple order puts the largest remainders first, ties by
+    # index.  part - ideal is exactly -(ideal - part) in IEEE arithmetic.
+    by_remainder: list[tuple[float, int]] = []
     for k in rest:
         ideal = weights[k] * level
-        part = min(caps[k], math.floor(ideal))
+        part = floor(ideal)
+        cap = caps[k]
+        if part > cap:
+            part = cap
         out[k] = part
         given += part
-        remainders.append((ideal - part, k))
+        by_remainder.append((part - ideal, k))
     short = amount - given
     if short > 0:
-        remainders.sort(key=lambda t: (-t[0], t[1]))
+        by_remainder.sort()
         while short > 0:
             before = short
-            for _, k in remainders:
+            for _, k in by_remainder:
                 if short == 0:
                     break
                 if out[k] < caps[k]:
@@ -131,9 +179,9 @@ def _level(amount: int, rest: list[int], caps: list[int], weights: Sequence[floa
                 break  # everyone is at its cap: the rest is not placed here
     elif short < 0:
         # The float level rounded up somewhere: take the excess back from the smallest remainders.
-        remainders.sort(key=lambda t: (t[0], t[1]))
+        by_remainder.sort(key=lambda t: (-t[0], t[1]))
         while short < 0:
-            for _, k in remainders:
+            for _, k in by_remainder:
                 if short == 0:
                     break
                 if out[k] > 0:

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peloton.core.model.resources import ResourceKind, Resources, to_units
+from peloton.core.model.respool import ResourcePoolConfig
 from peloton.core.respool.entitlement import compute_entitlements
 from peloton.core.respool.node import PoolNode
 from peloton.core.respool.tree import PoolTree
@@ -218,3 +219,49 @@ def test_slack_split_properties(case: tuple[PoolTree, float], slack: float,
             assert k.non_slack + k.slack.replace(ResourceKind.CPU, 0) == k.total
             assert k.slack.units[1] <= c.slack_limit[1]
             assert k.non_slack.cpu == k.total.cpu
+
+
+# -- the per-parent view of the children's configs, kept between cycles ----------------------
+
+def _cycle(tree: PoolTree) -> dict[str, tuple[Resources, Resources, Resources]]:
+    table = compute_entitlements(tree, Resources(cpu=100), Resources(cpu=10))
+    return {pid: (e.total, e.non_slack, e.slack) for pid in table for e in [table.get(pid)]}
+
+
+def _fresh(configs: dict[str, ResourcePoolConfig], demands: dict[str, float]) -> PoolTree:
+    tree = PoolTree()
+    for pool_id, config in configs.items():
+        _demand(tree.create(pool_id, config), demands.get(pool_id, 0))
+    return tree
+
+
+def test_every_config_change_reaches_the_next_cycle() -> None:
+    """A parent keeps its children's configs, transposed, from one cycle to the next; after
+    any change (share, reservation and type, limit, a child added or removed) the next
+    cycle must equal the cycle of a tree built afresh with the new configs."""
+    configs = {name: pool_config(name, cpu=(10, 60, 1)) for name in ("a", "b", "c")}
+    demands = {"a": 50.0, "b": 50.0, "c": 50.0}  # 150 asked of 100: shares decide
+    tree = _fresh(configs, demands)
+    before = _cycle(tree)
+    changes: list[tuple[str, ResourcePoolConfig | None]] = [
+        ("a", pool_config("a", cpu=(10, 60, 3))),
+        ("b", pool_config("b", cpu=(40, 60, 1), static=True)),
+        ("c", pool_config("c", cpu=(10, 12, 1))),
+        ("d", pool_config("d", cpu=(5, 60, 2))),
+        ("d", None),
+    ]
+    for pool_id, config in changes:
+        if config is None:
+            tree.get(pool_id).add_demand(Resources(cpu=demands.pop(pool_id)), False, -1)
+            tree.delete(pool_id)
+            del configs[pool_id]
+        elif pool_id in configs:
+            tree.update(pool_id, config)
+            configs[pool_id] = config
+        else:
+            _demand(tree.create(pool_id, config), 30)
+            configs[pool_id], demands[pool_id] = config, 30.0
+        now = _cycle(tree)
+        assert now != before, f"changing {pool_id} should change some entitlement"
+        assert now == _cycle(_fresh(configs, demands)), f"stale after changing {pool_id}"
+        before = now
