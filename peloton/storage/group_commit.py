@@ -10,6 +10,15 @@ a flusher collects whatever arrived within `flush_interval` (or until
 runtime, or Conflict / NotFound for its write alone, or the batch's error
 (e.g. Unavailable) if the whole transaction failed.
 
+The window is counted from the end of the previous commit: a commit never
+starts sooner than `flush_interval` after the last one ended, so under a
+steady stream of writes every batch waits a whole window as before, while a
+write to an idle committer (nothing committed for a window) is committed at
+once.  On an idle cluster the window was a wait of every task's LAUNCHED and
+RUNNING writes, both on the path from submit to RUNNING.  The price: a burst
+after an idle spell is committed as its first write alone, then the rest a
+window later (two commits where one used to wait for them all).
+
 Two writes of the same task never share a batch (the second waits for
 the next one), so per-task order is the order of submission.  With a
 `batch_key` (all-active job managers: the job's partition), a batch holds
@@ -23,7 +32,9 @@ into greenlet-friendly ones, so the same code serves threads and greenlets.
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 
@@ -72,10 +83,14 @@ class GroupCommitter:
 
     def __init__(self, store: TaskRuntimeStore, *, flush_interval: float = 0.001,
                  max_batch: int = 1000,
-                 batch_key: Callable[[RuntimeWrite], Hashable] | None = None) -> None:
+                 batch_key: Callable[[RuntimeWrite], Hashable] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         if max_batch < 1 or flush_interval < 0:
             raise ValueError("max_batch must be >= 1 and flush_interval >= 0")
         self._store = store
+        self._monotonic = monotonic
+        #: When the flusher's last commit ended: its next batch closes `flush_interval` later.
+        self._committed_at = -math.inf
         self._batch_key = batch_key
         self.flush_interval = flush_interval
         self.max_batch = max_batch
@@ -160,10 +175,14 @@ class GroupCommitter:
                 if not self._queue:
                     return
                 if not self._stopping and len(self._queue) < self.max_batch:
-                    # Let concurrent callers join this batch; cut short when it fills up.
-                    self._cond.wait(self.flush_interval)
+                    # Let concurrent callers join this batch until a window after the last
+                    # commit (module docstring); cut short when it fills up.
+                    wait = self._committed_at + self.flush_interval - self._monotonic()
+                    if wait > 0:
+                        self._cond.wait(min(wait, self.flush_interval))
                 batch = self._take()
             self._commit(batch)
+            self._committed_at = self._monotonic()
 
     def _take(self) -> list[PendingWrite]:
         """Up to max_batch queued writes, oldest first, at most one per task (and all of

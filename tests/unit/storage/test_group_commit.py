@@ -1,9 +1,11 @@
 """Group commit against a fake runtime store: failures reach every caller, the flusher
-survives them, and stop() commits what is queued."""
+survives them, stop() commits what is queued, and the batching window is waited only
+right after a commit."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Sequence
 
 import pytest
@@ -88,3 +90,54 @@ def test_a_batch_key_keeps_each_batch_to_one_key_in_submission_order() -> None:
         pass
     assert store.jobs == [["a1", "a2", "a1"], ["b1", "b1"]]
     assert all(p.done() and p.result().revision == 1 for p in pendings)
+
+
+class SteppedClock:
+    """A monotonic clock that stays put; `reads` counts how often the flusher looked at it."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.reads = 0
+        self.read = threading.Condition()
+
+    def __call__(self) -> float:
+        with self.read:
+            self.reads += 1
+            self.read.notify_all()
+        return self.now
+
+    def wait_reads(self, count: int) -> None:
+        with self.read:
+            assert self.read.wait_for(lambda: self.reads >= count, timeout=10), self.reads
+
+
+def test_a_write_to_an_idle_committer_does_not_wait_out_the_window() -> None:
+    store = FakeRuntimes()
+    committer = GroupCommitter(store, flush_interval=60.0)  # type: ignore[arg-type]
+    committer.start()
+    try:
+        # Nothing committed for a window: committed at once, not a minute later.
+        first = committer.submit(RuntimeWrite("j", 0, TaskRuntime()))
+        assert first.result(timeout=10).revision == 1
+    finally:
+        committer.stop()
+    assert store.batches == [1]
+
+
+def test_writes_right_after_a_commit_wait_for_the_window_and_share_a_batch() -> None:
+    store = FakeRuntimes()
+    clock = SteppedClock()
+    committer = GroupCommitter(store, flush_interval=60.0,  # type: ignore[arg-type]
+                               monotonic=clock)
+    committer.start()
+    try:
+        committer.submit(RuntimeWrite("j", 0, TaskRuntime())).result(timeout=10)
+        clock.wait_reads(2)  # its window weighed (idle: none), then the commit's end noted
+        second = committer.submit(RuntimeWrite("j", 1, TaskRuntime()))
+        clock.wait_reads(3)  # the flusher weighs the window again: none of it has passed
+        third = committer.submit(RuntimeWrite("j", 2, TaskRuntime()))
+        assert not second.done()
+    finally:
+        committer.stop()  # ends the window: what it collected is committed together
+    assert second.result().revision == third.result().revision == 1
+    assert store.batches == [1, 2]
