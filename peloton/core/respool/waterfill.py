@@ -98,27 +98,12 @@ def apportion(amount: int, sizes: Sequence[int]) -> list[int]:
 def _fill_all(amount: int, caps: Sequence[int], weights: Sequence[float],
               total_weight: float, out: list[int]) -> None:
     """`_fill` over every claimant, when all have a positive cap and weight and the caps
-    sum above `amount` (so everything is placed), given the fsum of the weights.
-
-    The same float operations in the same order as `_fill`, so the same parts, without
-    the index lists: entitlement calls this for most pools every cycle.
+    sum above `amount` (so everything is placed), given the fsum of the weights: the
+    order built without index lists, as entitlement calls this for most pools every cycle.
     """
     ratio = list(map(truediv, caps, weights))
-    order = sorted(range(len(caps)), key=ratio.__getitem__)
-    left = amount
-    for j, i in enumerate(order):
-        w = weights[i]
-        cap = caps[i]
-        # As in `_fill`: claimant i saturates before the common level is reached.
-        if cap * total_weight <= left * w:
-            out[i] = cap
-            left -= cap
-            total_weight -= w
-            if left <= 0:
-                return
-        else:
-            _level(left, order[j:], caps, weights, out)
-            return
+    _fill_in_order(amount, sorted(range(len(caps)), key=ratio.__getitem__), total_weight,
+                   caps, weights, out)
 
 
 def _fill(amount: int, idx: Sequence[int], caps: Sequence[int], weights: Sequence[float],
@@ -127,8 +112,14 @@ def _fill(amount: int, idx: Sequence[int], caps: Sequence[int], weights: Sequenc
     if not idx:
         return amount
     ratio = {i: caps[i] / weights[i] for i in idx}
-    order = sorted(idx, key=ratio.__getitem__)
-    total_weight = math.fsum([weights[i] for i in idx])
+    return _fill_in_order(amount, sorted(idx, key=ratio.__getitem__),
+                          math.fsum([weights[i] for i in idx]), caps, weights, out)
+
+
+def _fill_in_order(amount: int, order: list[int], total_weight: float, caps: Sequence[int],
+                   weights: Sequence[float], out: list[int]) -> int:
+    """Water-fill `amount` over `order` (claimants by cap / weight, `total_weight` their
+    weights' fsum) into `out`; return what is left over."""
     left = amount
     for j, i in enumerate(order):
         w = weights[i]
