@@ -16,6 +16,9 @@ members at once.  Per N:
 - `...cpu_ms_per_task.<daemon>`: CPU (user + system) of each process over the run, per
   task, and `...cpu_ms_per_task.all` their sum;
 - `...rss_mb.<daemon>`: each process's peak resident memory;
+- `...machine_probe_us`: the machine's speed beside the run (tests/bench/common.py
+  `cpu_probe_us`), before the cluster starts - once it is back near the fastest probe of
+  this invocation, so one cluster's teardown does not slow the next one's start - and after;
 
 then `scale_members.speedup_2_vs_1`: launches/s with 2 job managers over with 1.
 
@@ -62,6 +65,10 @@ from tests.bench.bench_scale import (  # noqa: E402
 from tests.bench.common import cpu_probe_us, load, report, scaled  # noqa: E402
 
 SIZES = (1, 2)
+#: A cluster starts once the probe is within this factor of the invocation's fastest, or
+#: after SETTLE_S seconds regardless (not at all in the smoke run `make test` makes).
+SETTLED = 1.1
+SETTLE_S = scaled(60.0, smoke=0.0)
 #: What the probe measured on this machine when it was quiet, for the reader of a run.
 PROBE_REFERENCE = "3.85 us on the quiet machine of 2026-12-07 14:04 UTC"
 #: At most this many job managers in one cluster (`BENCH_JOBMGRS`: each one its own process).
@@ -147,13 +154,26 @@ def releases(cluster: ProcessCluster) -> int:
                for p in cluster.procs if p.name.startswith("jobmgr-"))
 
 
-def measure(base: Path, members: int) -> Measured:
+def settled_probe(best: float) -> float:
+    """`cpu_probe_us` once the machine is back near `best` (the fastest probe of this
+    invocation), polled for at most SETTLE_S: a cluster stopped just before (its processes
+    exiting, its multi-GB store deleted) must not slow the start of the next one. Returns
+    the last probe, settled or not (the report shows it either way)."""
+    deadline = time.monotonic() + SETTLE_S
+    probe = cpu_probe_us()
+    while probe > best * SETTLED and time.monotonic() < deadline:
+        time.sleep(1.0)
+        probe = cpu_probe_us()
+    return probe
+
+
+def measure(base: Path, members: int, best_probe: float) -> Measured:
     """Start `peloton up --jobmgrs <members>` on the simulated hosts, run the shape, stop it."""
     cluster = ProcessCluster(ProcessesConfig(
         jobmgrs=members, data_dir=base, agents=0, backend=BACKEND, jobmgr_port=0,
         resmgr_port=0, hostmgr_port=0, zk_root=ZK_ROOT))
     clients: list[PelotonClient] = []
-    probe_before = cpu_probe_us()
+    probe_before = settled_probe(best_probe)
     try:
         cluster.start()
         wait_settled(cluster.zk, members)
@@ -219,8 +239,9 @@ def report_members(members: int, m: Measured) -> float:
     report(f"{name}.machine_probe_us", (before + after) / 2, "us",
            note=f"the machine's speed beside this run: a fixed mix of the daemons' kind of "
                 f"Python (tests/bench/common.py cpu_probe_us) on one core, {before:.2f} us a "
-                f"step right before the cluster started and {after:.2f} right after it "
-                f"stopped; lower is faster ({PROBE_REFERENCE})")
+                f"step right before the cluster started (once within {SETTLED:g} x the "
+                f"invocation's fastest probe, or after {SETTLE_S:.0f} s) and {after:.2f} right "
+                f"after it stopped; lower is faster ({PROBE_REFERENCE})")
     return rate
 
 
@@ -243,13 +264,16 @@ def main() -> None:
         return
     rates: dict[int, float] = {}
     keep = os.environ.get("BENCH_KEEP_DIR", "")
+    best_probe = cpu_probe_us()
     for members in sizes():
         if keep:  # the clusters' configs, logs and store are kept there, for a post-mortem
-            rates[members] = report_members(members, measure(
-                Path(tempfile.mkdtemp(prefix=f"jobmgrs-{members}-", dir=keep)), members))
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            rates[members] = report_members(members, measure(Path(tmp), members))
+            m = measure(Path(tempfile.mkdtemp(prefix=f"jobmgrs-{members}-", dir=keep)), members,
+                        best_probe)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                m = measure(Path(tmp), members, best_probe)
+        rates[members] = report_members(members, m)
+        best_probe = min(best_probe, *m.probe_us)
     if 1 not in rates or 2 not in rates:
         return
     report("scale_members.speedup_2_vs_1", rates[2] / rates[1], "x",
