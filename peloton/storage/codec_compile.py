@@ -100,14 +100,20 @@ def _generate_encoder(cls: type, hints: dict[str, Any]) -> Fn:
 def dataclass_json(cls: type) -> Callable[[Any], str]:
     """The (cached) function turning a `cls` instance into its canonical JSON text.
 
-    orjson serializes a dataclass itself (fields in order, Enums by value, tuples as
-    arrays) about three times faster than building the dict first, and gives the same
-    text whenever every field is of a kind it writes as the codec does: str, int, bool,
-    None, Enum, tuples and optionals of those, and float.  A float field holding an int
-    is the one difference (the codec writes 1.0, orjson 1), so the generated function
-    checks those fields' types and takes the codec's path when one is not a float.  Any
-    other field kind (bytes, sets, mappings, nested dataclasses, Resources) always takes
-    the codec's path.
+    orjson writes Enums by value and tuples as arrays itself, so the fields can be handed
+    to it as they are, several times faster than the codec's encoder converts them, and
+    it gives the same text whenever every field is of a kind it writes as the codec
+    does: str, int, bool, None, Enum, tuples and optionals of those, and float.  A float
+    field holding an int is the one difference (the codec writes 1.0, orjson 1), so the
+    generated function checks those fields' types and takes the codec's path when one is
+    not a float.  Any other field kind (bytes, sets, mappings, nested dataclasses,
+    Resources) always takes the codec's path.
+
+    The fields go to orjson in a dict, not as the dataclass (orjson reads a slotted
+    dataclass's fields through its `__dataclass_fields__` one by one), and the dict is
+    a copy of one holding every field name in order with its values then set (a dict
+    display of more than 16 items grows its table as it goes): 1.1 µs against 1.8 µs
+    for a task runtime, which is encoded on every state change.
     """
     fn = JSONERS.get(cls)
     if fn is not None:
@@ -116,12 +122,18 @@ def dataclass_json(cls: type) -> Callable[[Any], str]:
     hints = typing.get_type_hints(cls)
     fields = dataclasses.fields(cls)
     if all(_native(hints[f.name]) or hints[f.name] is float for f in fields):
-        checks = " and ".join(f"type(o.{f.name}) is float" for f in fields
-                              if hints[f.name] is float) or "True"
-        env: dict[str, Any] = {"dumps": orjson.dumps, "encode": encode}
-        source = (f"lambda o: dumps(o).decode() if {checks} "
-                  "else dumps(encode(o)).decode()")
-        fn = eval(source, env)  # built from field names only, never from data
+        checks = " or ".join(f"type(o.{f.name}) is not float" for f in fields
+                             if hints[f.name] is float) or "False"
+        env: dict[str, Any] = {"dumps": orjson.dumps, "encode": encode, "copy": dict.copy,
+                               "names": dict.fromkeys(f.name for f in fields)}
+        lines = [f"def json_{cls.__name__}(o):",
+                 f"    if {checks}:",
+                 "        return dumps(encode(o)).decode()",
+                 "    d = copy(names)"]
+        lines += [f"    d[{f.name!r}] = o.{f.name}" for f in fields]
+        lines.append("    return dumps(d).decode()")
+        exec("\n".join(lines) + "\n", env)  # built from field names only, never from data
+        fn = env[f"json_{cls.__name__}"]
     else:
         def fn(o: Any) -> str:
             return orjson.dumps(encode(o)).decode()

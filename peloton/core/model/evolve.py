@@ -12,7 +12,11 @@ class's `__init__` does (defaults included) that builds the value that way.
 `evolver(cls)` is the compiled copy function itself, for a caller that copies one
 class by the hundred thousand (the `evolve` call around it packs the keywords twice);
 `replacer(cls, name)` copies with one field replaced, passed positionally: what a store
-does to stamp the new revision on every runtime it writes (about 1.3 µs against 2 µs).
+does to stamp the new revision on every runtime it writes.  It builds the copy as an
+instance of a plain "twin" class with the same slots, whose attribute stores the
+interpreter specializes, and then assigns `__class__` (CPython allows that only between
+identical layouts, and checks it): about 0.35 µs for `TaskRuntime` against 1.1 µs
+through the member descriptors.
 
 Same contract as `dataclasses.replace` for the classes it accepts: every field
 must be an init field (no `field(init=False)`), an unknown keyword raises
@@ -136,13 +140,37 @@ def _compile_replacer(cls: type, name: str) -> Callable[[Any, Any], Any]:
         raise TypeError(f"replacer: {cls.__name__} has no field {name!r}")
     if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
         return lambda obj, value: copy(obj, **{name: value})  # through the constructor
-    env: dict[str, Any] = {"cls": cls, "new": object.__new__}
-    body = ["    n = new(cls)"]
-    for i, field in enumerate(names):
-        env[f"s{i}"] = cls.__dict__[field].__set__
-        body.append(f"    s{i}(n, {'v' if field == name else 'o.' + field})")
+    twin = _layout_twin(cls)
+    env: dict[str, Any] = {"cls": cls, "twin": twin, "new": object.__new__}
+    if twin is not None:
+        # Plain attribute stores on the twin (slot stores the interpreter specializes),
+        # then the copy becomes a `cls`: a third of the member-descriptor calls' cost.
+        body = ["    n = new(twin)"]
+        body += [f"    n.{field} = {'v' if field == name else 'o.' + field}" for field in names]
+        body.append("    n.__class__ = cls")
+    else:
+        body = ["    n = new(cls)"]
+        for i, field in enumerate(names):
+            env[f"s{i}"] = cls.__dict__[field].__set__
+            body.append(f"    s{i}(n, {'v' if field == name else 'o.' + field})")
     body.append("    return n")
     source = f"def replace_{cls.__name__}_{name}(o, v):\n" + "\n".join(body) + "\n"
     exec(source, env)  # generated from the class's field names only, never from data
     fn: Callable[[Any, Any], Any] = env[f"replace_{cls.__name__}_{name}"]
     return fn
+
+
+def _layout_twin(cls: type) -> type | None:
+    """A plain class with exactly the slots of `cls`, so that an instance of it may become
+    a `cls` by `__class__` assignment (CPython allows that only between identical
+    layouts); None for a class with a base class or whose layout the check refuses."""
+    slots = cls.__dict__.get("__slots__")
+    if cls.__bases__ != (object,) or not isinstance(slots, tuple):
+        return None
+    twin = type(f"{cls.__name__}Twin", (), {"__slots__": slots})
+    probe: Any = object.__new__(twin)
+    try:
+        probe.__class__ = cls  # the interpreter's own layout check
+    except TypeError:
+        return None
+    return twin

@@ -201,35 +201,29 @@ class SqlTasks:
     def write_task_runtimes(self, writes: Sequence[RuntimeWrite]) -> WriteResult:
         if not writes:
             return WriteResult({})
-        # One pass builds the keys, the new runtimes and the statement parameters:
-        # (state, new revision, body, job, instance, expected revision).  This runs for
-        # every state change of every task, so it avoids the generic helpers' overheads:
-        # the revision is stamped by a copy compiled for that one field, and the keys are
-        # built as the tuples they are (TaskId's own constructor costs twice as much).
-        keys: list[TaskId] = []
-        stored: list[TaskRuntime] = []
-        params: list[tuple[Any, ...]] = []
+        # This runs for every state change of every task, so it avoids the generic
+        # helpers' overheads: the revision is stamped by a copy compiled for that one
+        # field, each step is one comprehension, and the keys are built as the tuples they
+        # are (TaskId's own constructor costs twice as much).  The statement parameters
+        # are (state, new revision, body, job, instance, expected revision).
         to_json = codec.dataclass_json(TaskRuntime)
-        for w in writes:
-            job_id, instance, old = w.job_id, w.instance, w.runtime
-            revision = old.revision + 1
-            rt = _stamp(old, revision)
-            keys.append(_task_id(TaskId, (job_id, instance)))
-            stored.append(rt)
-            params.append((rt.state._value_, revision, to_json(rt), job_id, instance,
-                           revision - 1))
-        if len(set(keys)) != len(keys):
+        stored = [_stamp(w.runtime, w.runtime.revision + 1) for w in writes]
+        params = [(rt.state._value_, rt.revision, to_json(rt), w.job_id, w.instance,
+                   rt.revision - 1) for w, rt in zip(writes, stored, strict=True)]
+        written = {_task_id(TaskId, (p[3], p[4])): rt
+                   for p, rt in zip(params, stored, strict=True)}
+        if len(written) != len(writes):  # a task repeated: one key for two writes
             raise InvalidArgument("a task may be written only once per batch", field="writes")
         cas = self._cas_postgres if self.db.dialect == "postgresql" else self._cas_sqlite
         history = [(w.job_id, w.instance, w.events) for w in writes if w.events]
-        event_rows = pod_event_rows(self.db, [e for *_, evs in history for e in evs])
+        event_rows = pod_event_rows(self.db, [e for _, _, evs in history for e in evs])
 
-        def tx(conn: Connection) -> set[Any]:
+        def tx(conn: Connection) -> set[Any] | None:
             done = cas(conn, params)
             if event_rows:
                 # The events of the writes applied, in the same transaction.
                 rows: Sequence[tuple[Any, ...]] = event_rows
-                if len(done) < len(params):
+                if done is not None and len(done) < len(params):
                     keep = [(job, inst) in done for job, inst, evs in history for _ in evs]
                     rows = [r for r, k in zip(event_rows, keep, strict=True) if k]
                 if rows:
@@ -237,16 +231,18 @@ class SqlTasks:
             return done
 
         done = self.db.run("write task runtimes", tx, bulk=len(params) >= BULK_ROWS)
-        if len(done) == len(writes):
-            return WriteResult(dict(zip(keys, stored, strict=True)))
-        written = {key: rt for key, rt in zip(keys, stored, strict=True) if key in done}
+        if done is None or len(done) == len(writes):
+            return WriteResult(written)
         lost = [w for w in writes if (w.job_id, w.instance) not in done]
         present = self._existing_keys(lost)
         return WriteResult(
-            written, frozenset(w.task for w in lost if (w.job_id, w.instance) in present),
+            {key: rt for key, rt in written.items() if key in done},
+            frozenset(w.task for w in lost if (w.job_id, w.instance) in present),
             frozenset(w.task for w in lost if (w.job_id, w.instance) not in present))
 
-    def _cas_postgres(self, conn: Connection, params: list[tuple[Any, ...]]) -> set[Any]:
+    # The compare-and-sets below return the (job, instance) keys of the writes applied,
+    # or None when every write was (SQLite's common case, which then builds no set).
+    def _cas_postgres(self, conn: Connection, params: list[tuple[Any, ...]]) -> set[Any] | None:
         if len(params) == 1:
             return self._cas_one(conn, params[0])
         columns = tuple(list(c) for c in zip(*params, strict=True))  # arrays, not records
@@ -255,14 +251,14 @@ class SqlTasks:
         rows = conn.exec_driver_sql(_PG_CAS, columns)
         return {(r[0], r[1]) for r in rows}
 
-    def _cas_one(self, conn: Connection, p: tuple[Any, ...]) -> set[Any]:
+    def _cas_one(self, conn: Connection, p: tuple[Any, ...]) -> set[Any] | None:
         c = task_runtimes.c
         done = conn.execute(sa.update(task_runtimes).where(
             c.job_id == p[3], c.instance == p[4], c.revision == p[5],
         ).values(state=p[0], revision=p[1], body=p[2])).rowcount
         return {(p[3], p[4])} if done == 1 else set()
 
-    def _cas_sqlite(self, conn: Connection, params: list[tuple[Any, ...]]) -> set[Any]:
+    def _cas_sqlite(self, conn: Connection, params: list[tuple[Any, ...]]) -> set[Any] | None:
         if len(params) == 1:
             return self._cas_one(conn, params[0])
         # Optimistic: most batches have no conflict, and then one executemany is all it
@@ -276,7 +272,7 @@ class SqlTasks:
         cursor.executemany(_SQLITE_CAS, params)
         if cursor.rowcount == len(params):
             conn.exec_driver_sql("RELEASE cas")
-            return {(p[3], p[4]) for p in params}
+            return None
         conn.exec_driver_sql("ROLLBACK TO cas")
         conn.exec_driver_sql("RELEASE cas")
         current = self._revisions(conn, [(p[3], p[4]) for p in params])

@@ -83,6 +83,9 @@ def test_replacer_equals_replace(rt: TaskRuntime, revision: int) -> None:
     new = replacer(TaskRuntime, "revision")(rt, revision)
     assert new == dataclasses.replace(rt, revision=revision) and new is not rt
     assert type(new) is TaskRuntime and new.revision == revision
+    assert hash(new) == hash(dataclasses.replace(rt, revision=revision))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        new.host = "c"  # type: ignore[misc]
 
 
 def test_replacer_and_evolver_errors_and_validation() -> None:
