@@ -14,10 +14,14 @@ buffer).  Failures are sorted by how much we learned first:
 Replies are written with thriftpy2's Cython binary writer when available
 (our own data, and 5,000-task replies are hot) or `TApacheJSONProtocol`.
 A YARPC request without an envelope gets a bare `<method>_result` struct.
+A big list whose items' binary encodings are already known (`EncodedStructs`:
+the cached tasks of a listing, most unchanged since the last one) is spliced
+into a binary reply from those bytes instead of being encoded again.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import struct
 from dataclasses import dataclass
@@ -25,7 +29,7 @@ from typing import Any
 
 from thriftpy2.protocol import TApacheJSONProtocol
 from thriftpy2.protocol.binary import TBinaryProtocol as PyBinaryProtocol
-from thriftpy2.thrift import TApplicationException, TMessageType
+from thriftpy2.thrift import TApplicationException, TMessageType, TPayload
 from thriftpy2.transport import TMemoryBuffer
 
 from aurorabridge import wirecheck
@@ -194,11 +198,80 @@ def write_reply(codec: Codec, call: Call, result: Any) -> bytes:
     return _write(codec, call.method, TMessageType.REPLY, call.seqid, result, call.enveloped)
 
 
-def write_binary_result(result: Any) -> bytes:
-    """The binary encoding of `<method>_result` alone, to be sent with `binary_reply`."""
+class EncodedStructs(list[Any]):
+    """A list of Thrift structs that carries each one's binary encoding: `parts[i]` is
+    `encode_struct(self[i])`.  Like every shared reply, never mutated."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, items: list[Any], parts: list[bytes]) -> None:
+        super().__init__(items)
+        self.parts = parts
+
+
+def encode_struct(obj: Any) -> bytes:
+    """The binary encoding of one struct, as it appears in a list of them."""
     buf = _FastBuffer()
-    result.write(_FastBinary(buf))
+    obj.write(_FastBinary(buf))
     return bytes(buf.getvalue())
+
+
+def write_binary_result(result: Any) -> bytes:
+    """The binary encoding of `<method>_result` alone, to be sent with `binary_reply`; an
+    EncodedStructs list in it (see `_spliced`) costs a join of its parts."""
+    path = _encoded_path(result, _SPLICE_DEPTH)
+    spliced = _spliced(path) if path is not None else None
+    return spliced if spliced is not None else encode_struct(result)
+
+
+#: How deep an EncodedStructs list may lie: getTasks*_result.success.result.scheduleStatusResult.tasks.
+_SPLICE_DEPTH = 4
+
+
+def _encoded_path(obj: Any, depth: int) -> list[tuple[Any, str]] | None:
+    """The (struct, field name) pairs from `obj` down to the first EncodedStructs field, through
+    struct fields only, at most `depth` deep; None if there is none."""
+    for spec in obj.thrift_spec.values():
+        value = getattr(obj, spec[1], None)
+        if isinstance(value, EncodedStructs):
+            return [(obj, spec[1])]
+        if depth > 1 and isinstance(value, TPayload):
+            below = _encoded_path(value, depth - 1)
+            if below is not None:
+                return [(obj, spec[1]), *below]
+    return None
+
+
+def _replaced(path: list[tuple[Any, str]], items: list[Any]) -> Any:
+    """A copy of the root of `path` whose list at its end is `items` (copies of the structs on
+    the path only: the originals are shared)."""
+    copies = [copy.copy(struct_) for struct_, _ in path]
+    for i, (_, name) in enumerate(path):
+        setattr(copies[i], name, copies[i + 1] if i + 1 < len(copies) else items)
+    return copies[0]
+
+
+def _spliced(path: list[tuple[Any, str]]) -> bytes | None:
+    """The encoding of the root of `path` with its EncodedStructs list spliced in from its parts,
+    or None if that cannot be shown to equal the encoder's.
+
+    A binary list is its element type, its size (i32) and its elements' encodings back to back.
+    The rest of the reply is encoded with the list empty and with its first item, and the
+    size's place is where the two part; the second must then be the first with the size set
+    to 1 and the first part inserted, which proves both the place and that part."""
+    owner, name = path[-1]
+    items: EncodedStructs = getattr(owner, name)
+    if not items or len(items.parts) != len(items):
+        return None
+    empty = encode_struct(_replaced(path, []))
+    one = encode_struct(_replaced(path, [items[0]]))
+    cut = next((i for i, (a, b) in enumerate(zip(empty, one, strict=False)) if a != b), -1)
+    if cut < 4:  # the size's last byte (0 or 1) is the first to differ, after the element type
+        return None
+    head, tail = empty[:cut - 3], empty[cut + 1:]
+    if one != b"".join((head, struct.pack("!i", 1), items.parts[0], tail)):
+        return None
+    return b"".join([head, struct.pack("!i", len(items)), *items.parts, tail])
 
 
 def binary_reply(call: Call, encoded_result: bytes) -> bytes:

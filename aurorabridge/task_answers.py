@@ -8,7 +8,10 @@ Three layers keep a repeated query of a 5,000-task job cheap:
   its Peloton PodStatus (plus job, pod and executor choice).  A run's spec is
   fixed by its config version, which the status carries, so equal bytes mean
   an equal task; any change to the pod (state, host, ports, message, run)
-  changes the bytes, and the run is converted afresh.
+  changes the bytes, and the run is converted afresh.  With the task, its
+  binary encoding, made once: a changed listing's reply is spliced from
+  those bytes (codec.EncodedStructs), so only the changed runs are encoded
+  again.
 * `earlier_runs(key)`: the earlier runs of a pod (GetPod), keyed by
   its current run: a run that has a successor is finished and its record
   no longer changes, so they are read once per run of the pod, not once per
@@ -33,9 +36,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from aurorabridge import codec
 from aurorabridge.coalesce import Coalescer
 
-MAX_TASKS = 50_000  # about 1.2 KB each: ~60 MB at most
+MAX_TASKS = 50_000  # about 1.5 KB each with its encoding: ~75 MB at most
 MAX_REPLIES = 64
 MAX_EARLIER = 10_000  # pods; up to pod_runs_depth - 1 runs each, with their specs
 
@@ -55,18 +59,20 @@ class TaskAnswers:
         self._max_tasks = max_tasks
         self._max_replies = max_replies
         self._max_earlier = max_earlier
-        self._tasks: dict[tuple[str, str, bool, bytes], Any] = {}
+        self._tasks: dict[tuple[str, str, bool, bytes], tuple[Any, bytes]] = {}
         self._earlier: dict[tuple[str, str, str, int], tuple[Any, ...]] = {}
         self._replies: dict[Hashable, tuple[Hashable, Any]] = {}
         self._coalescer: Coalescer[Any] = Coalescer()
 
     def task(self, job: str, pod_name: str, with_executor: bool, status: Any,
-             make: Callable[[], Any]) -> Any:
-        """The cached ScheduledTask of a run with this PodStatus, else `make()` (remembered)."""
+             make: Callable[[], Any]) -> tuple[Any, bytes]:
+        """The cached ScheduledTask of a run with this PodStatus, else `make()` (remembered),
+        with its binary encoding (codec.encode_struct)."""
         key = (job, pod_name, with_executor, status.SerializeToString(deterministic=True))
         hit = self._tasks.get(key)
         if hit is None:
-            hit = make()
+            task = make()
+            hit = (task, codec.encode_struct(task))
             _trim(self._tasks, self._max_tasks)
             self._tasks[key] = hit
         return hit

@@ -11,8 +11,9 @@ Big answers are served through task_answers: identical queries that overlap
 share one computation; an answer whose inputs (jobs and QueryPods replies)
 are byte-identical to the last one's is the last Response again (and the
 processor reuses its encoding); otherwise a run whose PodStatus is
-unchanged keeps its converted ScheduledTask, and its spec is not fetched,
-and a pod's earlier runs are read once per current run.
+unchanged keeps its converted ScheduledTask and that task's encoding, which
+the new reply's is spliced from (codec.EncodedStructs), and its spec is not
+fetched, and a pod's earlier runs are read once per current run.
 
 getPendingReason reports, for PENDING tasks, the reason the pod status
 carries: the placement engine's explanation of why the pod does not fit; then, so that
@@ -30,6 +31,7 @@ from typing import Any
 
 from aurorabridge import thrift_util
 from aurorabridge.atop.job_key import JobKey, check_identifier, job_key
+from aurorabridge.codec import EncodedStructs
 from aurorabridge.fanout import fanout
 from aurorabridge.handlers.context import BridgeContext, HandlerFn
 from aurorabridge.handlers.task_runs import Target, convert, events, fetch, final, job_runs, runs
@@ -84,8 +86,9 @@ def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched
         histories = fanout(lambda r: events(ctx, r), listed, ctx.handlers.workers)
         return [convert(ctx, r, with_executor, h) for r, h in zip(listed, histories, strict=True)], False
     # Big listings carry no event history, so a run's task depends on its status alone.
-    tasks = [ctx.answers.task(r.job, r.name, with_executor, r.status,
-                              partial(convert, ctx, r, with_executor, None)) for r in listed]
+    cached = [ctx.answers.task(r.job, r.name, with_executor, r.status,
+                               partial(convert, ctx, r, with_executor, None)) for r in listed]
+    tasks = EncodedStructs([task for task, _ in cached], [encoded for _, encoded in cached])
     # `fetched` names every current run, and an earlier run listed is remembered per current
     # run once it has ended: the reply follows from `fetched` unless it lists an earlier run
     # that has not ended yet (read afresh each time, it may change while `fetched` does not).

@@ -3,6 +3,7 @@ and that reuse never hides a change."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 import threading
@@ -106,6 +107,63 @@ def test_an_earlier_run_still_stopping_is_read_again_until_it_has_ended(
     assert len(fake.calls_of("get_pod")) == 2, "read again while it was stopping"
     assert listing(call) is second, "ended: remembered, and the reply reused"
     assert len(fake.calls_of("get_pod")) == 2
+
+
+def _with_plain_list(resp: Any) -> Any:
+    """`resp` with its tasks in a plain list (what the encoder writes without cached bytes)."""
+    out = copy.copy(resp)
+    out.result = api.Result(scheduleStatusResult=api.ScheduleStatusResult(
+        tasks=list(resp.result.scheduleStatusResult.tasks)))
+    return out
+
+
+def test_a_changed_listing_is_spliced_from_cached_encodings_byte_for_byte(
+        call: Call, fake: FakePeloton, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the runs that changed are encoded again, and the reply spliced from the cached
+    bytes is the plain encoder's, in every form the processor answers (binary with and without
+    an envelope, JSON), after runs were changed, added and removed."""
+    deploy(call, 30)
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    fake.finish_workflow(job_id)
+    fake.relaunch_pods(job_id, [3, 4])
+    first = listing(call)
+    encoded: list[Any] = []  # the tasks encoded
+    replies: list[int] = []  # the tasks in each reply encoded
+    real = codec.encode_struct
+
+    def counted(obj: Any) -> bytes:
+        if isinstance(obj, api.ScheduledTask):
+            encoded.append(obj)
+        elif isinstance(obj, result_class("getTasksWithoutConfigs")):
+            replies.append(len(obj.success.result.scheduleStatusResult.tasks))
+        return real(obj)
+
+    monkeypatch.setattr(codec, "encode_struct", counted)
+    fake.relaunch_pods(job_id, [3])  # added: run 3; changed: run 2 (ended)
+    fake.move_pods(job_id, [5], pod_pb2.POD_STATE_STARTING)  # changed
+    del fake.jobs[job_id].pods[29]  # removed
+    second = listing(call)
+    before = {id(t) for t in first.result.scheduleStatusResult.tasks}
+    fresh = [t for t in second.result.scheduleStatusResult.tasks if id(t) not in before]
+    assert [(t.assignedTask.taskId, t.status) for t in fresh] == [
+        (f"{job_id}-3-3", api.ScheduleStatus.RUNNING), (f"{job_id}-3-2", api.ScheduleStatus.KILLED),
+        (f"{job_id}-5-1", api.ScheduleStatus.STARTING)]
+    assert encoded == fresh, "each new task encoded once, the unchanged ones not again"
+    assert len(second.result.scheduleStatusResult.tasks) == 32
+
+    forms = [(Negotiated(Codec.BINARY, Codec.BINARY), encode_call("getTasksWithoutConfigs")),
+             (Negotiated(Codec.BINARY, Codec.BINARY, ("AuroraSchedulerManager", "getTasksWithoutConfigs")),
+              encode_call("getTasksWithoutConfigs", envelope=False)),
+             (Negotiated(Codec.JSON, Codec.JSON), encode_call("getTasksWithoutConfigs", json=True))]
+    plain = _with_plain_list(second)
+    for neg, request in forms:
+        replies.clear()
+        spliced = ThriftProcessor({"getTasksWithoutConfigs": lambda args: second}).process(neg, request, [])
+        if neg.output is Codec.BINARY:
+            assert replies and max(replies) <= 1, "spliced, not encoded whole"
+        expected = ThriftProcessor({"getTasksWithoutConfigs": lambda args: plain}).process(neg, request, [])
+        assert spliced.body == expected.body, neg
+    assert len(encoded) == 3
 
 
 def test_small_listings_are_not_reused(call: Call, fake: FakePeloton) -> None:
