@@ -12,6 +12,13 @@ Three layers keep a repeated query of a 5,000-task job cheap:
   binary encoding, made once: a changed listing's reply is spliced from
   those bytes (codec.EncodedStructs), so only the changed runs are encoded
   again.
+* `pods(job)`: what each pod of a job added to the job's last big,
+  unfiltered listing (its runs' tasks with their encodings and sort keys,
+  task_runs.Listed), by the bytes of its Peloton PodInfo: an unchanged pod
+  costs a lookup, not a look at each of its runs.  Each listing keeps only
+  the pods it listed, so the job's current pods are what is held; a pod is
+  kept only when its runs follow from its PodInfo alone (its earlier runs
+  remembered, below).
 * `earlier_runs(key)`: the earlier runs of a pod (GetPod), keyed by
   its current run: a run that has a successor is finished and its record
   no longer changes, so they are read once per run of the pod, not once per
@@ -42,6 +49,7 @@ from aurorabridge.coalesce import Coalescer
 MAX_TASKS = 50_000  # about 1.5 KB each with its encoding: ~75 MB at most
 MAX_REPLIES = 64
 MAX_EARLIER = 10_000  # pods; up to pod_runs_depth - 1 runs each, with their specs
+MAX_LISTED_JOBS = 64  # jobs (and executor choices); each its current pods, sharing the tasks above
 
 
 def _trim(cache: dict[Any, Any], limit: int) -> None:
@@ -55,11 +63,13 @@ class TaskAnswers:
     """The caches of the task handlers (one per BridgeContext)."""
 
     def __init__(self, max_tasks: int = MAX_TASKS, max_replies: int = MAX_REPLIES,
-                 max_earlier: int = MAX_EARLIER) -> None:
+                 max_earlier: int = MAX_EARLIER, max_listed_jobs: int = MAX_LISTED_JOBS) -> None:
         self._max_tasks = max_tasks
         self._max_replies = max_replies
         self._max_earlier = max_earlier
+        self._max_listed_jobs = max_listed_jobs
         self._tasks: dict[tuple[str, str, bool, bytes], tuple[Any, bytes]] = {}
+        self._pods: dict[Hashable, dict[bytes, Any]] = {}
         self._earlier: dict[tuple[str, str, str, int], tuple[Any, ...]] = {}
         self._replies: dict[Hashable, tuple[Hashable, Any]] = {}
         self._coalescer: Coalescer[Any] = Coalescer()
@@ -76,6 +86,17 @@ class TaskAnswers:
             _trim(self._tasks, self._max_tasks)
             self._tasks[key] = hit
         return hit
+
+    def pods(self, job: Hashable) -> dict[bytes, Any]:
+        """What each pod added to the last big listing of `job` (job name and executor choice;
+        see task_runs.listing), by its PodInfo's bytes; empty if none is remembered."""
+        return self._pods.get(job, {})
+
+    def remember_pods(self, job: Hashable, pods: dict[bytes, Any]) -> None:
+        """Remember what each pod added to a big listing of `job`, replacing the last one's."""
+        self._pods.pop(job, None)  # re-inserted as the newest
+        _trim(self._pods, self._max_listed_jobs)
+        self._pods[job] = pods
 
     def earlier_runs(self, key: tuple[str, str, str, int]) -> tuple[Any, ...] | None:
         """The remembered earlier runs of a pod as of its current run, `key` = (job id, pod

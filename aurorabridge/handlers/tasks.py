@@ -13,7 +13,10 @@ are byte-identical to the last one's is the last Response again (and the
 processor reuses its encoding); otherwise a run whose PodStatus is
 unchanged keeps its converted ScheduledTask and that task's encoding, which
 the new reply's is spliced from (codec.EncodedStructs), and its spec is not
-fetched, and a pod's earlier runs are read once per current run.
+fetched, and a pod's earlier runs are read once per current run.  A query
+without filters that is surely big (more pods than get event history) is
+built from what each pod added to the job's last listing (task_runs.listing):
+only the changed pods' runs are looked at; its reply is the filtered path's.
 
 getPendingReason reports, for PENDING tasks, the reason the pod status
 carries: the placement engine's explanation of why the pod does not fit; then, so that
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 from aurorabridge import thrift_util
@@ -34,7 +38,7 @@ from aurorabridge.atop.job_key import JobKey, check_identifier, job_key
 from aurorabridge.codec import EncodedStructs
 from aurorabridge.fanout import fanout
 from aurorabridge.handlers.context import BridgeContext, HandlerFn
-from aurorabridge.handlers.task_runs import Target, convert, events, fetch, final, job_runs, runs
+from aurorabridge.handlers.task_runs import Target, convert, events, fetch, final, job_runs, listing, runs
 from aurorabridge.responses import ok
 from aurorabridge.thrift_api import api
 from peloton.core.errors import InvalidArgument, PelotonError
@@ -78,7 +82,9 @@ def _fetch(ctx: BridgeContext, query: Any) -> Fetched:
 def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched) -> tuple[list[Any], bool]:
     """The ScheduledTasks matching a TaskQuery, sorted by job and instance (newest run first),
     paged; and whether they follow from `fetched` alone (not with event history)."""
-    found = fanout(lambda f: runs(ctx, f[0], query, f[1]), fetched, ctx.handlers.workers)
+    if _surely_big(ctx, query, fetched):
+        return _big(ctx, query, with_executor, fetched)
+    found = fanout(lambda f: runs(ctx, f[0], query, f[1].pods), fetched, ctx.handlers.workers)
     listed = sorted((r for rs in found for r in rs), key=lambda r: (r.job, r.instance, -r.run))
     offset = query.offset or 0
     listed = listed[offset:offset + query.limit] if query.limit else listed[offset:]
@@ -94,6 +100,27 @@ def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched
     # that has not ended yet (read afresh each time, it may change while `fetched` does not).
     current = {p.status.pod_id.value for _, resp in fetched for p in resp.pods}
     return tasks, all(final(r.status) or r.status.pod_id.value in current for r in listed)
+
+
+def _surely_big(ctx: BridgeContext, query: Any, fetched: Fetched) -> bool:
+    """Whether a query lists every run of the fetched pods (no filter) and more of them than
+    get event history: each pod has a current run, so its pods alone are enough."""
+    if query.statuses or query.instanceIds or query.slaveHosts or query.taskIds:
+        return False
+    pods = sum(len(resp.pods) for _, resp in fetched) - (query.offset or 0)
+    return min(pods, query.limit or pods) > ctx.handlers.pod_events_max_pods
+
+
+def _big(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched) -> tuple[list[Any], bool]:
+    """`_tasks` of an unfiltered big listing, from what each pod adds (task_runs.listing)."""
+    listed = sorted(listing(ctx, fetched, with_executor), key=attrgetter("order"))
+    offset = query.offset or 0
+    listed = listed[offset:offset + query.limit] if query.limit else listed[offset:]
+    tasks = EncodedStructs([r.task for r in listed], [r.encoded for r in listed])
+    if all(r.ended or r.current for r in listed):
+        return tasks, True
+    current = {p.status.pod_id.value for _, resp in fetched for p in resp.pods}  # as in _tasks
+    return tasks, all(r.ended or r.task_id in current for r in listed)
 
 
 def _fingerprint(fetched: Fetched) -> tuple[tuple[Target, ...], bytes]:

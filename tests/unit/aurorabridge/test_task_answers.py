@@ -17,6 +17,7 @@ from aurorabridge.coalesce import Coalescer
 from aurorabridge.negotiation import Codec, Negotiated
 from aurorabridge.processor import ThriftProcessor
 from aurorabridge.responses import ok
+from aurorabridge.task_answers import TaskAnswers
 from aurorabridge.thrift_api import api, result_class
 from peloton.api.gen.peloton.api.v1alpha.pod import pod_pb2
 from peloton.core.errors import Unavailable
@@ -164,6 +165,52 @@ def test_a_changed_listing_is_spliced_from_cached_encodings_byte_for_byte(
         expected = ThriftProcessor({"getTasksWithoutConfigs": lambda args: plain}).process(neg, request, [])
         assert spliced.body == expected.body, neg
     assert len(encoded) == 3
+
+
+def test_a_changed_big_listing_looks_again_only_at_the_pods_that_changed(
+        call: Call, fake: FakePeloton, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an unchanged pod adds to a listing is remembered with its PodInfo: a change looks
+    at the changed pod's runs alone, not at every run's status again."""
+    deploy(call, 30)
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    fake.finish_workflow(job_id)
+    fake.relaunch_pods(job_id, [3])
+    first = listing(call)
+    looked: list[str] = []
+    real = TaskAnswers.task
+
+    def counted(self: TaskAnswers, job: str, pod: str, executor: bool, status: Any, make: Any) -> Any:
+        looked.append(status.pod_id.value)
+        return real(self, job, pod, executor, status, make)
+
+    monkeypatch.setattr(TaskAnswers, "task", counted)
+    fake.move_pods(job_id, [5], pod_pb2.POD_STATE_STARTING)
+    changed = listing(call)
+    assert changed is not first
+    assert looked == [f"{job_id}-5-1"]
+    assert {t.assignedTask.taskId: t.status for t in changed.result.scheduleStatusResult.tasks}[
+        f"{job_id}-5-1"] == api.ScheduleStatus.STARTING
+
+
+def test_an_unfiltered_big_listing_is_the_filtered_path_s_listing(call: Call, fake: FakePeloton) -> None:
+    """The unfiltered listing, built from what each pod adds, lists the same tasks in the same
+    order as a listing whose filter matches every task, with runs waiting to start, earlier
+    runs, one still stopping, and pages."""
+    deploy(call, 30)
+    job_id = fake.job_by_name("www/devel/hello").job_id
+    fake.finish_workflow(job_id)
+    fake.relaunch_pods(job_id, [3, 4, 4])
+    fake.jobs[job_id].history[3][0].status.state = pod_pb2.POD_STATE_KILLING
+    fake.set_pod(job_id, 7, pod_pb2.POD_STATE_FAILED, message="exited 1")
+    every = list(api.ScheduleStatus._VALUES_TO_NAMES)
+    for page in ({}, {"offset": 5}, {"offset": 3, "limit": 25}):
+        for _ in range(2):  # built afresh, then from what each pod added
+            unfiltered = call("getTasksWithoutConfigs", query=api.TaskQuery(jobKeys=[KEY], **page))
+            filtered = call("getTasksWithoutConfigs",
+                            query=api.TaskQuery(jobKeys=[KEY], statuses=every, **page))
+            assert list(unfiltered.result.scheduleStatusResult.tasks) == list(
+                filtered.result.scheduleStatusResult.tasks), page
+    assert len(unfiltered.result.scheduleStatusResult.tasks) == 25
 
 
 def test_small_listings_are_not_reused(call: Call, fake: FakePeloton) -> None:
