@@ -215,7 +215,6 @@ class Listed:
     """One run of a big listing, converted (no event history): what its reply needs of it."""
 
     order: tuple[str, int, int]  # (job, instance, -run): the listing's order
-    task_id: str
     ended: bool  # final(): its record no longer changes
     current: bool  # its pod's current run: named by the QueryPods reply
     task: Any  # ScheduledTask, shared (task_answers.task)
@@ -257,8 +256,7 @@ def listing(ctx: BridgeContext, fetched: list[tuple[Target, Any]], with_executor
 def _listed(ctx: BridgeContext, run: Run, with_executor: bool, current: bool) -> Listed:
     task, encoded = ctx.answers.task(run.job, run.name, with_executor, run.status,
                                      partial(convert, ctx, run, with_executor, None))
-    return Listed((run.job, run.instance, -run.run), run.status.pod_id.value, final(run.status), current,
-                  task, encoded)
+    return Listed((run.job, run.instance, -run.run), final(run.status), current, task, encoded)
 
 
 def events(ctx: BridgeContext, run: Run) -> list[Any]:

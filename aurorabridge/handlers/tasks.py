@@ -85,9 +85,8 @@ def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched
     if _surely_big(ctx, query, fetched):
         return _big(ctx, query, with_executor, fetched)
     found = fanout(lambda f: runs(ctx, f[0], query, f[1].pods), fetched, ctx.handlers.workers)
-    listed = sorted((r for rs in found for r in rs), key=lambda r: (r.job, r.instance, -r.run))
-    offset = query.offset or 0
-    listed = listed[offset:offset + query.limit] if query.limit else listed[offset:]
+    listed = _page(sorted((r for rs in found for r in rs), key=lambda r: (r.job, r.instance, -r.run)),
+                   query)
     if len(listed) <= ctx.handlers.pod_events_max_pods:
         histories = fanout(lambda r: events(ctx, r), listed, ctx.handlers.workers)
         return [convert(ctx, r, with_executor, h) for r, h in zip(listed, histories, strict=True)], False
@@ -102,6 +101,12 @@ def _tasks(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched
     return tasks, all(final(r.status) or r.status.pod_id.value in current for r in listed)
 
 
+def _page(listed: list[Any], query: Any) -> list[Any]:
+    """The query's page (offset, limit) of a sorted listing."""
+    offset = query.offset or 0
+    return listed[offset:offset + query.limit] if query.limit else listed[offset:]
+
+
 def _surely_big(ctx: BridgeContext, query: Any, fetched: Fetched) -> bool:
     """Whether a query lists every run of the fetched pods (no filter) and more of them than
     get event history: each pod has a current run, so its pods alone are enough."""
@@ -113,14 +118,12 @@ def _surely_big(ctx: BridgeContext, query: Any, fetched: Fetched) -> bool:
 
 def _big(ctx: BridgeContext, query: Any, with_executor: bool, fetched: Fetched) -> tuple[list[Any], bool]:
     """`_tasks` of an unfiltered big listing, from what each pod adds (task_runs.listing)."""
-    listed = sorted(listing(ctx, fetched, with_executor), key=attrgetter("order"))
-    offset = query.offset or 0
-    listed = listed[offset:offset + query.limit] if query.limit else listed[offset:]
+    listed = _page(sorted(listing(ctx, fetched, with_executor), key=attrgetter("order")), query)
     tasks = EncodedStructs([r.task for r in listed], [r.encoded for r in listed])
-    if all(r.ended or r.current for r in listed):
-        return tasks, True
-    current = {p.status.pod_id.value for _, resp in fetched for p in resp.pods}  # as in _tasks
-    return tasks, all(r.ended or r.task_id in current for r in listed)
+    # As in `_tasks`: a run the QueryPods reply names (a pod's current run) or one that has
+    # ended follows from `fetched`; an earlier run still stopping or a run a pod waits to
+    # start carries a pod id that reply does not name.
+    return tasks, all(r.ended or r.current for r in listed)
 
 
 def _fingerprint(fetched: Fetched) -> tuple[tuple[Target, ...], bytes]:
