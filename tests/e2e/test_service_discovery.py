@@ -157,6 +157,11 @@ def test_an_announced_aurora_service_is_resolved_through_its_serverset(
         before = finagle_resolve(zk, path)
         _, stat = zk.get(f"{path}/{before[0]['node']}")
         assert stat.ephemeralOwner != 0
+        # The deploy ends minWaitInInstanceRunningMs after its last instance runs, which on a
+        # busy machine can come after its endpoints serve; a second update started before
+        # that is refused (INVALID_REQUEST, as on Aurora), so wait as `aurora update wait` would.
+        eventually(lambda: status(client, key) == t.JobUpdateStatus.ROLLED_FORWARD, 60,
+                   "the deploy ROLLED_FORWARD")
 
         # A rolling update: every instance gets a new run; the members follow, one by one.
         resp = client.startJobUpdate(update(t, task_config(t, "web", SERVER + " --directory /")),

@@ -105,6 +105,20 @@ def wf_state(up: UpCluster, job_id: str) -> str:
     return stateless_pb2.WorkflowState.Name(workflow(up, job_id).state)
 
 
+def reaches(up: UpCluster, job_id: str, state: str, timeout: float, what: str) -> None:
+    """Poll until the job's workflow is in `state`; a timeout names the status last read."""
+    seen: list[stateless_pb2.WorkflowStatus] = []
+
+    def there() -> bool:
+        seen[:] = [workflow(up, job_id)]
+        return stateless_pb2.WorkflowState.Name(seen[0].state) == state
+
+    try:
+        eventually(there, timeout, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the workflow last read: {seen[0] if seen else None}") from None
+
+
 def version(up: UpCluster, job_id: str) -> str:
     return job(up, job_id).status.version.value
 
@@ -169,8 +183,11 @@ def test_pause_stops_progress_and_resume_continues(services: UpCluster, tmp_path
     # A health check makes each instance take a second or two to count as updated.
     job_id = create(services, spec_file(tmp_path, "svc", "sleep 1000", check="true"))
     eventually(lambda: running_on(services, job_id) == 6, 90, "6 running")
+    # A watch time keeps each instance in flight for 5 s, so the pause below lands mid-update
+    # however slowly the polling and the CLI run on a busy machine: a workflow that already
+    # ended takes a pause as a no-op answered OK (Peloton's), and would never read PAUSED.
     replace(services, job_id, spec_file(tmp_path, "svc", "sleep 1002", check="true"), 1,
-            "--start-paused")
+            "--start-paused", "--watch-time", "5")
     assert wf_state(services, job_id) == "WORKFLOW_STATE_PAUSED"
     time.sleep(3)
     status = workflow(services, job_id)
@@ -180,7 +197,7 @@ def test_pause_stops_progress_and_resume_continues(services: UpCluster, tmp_path
     eventually(lambda: workflow(services, job_id).num_instances_completed >= 2, 120,
                "progress after resume")
     services.cli("job", "stateless", "pause", job_id, version(services, job_id))
-    eventually(lambda: wf_state(services, job_id) == "WORKFLOW_STATE_PAUSED", 30, "paused")
+    reaches(services, job_id, "WORKFLOW_STATE_PAUSED", 30, "paused")
     time.sleep(1)  # let the instance in flight settle
     done = workflow(services, job_id).num_instances_completed
     time.sleep(3)
