@@ -134,7 +134,9 @@ class PartitionFences:
     @property
     def held(self) -> frozenset[int]:
         """The partitions with a term that has not ended."""
-        return frozenset(p for p, t in self._terms.items() if t.current)
+        # a copy first: with kazoo's threading handler the membership loop claims on its
+        # own thread while callers read this
+        return frozenset(p for p, t in list(self._terms.items()) if t.current)
 
     def claim(self, partition: int, epoch: int | None) -> PartitionTerm:
         """Claim `partition` in the store from `epoch` on (None: solo, the stored epoch + 1)

@@ -132,9 +132,13 @@ def make_node(zookeeper: str, root: str, log: Log) -> Iterator[Callable[..., Nod
 
 
 def settled(nodes: list[Node]) -> bool:
-    """Every node holds exactly what the assignment of these nodes gives it."""
+    """Every node holds exactly what the assignment of these nodes gives it, and a node with
+    fences has claimed each in the store too: a partition is `held` from the moment its node
+    is created, before `on_acquire` claims it in the store (a busy CI machine once read
+    settled in between and the fenced write that followed was refused PartitionNotHeld)."""
     want = assign([n.id for n in nodes], COUNT)
-    return all(n.member.held == want.owned_by(n.id) for n in nodes)
+    return all(n.member.held == want.owned_by(n.id)
+               and (n.fences is None or n.fences.held == want.owned_by(n.id)) for n in nodes)
 
 
 def test_members_split_every_partition_between_them(make_node: Callable[..., Node],
