@@ -237,8 +237,12 @@ def test_a_paused_member_is_refused_after_its_successor_took_over_and_lets_go(
              "m1 holding every partition once m2's session expired")
     # m1 continues: the job m2 was driving finishes under it, every run once, and a new
     # job of m2's partitions runs while m2 is still paused.
-    wait_for(lambda: states(store, running) == {TaskState.SUCCEEDED}, FINISH,
-             "the paused member's job finishing under m1")
+    wait_or_show(cluster, lambda: states(store, running) == {TaskState.SUCCEEDED}, FINISH,
+                 "the paused member's job finishing under m1",
+                 lambda: (sorted((i, rt.state.name, rt.run_id, rt.revision) for i, rt in
+                                 store.get_task_runtimes(running).items()),
+                          [line for line in survivor.tail.lines if "WARNING" in line
+                           or "ERROR" in line or "recover" in line or "partition" in line]))
     ran_once(store, running)
     during = run_via(cluster, survivor, "during-pause", job_id_in(theirs))
     ran_once(store, during)
