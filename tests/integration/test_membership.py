@@ -323,7 +323,7 @@ def test_a_configured_partition_count_must_match_the_clusters(
         make_node: Callable[..., Node], zookeeper: str, root: str, log: Log,
         caplog: pytest.LogCaptureFixture) -> None:
     a = make_node("jm-a:5392")
-    wait_for(lambda: a.member.held == frozenset(range(COUNT)), 10, "a to hold all")
+    wait_for(lambda: settled([a]), 10, "a to hold all")
     client = new_client(zookeeper, session_timeout=SESSION, use_gevent=False)
     client.start(10)
     try:
@@ -350,7 +350,7 @@ def test_the_store_refuses_the_old_owner_after_a_handover(
     store = open_store(url)
     try:
         a = make_node("jm-a:5392", store=store)
-        wait_for(lambda: a.member.held == frozenset(range(COUNT)), 10, "a to hold all")
+        wait_for(lambda: settled([a]), 10, "a to hold all, claimed in the store")
         jid = next(j for j in iter(f.job_id, None)  # a job whose partition moves to b
                    if assign(["jm-a:5392", "jm-b:5392"], COUNT).owner_of_job(j) == "jm-b:5392")
         p = partition_of(jid, COUNT)
