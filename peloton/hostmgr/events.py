@@ -15,7 +15,12 @@ is re-delivered after a crash (at least once, in order).
   streamed again.  A host re-reports a run with its latest update's uuid, and a member
   job manager that takes a partition over may have read that update (and skipped it: it
   did not own the run yet) while the dead or paused previous owner never applied it, so
-  dropping the re-report would lose the run's state for good.
+  dropping the re-report would lose the run's state for good.  Only a report of the
+  run's newest state is streamed so: one older than an update of the run still buffered,
+  or a non-terminal one of a run whose end was trimmed, is a duplicate as ever and leaves
+  the run named.  A paused owner that never acknowledged a run's RUNNING keeps it
+  buffered and its host resending it; streamed in place of the run's end, it would take
+  the end's turn, the end would stay a duplicate, and the new owner would never learn it.
 - A run's end outlives the backend's memory of it: the last terminal update of each of
   the `RECENT_ENDED` runs trimmed most recently is kept, and a LOST report of such a run
   from no host (hostname empty: the backend no longer knows it, because its end was
@@ -141,6 +146,8 @@ class EventLog:
         self._ended: OrderedDict[str, StatusUpdate] = OrderedDict()
         #: Run id -> until when its next report is streamed even if repeated (`redeliver`).
         self._redeliver: OrderedDict[str, float] = OrderedDict()
+        #: Run id -> offset of its newest buffered update (which repeat is the run's state).
+        self._newest: dict[str, int] = {}
         self._acked: dict[str, int] = dict.fromkeys(consumers, 0)
         #: Configured names standing for a group no member of which has registered.
         self._placeholders: set[str] = set(consumers)
@@ -201,9 +208,10 @@ class EventLog:
                 acked.append(stale)  # acknowledged: the backend stops re-reporting it
                 return Offered.DUPLICATE
         until = self._redeliver.get(update.run_id) if self._redeliver else None
-        again = stale is not None or (until is not None and until >= self._now())
         buffered = update.uuid in self._buffered
         repeated = buffered or update.uuid in self._recent
+        again = stale is not None or (until is not None and until >= self._now()
+                                      and not (repeated and self._outdated_locked(update)))
         if buffered and not again:
             return Offered.DUPLICATE
         if repeated and not buffered and not again:
@@ -218,11 +226,20 @@ class EventLog:
         if until is not None:
             del self._redeliver[update.run_id]  # its state is streamed now
         self._items.append((to_event(offset, update), update, job_of(update.run_id)))
+        self._newest[update.run_id] = offset
         if update.uuid:
             self._buffered[update.uuid] = offset
         if stale is not None:
             acked.append(stale)
         return Offered.REDELIVERED if repeated else Offered.ADDED
+
+    def _outdated_locked(self, update: StatusUpdate) -> bool:
+        """A repeated `update` is older than what the log holds of its run: a later update
+        of the run is buffered, or the run's end was trimmed (module docstring)."""
+        newest = self._newest.get(update.run_id)
+        if newest is not None:
+            return newest != self._buffered.get(update.uuid)
+        return not update.state.terminal and update.run_id in self._ended
 
     def redeliver(self, run_ids: Sequence[str]) -> None:
         """Stream the next report of each of `run_ids` (within `REDELIVER_SECONDS`) even if
@@ -377,15 +394,18 @@ class EventLog:
             return []
         end = self._start + count
         trimmed = [item[1] for item in self._items[self._start:end]]
-        self._start = end
-        self._first += count
-        for update in trimmed:
+        newest = self._newest
+        for offset, update in enumerate(trimmed, self._first):
+            if newest.get(update.run_id) == offset:  # nothing of the run is buffered now
+                del newest[update.run_id]
             if update.uuid:
                 self._buffered.pop(update.uuid, None)
                 self._recent[update.uuid] = None
             if update.state.terminal:
                 self._ended.pop(update.run_id, None)
                 self._ended[update.run_id] = update
+        self._start = end
+        self._first += count
         while len(self._recent) > RECENT_UUIDS:
             self._recent.popitem(last=False)
         while len(self._ended) > RECENT_ENDED:

@@ -1,0 +1,538 @@
+"""A run that ends around a job partition's takeover is stored ended by the new owner.
+
+Two all-active job manager members share one store and ONE real in-process host manager
+(peloton/hostmgr/app.py: its real status stream, books and reconcile) over an agent-like
+fake backend.  Member B (`m2`) creates a 3-task batch job and runs it: every run is
+RUNNING, stored.  Then B is paused (it never polls, acknowledges or writes again) and
+member A (`m1`) takes B's partitions over: it claims them in the store, announces them
+to its peers, owns them, defers their jobs and recovers them in a greenlet of its own (a
+member's `acquire_partitions(behind=True)`): each job loaded, then its runs adopted by
+the host manager and reconciled.  The runs end (the agent reports SUCCEEDED) at one
+point of that takeover; whatever the point, A must store every task SUCCEEDED, each run
+once, within a bounded number of its rounds.
+
+The agent is modelled on peloton/agent: an update stays unacknowledged until the host
+manager acknowledges it (the stream trims it only once every consumer acknowledged it,
+so a paused member holds it back until it is forgotten as idle), a periodic resend sends
+every unacknowledged update again, oldest first, with its uuid, and a reconcile
+re-publishes a run's latest update with its uuid (a run whose end was acknowledged is
+re-reported from its sandbox, afresh).  The agent answers a reconcile when the test says
+(`answer`), as a real one answers a moment after the host manager asked.
+
+The table found one loss: B paused after storing its runs' RUNNING but before
+acknowledging it, so the host manager kept those reports buffered and the agent kept
+resending them; the runs ended before the takeover's reconcile, which named them for
+their next report to be streamed again (`EventLog.redeliver`); a resend of the RUNNING
+came first, took that turn, and the end that followed stayed a duplicate, never streamed
+to A again: every task stayed RUNNING.  Now only a report of the run's newest state takes
+the turn (hostmgr/events.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import gevent
+import pytest
+
+from peloton.common.clock import FakeClock
+from peloton.common.retry import NO_RETRY, Retrier
+from peloton.core.model.ids import RunId
+from peloton.core.ports import HostManagerPort
+from peloton.core.states import HostState, JobType, TaskState
+from peloton.hostmgr.app import HostManager
+from peloton.hostmgr.backends.base import StatusUpdate
+from peloton.hostmgr.config import HostManagerConfig
+from peloton.jobmgr.aggregate import CachedJob
+from peloton.jobmgr.app import JobManager
+from peloton.jobmgr.config import JobManagerConfig
+from peloton.storage import StoreOptions, open_store
+from peloton.storage.partition_fences import PartitionFences
+from tests.fakes.hostmgr import FakeHostManager
+from tests.fakes.resmgr import FakeResourceManager
+from tests.harness.fake_host_backend import FakeBackend
+from tests.harness.partition_ids import job_in
+from tests.unit.jobmgr.harness import job_spec
+
+S = TaskState
+COUNT = 4
+A_HOLDS, B_HOLDS = (0, 1), (2, 3)
+TASKS = 3
+HOST = "h1"
+#: A's rounds the takeover and the end may take, at most.
+ROUNDS = 30
+#: The host manager forgets a silent member after this long (short here, so forgetting
+#: the paused member never also outlives a reconcile's 60 s redeliver window).
+MEMBER_IDLE = 5.0
+
+
+@dataclass
+class Agent(FakeBackend):
+    """The fake backend as our agent behaves (module docstring)."""
+
+    #: Run id -> the run's latest update.
+    last: dict[str, StatusUpdate] = field(default_factory=dict)
+    #: Reconciles asked and not answered yet (None: every run).
+    asked: list[list[str] | None] = field(default_factory=list)
+
+    def report(self, run_id: str, state: TaskState, hostname: str = "",
+               **extra: object) -> StatusUpdate:
+        update = super().report(run_id, state, hostname, **extra)
+        self.last[run_id] = update
+        return update
+
+    def reconcile(self, run_ids: Sequence[str] | None = None) -> None:
+        if run_ids is not None and not run_ids:
+            return  # an empty reconcile (a member announcing its epochs) asks for nothing
+        self.reconciled.append(None if run_ids is None else list(run_ids))
+        self.asked.append(None if run_ids is None else list(run_ids))
+
+    def answer(self) -> int:
+        """Answer the reconciles asked so far; returns how many."""
+        asked, self.asked = self.asked, []
+        for run_ids in asked:
+            for run_id in list(self.runs) if run_ids is None else run_ids:
+                last = self.last.get(run_id)
+                if last is None:
+                    if run_id not in self.runs:
+                        self.report(run_id, S.LOST, "")
+                elif last.uuid in self.unacked or not last.state.terminal:
+                    self.unacked[last.uuid] = last  # pending again until acknowledged
+                    assert self.listener is not None
+                    self.listener.status_update(last)
+                else:  # ended and acknowledged: forgotten, re-reported from its sandbox
+                    self.report(run_id, last.state, last.hostname, exit_code=last.exit_code)
+        return len(asked)
+
+
+@dataclass
+class Spot:
+    """A host as the fake resource manager places on it."""
+
+    hostname: str
+    agent_id: str
+    state: HostState = HostState.UP
+
+
+@dataclass
+class Spots:
+    """The hosts the fake resource manager places on (it reads `hosts` only)."""
+
+    hosts: dict[str, Spot]
+
+
+class Scene:
+    """The store, the host manager, the agent, the resource manager and the two members."""
+
+    def __init__(self, *, member_idle: float = 60.0) -> None:
+        self.clock = FakeClock()
+        self.store = open_store("sqlite://", StoreOptions(
+            bootstrap=True, retrier=Retrier(NO_RETRY), clock=self.clock.wall,
+            sqlite_threads=0))
+        self.agent = Agent()
+        self.agent.add_host(HOST, cpu=16, mem_mb=16384)
+        self.hm = HostManager(self.store, self.agent, HostManagerConfig(
+            consumers=("jobmgr",), recovery_grace=0.0, member_idle_timeout=member_idle),
+            clock=self.clock)
+        self.hm.connect()
+        self.hm.settle()
+        self.agent.answer()
+        spots = Spots({HOST: Spot(HOST, f"agent-{HOST}")})
+        self.rm = FakeResourceManager(cast(FakeHostManager, spots))
+        self.config = JobManagerConfig()
+        self.a = self.member("m1")
+        self.b = self.member("m2")
+        self.a.acquire_partitions(dict.fromkeys(A_HOLDS, 10))
+        self.b.acquire_partitions(dict.fromkeys(B_HOLDS, 10))
+        self.job_id = job_in(B_HOLDS[0], COUNT)
+        #: B's round acknowledges the stream (False: B is paused after storing, unacked).
+        self.b_acks = True
+        #: The agent's resend timer fires in every one of A's rounds.
+        self.resending = False
+
+    def member(self, name: str) -> JobManager:
+        """A member as members.py wires one: its partitions' fences, its own consumer."""
+        return JobManager(self.store, self.rm, cast(HostManagerPort, self.hm), self.config,
+                          clock=self.clock, fences=PartitionFences(self.store, name,
+                                                                   count=COUNT),
+                          member=name)
+
+    def close(self) -> None:
+        """Release the store."""
+        self.store.close()
+
+    # -- the run's side -----------------------------------------------------------------------
+    def run_ids(self) -> list[str]:
+        """The job's runs (each task's first)."""
+        return [str(RunId(self.job_id, i, 1)) for i in range(TASKS)]
+
+    def end(self) -> None:
+        """Every run exits 0: the agent reports it."""
+        for run_id in self.run_ids():
+            self.agent.report(run_id, S.SUCCEEDED, HOST, exit_code=0)
+
+    def forget_b(self) -> None:
+        """The paused B's consumer is silent for longer than `member_idle`: A is heard from
+        (it polls and acknowledges all the time) and the host manager forgets B."""
+        self.clock.advance(MEMBER_IDLE + 1.0)
+        consumer = "jobmgr@m1"
+        self.hm.events.register(consumer)
+        self.hm.events.acknowledge(consumer, self.hm.events.acknowledged()[consumer])
+        assert "jobmgr@m2" not in self.hm.events.acknowledged()
+
+    # -- stepping -----------------------------------------------------------------------------
+    def b_round(self) -> int:
+        """One round of B's work, before it is paused."""
+        return self.b.run_due()
+
+    def host_round(self) -> int:
+        """The host manager's deferred work (acknowledgements to the agent) and the agent's
+        answers to reconciles."""
+        done = self.hm.run_due()
+        done += self.agent.answer()
+        return done
+
+    def start(self) -> None:
+        """B creates the job and runs it; both members step (A passes B's events over)."""
+        self.b.jobs.create(job_spec(TASKS, JobType.BATCH, command="sleep 8"), self.job_id)
+        for _ in range(10):
+            self.b_round()
+            self.a.run_due()
+            self.host_round()
+        launched = sorted(r for _, runs in self.agent.launched for r in runs)
+        assert launched == self.run_ids()
+        for state in (S.STARTING, S.RUNNING):
+            if state is S.RUNNING and not self.b_acks:  # paused right after storing them
+                self.b.events.stream.acknowledge = lambda offset: None  # type: ignore[method-assign]
+            for run_id in self.run_ids():
+                self.agent.report(run_id, state, HOST)
+            for _ in range(3):
+                self.b_round()
+                self.a.run_due()
+                self.host_round()
+        assert self.stored() == [(S.RUNNING, 1)] * TASKS
+
+    def a_rounds(self, rounds: int = ROUNDS) -> int:
+        """A's rounds (with the host manager's work and the takeover's recovery greenlet
+        in between) until every task is stored ended or `rounds` pass; returns the rounds."""
+        for n in range(1, rounds + 1):
+            gevent.sleep(0)
+            for greenlet in list(self.a.recovery._takeovers):
+                greenlet.join()
+            if self.resending:
+                self.agent.redeliver()
+            self.host_round()
+            self.a.run_due()
+            self.host_round()
+            if all(state.terminal for state, _ in self.stored()):
+                return n
+        return rounds
+
+    def stored(self) -> list[tuple[TaskState, int]]:
+        """(state, run) of every task as stored, in instance order."""
+        return [(rt.state, rt.run_id)
+                for _, rt in sorted(self.store.get_task_runtimes(self.job_id).items())]
+
+
+def once(action: Callable[[], None]) -> Callable[..., None]:
+    """`action` the first time the hook is called, nothing after."""
+    done: list[bool] = []
+
+    def hook(*_args: object) -> None:
+        if not done:
+            done.append(True)
+            action()
+
+    return hook
+
+
+# -- the points of A's takeover at which the runs end -----------------------------------------
+
+def take_over(scene: Scene) -> None:
+    """A takes B's partitions over as a member does (members.py, `on_acquire_many`)."""
+    scene.a.acquire_partitions(dict.fromkeys(B_HOLDS, 20), behind=True)
+
+
+def at_before_claim(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    end()
+    scene.a_rounds(2)  # A passes the ends over: not its partitions yet
+    take_over(scene)
+
+
+def at_claimed(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # Between the claim in the store and `ownership.acquire`: the announcement's calls.
+    real = scene.rm.kill_tasks
+
+    def announced(task_ids: Sequence[Any]) -> None:
+        if not task_ids:
+            hook()
+        real(task_ids)
+
+    def ended_and_polled() -> None:
+        end()
+        assert scene.a.events.process_once(0.0) == 0  # passed over: not A's yet
+
+    hook = once(ended_and_polled)
+    mp.setattr(scene.rm, "kill_tasks", announced)
+    take_over(scene)
+
+
+def at_owned(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # Owned, its jobs neither cached nor deferred yet: an end read now finds no job.
+    real = scene.a.recovery.defer
+
+    def defer(only: Callable[[str], bool] | None = None) -> list[str]:
+        end()
+        assert scene.a.events.process_once(0.0) == TASKS  # read, and dropped: no job yet
+        assert scene.job_id not in scene.a.cache
+        return real(only)
+
+    mp.setattr(scene.a.recovery, "defer", defer)
+    take_over(scene)
+
+
+def at_deferred(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # Deferred, not loaded: the status events load the job themselves.
+    take_over(scene)
+    end()
+    scene.a.events.process_once(0.0)
+
+
+def at_loading(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # The recovery greenlet is reading the job; A's status greenlet reads the end and waits
+    # for the load (JobCache.ensure).
+    real = scene.a.cache.load
+    polls: list[gevent.Greenlet] = []
+
+    def load(job_id: str) -> CachedJob:
+        end()
+        polls.append(gevent.spawn(scene.a.events.process_once, 0.0))
+        gevent.sleep(0)
+        assert not polls[0].dead  # waiting for this load
+        return real(job_id)
+
+    mp.setattr(scene.a.cache, "load", load)
+    take_over(scene)
+    scene.a_rounds(1)
+    gevent.joinall(polls, raise_error=True)
+
+
+def at_adopted(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # The host manager adopted the runs; the reconcile is the next call.
+    real = scene.hm.adopt_hosts
+
+    def adopt_hosts(runs: Any) -> None:
+        real(runs)
+        hook()
+
+    def ended_and_polled() -> None:
+        end()
+        scene.a.events.process_once(0.0)
+
+    hook = once(ended_and_polled)
+    mp.setattr(scene.hm, "adopt_hosts", adopt_hosts)
+    take_over(scene)
+
+
+def at_reconcile_asked(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # The host manager asked the agent to re-report; the agent has not answered yet.
+    real = scene.hm.reconcile
+
+    def reconcile(run_ids: Any = None, expected: Any = None) -> None:
+        real(run_ids, expected)
+        if run_ids:
+            hook()
+
+    hook = once(end)
+    mp.setattr(scene.hm, "reconcile", reconcile)
+    take_over(scene)
+
+
+def at_reconciled(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    take_over(scene)
+    scene.a_rounds(2)
+    assert scene.agent.reconciled and not scene.agent.asked
+    end()
+
+
+def at_poll_in_flight(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # A's poll names its old partitions; while it waits the runs end and A takes B's
+    # partitions over (claim, ownership, deferral), and it returns after that.
+    in_flight(scene, end, mp, recovered=False)
+
+
+def at_poll_in_flight_recovered(scene: Scene, end: Callable[[], None],
+                                mp: pytest.MonkeyPatch) -> None:
+    # The same, the takeover's recovery (load, adopt, reconcile, the agent's answer) done
+    # while the poll still waits: its re-reports are passed over by that poll.
+    in_flight(scene, end, mp, recovered=True)
+
+
+def in_flight(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch, *,
+              recovered: bool) -> None:
+    stream = scene.a.events.stream
+    real = stream.poll
+
+    def during() -> None:
+        end()
+        take_over(scene)
+        if recovered:
+            for greenlet in list(scene.a.recovery._takeovers):
+                greenlet.join()
+            scene.host_round()
+
+    hook = once(during)
+
+    def poll(limit: int, timeout: float, partitions: Any = None) -> Any:
+        hook()
+        return real(limit, timeout, partitions)
+
+    mp.setattr(stream, "poll", poll)
+    scene.a.events.process_once(0.0)
+
+
+POINTS: dict[str, Callable[[Scene, Callable[[], None], pytest.MonkeyPatch], None]] = {
+    "before the claim": at_before_claim,
+    "claimed, not owned": at_claimed,
+    "owned, not deferred": at_owned,
+    "deferred, not loaded": at_deferred,
+    "while it loads": at_loading,
+    "adopted, not reconciled": at_adopted,
+    "reconcile asked, not answered": at_reconcile_asked,
+    "after the reconcile": at_reconciled,
+    "poll in flight across the claim": at_poll_in_flight,
+    "poll in flight across the recovery": at_poll_in_flight_recovered,
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What else happens: B paused before acknowledging its RUNNING reports, B's consumer
+    forgotten before or after the end, the agent's periodic resend with the end or
+    between the host manager's reconcile and the agent's answer."""
+
+    unacked_running: bool = False
+    forgotten: str = ""  # "before" / "after" the end
+    resend: str = ""  # "with end" / "before answer" / "every round"
+
+
+VARIANTS = {
+    "plain": Variant(),
+    "B forgotten before the end": Variant(forgotten="before"),
+    "B forgotten after the end": Variant(forgotten="after"),
+    "agent resends with the end": Variant(resend="with end"),
+    "B paused before acknowledging RUNNING": Variant(unacked_running=True),
+    "B unacked RUNNING, agent resends with the end": Variant(unacked_running=True,
+                                                             resend="with end"),
+    "B unacked RUNNING, agent resends before answering": Variant(unacked_running=True,
+                                                                 resend="before answer"),
+    "agent resends before answering": Variant(resend="before answer"),
+    "B unacked RUNNING, agent resends every round": Variant(unacked_running=True,
+                                                            resend="every round"),
+    "B forgotten after the end, agent resends every round": Variant(forgotten="after",
+                                                                    resend="every round"),
+}
+
+
+@pytest.fixture
+def scene(request: pytest.FixtureRequest) -> Iterator[Scene]:
+    forgets = VARIANTS[request.node.callspec.params["variant"]].forgotten
+    s = Scene(member_idle=MEMBER_IDLE if forgets else 60.0)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("point", list(POINTS))
+def test_a_run_ending_during_a_takeover_is_stored_ended_by_the_new_owner(
+        scene: Scene, point: str, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    how = VARIANTS[variant]
+    scene.b_acks = not how.unacked_running
+    scene.resending = how.resend == "every round"
+    scene.start()
+    # B is paused from here on: it never polls, acknowledges or writes again.
+
+    def end() -> None:
+        if how.forgotten == "before":
+            scene.forget_b()
+        scene.end()
+        if how.resend == "with end":
+            scene.agent.redeliver()
+        if how.forgotten == "after":
+            scene.forget_b()
+
+    if how.resend == "before answer":
+        real_answer = scene.agent.answer
+
+        def answer() -> int:
+            if scene.agent.asked:
+                scene.agent.redeliver()  # the resend timer fires first
+            return real_answer()
+
+        monkeypatch.setattr(scene.agent, "answer", answer)
+    POINTS[point](scene, end, monkeypatch)
+    rounds = scene.a_rounds()
+    assert scene.stored() == [(S.SUCCEEDED, 1)] * TASKS, (point, variant, rounds)
+    # Each run launched once and never killed (as an orphan of a job not loaded yet).
+    assert sorted(r for _, runs in scene.agent.launched for r in runs) == scene.run_ids()
+    assert scene.agent.killed == []
+    assert rounds < ROUNDS
+
+
+# -- the rule the table found broken, on the stream alone -------------------------------------
+
+@pytest.fixture
+def lone() -> Iterator[tuple[HostManager, Agent]]:
+    """A host manager over the agent, connected, nothing else."""
+    store = open_store("sqlite://", StoreOptions(bootstrap=True, sqlite_threads=0))
+    agent = Agent()
+    agent.add_host(HOST)
+    hm = HostManager(store, agent, HostManagerConfig(consumers=("jobmgr",)))
+    hm.connect()
+    hm.settle()
+    agent.answer()
+    try:
+        yield hm, agent
+    finally:
+        store.close()
+
+
+def test_a_reconciled_run_streams_its_end_again_not_an_older_report_resent_first(
+        lone: tuple[HostManager, Agent]) -> None:
+    # The paused owner never acknowledged the run's RUNNING: the agent resends it, oldest
+    # first, and it reaches the host manager between the takeover's reconcile and the
+    # agent's re-report of the end.  Streamed in the end's place, it left the end a
+    # duplicate and the new owner never learnt it (hostmgr/events.py, `redeliver`).
+    hm, agent = lone
+    paused, taker = hm.subscribe("jobmgr@m2"), hm.subscribe("jobmgr@m1")
+    run_id = str(RunId(job_in(B_HOLDS[0], COUNT), 0, 1))
+    agent.report(run_id, S.RUNNING, HOST)
+    agent.report(run_id, S.SUCCEEDED, HOST)
+    taker.poll(10, 0.0)
+    taker.acknowledge(taker.position)  # passed over: not its partition yet
+    assert paused.position == 0  # paused: holds both back
+    hm.reconcile([run_id], [S.RUNNING])  # the end is what the books hold: re-reported
+    agent.redeliver()  # RUNNING, then SUCCEEDED, each with its uuid
+    streamed = taker.poll(10, 0.0)
+    assert [e.state for e in streamed] == [S.SUCCEEDED]
+    agent.answer()  # the re-report after: a duplicate, the end is streamed already
+    assert taker.poll(10, 0.0) == []
+
+
+def test_a_non_terminal_report_of_a_run_whose_end_was_trimmed_is_not_streamed_again(
+        lone: tuple[HostManager, Agent]) -> None:
+    hm, agent = lone
+    consumer = hm.subscribe("jobmgr")
+    run_id = str(RunId(job_in(0, COUNT), 0, 1))
+    running = agent.report(run_id, S.RUNNING, HOST)
+    ended = agent.report(run_id, S.SUCCEEDED, HOST)
+    consumer.poll(10, 0.0)
+    consumer.acknowledge(consumer.position)  # both trimmed
+    hm.events.redeliver([run_id])
+    hm.intake.status_update(running)  # a late resend of the RUNNING: acknowledged again
+    hm.intake.status_update(ended)  # the end: streamed again, as the reconcile asked
+    assert [e.state for e in consumer.poll(10, 0.0)] == [S.SUCCEEDED]
