@@ -259,6 +259,13 @@ class JobManager:
             self.watch.claimed(partition, after=term.after if term is not None else None)
         if self.fences is not None:
             self._announce(sorted(partitions))
+        # The active jobs are listed before the partitions are owned, and deferred right
+        # after, with nothing that yields in between: the list is a store read, and a
+        # status event of one of their jobs applied meanwhile would find its job owned but
+        # neither cached nor deferred, and kill a live run as an orphan's.  The list misses
+        # no job: the partitions are claimed in the store, so only this member writes them,
+        # and a job it creates is cached from its create on.
+        listed = cache.active_ids()
         for partition in sorted(partitions):
             ownership.acquire(partition)
 
@@ -266,7 +273,9 @@ class JobManager:
             return ownership.partition(job_id) in partitions and job_id not in cache
 
         recovery = self.recovery
-        return recovery.recover_behind(only=only) if behind else recovery.recover(only=only)
+        if behind:
+            return recovery.recover_behind(only=only, listed=listed)
+        return recovery.recover(only=only, listed=listed)
 
     def _announce(self, partitions: list[int]) -> None:
         """Make one no-op call to each peer, so they hear the partitions' new epochs now.

@@ -124,18 +124,23 @@ class Recovery:
         return not self.cache.next_deferred(1) and not self._unhanded
 
     # -- recovering ---------------------------------------------------------------------------
-    def defer(self, only: Callable[[str], bool] | None = None) -> list[str]:
+    def defer(self, only: Callable[[str], bool] | None = None,
+              listed: list[str] | None = None) -> list[str]:
         """Note the active jobs this job manager owns (and `only` accepts) as still to load;
-        returns their ids (not those cached or deferred already)."""
-        ids = [job_id for job_id in self.cache.active_ids()
+        returns their ids (not those cached or deferred already).  `listed`: the stored
+        active-job ids, read by the caller beforehand (else read here)."""
+        active = self.cache.active_ids() if listed is None else listed
+        ids = [job_id for job_id in active
                if self.owns(job_id) and (only is None or only(job_id))]
         return self.cache.defer(ids, self._load_for_caller)
 
-    def recover(self, only: Callable[[str], bool] | None = None) -> int:
+    def recover(self, only: Callable[[str], bool] | None = None,
+                listed: list[str] | None = None) -> int:
         """Load every active job this job manager owns (and `only` accepts: one partition
         taken over) and hand its runs back to the other daemons, in the caller (calls
-        meanwhile load a job they need first); returns jobs loaded.  A failure is raised."""
-        deferred = self.defer(only)
+        meanwhile load a job they need first); returns jobs loaded.  A failure is raised.
+        `listed`: as `defer`'s."""
+        deferred = self.defer(only, listed)
         for start in range(0, len(deferred), SLICE_JOBS):
             self._slice(deferred[start:start + SLICE_JOBS])
         for job_id in sorted(self._unhanded):
@@ -144,13 +149,14 @@ class Recovery:
         log.info("recovered %d active jobs", loaded)
         return loaded
 
-    def recover_behind(self, only: Callable[[str], bool]) -> int:
+    def recover_behind(self, only: Callable[[str], bool],
+                       listed: list[str] | None = None) -> int:
         """`recover(only)` in a greenlet of its own: a member's membership greenlet, which
         takes partitions over, goes back to ZooKeeper at once.  The jobs are deferred
         before this returns, so a call about one loads it first meanwhile; a failed load
         or hand-back is retried, as in the background recovery.  Returns the jobs
-        deferred."""
-        deferred = self.defer(only)
+        deferred.  `listed`: as `defer`'s."""
+        deferred = self.defer(only, listed)
         if deferred:
             greenlet = gevent.spawn(self._recover_listed, deferred, time.monotonic())
             self._takeovers.add(greenlet)

@@ -343,9 +343,10 @@ def test_partitions_taken_over_at_once_are_claimed_and_recovered_in_one_pass(
     passes: list[int] = []
     recover = taker.recovery.recover
 
-    def counted(only: Callable[[str], bool] | None = None) -> int:
+    def counted(only: Callable[[str], bool] | None = None,
+                listed: list[str] | None = None) -> int:
         passes.append(1)
-        return recover(only)
+        return recover(only, listed)
 
     taker.recovery.recover = counted  # type: ignore[method-assign]  # a spy on this one instance
 

@@ -279,17 +279,17 @@ def at_claimed(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) ->
     take_over(scene)
 
 
-def at_owned(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
-    # Owned, its jobs neither cached nor deferred yet: an end read now finds no job.
-    real = scene.a.recovery.defer
+def at_listing(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch) -> None:
+    # A lists the partitions' active jobs (a store read: it yields), then owns them and
+    # defers their jobs with nothing in between: an end read while it lists is passed over.
+    real = scene.a.cache.active_ids
 
-    def defer(only: Callable[[str], bool] | None = None) -> list[str]:
+    def active_ids() -> list[str]:
         end()
-        assert scene.a.events.process_once(0.0) == TASKS  # read, and dropped: no job yet
-        assert scene.job_id not in scene.a.cache
-        return real(only)
+        assert scene.a.events.process_once(0.0) == 0  # not A's yet: passed over
+        return real()
 
-    mp.setattr(scene.a.recovery, "defer", defer)
+    mp.setattr(scene.a.cache, "active_ids", active_ids)
     take_over(scene)
 
 
@@ -396,7 +396,7 @@ def in_flight(scene: Scene, end: Callable[[], None], mp: pytest.MonkeyPatch, *,
 POINTS: dict[str, Callable[[Scene, Callable[[], None], pytest.MonkeyPatch], None]] = {
     "before the claim": at_before_claim,
     "claimed, not owned": at_claimed,
-    "owned, not deferred": at_owned,
+    "listing its jobs, not owned": at_listing,
     "deferred, not loaded": at_deferred,
     "while it loads": at_loading,
     "adopted, not reconciled": at_adopted,
@@ -481,6 +481,34 @@ def test_a_run_ending_during_a_takeover_is_stored_ended_by_the_new_owner(
     assert sorted(r for _, runs in scene.agent.launched for r in runs) == scene.run_ids()
     assert scene.agent.killed == []
     assert rounds < ROUNDS
+
+
+def test_a_live_runs_report_read_while_its_partition_is_taken_over_does_not_kill_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new report of a live run (here a RUNNING again, as a health check's) read while A
+    # lists the partitions' jobs: owned before they were deferred, the job was neither
+    # cached nor deferred then, and A killed the run as an orphan's (app.py, `_drive`).
+    scene = Scene()
+    try:
+        scene.start()
+        real = scene.a.cache.active_ids
+
+        def active_ids() -> list[str]:
+            for run_id in scene.run_ids():
+                scene.agent.report(run_id, S.RUNNING, HOST)
+            scene.a.events.process_once(0.0)
+            return real()
+
+        monkeypatch.setattr(scene.a.cache, "active_ids", active_ids)
+        take_over(scene)
+        scene.a_rounds(3)
+        assert scene.agent.killed == []
+        assert scene.stored() == [(S.RUNNING, 1)] * TASKS
+        scene.end()
+        scene.a_rounds()
+        assert scene.stored() == [(S.SUCCEEDED, 1)] * TASKS
+    finally:
+        scene.close()
 
 
 # -- the rule the table found broken, on the stream alone -------------------------------------
