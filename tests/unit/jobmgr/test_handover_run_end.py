@@ -78,13 +78,7 @@ class Handover(Scene):
 
     def launch(self) -> None:
         """B creates the job and launches its runs; nothing reported yet (LAUNCHED)."""
-        self.b.jobs.create(job_spec(TASKS, JobType.BATCH, command="sleep 8"), self.job_id)
-        for _ in range(10):
-            self.b_round()
-            self.a.run_due()
-            self.host_round()
-        launched = sorted(r for _, runs in self.agent.launched for r in runs)
-        assert launched == self.run_ids()
+        super().launch()
         assert self.stored() == [(S.LAUNCHED, 1)] * TASKS
 
     def settle(self, *states: S) -> None:

@@ -194,8 +194,9 @@ class Scene:
         done += self.agent.answer()
         return done
 
-    def start(self) -> None:
-        """B creates the job and runs it; both members step (A passes B's events over)."""
+    def launch(self) -> None:
+        """B creates the job and launches its runs; both members step (A passes B's events
+        over)."""
         self.b.jobs.create(job_spec(TASKS, JobType.BATCH, command="sleep 8"), self.job_id)
         for _ in range(10):
             self.b_round()
@@ -203,6 +204,10 @@ class Scene:
             self.host_round()
         launched = sorted(r for _, runs in self.agent.launched for r in runs)
         assert launched == self.run_ids()
+
+    def start(self) -> None:
+        """B creates the job and runs it (`launch`, then every run STARTING and RUNNING)."""
+        self.launch()
         for state in (S.STARTING, S.RUNNING):
             if state is S.RUNNING and not self.b_acks:  # paused right after storing them
                 self.b.events.stream.acknowledge = lambda offset: None  # type: ignore[method-assign]
