@@ -81,17 +81,6 @@ class Handover(Scene):
         super().launch()
         assert self.stored() == [(S.LAUNCHED, 1)] * TASKS
 
-    def settle(self, *states: S) -> None:
-        """The agent reports `states` of every run; both members step until they are
-        applied (B owns them)."""
-        for state in states:
-            for run_id in self.run_ids():
-                self.agent.report(run_id, state, HOST)
-            for _ in range(3):
-                self.b_round()
-                self.a.run_due()
-                self.host_round()
-
     def b_poll(self) -> int:
         """One batch of B's status greenlet, while it runs: an error is logged, as its
         loop does (a write of a partition whose fence B released is refused)."""

@@ -211,13 +211,19 @@ class Scene:
         for state in (S.STARTING, S.RUNNING):
             if state is S.RUNNING and not self.b_acks:  # paused right after storing them
                 self.b.events.stream.acknowledge = lambda offset: None  # type: ignore[method-assign]
+            self.settle(state)
+        assert self.stored() == [(S.RUNNING, 1)] * TASKS
+
+    def settle(self, *states: S) -> None:
+        """The agent reports `states` of every run; both members step until they are
+        applied (B owns them)."""
+        for state in states:
             for run_id in self.run_ids():
                 self.agent.report(run_id, state, HOST)
             for _ in range(3):
                 self.b_round()
                 self.a.run_due()
                 self.host_round()
-        assert self.stored() == [(S.RUNNING, 1)] * TASKS
 
     def a_rounds(self, rounds: int = ROUNDS) -> int:
         """A's rounds (with the host manager's work and the takeover's recovery greenlet
