@@ -43,17 +43,20 @@ MODULE_CAP_S = 240
 #: own deadlines end it before the cap, so its daemons are always stopped).
 #: bench_member_failover starts `peloton up --jobmgrs 2` twice and takes a member down in
 #: each (SIGTERM, kill -9): 1 to 2 minutes, its waits bounded by deadlines within the cap.
+#: bench_leave_under_load runs the scale shape on three such clusters (nobody leaving, a
+#: SIGTERM, a kill -9): 1 to 2 minutes each.
 LONG_MODULES: dict[str, int] = {"bench_simulation_day": 1200, "bench_k8s": 1200,
+                                "bench_leave_under_load": 720,
                                 "bench_forecast": 900,
                                 "bench_scale_members": 3000 if os.environ.get(
                                     "BENCH_SCALE") == "full" else 720,
                                 "bench_member_failover": 400}
 #: Long modules every `make bench` runs all the same, after the others and outside the suite
 #: budget: the Kubernetes figures (issue 21), the forecast's accuracy (issue 26), the
-#: scale shape with 1 and 2 job managers and a member's failover (issue 24) belong in every
-#: run.
+#: scale shape with 1 and 2 job managers, a member's failover and a member leaving under load
+#: (issue 24) belong in every run.
 ALWAYS_LONG = frozenset({"bench_k8s", "bench_forecast", "bench_scale_members",
-                         "bench_member_failover"})
+                         "bench_member_failover", "bench_leave_under_load"})
 
 
 @dataclass
