@@ -69,10 +69,6 @@ class Handover(Scene):
         #: B gives its partitions up and stays a member (more members than partitions):
         #: its loops go on, owning nothing.
         self.stays = stays
-        # The fake agent stamps its n-th report n seconds after the epoch: from the fake
-        # clock's now on instead, as a host stamps its time.  A STARTING stored unended
-        # (B's `store_kept`) is timed out by A's task engine from that stamp.
-        self.agent._seq = int(self.clock.wall())
         #: B's status events have stopped (the process is leaving).
         self.b_stopped = False
 

@@ -132,6 +132,10 @@ class Scene:
             bootstrap=True, retrier=Retrier(NO_RETRY), clock=self.clock.wall,
             sqlite_threads=0))
         self.agent = Agent()
+        # The fake agent stamps its n-th report n seconds after the epoch: from the fake
+        # clock's now on instead, as a host stamps its time (a STARTING stored unended, as
+        # a leaver's `store_kept` does, is timed out by the new owner from that stamp).
+        self.agent._seq = int(self.clock.wall())
         self.agent.add_host(HOST, cpu=16, mem_mb=16384)
         self.hm = HostManager(self.store, self.agent, HostManagerConfig(
             consumers=("jobmgr",), recovery_grace=0.0, member_idle_timeout=member_idle),
