@@ -1,6 +1,6 @@
 """A run that reports around a graceful partition handover is stored once, ended, by the new owner.
 
-The scene of test_takeover_run_end.py (two all-active members over one store and one real
+The scene of test_takeover_run_end.py (takeover_scene.py) (two all-active members over one store and one real
 in-process host manager, an agent-like backend), but member B (`m2`) is not paused: it
 leaves as a SIGTERM'd member does (peloton/cluster/daemons/members.py).  It releases its
 partitions (`JobManager.release_partitions`: the STARTINGs its status events kept
@@ -37,7 +37,7 @@ import pytest
 from peloton.core.states import JobType
 from peloton.jobmgr.aggregate import CachedJob
 from tests.unit.jobmgr.harness import job_spec
-from tests.unit.jobmgr.test_takeover_run_end import (
+from tests.unit.jobmgr.takeover_scene import (
     B_HOLDS,
     HOST,
     MEMBER_IDLE,
@@ -45,6 +45,9 @@ from tests.unit.jobmgr.test_takeover_run_end import (
     TASKS,
     S,
     Scene,
+    once,
+)
+from tests.unit.jobmgr.test_takeover_run_end import (
     at_adopted,
     at_claimed,
     at_deferred,
@@ -54,7 +57,6 @@ from tests.unit.jobmgr.test_takeover_run_end import (
     at_poll_in_flight_recovered,
     at_reconcile_asked,
     at_reconciled,
-    once,
     take_over,
 )
 
