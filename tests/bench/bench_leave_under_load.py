@@ -31,7 +31,6 @@ from peloton.common.geventsetup import setup
 
 setup()
 
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -40,11 +39,11 @@ from pathlib import Path  # noqa: E402
 import gevent  # noqa: E402
 
 from peloton.api.client import PelotonClient  # noqa: E402
-from peloton.cluster.processes import ZOOKEEPER_JARS, ProcessCluster, ProcessesConfig  # noqa: E402
+from peloton.cluster.processes import ProcessCluster, ProcessesConfig  # noqa: E402
 from tests.bench.bench_cluster import make_pool  # noqa: E402
 from tests.bench.bench_scale import BACKEND, HOSTS, SHAPE, run_shape  # noqa: E402
 from tests.bench.bench_scale_members import ZK_ROOT, wait_settled  # noqa: E402
-from tests.bench.common import load, report, scaled  # noqa: E402
+from tests.bench.common import load, report, scaled, skipped_without_zookeeper  # noqa: E402
 
 #: Seconds after the first create the member is stopped (the shape is under way by then).
 LEAVE_AFTER_S = scaled(8.0, smoke=1.0)
@@ -96,10 +95,7 @@ def run(base: Path, sig: signal.Signals | None) -> tuple[float, str]:
 
 
 def main() -> None:
-    missing = [str(j) for j in ZOOKEEPER_JARS if not j.exists()]
-    if missing or shutil.which("java") is None:
-        print("BENCH_SKIP leave_under_load `peloton up --jobmgrs 2` needs ZooKeeper and Java "
-              f"(missing: {', '.join(missing) or 'java'})", flush=True)
+    if skipped_without_zookeeper("leave_under_load"):
         return
     totals: dict[str, float] = {}
     for name, sig in SCENARIOS.items():

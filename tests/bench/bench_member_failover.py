@@ -56,7 +56,6 @@ setup()
 import itertools  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -75,7 +74,7 @@ from kazoo.exceptions import NoNodeError  # noqa: E402
 from peloton.api.client import PelotonClient  # noqa: E402
 from peloton.cluster.daemons.config import JobmgrProcessConfig  # noqa: E402
 from peloton.cluster.daemons.config import load as load_config  # noqa: E402
-from peloton.cluster.processes import ZOOKEEPER_JARS, ProcessCluster, ProcessesConfig  # noqa: E402
+from peloton.cluster.processes import ProcessCluster, ProcessesConfig  # noqa: E402
 from peloton.common.leader import JOB_MANAGER  # noqa: E402
 from peloton.common.membership import MEMBERS, PARTITIONS, role_path  # noqa: E402
 from peloton.core.errors import NotFound  # noqa: E402
@@ -83,7 +82,7 @@ from peloton.core.partitions import DEFAULT_PARTITIONS, assign  # noqa: E402
 from peloton.core.states import JobState, TaskState  # noqa: E402
 from peloton.storage import Store, StoreOptions, open_store  # noqa: E402
 from tests.bench.bench_cluster import make_pool  # noqa: E402
-from tests.bench.common import load, report, scaled, until  # noqa: E402
+from tests.bench.common import load, report, scaled, skipped_without_zookeeper, until  # noqa: E402
 from tests.bench.member_probes import (  # noqa: E402
     PROBE_INTERVAL_S,
     PROBE_TIMEOUT_S,
@@ -424,10 +423,7 @@ def report_outcome(o: Outcome) -> None:
 
 
 def main() -> None:
-    missing = [str(j) for j in ZOOKEEPER_JARS if not j.exists()]
-    if missing or shutil.which("java") is None:
-        print("BENCH_SKIP member_failover `peloton up --jobmgrs` needs ZooKeeper and Java "
-              f"(missing: {', '.join(missing) or 'java'})", flush=True)
+    if skipped_without_zookeeper("member_failover"):
         return
     keep = os.environ.get("BENCH_KEEP_DIR", "")
     for name, sig in (("sigterm", signal.SIGTERM), ("kill9", signal.SIGKILL)):

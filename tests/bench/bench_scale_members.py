@@ -36,7 +36,6 @@ from peloton.common.geventsetup import setup
 setup()
 
 import os  # noqa: E402
-import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -47,7 +46,7 @@ from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NoNodeError  # noqa: E402
 
 from peloton.api.client import PelotonClient  # noqa: E402
-from peloton.cluster.processes import ZOOKEEPER_JARS, ProcessCluster, ProcessesConfig  # noqa: E402
+from peloton.cluster.processes import ProcessCluster, ProcessesConfig  # noqa: E402
 from peloton.common.leader import JOB_MANAGER  # noqa: E402
 from peloton.common.membership import MEMBERS, PARTITIONS, role_path  # noqa: E402
 from peloton.core.partitions import DEFAULT_PARTITIONS, assign  # noqa: E402
@@ -62,7 +61,7 @@ from tests.bench.bench_scale import (  # noqa: E402
     ShapeRun,
     run_shape,
 )
-from tests.bench.common import cpu_probe_us, load, report, scaled  # noqa: E402
+from tests.bench.common import cpu_probe_us, load, report, scaled, skipped_without_zookeeper  # noqa: E402
 
 SIZES = (1, 2)
 #: A cluster starts once the probe is within this factor of the invocation's fastest, or
@@ -257,10 +256,7 @@ def sizes() -> tuple[int, ...]:
 
 
 def main() -> None:
-    missing = [str(j) for j in ZOOKEEPER_JARS if not j.exists()]
-    if missing or shutil.which("java") is None:
-        print("BENCH_SKIP scale_members `peloton up --jobmgrs` needs ZooKeeper and Java "
-              f"(missing: {', '.join(missing) or 'java'})", flush=True)
+    if skipped_without_zookeeper("scale_members"):
         return
     rates: dict[int, float] = {}
     keep = os.environ.get("BENCH_KEEP_DIR", "")

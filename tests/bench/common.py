@@ -128,3 +128,18 @@ def until(check: Callable[[], object], timeout: float, what: str,
             return time.monotonic()
         time.sleep(interval)
     raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def skipped_without_zookeeper(name: str) -> bool:
+    """True, after printing `name`'s BENCH_SKIP line, if the ZooKeeper jars or Java that
+    `peloton up --jobmgrs` needs are missing (the benchmarks of all-active job managers)."""
+    import shutil  # the lookups only these benchmarks make
+
+    from peloton.cluster.processes import ZOOKEEPER_JARS
+
+    missing = [str(j) for j in ZOOKEEPER_JARS if not j.exists()]
+    if not missing and shutil.which("java") is not None:
+        return False
+    print(f"BENCH_SKIP {name} `peloton up --jobmgrs` needs ZooKeeper and Java "
+          f"(missing: {', '.join(missing) or 'java'})", flush=True)
+    return True
